@@ -1,0 +1,157 @@
+// A model: a family plugin instance, the loss it is trained with, its schema
+// and the engine-owned global sufficient statistics.
+//
+// Thread safety: const methods (Score, Posterior, Save) may run concurrently
+// with each other, each caller using its own ScoringState. Non-const methods
+// require exclusive access. To predict while learning, learn on one Model
+// and publish Clone()s to readers.
+#ifndef TRIBUTARY_MODEL_H_
+#define TRIBUTARY_MODEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tributary/plugin_abi.h"
+#include "tributary/plugin_registry.h"
+#include "tributary/schema.h"
+#include "tributary/status.h"
+#include "tributary/step_schedule.h"
+
+namespace tributary {
+
+using Options = std::vector<std::pair<std::string, std::string>>;
+
+// The global statistics mu, stored per block in the lazy affine form
+// mu[i] = scale * raw[i] + shift * alpha_bar, so that the decay
+// (1 - rho (c + nu/n)) and the prior term rho abar / n of every sdEM step
+// cost O(blocks) instead of O(model) (DESIGN.md, "Cost per document").
+class SufficientStats {
+ public:
+  Status Init(std::vector<trib_block> blocks);
+  uint64_t size() const { return raw_.size(); }
+  const std::vector<trib_block>& blocks() const { return blocks_; }
+  std::vector<trib_block>& mutable_blocks() { return blocks_; }
+  std::vector<double>& raw() { return raw_; }
+  const std::vector<double>& raw() const { return raw_; }
+  // Block index of entry i.
+  uint32_t BlockOf(uint64_t i) const {
+    uint32_t b = 0;
+    while (b + 1 < blocks_.size() && i >= blocks_[b + 1].offset) ++b;
+    return b;
+  }
+  double Mu(uint64_t i) const {
+    const trib_block& b = blocks_[BlockOf(i)];
+    return b.scale * raw_[i] + b.shift * b.alpha_bar;
+  }
+  // Rewrites block b so that scale = 1, shift = 0 (raw = mu). O(block size).
+  void Materialize(uint32_t b);
+  trib_stats View();
+  trib_stats ConstView() const;
+
+ private:
+  std::vector<trib_block> blocks_;
+  std::vector<double> raw_;
+};
+
+// Where the learner is: t, n, the step schedule and counters. Saved in
+// snapshots so that training can resume.
+struct LearnerState {
+  uint64_t updates = 0;         // t
+  double effective_size = 1.0;  // n
+  StepSchedule schedule;
+  uint64_t skipped_documents = 0;
+  uint64_t materializations = 0;
+};
+
+class Model;
+
+// Per-thread scratch for scoring (the family's trib_family_state).
+class ScoringState {
+ public:
+  ~ScoringState();
+  ScoringState(const ScoringState&) = delete;
+  ScoringState& operator=(const ScoringState&) = delete;
+  trib_family_state* get() { return state_; }
+
+ private:
+  friend class Model;
+  ScoringState(std::shared_ptr<const Plugin> plugin, trib_family_state* state)
+      : plugin_(std::move(plugin)), state_(state) {}
+  std::shared_ptr<const Plugin> plugin_;
+  trib_family_state* state_;
+};
+
+class Model {
+ public:
+  // Creates a model with statistics at the prior (mu_0 = abar). `loss` may be
+  // null for a model that is only used for prediction.
+  // Errors: the family refuses the options or the schema (message names the
+  // option), or the family's layout is inconsistent.
+  static Result<std::unique_ptr<Model>> Create(std::shared_ptr<const Plugin> family,
+                                               std::shared_ptr<const Plugin> loss, ModelSchema schema,
+                                               Options family_options, uint64_t seed = 1);
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  // A deep copy (family caches included) for publishing to readers.
+  Result<std::unique_ptr<Model>> Clone() const;
+
+  // Saves a snapshot atomically (temp file, fsync, rename).
+  Status Save(const std::string& path) const;
+  // Loads a snapshot, finding the plugins in `registry` by name and refusing
+  // a version different from the one recorded (both versions named). A
+  // truncated, corrupt or foreign file is refused with the reason.
+  static Result<std::unique_ptr<Model>> Load(const std::string& path, const PluginRegistry& registry);
+
+  Result<std::unique_ptr<ScoringState>> NewScoringState(uint64_t seed = 1) const;
+
+  // log p(k, x | theta) for all classes; `log_joint` gets num_classes() values.
+  Status Score(const trib_document& doc, ScoringState* state, double* log_joint) const;
+
+  // Adds a class (schema with open classes; the family must support growth).
+  Status AddClass(const std::string& name);
+
+  const ModelSchema& schema() const { return schema_; }
+  ModelSchema* mutable_schema() { return &schema_; }
+  uint32_t num_classes() const { return static_cast<uint32_t>(schema_.classes().size()); }
+  const Plugin& family() const { return *family_; }
+  const std::shared_ptr<const Plugin>& family_plugin() const { return family_; }
+  const std::shared_ptr<const Plugin>& loss_plugin() const { return loss_; }
+  void set_loss(std::shared_ptr<const Plugin> loss) { loss_ = std::move(loss); }
+  const Options& family_options() const { return options_; }
+  SufficientStats& stats() { return stats_; }
+  const SufficientStats& stats() const { return stats_; }
+  trib_family_model* family_model() { return fmodel_; }
+  const trib_family_model* family_model() const { return fmodel_; }
+  LearnerState& learner_state() { return learner_; }
+  const LearnerState& learner_state() const { return learner_; }
+
+  // Re-runs the family's rebuild (check-step over everything, caches).
+  Status Rebuild(const trib_step& step);
+  // Number of tokens the document adds to per-word perplexity.
+  double PerplexityTokens(const trib_document& doc) const;
+
+ private:
+  Model() = default;
+  static Result<std::unique_ptr<Model>> CreateInternal(std::shared_ptr<const Plugin> family,
+                                                       std::shared_ptr<const Plugin> loss, ModelSchema schema,
+                                                       Options family_options);
+  std::shared_ptr<const Plugin> family_;
+  std::shared_ptr<const Plugin> loss_;
+  ModelSchema schema_;
+  Options options_;
+  trib_family_model* fmodel_ = nullptr;
+  SufficientStats stats_;
+  LearnerState learner_;
+};
+
+// Error text from a plugin call, naming the plugin and the call.
+Status PluginStatus(int code, const trib_error& err, const Plugin& plugin, const char* call);
+
+}  // namespace tributary
+
+#endif  // TRIBUTARY_MODEL_H_

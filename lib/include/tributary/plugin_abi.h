@@ -1,0 +1,295 @@
+/*
+ * Tributary plugin ABI (plain C).
+ *
+ * A plugin is a shared object that exports two symbols:
+ *
+ *   const trib_plugin_info tributary_plugin_info;      (data, read first)
+ *   int tributary_plugin_init(const trib_host_api* host,
+ *                             trib_plugin_vtable* out, trib_error* err);
+ *
+ * The host dlopen()s the file with RTLD_NOW | RTLD_LOCAL, reads
+ * `tributary_plugin_info` and refuses the file before calling any plugin
+ * function when the magic, the ABI major version, or the kind is wrong, or
+ * when the plugin needs a newer ABI minor version than the host has. Only
+ * then it calls `tributary_plugin_init`, which fills the vtable for its kind.
+ *
+ * ABI rules:
+ *  - Structs passed across the boundary begin with their own size, and only
+ *    ever grow at their end. A host reads a field only if the plugin's struct
+ *    is large enough to hold it; a missing optional function is NULL.
+ *  - A different major version is refused; an older minor version is
+ *    accepted (the host treats fields beyond it as absent).
+ *  - No C++ exception and no STL type crosses the boundary. Every fallible
+ *    function returns TRIB_OK (0) or an error code and writes a message into
+ *    the host-provided trib_error.
+ *  - The host never dlclose()s a plugin while objects created by it live.
+ *
+ * The math behind the calls (sdEM, Masegosa et al. 2014, Algorithm 1 and
+ * Tables 1-2): the engine keeps the global expectation parameters mu and per
+ * document computes
+ *
+ *   mu <- (1 - rho_t (c + nu/n)) mu + rho_t (sum_k w_k E_z[s(k, z, x)] + abar/n)
+ *
+ * then the check-step. The family supplies log p(k, x | theta(mu)) (score),
+ * sum_k w_k E_z[s(k, z, x)] (accumulate) and the check-step / caches of
+ * theta(mu) (commit). The loss supplies w and c from the scores.
+ */
+#ifndef TRIBUTARY_PLUGIN_ABI_H_
+#define TRIBUTARY_PLUGIN_ABI_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TRIB_ABI_MAJOR 1u
+#define TRIB_ABI_MINOR 0u
+#define TRIB_PLUGIN_MAGIC 0x54524942u /* "TRIB" */
+
+#if defined(_WIN32)
+#define TRIB_PLUGIN_EXPORT __declspec(dllexport)
+#else
+#define TRIB_PLUGIN_EXPORT __attribute__((visibility("default")))
+#endif
+
+/* ---- Errors ------------------------------------------------------------ */
+
+/* Plain int constants (not an enum) so C++ lambdas returning them deduce int. */
+#define TRIB_OK 0
+#define TRIB_ERR_INVALID_ARGUMENT 1 /* bad option, bad schema for this family */
+#define TRIB_ERR_INVALID_DOCUMENT 2 /* this document cannot be used */
+#define TRIB_ERR_NUMERIC 3          /* NaN/inf or infeasible statistics */
+#define TRIB_ERR_INTERNAL 4
+#define TRIB_ERR_NO_MEMORY 5
+
+typedef struct trib_error {
+  int code;
+  char message[512]; /* NUL-terminated */
+} trib_error;
+
+/* ---- Plugin identity ---------------------------------------------------- */
+
+typedef enum trib_plugin_kind { TRIB_KIND_FAMILY = 1, TRIB_KIND_LOSS = 2 } trib_plugin_kind;
+
+typedef struct trib_plugin_info {
+  uint32_t magic;     /* TRIB_PLUGIN_MAGIC */
+  uint32_t abi_major; /* TRIB_ABI_MAJOR the plugin was built against */
+  uint32_t abi_minor; /* TRIB_ABI_MINOR the plugin was built against */
+  uint32_t kind;      /* trib_plugin_kind */
+  const char* name;   /* e.g. "multinomial"; [a-z0-9-]+ */
+  const char* version;     /* plugin version, recorded in snapshots */
+  const char* description; /* one line */
+} trib_plugin_info;
+
+/* What the host offers the plugin (grows at its end). */
+typedef struct trib_host_api {
+  uint32_t struct_size;
+  uint32_t abi_major;
+  uint32_t abi_minor;
+  /* Digamma / lgamma from Boost.Math, so plugins need not link it. */
+  double (*lgamma)(double x);
+  double (*digamma)(double x);
+} trib_host_api;
+
+/* ---- Data crossing the boundary ----------------------------------------- */
+
+typedef struct trib_option {
+  const char* key;
+  const char* value;
+} trib_option;
+
+typedef enum trib_feature_kind { TRIB_FEATURE_REAL = 0, TRIB_FEATURE_CATEGORICAL = 1 } trib_feature_kind;
+
+/* The model's schema, fixed when the model is created. */
+typedef struct trib_schema {
+  uint32_t struct_size;
+  uint64_t vocab_size;   /* number of term ids (vocabulary or hash dim) */
+  uint32_t num_classes;  /* K >= 1 */
+  uint32_t num_reals;    /* dense REAL features */
+  uint32_t num_categoricals;
+  const uint32_t* categorical_cardinalities; /* num_categoricals entries */
+} trib_schema;
+
+/* One validated document, in the model's id space. The host guarantees:
+ * term_ids strictly increasing and < vocab_size; counts finite and > 0;
+ * reals finite (num_reals == schema.num_reals); categoricals in range;
+ * weight finite and > 0. */
+typedef struct trib_document {
+  uint32_t struct_size;
+  uint64_t index;       /* position in its stream, 0-based */
+  const char* id;       /* never NULL; may be "" */
+  int64_t label;        /* class index, or -1 when unlabelled */
+  uint32_t num_terms;
+  const uint32_t* term_ids;
+  const double* term_counts;
+  double total_count;   /* sum of term_counts */
+  uint32_t num_reals;
+  const double* reals;
+  uint32_t num_categoricals;
+  const uint32_t* categoricals;
+  double weight;
+} trib_document;
+
+/* A block of statistics that share one prior (nu, abar) and one lazy affine
+ * map:  mu[i] = scale * raw[i] + shift * alpha_bar   for i in the block.
+ * scale > 0 and shift >= 0 at all times. */
+typedef struct trib_block {
+  uint64_t offset;
+  uint64_t size;
+  double nu;        /* prior weight in the decay (1 - rho (c + nu/n)) */
+  double alpha_bar; /* prior pseudo-statistic; mu_0 = alpha_bar */
+  double scale;     /* engine-managed */
+  double shift;     /* engine-managed */
+} trib_block;
+
+/* The engine-owned statistics, as seen by a family. `raw` is writable only
+ * inside init_stats and commit. */
+typedef struct trib_stats {
+  double* raw;
+  uint64_t size;
+  uint32_t num_blocks;
+  const trib_block* blocks;
+} trib_stats;
+
+/* Expected sufficient statistics of one document: (index, value) pairs.
+ * Indices must be distinct within one accumulate call. The family appends
+ * with trib_delta_push (inline below); grow() is the host's. */
+typedef struct trib_delta {
+  uint64_t* index;
+  double* value;
+  size_t size;
+  size_t capacity;
+  void* host;
+  int (*grow)(struct trib_delta* self, size_t min_capacity); /* 0 on success */
+} trib_delta;
+
+static inline int trib_delta_push(trib_delta* d, uint64_t index, double value) {
+  if (d->size == d->capacity && d->grow(d, d->size + 1) != 0) return TRIB_ERR_NO_MEMORY;
+  d->index[d->size] = index;
+  d->value[d->size] = value;
+  d->size++;
+  return TRIB_OK;
+}
+
+/* Step information handed to the check-step. */
+typedef struct trib_step {
+  double rho;            /* rho_t */
+  double n;              /* effective data-set size */
+  double c;              /* loss self-weight times document weight */
+  uint64_t t;            /* update counter before this step */
+} trib_step;
+
+/* ---- Family ------------------------------------------------------------- */
+
+/* Opaque objects created by a family. A "model" holds the family's
+ * configuration and its caches derived from the statistics (e.g. totals); a
+ * "state" holds per-thread scratch space and the random generator. */
+typedef struct trib_family_model trib_family_model;
+typedef struct trib_family_state trib_family_state;
+
+typedef struct trib_family_vtable {
+  uint32_t struct_size;
+
+  /* Creates a model for `schema` with the given options. Unknown option keys
+   * must be refused (TRIB_ERR_INVALID_ARGUMENT naming the key). */
+  int (*create)(const trib_schema* schema, const trib_option* options, size_t num_options,
+                trib_family_model** out, trib_error* err);
+  void (*destroy)(trib_family_model* model);
+  /* Deep copy, used to publish a consistent model to readers while one writer
+   * keeps learning. */
+  int (*clone)(const trib_family_model* model, trib_family_model** out, trib_error* err);
+
+  /* The statistics layout: the number of blocks, then each block's offset,
+   * size, nu and alpha_bar (scale/shift are ignored). Called with
+   * blocks == NULL to ask for the count. */
+  int (*layout)(const trib_family_model* model, trib_block* blocks, uint32_t* num_blocks,
+                trib_error* err);
+
+  /* Optional (NULL: raw starts at zero, i.e. mu_0 = alpha_bar as in
+   * Algorithm 1 line 1). Writes initial raw values, e.g. random
+   * symmetry-breaking for latent-variable families. */
+  int (*init_stats)(trib_family_model* model, trib_stats* stats, uint64_t seed, trib_error* err);
+
+  /* Recomputes every cache of theta(mu) from all statistics and applies the
+   * check-step to every entry (it may write raw). Called after creation, after
+   * loading a snapshot and after the engine re-materialises a block.
+   * Cost O(model): the engine calls it rarely. */
+  int (*rebuild)(trib_family_model* model, trib_stats* stats, const trib_step* step,
+                 trib_error* err);
+
+  int (*state_create)(const trib_family_model* model, uint64_t seed, trib_family_state** out,
+                      trib_error* err);
+  void (*state_destroy)(trib_family_state* state);
+
+  /* log p(k, x | theta(mu)) for every class k into log_joint[num_classes].
+   * Must not modify the model; may run concurrently with other score calls
+   * on the same model, each with its own state. For latent families it may
+   * return an estimate and cache local inference results in `state` for the
+   * following accumulate call on the same document. */
+  int (*score)(const trib_family_model* model, const trib_stats* stats, trib_family_state* state,
+               const trib_document* doc, double* log_joint, trib_error* err);
+
+  /* Appends sum_k weights[k] * E_z[s(k, z, x)] to `delta` (Table 1 / 2),
+   * skipping classes whose weight is 0. Called right after score() on the
+   * same document with the same state and unchanged statistics. */
+  int (*accumulate)(const trib_family_model* model, const trib_stats* stats,
+                    trib_family_state* state, const trib_document* doc, const double* weights,
+                    trib_delta* delta, trib_error* err);
+
+  /* The check-step and the incremental maintenance of cached theta(mu): the
+   * engine has just added to raw[index[j]] (old value old_raw[j]) and updated
+   * the blocks' scale/shift. The family must project touched entries back
+   * into the feasible set (writing raw) and update its caches. Cost must be
+   * proportional to `count`. */
+  int (*commit)(trib_family_model* model, trib_stats* stats, const uint64_t* index,
+                const double* old_raw, size_t count, const trib_step* step, trib_error* err);
+
+  /* Optional: number of tokens the document contributes to per-word
+   * perplexity (NULL: doc->total_count). */
+  double (*perplexity_tokens)(const trib_family_model* model, const trib_document* doc);
+
+  /* Optional (NULL: the family cannot gain classes). The host created
+   * `new_model` for a schema with one more class, laid out `new_stats` (raw
+   * zero; each block's scale/shift copied from the old block of the same
+   * position) and asks the family to copy every old class's raw statistics to
+   * their place in the new layout. The new class keeps raw zero, i.e. starts
+   * at the current prior level. The host calls rebuild afterwards. */
+  int (*grow_classes)(const trib_family_model* old_model, const trib_stats* old_stats,
+                      trib_family_model* new_model, trib_stats* new_stats, trib_error* err);
+} trib_family_vtable;
+
+/* ---- Loss --------------------------------------------------------------- */
+
+typedef struct trib_loss_vtable {
+  uint32_t struct_size;
+  /* 1 if documents must carry a label. */
+  int requires_label;
+  /* Step-size parameter lambda used when the user gives none. */
+  double default_lambda;
+  /* From log p(k, x) for each class and the label (-1: unlabelled), the class
+   * weights w (the negative gradient of the loss w.r.t. the scores) and the
+   * self-weight c (the coefficient of mu in the gradient w.r.t. the natural
+   * parameters), plus the loss value. */
+  int (*weights)(const double* log_joint, uint32_t num_classes, int64_t label, double* w,
+                 double* c, double* loss_value, trib_error* err);
+} trib_loss_vtable;
+
+typedef union trib_plugin_vtable {
+  trib_family_vtable family;
+  trib_loss_vtable loss;
+} trib_plugin_vtable;
+
+/* Signature of the exported entry point. */
+typedef int (*trib_plugin_init_fn)(const trib_host_api* host, trib_plugin_vtable* out,
+                                   trib_error* err);
+
+#define TRIB_PLUGIN_INFO_SYMBOL "tributary_plugin_info"
+#define TRIB_PLUGIN_INIT_SYMBOL "tributary_plugin_init"
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* TRIBUTARY_PLUGIN_ABI_H_ */

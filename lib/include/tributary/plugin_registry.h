@@ -1,0 +1,93 @@
+// Finding, checking and loading family and loss plugins.
+//
+// A plugin file is refused, with a reason naming the file, when it cannot be
+// dlopen()ed, lacks the info or entry symbol, carries the wrong magic, kind
+// or ABI major version, needs a newer ABI minor version than this host, or
+// reports an error from its init function. Refusal never crashes the host.
+//
+// Thread safety: a PluginRegistry is not thread-safe while scanning; after
+// Scan() the lookups are const and may run concurrently. Loaded plugins live
+// until the process exits (the host never dlclose()s a plugin that loaded,
+// so objects created by it can never outlive its code).
+#ifndef TRIBUTARY_PLUGIN_REGISTRY_H_
+#define TRIBUTARY_PLUGIN_REGISTRY_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tributary/plugin_abi.h"
+#include "tributary/status.h"
+
+namespace tributary {
+
+// A successfully loaded plugin. Immutable; shared by everything using it.
+struct Plugin {
+  trib_plugin_kind kind;
+  std::string name;
+  std::string version;
+  std::string description;
+  uint32_t abi_major = 0;
+  uint32_t abi_minor = 0;
+  std::string path;
+  trib_plugin_vtable vtable{};  // copied from the plugin, zero-extended
+  bool builtin = false;         // found in the built-in plugin directory
+
+  const trib_family_vtable& family() const { return vtable.family; }
+  const trib_loss_vtable& loss() const { return vtable.loss; }
+};
+
+struct RefusedPlugin {
+  std::string path;
+  std::string reason;
+};
+
+const char* KindName(trib_plugin_kind kind);
+
+// The host API table handed to every plugin.
+const trib_host_api* HostApi();
+
+// Loads one plugin file and checks it is of `kind`. Loading the same file
+// twice returns the same Plugin.
+Result<std::shared_ptr<const Plugin>> LoadPluginFile(const std::string& path,
+                                                     trib_plugin_kind kind);
+
+class PluginRegistry {
+ public:
+  // The built-in plugin directory (<program dir>/../lib/tributary/plugins),
+  // then each directory of $TRIBUTARY_PLUGIN_PATH (':'-separated).
+  static std::vector<std::string> DefaultSearchPath();
+  static std::string BuiltinPluginDir();
+
+  // `search_path[0]` is treated as the built-in directory when `first_is_builtin`.
+  explicit PluginRegistry(std::vector<std::string> search_path, bool first_is_builtin = true);
+  // A registry over DefaultSearchPath().
+  PluginRegistry();
+
+  // Loads every *.so in the search path. Files that fail are recorded in
+  // refused(); a name already taken by an earlier directory (built-ins come
+  // first) is recorded as refused too, with the path that won. Never fails
+  // for a bad plugin; fails only if nothing can be read at all.
+  void Scan();
+
+  const std::vector<std::shared_ptr<const Plugin>>& plugins() const { return plugins_; }
+  const std::vector<RefusedPlugin>& refused() const { return refused_; }
+  const std::vector<std::string>& search_path() const { return search_path_; }
+
+  // Looks a plugin up by name among scanned plugins, or, when `name_or_path`
+  // contains a '/' or ends in ".so", loads that file directly.
+  // Errors: NotFound listing the available names; PluginError for a refused file.
+  Result<std::shared_ptr<const Plugin>> Find(const std::string& name_or_path,
+                                             trib_plugin_kind kind) const;
+
+ private:
+  std::vector<std::string> search_path_;
+  bool first_is_builtin_;
+  bool scanned_ = false;
+  std::vector<std::shared_ptr<const Plugin>> plugins_;
+  std::vector<RefusedPlugin> refused_;
+};
+
+}  // namespace tributary
+
+#endif  // TRIBUTARY_PLUGIN_REGISTRY_H_

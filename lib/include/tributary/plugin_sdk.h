@@ -1,0 +1,88 @@
+// Header-only C++ helpers for plugin authors, on top of plugin_abi.h.
+// Nothing here crosses the ABI boundary: it only makes it easier to write the
+// C functions of a vtable without letting an exception escape.
+#ifndef TRIBUTARY_PLUGIN_SDK_H_
+#define TRIBUTARY_PLUGIN_SDK_H_
+
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <new>
+#include <string>
+
+#include "tributary/plugin_abi.h"
+
+namespace tributary::sdk {
+
+// Writes a formatted message into `err` and returns `code`.
+inline int Fail(trib_error* err, int code, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
+inline int Fail(trib_error* err, int code, const char* fmt, ...) {
+  if (err) {
+    err->code = code;
+    va_list ap;
+    va_start(ap, fmt);
+    std::vsnprintf(err->message, sizeof(err->message), fmt, ap);
+    va_end(ap);
+  }
+  return code;
+}
+
+// Runs `body` (returning int) and converts any exception into an error code:
+// no exception may cross the C boundary.
+template <typename F>
+int Guard(trib_error* err, F&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return Fail(err, TRIB_ERR_NO_MEMORY, "out of memory");
+  } catch (const std::exception& e) {
+    return Fail(err, TRIB_ERR_INTERNAL, "%s", e.what());
+  } catch (...) {
+    return Fail(err, TRIB_ERR_INTERNAL, "unknown exception");
+  }
+}
+
+// mu[i] for entry i of block b (see trib_block).
+inline double Mu(const trib_stats& s, uint32_t b, uint64_t i) {
+  const trib_block& blk = s.blocks[b];
+  return blk.scale * s.raw[i] + blk.shift * blk.alpha_bar;
+}
+
+// The raw value that makes mu[i] equal to `mu` in block b.
+inline double RawFor(const trib_stats& s, uint32_t b, double mu) {
+  const trib_block& blk = s.blocks[b];
+  return (mu - blk.shift * blk.alpha_bar) / blk.scale;
+}
+
+// Parses a floating-point option value; returns false if it is not a number.
+inline bool ParseDouble(const char* text, double* out) {
+  if (!text || !*text) return false;
+  char* end = nullptr;
+  double v = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !std::isfinite(v)) return false;
+  *out = v;
+  return true;
+}
+
+// Numerically stable log(sum(exp(x))).
+inline double LogSumExp(const double* x, uint32_t n) {
+  double m = -INFINITY;
+  for (uint32_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
+  if (!std::isfinite(m)) return m;
+  double s = 0;
+  for (uint32_t i = 0; i < n; ++i) s += std::exp(x[i] - m);
+  return m + std::log(s);
+}
+
+}  // namespace tributary::sdk
+
+// Defines the plugin's info symbol. Use once per plugin.
+#define TRIBUTARY_DEFINE_PLUGIN_INFO(kind, name, version, description)                         \
+  extern "C" TRIB_PLUGIN_EXPORT const trib_plugin_info tributary_plugin_info = {               \
+      TRIB_PLUGIN_MAGIC, TRIB_ABI_MAJOR, TRIB_ABI_MINOR, static_cast<uint32_t>(kind), name, version, \
+      description}
+
+#endif  // TRIBUTARY_PLUGIN_SDK_H_

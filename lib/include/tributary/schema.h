@@ -1,0 +1,70 @@
+// The model's own schema: its vocabulary (or hashing), classes and features.
+#ifndef TRIBUTARY_SCHEMA_H_
+#define TRIBUTARY_SCHEMA_H_
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "tributary/plugin_abi.h"
+#include "tributary/status.h"
+
+namespace tributary {
+
+namespace v1 {
+class Schema;
+}
+
+struct FeatureSpecInfo {
+  std::string name;
+  trib_feature_kind kind = TRIB_FEATURE_REAL;
+  std::vector<std::string> categories;
+};
+
+class ModelSchema {
+ public:
+  // Validates: unique non-empty term names, unique class names, at least one
+  // class unless open_classes, categorical features with >= 1 category.
+  static Result<ModelSchema> FromProto(const v1::Schema& proto);
+  void ToProto(v1::Schema* out) const;
+
+  uint64_t vocab_size() const { return hashed_dim_ ? hashed_dim_ : vocabulary_.size(); }
+  bool hashed() const { return hashed_dim_ != 0; }
+  uint64_t hashed_dim() const { return hashed_dim_; }
+  const std::vector<std::string>& vocabulary() const { return vocabulary_; }
+  const std::vector<std::string>& classes() const { return classes_; }
+  bool open_classes() const { return open_classes_; }
+  const std::vector<FeatureSpecInfo>& features() const { return features_; }
+  uint32_t num_reals() const { return num_reals_; }
+  const std::vector<uint32_t>& categorical_cardinalities() const { return cat_card_; }
+
+  // -1 when absent.
+  int64_t TermIndex(const std::string& term) const;
+  int64_t ClassIndex(const std::string& name) const;
+  // Appends a class (open_classes only); returns its index.
+  uint32_t AddClass(const std::string& name);
+
+  // The C view handed to families (valid while this schema is unchanged).
+  trib_schema CView() const;
+
+ private:
+  void Index();
+  std::vector<std::string> vocabulary_;
+  uint64_t hashed_dim_ = 0;
+  std::vector<std::string> classes_;
+  bool open_classes_ = false;
+  std::vector<FeatureSpecInfo> features_;
+  uint32_t num_reals_ = 0;
+  std::vector<uint32_t> cat_card_;
+  std::unordered_map<std::string, uint32_t> term_index_;
+  std::unordered_map<std::string, uint32_t> class_index_;
+};
+
+// 64-bit FNV-1a of a token, reduced to [0, dim): how raw tokens map to ids in
+// a hashed schema. Stable across platforms and versions.
+uint64_t HashToken(const std::string& token, uint64_t dim);
+
+}  // namespace tributary
+
+#endif  // TRIBUTARY_SCHEMA_H_

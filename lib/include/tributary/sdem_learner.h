@@ -1,0 +1,62 @@
+// sdEM: stochastic discriminative EM (Masegosa et al. 2014, Algorithm 1).
+//
+// One call to Learn() is one stochastic step on one document:
+//   1. the family scores log p(k, x | theta(mu_t)) for every class k;
+//   2. the loss turns the scores and the label into class weights w and the
+//      self-weight c = sum_k w_k (Table 1: NLL c = 1, NCLL and hinge c = 0);
+//   3. the family accumulates delta = sum_k w_k E_z[s(k, z, x)] (Table 2);
+//   4. the engine applies, per block of statistics with prior (nu, abar),
+//        mu <- (1 - rho_t (c + nu/n)) mu + rho_t (delta + abar/n)        (eq. 15)
+//      in O(|delta| + blocks) through the lazy scale/shift of each block;
+//   5. the family's check-step projects touched entries back into the
+//      feasible set and updates its caches of theta(mu).
+// Steps 1-3 do not touch the model, so a document refused there (bad
+// scores, NaN in the delta) leaves the model exactly as it was.
+//
+// Thread safety: one SdemLearner per model, used from one thread.
+#ifndef TRIBUTARY_SDEM_LEARNER_H_
+#define TRIBUTARY_SDEM_LEARNER_H_
+
+#include <memory>
+#include <vector>
+
+#include "tributary/model.h"
+
+namespace tributary {
+
+struct LearnOutcome {
+  double loss_value = 0;      // the training loss of the document before the step
+  uint32_t predicted = 0;     // argmax_k log p(k, x) before the step
+  double rho = 0;             // the step size used
+  size_t delta_entries = 0;   // statistics touched
+};
+
+class SdemLearner {
+ public:
+  // REQUIRES: model->loss_plugin() is set; `model` outlives the learner.
+  static Result<std::unique_ptr<SdemLearner>> Create(Model* model, uint64_t seed = 1);
+
+  // One sdEM step on `doc`. On error nothing in the model has changed (the
+  // step counter included) and the message names the document.
+  // `scores` (optional) receives log p(k, x) before the update.
+  Status Learn(const trib_document& doc, LearnOutcome* outcome = nullptr);
+
+  const std::vector<double>& last_scores() const { return scores_; }
+  Model* model() { return model_; }
+
+ private:
+  SdemLearner() = default;
+  Status Fail(const trib_document& doc, const Status& st) const;
+  static int GrowDelta(trib_delta* d, size_t min_capacity);
+
+  Model* model_ = nullptr;
+  std::unique_ptr<ScoringState> state_;
+  std::vector<double> scores_, weights_, factors_, old_raw_;
+  std::vector<uint64_t> delta_index_;
+  std::vector<double> delta_value_;
+  std::vector<char> materialize_;
+};
+
+}  // namespace tributary
+
+#endif  // TRIBUTARY_SDEM_LEARNER_H_

@@ -1,0 +1,242 @@
+#include "tributary/document.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <sstream>
+
+#include "tributary/v1/tributary.pb.h"
+
+namespace tributary {
+
+std::string DocumentName(uint64_t index, const std::string& id) {
+  std::string s = "document #" + std::to_string(index);
+  if (!id.empty()) s += " (id '" + id + "')";
+  return s;
+}
+
+void DocumentBuffer::Clear() {
+  index = 0;
+  id.clear();
+  label = -1;
+  term_ids.clear();
+  term_counts.clear();
+  reals.clear();
+  categoricals.clear();
+  weight = 1.0;
+}
+
+void DocumentBuffer::Canonicalize() {
+  bool sorted = true;
+  for (size_t i = 1; i < term_ids.size(); ++i) {
+    if (term_ids[i] <= term_ids[i - 1]) {
+      sorted = false;
+      break;
+    }
+  }
+  if (sorted) return;
+  std::vector<size_t> order(term_ids.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return term_ids[a] < term_ids[b]; });
+  std::vector<uint32_t> ids;
+  std::vector<double> counts;
+  ids.reserve(order.size());
+  counts.reserve(order.size());
+  for (size_t o : order) {
+    if (!ids.empty() && ids.back() == term_ids[o]) {
+      counts.back() += term_counts[o];
+    } else {
+      ids.push_back(term_ids[o]);
+      counts.push_back(term_counts[o]);
+    }
+  }
+  term_ids.swap(ids);
+  term_counts.swap(counts);
+}
+
+double DocumentBuffer::TotalCount() const {
+  double s = 0;
+  for (double c : term_counts) s += c;
+  return s;
+}
+
+trib_document DocumentBuffer::View() const {
+  trib_document d{};
+  d.struct_size = sizeof(trib_document);
+  d.index = index;
+  d.id = id.c_str();
+  d.label = label;
+  d.num_terms = static_cast<uint32_t>(term_ids.size());
+  d.term_ids = term_ids.data();
+  d.term_counts = term_counts.data();
+  d.total_count = TotalCount();
+  d.num_reals = static_cast<uint32_t>(reals.size());
+  d.reals = reals.data();
+  d.num_categoricals = static_cast<uint32_t>(categoricals.size());
+  d.categoricals = categoricals.data();
+  d.weight = weight;
+  return d;
+}
+
+std::string DocumentBuffer::Name() const { return DocumentName(index, id); }
+
+Result<DocumentDecoder> DocumentDecoder::Create(const ModelSchema& model, const v1::Schema& stream) {
+  DocumentDecoder d;
+  if (model.hashed() != (stream.hashed_dim() > 0)) {
+    return Status::InvalidArgument(std::string("stream schema uses ") +
+                                   (stream.hashed_dim() ? "hashed term ids" : "a vocabulary") +
+                                   " but the model uses " + (model.hashed() ? "hashed term ids" : "a vocabulary"));
+  }
+  if (model.hashed()) {
+    if (stream.hashed_dim() != model.hashed_dim()) {
+      return Status::InvalidArgument("stream hashed_dim " + std::to_string(stream.hashed_dim()) +
+                                     " differs from the model's " + std::to_string(model.hashed_dim()));
+    }
+    d.hashed_ = true;
+    d.hashed_dim_ = model.hashed_dim();
+    d.stream_vocab_size_ = model.hashed_dim();
+  } else {
+    d.stream_vocab_size_ = static_cast<uint64_t>(stream.vocabulary_size());
+    d.remap_.resize(stream.vocabulary_size());
+    for (int i = 0; i < stream.vocabulary_size(); ++i) d.remap_[i] = model.TermIndex(stream.vocabulary(i));
+  }
+  // Dense features are matched by position and kind; categories by name.
+  const auto& mf = model.features();
+  if (static_cast<size_t>(stream.features_size()) != mf.size()) {
+    return Status::InvalidArgument("stream declares " + std::to_string(stream.features_size()) +
+                                   " dense features but the model has " + std::to_string(mf.size()));
+  }
+  for (size_t i = 0; i < mf.size(); ++i) {
+    const auto& sf = stream.features(static_cast<int>(i));
+    bool stream_real = sf.kind() == v1::FeatureSpec::REAL;
+    if (stream_real != (mf[i].kind == TRIB_FEATURE_REAL)) {
+      return Status::InvalidArgument("feature " + std::to_string(i) + " ('" + sf.name() + "') is " +
+                                     (stream_real ? "real" : "categorical") + " in the stream but " +
+                                     (stream_real ? "categorical" : "real") + " in the model");
+    }
+    if (stream_real) {
+      ++d.num_reals_;
+      continue;
+    }
+    std::vector<int64_t> remap(sf.categories_size(), -1);
+    for (int c = 0; c < sf.categories_size(); ++c) {
+      auto it = std::find(mf[i].categories.begin(), mf[i].categories.end(), sf.categories(c));
+      if (it != mf[i].categories.end()) remap[c] = it - mf[i].categories.begin();
+    }
+    d.cat_card_.push_back(static_cast<uint32_t>(sf.categories_size()));
+    d.cat_remap_.push_back(std::move(remap));
+  }
+  return d;
+}
+
+namespace {
+bool Finite(double x) { return std::isfinite(x); }
+std::string Num(double x) {
+  std::ostringstream os;
+  os << x;
+  return os.str();
+}
+}  // namespace
+
+Status DocumentDecoder::Decode(const v1::Document& doc, uint64_t index, ModelSchema* model,
+                               bool allow_new_classes, DocumentBuffer* out, int64_t* new_class,
+                               DecodeCounters* counters) const {
+  out->Clear();
+  if (new_class) *new_class = -1;
+  out->index = index;
+  out->id = doc.id();
+  auto bad = [&](const std::string& what) {
+    return Status::InvalidDocument(DocumentName(index, doc.id()) + ": " + what);
+  };
+  if (doc.term_ids_size() == 0 && doc.tokens_size() == 0 && doc.reals_size() == 0 &&
+      doc.categoricals_size() == 0) {
+    return bad("empty document: expected terms, tokens or features, found none");
+  }
+  if (doc.term_counts_size() != 0 && doc.term_counts_size() != doc.term_ids_size()) {
+    return bad("term_counts has " + std::to_string(doc.term_counts_size()) + " entries, expected " +
+               std::to_string(doc.term_ids_size()) + " (one per term id) or 0");
+  }
+  // Weight.
+  double w = doc.weight();
+  if (!Finite(w) || w < 0) return bad("weight is " + Num(w) + ", expected a finite number >= 0");
+  out->weight = w == 0 ? 1.0 : w;
+  // Terms.
+  uint64_t unseen = 0;
+  for (int i = 0; i < doc.term_ids_size(); ++i) {
+    uint32_t sid = doc.term_ids(i);
+    double c = doc.term_counts_size() ? doc.term_counts(i) : 1.0;
+    if (!Finite(c) || c <= 0) {
+      return bad("term_counts[" + std::to_string(i) + "] is " + Num(c) + ", expected a finite count > 0");
+    }
+    if (sid >= stream_vocab_size_) {
+      return bad("term id " + std::to_string(sid) + " out of range: the stream's " +
+                 (hashed_ ? "hashed_dim" : "vocabulary size") + " is " + std::to_string(stream_vocab_size_));
+    }
+    int64_t mid = hashed_ ? static_cast<int64_t>(sid) : remap_[sid];
+    if (mid < 0) {
+      unseen += static_cast<uint64_t>(std::llround(c));
+      continue;
+    }
+    out->term_ids.push_back(static_cast<uint32_t>(mid));
+    out->term_counts.push_back(c);
+  }
+  for (const auto& tok : doc.tokens()) {
+    int64_t mid = hashed_ ? static_cast<int64_t>(HashToken(tok, hashed_dim_)) : model->TermIndex(tok);
+    if (mid < 0) {
+      ++unseen;
+      continue;
+    }
+    out->term_ids.push_back(static_cast<uint32_t>(mid));
+    out->term_counts.push_back(1.0);
+  }
+  out->Canonicalize();
+  // Dense features.
+  if (static_cast<uint32_t>(doc.reals_size()) != num_reals_) {
+    return bad("has " + std::to_string(doc.reals_size()) + " real features, expected " + std::to_string(num_reals_));
+  }
+  for (int i = 0; i < doc.reals_size(); ++i) {
+    if (!Finite(doc.reals(i))) {
+      return bad("real feature " + std::to_string(i) + " is " + Num(doc.reals(i)) + ", expected a finite number");
+    }
+    out->reals.push_back(doc.reals(i));
+  }
+  if (static_cast<size_t>(doc.categoricals_size()) != cat_card_.size()) {
+    return bad("has " + std::to_string(doc.categoricals_size()) + " categorical features, expected " +
+               std::to_string(cat_card_.size()));
+  }
+  for (int i = 0; i < doc.categoricals_size(); ++i) {
+    uint32_t v = doc.categoricals(i);
+    if (v >= cat_card_[i]) {
+      return bad("categorical feature " + std::to_string(i) + " is " + std::to_string(v) + ", expected < " +
+                 std::to_string(cat_card_[i]));
+    }
+    int64_t m = cat_remap_[i][v];
+    if (m < 0) return bad("categorical feature " + std::to_string(i) + " has a category unknown to the model");
+    out->categoricals.push_back(static_cast<uint32_t>(m));
+  }
+  // Label.
+  if (doc.has_label()) {
+    int64_t k = model->ClassIndex(doc.label());
+    if (k < 0) {
+      if (allow_new_classes && model->open_classes()) {
+        k = model->AddClass(doc.label());
+        if (new_class) *new_class = k;
+      } else {
+        std::string names;
+        for (size_t i = 0; i < model->classes().size() && i < 10; ++i) {
+          names += (i ? ", " : "") + model->classes()[i];
+        }
+        if (model->classes().size() > 10) names += ", ...";
+        return bad("label '" + doc.label() + "' is not a class of the model (expected one of: " + names + ")");
+      }
+    }
+    out->label = k;
+  }
+  if (counters) {
+    counters->documents++;
+    counters->unseen_terms += unseen;
+  }
+  return Status::OK();
+}
+
+}  // namespace tributary

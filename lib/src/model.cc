@@ -1,0 +1,193 @@
+#include "tributary/model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace tributary {
+
+Status PluginStatus(int code, const trib_error& err, const Plugin& plugin, const char* call) {
+  std::string msg = std::string(KindName(plugin.kind)) + " plugin '" + plugin.name + "' " + call + " failed";
+  std::string text(err.message, strnlen(err.message, sizeof(err.message)));
+  if (!text.empty()) msg += ": " + text;
+  switch (code) {
+    case TRIB_ERR_INVALID_ARGUMENT: return Status::InvalidArgument(msg);
+    case TRIB_ERR_INVALID_DOCUMENT: return Status::InvalidDocument(msg);
+    case TRIB_ERR_NUMERIC: return Status::Numeric(msg);
+    default: return Status::PluginError(msg + " (code " + std::to_string(code) + ")");
+  }
+}
+
+// ---- SufficientStats ---------------------------------------------------------
+
+Status SufficientStats::Init(std::vector<trib_block> blocks) {
+  uint64_t expect = 0;
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    if (blocks[b].offset != expect) {
+      return Status::Internal("statistics block " + std::to_string(b) + " starts at " +
+                              std::to_string(blocks[b].offset) + ", expected " + std::to_string(expect) +
+                              " (blocks must be contiguous and ordered)");
+    }
+    if (!std::isfinite(blocks[b].nu) || blocks[b].nu < 0 || !std::isfinite(blocks[b].alpha_bar)) {
+      return Status::Internal("statistics block " + std::to_string(b) + " has an invalid prior (nu, alpha_bar)");
+    }
+    blocks[b].scale = 1.0;
+    blocks[b].shift = 1.0;  // mu_0 = alpha_bar (Algorithm 1, line 1)
+    expect += blocks[b].size;
+  }
+  blocks_ = std::move(blocks);
+  raw_.assign(expect, 0.0);
+  return Status::OK();
+}
+
+void SufficientStats::Materialize(uint32_t b) {
+  trib_block& blk = blocks_[b];
+  const double add = blk.shift * blk.alpha_bar;
+  for (uint64_t i = blk.offset; i < blk.offset + blk.size; ++i) raw_[i] = blk.scale * raw_[i] + add;
+  blk.scale = 1.0;
+  blk.shift = 0.0;
+}
+
+trib_stats SufficientStats::View() {
+  return trib_stats{raw_.data(), raw_.size(), static_cast<uint32_t>(blocks_.size()), blocks_.data()};
+}
+
+trib_stats SufficientStats::ConstView() const {
+  return trib_stats{const_cast<double*>(raw_.data()), raw_.size(), static_cast<uint32_t>(blocks_.size()),
+                    blocks_.data()};
+}
+
+// ---- ScoringState -------------------------------------------------------------
+
+ScoringState::~ScoringState() {
+  if (state_) plugin_->family().state_destroy(state_);
+}
+
+// ---- Model --------------------------------------------------------------------
+
+Model::~Model() {
+  if (fmodel_) family_->family().destroy(fmodel_);
+}
+
+Result<std::unique_ptr<Model>> Model::CreateInternal(std::shared_ptr<const Plugin> family,
+                                                     std::shared_ptr<const Plugin> loss, ModelSchema schema,
+                                                     Options family_options) {
+  if (!family || family->kind != TRIB_KIND_FAMILY) return Status::InvalidArgument("not a family plugin");
+  if (loss && loss->kind != TRIB_KIND_LOSS) return Status::InvalidArgument("not a loss plugin");
+  std::unique_ptr<Model> m(new Model());
+  m->family_ = std::move(family);
+  m->loss_ = std::move(loss);
+  m->schema_ = std::move(schema);
+  m->options_ = std::move(family_options);
+  const auto& fv = m->family_->family();
+  std::vector<trib_option> opts;
+  for (const auto& [k, v] : m->options_) opts.push_back({k.c_str(), v.c_str()});
+  trib_schema cs = m->schema_.CView();
+  trib_error err{};
+  int rc = fv.create(&cs, opts.data(), opts.size(), &m->fmodel_, &err);
+  if (rc != TRIB_OK) return PluginStatus(rc, err, *m->family_, "create");
+  if (m->fmodel_ == nullptr) return Status::PluginError("family '" + m->family_->name + "' create returned no model");
+  uint32_t nb = 0;
+  rc = fv.layout(m->fmodel_, nullptr, &nb, &err);
+  if (rc != TRIB_OK) return PluginStatus(rc, err, *m->family_, "layout");
+  std::vector<trib_block> blocks(nb);
+  rc = fv.layout(m->fmodel_, blocks.data(), &nb, &err);
+  if (rc != TRIB_OK) return PluginStatus(rc, err, *m->family_, "layout");
+  blocks.resize(nb);
+  TRIB_RETURN_IF_ERROR(m->stats_.Init(std::move(blocks)).WithContext("family '" + m->family_->name + "'"));
+  return m;
+}
+
+Result<std::unique_ptr<Model>> Model::Create(std::shared_ptr<const Plugin> family, std::shared_ptr<const Plugin> loss,
+                                             ModelSchema schema, Options family_options, uint64_t seed) {
+  auto r = CreateInternal(std::move(family), std::move(loss), std::move(schema), std::move(family_options));
+  if (!r.ok()) return r.status();
+  auto m = std::move(r).value();
+  const auto& fv = m->family_->family();
+  trib_error err{};
+  trib_stats view = m->stats_.View();
+  if (fv.init_stats) {
+    int rc = fv.init_stats(m->fmodel_, &view, seed, &err);
+    if (rc != TRIB_OK) return PluginStatus(rc, err, *m->family_, "init_stats");
+  }
+  if (m->loss_) m->learner_.schedule.lambda = m->loss_->loss().default_lambda;
+  trib_step step{0.0, 1.0, 0.0, 0};
+  TRIB_RETURN_IF_ERROR(m->Rebuild(step));
+  return m;
+}
+
+Status Model::Rebuild(const trib_step& step) {
+  trib_error err{};
+  trib_stats view = stats_.View();
+  int rc = family_->family().rebuild(fmodel_, &view, &step, &err);
+  if (rc != TRIB_OK) return PluginStatus(rc, err, *family_, "rebuild");
+  return Status::OK();
+}
+
+Result<std::unique_ptr<Model>> Model::Clone() const {
+  std::unique_ptr<Model> m(new Model());
+  m->family_ = family_;
+  m->loss_ = loss_;
+  m->schema_ = schema_;
+  m->options_ = options_;
+  m->stats_ = stats_;
+  m->learner_ = learner_;
+  trib_error err{};
+  int rc = family_->family().clone(fmodel_, &m->fmodel_, &err);
+  if (rc != TRIB_OK) return PluginStatus(rc, err, *family_, "clone");
+  return m;
+}
+
+Result<std::unique_ptr<ScoringState>> Model::NewScoringState(uint64_t seed) const {
+  trib_family_state* st = nullptr;
+  trib_error err{};
+  int rc = family_->family().state_create(fmodel_, seed, &st, &err);
+  if (rc != TRIB_OK) return PluginStatus(rc, err, *family_, "state_create");
+  return std::unique_ptr<ScoringState>(new ScoringState(family_, st));
+}
+
+Status Model::Score(const trib_document& doc, ScoringState* state, double* log_joint) const {
+  trib_error err{};
+  trib_stats view = stats_.ConstView();
+  int rc = family_->family().score(fmodel_, &view, state->get(), &doc, log_joint, &err);
+  if (rc != TRIB_OK) return PluginStatus(rc, err, *family_, "score");
+  return Status::OK();
+}
+
+double Model::PerplexityTokens(const trib_document& doc) const {
+  if (family_->family().perplexity_tokens) return family_->family().perplexity_tokens(fmodel_, &doc);
+  return doc.total_count;
+}
+
+Status Model::AddClass(const std::string& name) {
+  const auto& fv = family_->family();
+  if (!fv.grow_classes) {
+    return Status::InvalidArgument("family '" + family_->name + "' cannot add class '" + name +
+                                   "' to a model being trained (it does not support open classes)");
+  }
+  ModelSchema grown = schema_;
+  if (grown.ClassIndex(name) < 0) grown.AddClass(name);
+  auto r = CreateInternal(family_, loss_, grown, options_);
+  if (!r.ok()) return r.status().WithContext("adding class '" + name + "'");
+  auto nm = std::move(r).value();
+  if (nm->stats_.blocks().size() != stats_.blocks().size()) {
+    return Status::Internal("family '" + family_->name + "' changed its number of blocks when adding a class");
+  }
+  for (size_t b = 0; b < stats_.blocks().size(); ++b) {
+    nm->stats_.mutable_blocks()[b].scale = stats_.blocks()[b].scale;
+    nm->stats_.mutable_blocks()[b].shift = stats_.blocks()[b].shift;
+  }
+  trib_error err{};
+  trib_stats old_view = stats_.ConstView();
+  trib_stats new_view = nm->stats_.View();
+  int rc = fv.grow_classes(fmodel_, &old_view, nm->fmodel_, &new_view, &err);
+  if (rc != TRIB_OK) return PluginStatus(rc, err, *family_, "grow_classes");
+  trib_step step{0.0, learner_.effective_size, 0.0, learner_.updates};
+  TRIB_RETURN_IF_ERROR(nm->Rebuild(step));
+  std::swap(fmodel_, nm->fmodel_);
+  stats_ = std::move(nm->stats_);
+  schema_ = std::move(nm->schema_);
+  return Status::OK();
+}
+
+}  // namespace tributary

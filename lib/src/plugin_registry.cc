@@ -1,0 +1,294 @@
+#include "tributary/plugin_registry.h"
+
+#include <dlfcn.h>
+#include <limits.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/math/special_functions/digamma.hpp>
+#include <boost/math/special_functions/gamma.hpp>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+namespace tributary {
+
+namespace fs = std::filesystem;
+
+const char* KindName(trib_plugin_kind kind) {
+  switch (kind) {
+    case TRIB_KIND_FAMILY: return "family";
+    case TRIB_KIND_LOSS: return "loss";
+  }
+  return "unknown";
+}
+
+namespace {
+
+double HostLgamma(double x) {
+  try {
+    return boost::math::lgamma(x);
+  } catch (...) {
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+}
+
+double HostDigamma(double x) {
+  try {
+    return boost::math::digamma(x);
+  } catch (...) {
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+}
+
+const trib_host_api kHostApi = {sizeof(trib_host_api), TRIB_ABI_MAJOR, TRIB_ABI_MINOR, &HostLgamma,
+                                &HostDigamma};
+
+// Size of the vtable struct the host knows for a kind.
+size_t VtableSize(trib_plugin_kind kind) {
+  return kind == TRIB_KIND_FAMILY ? sizeof(trib_family_vtable) : sizeof(trib_loss_vtable);
+}
+
+std::mutex g_loaded_mu;
+std::map<std::string, std::shared_ptr<const Plugin>>& LoadedByPath() {
+  static auto* m = new std::map<std::string, std::shared_ptr<const Plugin>>();
+  return *m;
+}
+
+bool ValidName(const char* name) {
+  if (name == nullptr || *name == '\0') return false;
+  for (const char* p = name; *p; ++p) {
+    char ch = *p;
+    if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-' || ch == '_')) return false;
+  }
+  return true;
+}
+
+// Loads without the kind check. Any problem -> PluginError naming the file.
+Result<std::shared_ptr<const Plugin>> LoadAny(const std::string& path_in) {
+  std::error_code ec;
+  fs::path canon = fs::weakly_canonical(fs::path(path_in), ec);
+  std::string path = ec ? path_in : canon.string();
+  {
+    std::lock_guard<std::mutex> lock(g_loaded_mu);
+    auto it = LoadedByPath().find(path);
+    if (it != LoadedByPath().end()) return it->second;
+  }
+  auto fail = [&](const std::string& why) {
+    return Status::PluginError("plugin '" + path + "': " + why);
+  };
+  if (!fs::exists(path, ec)) return Status::NotFound("plugin '" + path + "': no such file");
+  dlerror();
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* e = dlerror();
+    return fail(std::string("cannot be loaded: ") + (e ? e : "dlopen failed"));
+  }
+  // Read the metadata before running any plugin function.
+  const auto* info = static_cast<const trib_plugin_info*>(dlsym(handle, TRIB_PLUGIN_INFO_SYMBOL));
+  if (info == nullptr) {
+    dlclose(handle);
+    return fail("missing symbol '" TRIB_PLUGIN_INFO_SYMBOL "' (not a Tributary plugin?)");
+  }
+  if (info->magic != TRIB_PLUGIN_MAGIC) {
+    std::ostringstream os;
+    os << "bad magic in '" TRIB_PLUGIN_INFO_SYMBOL "': expected 0x" << std::hex << TRIB_PLUGIN_MAGIC
+       << ", found 0x" << info->magic;
+    dlclose(handle);
+    return fail(os.str());
+  }
+  if (info->abi_major != TRIB_ABI_MAJOR) {
+    std::ostringstream os;
+    os << "ABI major version mismatch: host has " << TRIB_ABI_MAJOR << "." << TRIB_ABI_MINOR
+       << ", plugin was built for " << info->abi_major << "." << info->abi_minor;
+    dlclose(handle);
+    return fail(os.str());
+  }
+  if (info->abi_minor > TRIB_ABI_MINOR) {
+    std::ostringstream os;
+    os << "plugin needs ABI " << info->abi_major << "." << info->abi_minor << " but host has only "
+       << TRIB_ABI_MAJOR << "." << TRIB_ABI_MINOR;
+    dlclose(handle);
+    return fail(os.str());
+  }
+  if (info->kind != TRIB_KIND_FAMILY && info->kind != TRIB_KIND_LOSS) {
+    std::ostringstream os;
+    os << "unknown plugin kind " << info->kind << " (expected 1=family or 2=loss)";
+    dlclose(handle);
+    return fail(os.str());
+  }
+  if (!ValidName(info->name)) {
+    dlclose(handle);
+    return fail("invalid plugin name (expected [a-z0-9_-]+)");
+  }
+  auto init = reinterpret_cast<trib_plugin_init_fn>(dlsym(handle, TRIB_PLUGIN_INIT_SYMBOL));
+  if (init == nullptr) {
+    dlclose(handle);
+    return fail("missing entry point '" TRIB_PLUGIN_INIT_SYMBOL "'");
+  }
+  auto kind = static_cast<trib_plugin_kind>(info->kind);
+  trib_plugin_vtable vt;
+  std::memset(&vt, 0, sizeof(vt));
+  trib_error err{};
+  int rc = init(&kHostApi, &vt, &err);
+  if (rc != TRIB_OK) {
+    err.message[sizeof(err.message) - 1] = '\0';
+    // The plugin's init ran, but it reports failure and created nothing we
+    // hold; keep the handle open anyway (it may have registered atexit work).
+    return fail(std::string("initialisation failed (code ") + std::to_string(rc) + "): " +
+                (err.message[0] ? err.message : "no message"));
+  }
+  uint32_t vt_size = kind == TRIB_KIND_FAMILY ? vt.family.struct_size : vt.loss.struct_size;
+  if (vt_size == 0 || vt_size > sizeof(trib_plugin_vtable)) {
+    return fail("vtable struct_size " + std::to_string(vt_size) + " is invalid");
+  }
+  // Zero-extend: fields beyond what an older plugin filled are absent.
+  if (vt_size < VtableSize(kind)) {
+    std::memset(reinterpret_cast<char*>(&vt) + vt_size, 0, sizeof(vt) - vt_size);
+  }
+  if (kind == TRIB_KIND_FAMILY) {
+    const auto& f = vt.family;
+    const char* missing = nullptr;
+    if (!f.create) missing = "create";
+    else if (!f.destroy) missing = "destroy";
+    else if (!f.clone) missing = "clone";
+    else if (!f.layout) missing = "layout";
+    else if (!f.rebuild) missing = "rebuild";
+    else if (!f.state_create) missing = "state_create";
+    else if (!f.state_destroy) missing = "state_destroy";
+    else if (!f.score) missing = "score";
+    else if (!f.accumulate) missing = "accumulate";
+    else if (!f.commit) missing = "commit";
+    if (missing) return fail(std::string("family vtable lacks required function '") + missing + "'");
+  } else if (!vt.loss.weights) {
+    return fail("loss vtable lacks required function 'weights'");
+  }
+  auto plugin = std::make_shared<Plugin>();
+  plugin->kind = kind;
+  plugin->name = info->name;
+  plugin->version = info->version ? info->version : "";
+  plugin->description = info->description ? info->description : "";
+  plugin->abi_major = info->abi_major;
+  plugin->abi_minor = info->abi_minor;
+  plugin->path = path;
+  plugin->vtable = vt;
+  std::lock_guard<std::mutex> lock(g_loaded_mu);
+  auto [it, inserted] = LoadedByPath().emplace(path, plugin);
+  return it->second;
+}
+
+std::string ProgramDir() {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return ".";
+  buf[n] = '\0';
+  return fs::path(buf).parent_path().string();
+}
+
+}  // namespace
+
+const trib_host_api* HostApi() { return &kHostApi; }
+
+Result<std::shared_ptr<const Plugin>> LoadPluginFile(const std::string& path, trib_plugin_kind kind) {
+  auto r = LoadAny(path);
+  if (!r.ok()) return r.status();
+  if ((*r)->kind != kind) {
+    return Status::PluginError("plugin '" + (*r)->path + "' is a " + KindName((*r)->kind) +
+                               " plugin ('" + (*r)->name + "'), expected a " + KindName(kind));
+  }
+  return r;
+}
+
+std::string PluginRegistry::BuiltinPluginDir() {
+  return (fs::path(ProgramDir()) / ".." / "lib" / "tributary" / "plugins").lexically_normal().string();
+}
+
+std::vector<std::string> PluginRegistry::DefaultSearchPath() {
+  std::vector<std::string> dirs{BuiltinPluginDir()};
+  if (const char* env = std::getenv("TRIBUTARY_PLUGIN_PATH")) {
+    std::string s(env);
+    size_t start = 0;
+    while (start <= s.size()) {
+      size_t end = s.find(':', start);
+      if (end == std::string::npos) end = s.size();
+      if (end > start) dirs.push_back(s.substr(start, end - start));
+      start = end + 1;
+    }
+  }
+  return dirs;
+}
+
+PluginRegistry::PluginRegistry(std::vector<std::string> search_path, bool first_is_builtin)
+    : search_path_(std::move(search_path)), first_is_builtin_(first_is_builtin) {}
+
+PluginRegistry::PluginRegistry() : PluginRegistry(DefaultSearchPath(), true) {}
+
+void PluginRegistry::Scan() {
+  plugins_.clear();
+  refused_.clear();
+  for (size_t d = 0; d < search_path_.size(); ++d) {
+    std::error_code ec;
+    if (!fs::is_directory(search_path_[d], ec)) continue;
+    std::vector<std::string> files;
+    for (const auto& entry : fs::directory_iterator(search_path_[d], ec)) {
+      if (entry.path().extension() == ".so") files.push_back(entry.path().string());
+    }
+    std::sort(files.begin(), files.end());
+    for (const auto& file : files) {
+      auto r = LoadAny(file);
+      if (!r.ok()) {
+        refused_.push_back({file, r.status().message()});
+        continue;
+      }
+      auto plugin = *r;
+      auto same = std::find_if(plugins_.begin(), plugins_.end(), [&](const auto& p) {
+        return p->kind == plugin->kind && p->name == plugin->name;
+      });
+      if (same != plugins_.end()) {
+        if ((*same)->path != plugin->path) {
+          refused_.push_back({plugin->path, std::string(KindName(plugin->kind)) + " name '" +
+                                                plugin->name + "' is already taken by " +
+                                                ((*same)->builtin ? "built-in " : "") + (*same)->path +
+                                                " (load this one by path to use it)"});
+        }
+        continue;
+      }
+      if (first_is_builtin_ && d == 0) {
+        auto copy = std::make_shared<Plugin>(*plugin);
+        copy->builtin = true;
+        plugin = copy;
+      }
+      plugins_.push_back(plugin);
+    }
+  }
+  scanned_ = true;
+}
+
+Result<std::shared_ptr<const Plugin>> PluginRegistry::Find(const std::string& name_or_path,
+                                                           trib_plugin_kind kind) const {
+  bool is_path = name_or_path.find('/') != std::string::npos ||
+                 (name_or_path.size() > 3 && name_or_path.ends_with(".so"));
+  if (is_path) return LoadPluginFile(name_or_path, kind);
+  for (const auto& p : plugins_) {
+    if (p->kind == kind && p->name == name_or_path) return p;
+  }
+  std::string names;
+  for (const auto& p : plugins_) {
+    if (p->kind != kind) continue;
+    if (!names.empty()) names += ", ";
+    names += p->name;
+  }
+  std::string msg = std::string("no ") + KindName(kind) + " plugin named '" + name_or_path + "'";
+  for (const auto& r : refused_) {
+    if (r.path.find(name_or_path) != std::string::npos) msg += "; refused " + r.path + ": " + r.reason;
+  }
+  msg += " (available: " + (names.empty() ? std::string("none") : names) + "; searched:";
+  for (const auto& d : search_path_) msg += " " + d;
+  msg += ")";
+  return Status::NotFound(msg);
+}
+
+}  // namespace tributary

@@ -1,0 +1,120 @@
+#include "tributary/schema.h"
+
+#include "tributary/v1/tributary.pb.h"
+
+namespace tributary {
+
+Result<ModelSchema> ModelSchema::FromProto(const v1::Schema& proto) {
+  ModelSchema s;
+  if (proto.hashed_dim() > 0 && proto.vocabulary_size() > 0) {
+    return Status::InvalidArgument("schema: both a vocabulary (" + std::to_string(proto.vocabulary_size()) +
+                                   " terms) and hashed_dim (" + std::to_string(proto.hashed_dim()) +
+                                   ") are set; expected one of them");
+  }
+  if (proto.hashed_dim() > (uint64_t{1} << 32)) {
+    return Status::InvalidArgument("schema: hashed_dim " + std::to_string(proto.hashed_dim()) +
+                                   " exceeds the maximum 2^32");
+  }
+  s.hashed_dim_ = proto.hashed_dim();
+  s.vocabulary_.assign(proto.vocabulary().begin(), proto.vocabulary().end());
+  s.classes_.assign(proto.class_names().begin(), proto.class_names().end());
+  s.open_classes_ = proto.open_classes();
+  for (const auto& f : proto.features()) {
+    FeatureSpecInfo info;
+    info.name = f.name();
+    if (f.kind() == v1::FeatureSpec::REAL) {
+      info.kind = TRIB_FEATURE_REAL;
+      ++s.num_reals_;
+    } else if (f.kind() == v1::FeatureSpec::CATEGORICAL) {
+      info.kind = TRIB_FEATURE_CATEGORICAL;
+      info.categories.assign(f.categories().begin(), f.categories().end());
+      if (info.categories.empty()) {
+        return Status::InvalidArgument("schema: categorical feature '" + f.name() +
+                                       "' has no categories; expected at least 1");
+      }
+      s.cat_card_.push_back(static_cast<uint32_t>(info.categories.size()));
+    } else {
+      return Status::InvalidArgument("schema: feature '" + f.name() + "' has unknown kind " +
+                                     std::to_string(f.kind()));
+    }
+    s.features_.push_back(std::move(info));
+  }
+  if (s.classes_.empty() && !s.open_classes_) {
+    return Status::InvalidArgument("schema: no class names and open_classes is false; expected >= 1 class");
+  }
+  s.Index();
+  if (s.term_index_.size() != s.vocabulary_.size()) {
+    for (size_t i = 0; i < s.vocabulary_.size(); ++i) {
+      if (s.term_index_.at(s.vocabulary_[i]) != i) {
+        return Status::InvalidArgument("schema: vocabulary term '" + s.vocabulary_[i] + "' appears twice (ids " +
+                                       std::to_string(s.term_index_.at(s.vocabulary_[i])) + " and " +
+                                       std::to_string(i) + ")");
+      }
+    }
+  }
+  if (s.class_index_.size() != s.classes_.size()) {
+    return Status::InvalidArgument("schema: duplicate class names");
+  }
+  return s;
+}
+
+void ModelSchema::Index() {
+  term_index_.clear();
+  term_index_.reserve(vocabulary_.size());
+  for (size_t i = 0; i < vocabulary_.size(); ++i) term_index_.emplace(vocabulary_[i], static_cast<uint32_t>(i));
+  class_index_.clear();
+  for (size_t i = 0; i < classes_.size(); ++i) class_index_.emplace(classes_[i], static_cast<uint32_t>(i));
+}
+
+void ModelSchema::ToProto(v1::Schema* out) const {
+  out->Clear();
+  for (const auto& t : vocabulary_) out->add_vocabulary(t);
+  out->set_hashed_dim(hashed_dim_);
+  for (const auto& c : classes_) out->add_class_names(c);
+  out->set_open_classes(open_classes_);
+  for (const auto& f : features_) {
+    auto* fs = out->add_features();
+    fs->set_name(f.name);
+    fs->set_kind(f.kind == TRIB_FEATURE_REAL ? v1::FeatureSpec::REAL : v1::FeatureSpec::CATEGORICAL);
+    for (const auto& c : f.categories) fs->add_categories(c);
+  }
+}
+
+int64_t ModelSchema::TermIndex(const std::string& term) const {
+  auto it = term_index_.find(term);
+  return it == term_index_.end() ? -1 : static_cast<int64_t>(it->second);
+}
+
+int64_t ModelSchema::ClassIndex(const std::string& name) const {
+  auto it = class_index_.find(name);
+  return it == class_index_.end() ? -1 : static_cast<int64_t>(it->second);
+}
+
+uint32_t ModelSchema::AddClass(const std::string& name) {
+  auto idx = static_cast<uint32_t>(classes_.size());
+  classes_.push_back(name);
+  class_index_.emplace(name, idx);
+  return idx;
+}
+
+trib_schema ModelSchema::CView() const {
+  trib_schema s{};
+  s.struct_size = sizeof(trib_schema);
+  s.vocab_size = vocab_size();
+  s.num_classes = static_cast<uint32_t>(classes_.size());
+  s.num_reals = num_reals_;
+  s.num_categoricals = static_cast<uint32_t>(cat_card_.size());
+  s.categorical_cardinalities = cat_card_.data();
+  return s;
+}
+
+uint64_t HashToken(const std::string& token, uint64_t dim) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char ch : token) {
+    h ^= ch;
+    h *= 1099511628211ULL;
+  }
+  return dim ? h % dim : h;
+}
+
+}  // namespace tributary

@@ -1,0 +1,219 @@
+// Model snapshots: magic, version, length-prefixed ModelSnapshot, CRC-32.
+// Written to "<path>.tmp.<pid>", fsynced, renamed, and the directory fsynced,
+// so a crash leaves either the old file or the new one, never a torn one.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <boost/crc.hpp>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "tributary/model.h"
+#include "tributary/v1/tributary.pb.h"
+
+namespace tributary {
+
+namespace {
+
+constexpr char kMagic[8] = {'T', 'R', 'I', 'B', 'S', 'N', 'A', 'P'};
+constexpr uint32_t kFormatVersion = 1;
+constexpr size_t kHeaderSize = 8 + 4 + 8;
+
+uint32_t Crc32(const std::string& data) {
+  boost::crc_32_type crc;
+  crc.process_bytes(data.data(), data.size());
+  return crc.checksum();
+}
+
+void PutLE(std::string* out, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+uint64_t GetLE(const char* p, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  return v;
+}
+
+Status WriteAll(int fd, const std::string& data, const std::string& path) {
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::IOError("writing '" + path + "': " + std::strerror(errno));
+    }
+    off += static_cast<size_t>(n);
+  }
+  return Status::OK();
+}
+
+void FillPluginRef(const Plugin& p, v1::PluginRef* ref) {
+  ref->set_name(p.name);
+  ref->set_version(p.version);
+  ref->set_abi_major(p.abi_major);
+  ref->set_abi_minor(p.abi_minor);
+}
+
+}  // namespace
+
+Status Model::Save(const std::string& path) const {
+  v1::ModelSnapshot snap;
+  FillPluginRef(*family_, snap.mutable_family());
+  if (loss_) FillPluginRef(*loss_, snap.mutable_loss());
+  for (const auto& [k, v] : options_) {
+    auto* o = snap.add_family_options();
+    o->set_key(k);
+    o->set_value(v);
+  }
+  schema_.ToProto(snap.mutable_schema());
+  auto* ls = snap.mutable_learner();
+  ls->set_updates(learner_.updates);
+  ls->set_effective_size(learner_.effective_size);
+  ls->set_skipped_documents(learner_.skipped_documents);
+  ls->set_materializations(learner_.materializations);
+  auto* sch = ls->mutable_schedule();
+  sch->set_kind(static_cast<v1::StepSchedule::Kind>(learner_.schedule.kind));
+  sch->set_lambda(learner_.schedule.lambda);
+  sch->set_tau0(learner_.schedule.tau0);
+  sch->set_kappa(learner_.schedule.kappa);
+  sch->set_rho(learner_.schedule.rho);
+  for (const auto& b : stats_.blocks()) {
+    auto* pb = snap.add_blocks();
+    pb->set_offset(b.offset);
+    pb->set_size(b.size);
+    pb->set_nu(b.nu);
+    pb->set_alpha_bar(b.alpha_bar);
+    pb->set_scale(b.scale);
+    pb->set_shift(b.shift);
+  }
+  snap.mutable_raw()->Add(stats_.raw().begin(), stats_.raw().end());
+  snap.set_created_by("tributary 0.1.0");
+  std::string payload;
+  if (!snap.SerializeToString(&payload)) return Status::Internal("cannot serialize snapshot for '" + path + "'");
+  std::string file(kMagic, sizeof(kMagic));
+  PutLE(&file, kFormatVersion, 4);
+  PutLE(&file, payload.size(), 8);
+  file += payload;
+  PutLE(&file, Crc32(payload), 4);
+
+  namespace fs = std::filesystem;
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::IOError("cannot create '" + tmp + "': " + std::strerror(errno));
+  Status st = WriteAll(fd, file, tmp);
+  if (st.ok() && ::fsync(fd) != 0) st = Status::IOError("fsync '" + tmp + "': " + std::strerror(errno));
+  if (::close(fd) != 0 && st.ok()) st = Status::IOError("close '" + tmp + "': " + std::strerror(errno));
+  if (st.ok() && std::rename(tmp.c_str(), path.c_str()) != 0) {
+    st = Status::IOError("rename '" + tmp + "' to '" + path + "': " + std::strerror(errno));
+  }
+  if (!st.ok()) {
+    ::unlink(tmp.c_str());
+    return st;
+  }
+  fs::path dir = fs::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  return Status::OK();
+}
+
+Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const PluginRegistry& registry) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::NotFound("snapshot '" + path + "': cannot open: " + std::strerror(errno));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  const std::string file = ss.str();
+  auto corrupt = [&](const std::string& why) { return Status::Corruption("snapshot '" + path + "': " + why); };
+  if (file.size() < sizeof(kMagic) || std::memcmp(file.data(), kMagic, sizeof(kMagic)) != 0) {
+    return corrupt("not a Tributary snapshot (expected magic \"TRIBSNAP\" at the start)");
+  }
+  if (file.size() < kHeaderSize) return corrupt("truncated header (" + std::to_string(file.size()) + " bytes)");
+  uint32_t version = static_cast<uint32_t>(GetLE(file.data() + 8, 4));
+  if (version != kFormatVersion) {
+    return corrupt("format version " + std::to_string(version) + " is not supported (expected " +
+                   std::to_string(kFormatVersion) + ")");
+  }
+  uint64_t len = GetLE(file.data() + 12, 8);
+  if (file.size() != kHeaderSize + len + 4) {
+    return corrupt("truncated or extended: header says " + std::to_string(len) + " payload bytes, file has " +
+                   std::to_string(file.size() >= kHeaderSize + 4 ? file.size() - kHeaderSize - 4 : 0));
+  }
+  std::string payload = file.substr(kHeaderSize, len);
+  uint32_t want = static_cast<uint32_t>(GetLE(file.data() + kHeaderSize + len, 4));
+  uint32_t got = Crc32(payload);
+  if (want != got) {
+    std::ostringstream os;
+    os << "checksum mismatch (stored 0x" << std::hex << want << ", computed 0x" << got << ")";
+    return corrupt(os.str());
+  }
+  v1::ModelSnapshot snap;
+  if (!snap.ParseFromString(payload)) return corrupt("payload does not parse as tributary.v1.ModelSnapshot");
+
+  auto fam = registry.Find(snap.family().name(), TRIB_KIND_FAMILY);
+  if (!fam.ok()) return fam.status().WithContext("snapshot '" + path + "'");
+  if ((*fam)->version != snap.family().version()) {
+    return Status::PluginError("snapshot '" + path + "' was written by family '" + snap.family().name() + "' version " +
+                               snap.family().version() + ", but the loaded plugin (" + (*fam)->path + ") is version " +
+                               (*fam)->version);
+  }
+  std::shared_ptr<const Plugin> loss;
+  if (!snap.loss().name().empty()) {
+    auto l = registry.Find(snap.loss().name(), TRIB_KIND_LOSS);
+    if (!l.ok()) return l.status().WithContext("snapshot '" + path + "'");
+    if ((*l)->version != snap.loss().version()) {
+      return Status::PluginError("snapshot '" + path + "' was written by loss '" + snap.loss().name() + "' version " +
+                                 snap.loss().version() + ", but the loaded plugin (" + (*l)->path + ") is version " +
+                                 (*l)->version);
+    }
+    loss = *l;
+  }
+  auto schema = ModelSchema::FromProto(snap.schema());
+  if (!schema.ok()) return schema.status().WithContext("snapshot '" + path + "'");
+  Options opts;
+  for (const auto& o : snap.family_options()) opts.emplace_back(o.key(), o.value());
+  auto r = CreateInternal(*fam, loss, std::move(schema).value(), std::move(opts));
+  if (!r.ok()) return r.status().WithContext("snapshot '" + path + "'");
+  auto m = std::move(r).value();
+  auto& blocks = m->stats_.mutable_blocks();
+  if (static_cast<size_t>(snap.blocks_size()) != blocks.size() ||
+      static_cast<uint64_t>(snap.raw_size()) != m->stats_.size()) {
+    return corrupt("statistics layout (" + std::to_string(snap.blocks_size()) + " blocks, " +
+                   std::to_string(snap.raw_size()) + " values) does not match the family's (" +
+                   std::to_string(blocks.size()) + " blocks, " + std::to_string(m->stats_.size()) + " values)");
+  }
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    const auto& pb = snap.blocks(static_cast<int>(b));
+    if (pb.offset() != blocks[b].offset || pb.size() != blocks[b].size) {
+      return corrupt("block " + std::to_string(b) + " layout differs from the family's");
+    }
+    if (!(pb.scale() > 0) || !std::isfinite(pb.scale()) || !std::isfinite(pb.shift())) {
+      return corrupt("block " + std::to_string(b) + " has an invalid scale/shift");
+    }
+    blocks[b].scale = pb.scale();
+    blocks[b].shift = pb.shift();
+  }
+  std::copy(snap.raw().begin(), snap.raw().end(), m->stats_.raw().begin());
+  const auto& ls = snap.learner();
+  m->learner_.updates = ls.updates();
+  m->learner_.effective_size = ls.effective_size();
+  m->learner_.skipped_documents = ls.skipped_documents();
+  m->learner_.materializations = ls.materializations();
+  m->learner_.schedule.kind = static_cast<StepSchedule::Kind>(ls.schedule().kind());
+  m->learner_.schedule.lambda = ls.schedule().lambda();
+  m->learner_.schedule.tau0 = ls.schedule().tau0();
+  m->learner_.schedule.kappa = ls.schedule().kappa();
+  m->learner_.schedule.rho = ls.schedule().rho();
+  // Caches only: the check-step leaves feasible statistics unchanged.
+  trib_step step{0.0, m->learner_.effective_size, 0.0, m->learner_.updates};
+  TRIB_RETURN_IF_ERROR(m->Rebuild(step).WithContext("snapshot '" + path + "'"));
+  return m;
+}
+
+}  // namespace tributary

@@ -1,0 +1,26 @@
+// Loss "nll": negative log-likelihood, i.e. online EM / MAP (sdEM Table 1-2,
+// first row). Labelled: w = e_y; unlabelled: w_k = p(k | x) (latent class).
+// In both cases c = sum_k w_k = 1, so with rho_t = 1/(1+t) (lambda = 1, the
+// default) sdEM averages the statistics and reproduces the batch MAP estimate.
+#include <cmath>
+
+#include "loss_common.h"
+
+namespace {
+int Weights(const double* s, uint32_t K, int64_t y, double* w, double* c, double* loss, trib_error*) {
+  *c = 1.0;
+  if (y >= 0) {
+    for (uint32_t k = 0; k < K; ++k) w[k] = 0.0;
+    w[y] = 1.0;
+    *loss = -s[y];
+    return TRIB_OK;
+  }
+  double lse = tributary::sdk::LogSumExp(s, K);
+  for (uint32_t k = 0; k < K; ++k) w[k] = std::exp(s[k] - lse);
+  *loss = -lse;
+  return TRIB_OK;
+}
+}  // namespace
+
+TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_LOSS, "nll", "1.0.0", "negative log-likelihood (online EM, MAP)");
+TRIBUTARY_DEFINE_LOSS_ENTRY(Weights, 0, 1.0)

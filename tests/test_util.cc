@@ -1,0 +1,97 @@
+#include "test_util.h"
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <stdexcept>
+
+namespace tributary::testing {
+
+const PluginRegistry& BuiltinRegistry() {
+  static PluginRegistry* reg = [] {
+    auto* r = new PluginRegistry(std::vector<std::string>{PluginRegistry::BuiltinPluginDir()}, true);
+    r->Scan();
+    return r;
+  }();
+  return *reg;
+}
+
+std::shared_ptr<const Plugin> BuiltinFamily(const std::string& name) {
+  auto r = BuiltinRegistry().Find(name, TRIB_KIND_FAMILY);
+  if (!r.ok()) throw std::runtime_error(r.status().ToString());
+  return *r;
+}
+
+std::shared_ptr<const Plugin> BuiltinLoss(const std::string& name) {
+  auto r = BuiltinRegistry().Find(name, TRIB_KIND_LOSS);
+  if (!r.ok()) throw std::runtime_error(r.status().ToString());
+  return *r;
+}
+
+v1::Schema TextSchema(uint32_t vocab, uint32_t classes) {
+  v1::Schema s;
+  for (uint32_t i = 0; i < vocab; ++i) s.add_vocabulary("t" + std::to_string(i));
+  for (uint32_t k = 0; k < classes; ++k) s.add_class_names("c" + std::to_string(k));
+  return s;
+}
+
+v1::Schema RealSchema(uint32_t reals, uint32_t classes) {
+  v1::Schema s;
+  for (uint32_t i = 0; i < reals; ++i) {
+    auto* f = s.add_features();
+    f->set_name("x" + std::to_string(i));
+    f->set_kind(v1::FeatureSpec::REAL);
+  }
+  for (uint32_t k = 0; k < classes; ++k) s.add_class_names("c" + std::to_string(k));
+  return s;
+}
+
+std::string TempDir(const std::string& name) {
+  namespace fs = std::filesystem;
+  fs::path p = fs::temp_directory_path() / ("tributary_test_" + std::to_string(::getpid())) / name;
+  fs::remove_all(p);
+  fs::create_directories(p);
+  static bool registered = [] {
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(std::filesystem::temp_directory_path() /
+                                      ("tributary_test_" + std::to_string(::getpid())),
+                                  ec);
+    });
+    return true;
+  }();
+  (void)registered;
+  return p.string();
+}
+
+DocumentBuffer MakeDoc(uint64_t index, int64_t label, const std::vector<std::pair<uint32_t, double>>& terms) {
+  DocumentBuffer d;
+  d.index = index;
+  d.id = "d" + std::to_string(index);
+  d.label = label;
+  for (const auto& [t, c] : terms) {
+    d.term_ids.push_back(t);
+    d.term_counts.push_back(c);
+  }
+  d.Canonicalize();
+  return d;
+}
+
+std::string ProgramPath() { return std::string(TRIBUTARY_BINARY_DIR) + "/bin/tributary"; }
+
+int RunCommand(const std::string& cmd, std::string* output, bool merge_stderr) {
+  std::string full = cmd + (merge_stderr ? " 2>&1" : "");
+  FILE* p = ::popen(full.c_str(), "r");
+  if (!p) return -1;
+  char buf[4096];
+  size_t n;
+  if (output) output->clear();
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) {
+    if (output) output->append(buf, n);
+  }
+  int st = ::pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+}  // namespace tributary::testing

@@ -1,0 +1,39 @@
+// Helpers shared by the tests.
+#ifndef TRIBUTARY_TESTS_TEST_UTIL_H_
+#define TRIBUTARY_TESTS_TEST_UTIL_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tributary/document.h"
+#include "tributary/model.h"
+#include "tributary/plugin_registry.h"
+#include "tributary/v1/tributary.pb.h"
+
+namespace tributary::testing {
+
+// Registry over the built-in plugin directory of this build, scanned.
+const PluginRegistry& BuiltinRegistry();
+std::shared_ptr<const Plugin> BuiltinFamily(const std::string& name);
+std::shared_ptr<const Plugin> BuiltinLoss(const std::string& name);
+
+// A schema with `vocab` terms named t0..t{vocab-1} and `classes` classes c0...
+v1::Schema TextSchema(uint32_t vocab, uint32_t classes);
+// A schema with `reals` REAL features (x0...) and `classes` classes.
+v1::Schema RealSchema(uint32_t reals, uint32_t classes);
+
+// A fresh empty directory under the test temp dir, removed at exit.
+std::string TempDir(const std::string& name);
+
+// Builds a DocumentBuffer from (term, count) pairs.
+DocumentBuffer MakeDoc(uint64_t index, int64_t label, const std::vector<std::pair<uint32_t, double>>& terms);
+
+// Path of the built program (build/bin/tributary).
+std::string ProgramPath();
+// Runs a shell command; returns its exit status and fills stdout (stderr merged when merge_stderr).
+int RunCommand(const std::string& cmd, std::string* output, bool merge_stderr = false);
+
+}  // namespace tributary::testing
+
+#endif  // TRIBUTARY_TESTS_TEST_UTIL_H_
