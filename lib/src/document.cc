@@ -138,11 +138,11 @@ std::string Num(double x) {
 }
 }  // namespace
 
-Status DocumentDecoder::Decode(const v1::Document& doc, uint64_t index, ModelSchema* model,
-                               bool allow_new_classes, DocumentBuffer* out, int64_t* new_class,
+Status DocumentDecoder::Decode(const v1::Document& doc, uint64_t index, const ModelSchema& model,
+                               bool allow_new_classes, DocumentBuffer* out, std::string* new_class,
                                DecodeCounters* counters) const {
   out->Clear();
-  if (new_class) *new_class = -1;
+  if (new_class) new_class->clear();
   out->index = index;
   out->id = doc.id();
   auto bad = [&](const std::string& what) {
@@ -181,7 +181,7 @@ Status DocumentDecoder::Decode(const v1::Document& doc, uint64_t index, ModelSch
     out->term_counts.push_back(c);
   }
   for (const auto& tok : doc.tokens()) {
-    int64_t mid = hashed_ ? static_cast<int64_t>(HashToken(tok, hashed_dim_)) : model->TermIndex(tok);
+    int64_t mid = hashed_ ? static_cast<int64_t>(HashToken(tok, hashed_dim_)) : model.TermIndex(tok);
     if (mid < 0) {
       ++unseen;
       continue;
@@ -216,17 +216,16 @@ Status DocumentDecoder::Decode(const v1::Document& doc, uint64_t index, ModelSch
   }
   // Label.
   if (doc.has_label()) {
-    int64_t k = model->ClassIndex(doc.label());
+    int64_t k = model.ClassIndex(doc.label());
     if (k < 0) {
-      if (allow_new_classes && model->open_classes()) {
-        k = model->AddClass(doc.label());
-        if (new_class) *new_class = k;
+      if (allow_new_classes && model.open_classes() && new_class) {
+        *new_class = doc.label();
       } else {
         std::string names;
-        for (size_t i = 0; i < model->classes().size() && i < 10; ++i) {
-          names += (i ? ", " : "") + model->classes()[i];
+        for (size_t i = 0; i < model.classes().size() && i < 10; ++i) {
+          names += (i ? ", " : "") + model.classes()[i];
         }
-        if (model->classes().size() > 10) names += ", ...";
+        if (model.classes().size() > 10) names += ", ...";
         return bad("label '" + doc.label() + "' is not a class of the model (expected one of: " + names + ")");
       }
     }

@@ -238,7 +238,10 @@ int GrowClasses(const trib_family_model* om, const trib_stats* os, trib_family_m
 
 }  // namespace
 
-TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_FAMILY, "multinomial", "1.0.0",
+#ifndef TRIB_MULTINOMIAL_VERSION
+#define TRIB_MULTINOMIAL_VERSION "1.0.0"
+#endif
+TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_FAMILY, "multinomial", TRIB_MULTINOMIAL_VERSION,
                              "multinomial naive Bayes over bags of words (Dirichlet prior)");
 
 extern "C" TRIB_PLUGIN_EXPORT int tributary_plugin_init(const trib_host_api* host, trib_plugin_vtable* out,

@@ -95,10 +95,12 @@ Result<std::unique_ptr<DocumentReader>> DocumentReader::Open(const std::string& 
 Status DocumentReader::Next(v1::Document* doc, bool* eof) {
   uint32_t len = 0;
   const uint64_t offset = bytes_read();
+  recoverable_ = false;
   TRIB_RETURN_IF_ERROR(ReadFrame(eof, &len));
   if (*eof) return Status::OK();
   const uint64_t index = docs_++;
   if (!doc->ParseFromString(buf_)) {
+    recoverable_ = true;
     return Status::Corruption("'" + path_ + "': document #" + std::to_string(index) + " (frame at byte " +
                               std::to_string(offset) + ", " + std::to_string(len) +
                               " bytes) does not parse as tributary.v1.Document");

@@ -46,7 +46,6 @@ std::string DocumentName(uint64_t index, const std::string& id);
 struct DecodeCounters {
   uint64_t documents = 0;
   uint64_t unseen_terms = 0;        // occurrences of terms the model does not know
-  uint64_t unseen_term_types = 0;   // distinct stream term ids unknown to the model
 };
 
 // Maps documents of one stream (with its own schema) into a model's id space
@@ -61,11 +60,12 @@ class DocumentDecoder {
   // Errors (kInvalidDocument) name the document and say expected vs found:
   // term id out of range, NaN/inf/non-positive counts, wrong number of
   // reals, NaN/inf reals, categorical out of range, bad weight, unknown label,
-  // a document with no content at all. `model` may gain a class when the
-  // model's schema has open classes and `allow_new_classes` is set; the
-  // caller learns of it through `*new_class` (set to the new index).
-  Status Decode(const v1::Document& doc, uint64_t index, ModelSchema* model, bool allow_new_classes,
-                DocumentBuffer* out, int64_t* new_class, DecodeCounters* counters) const;
+  // a document with no content at all. A label unknown to the model is an
+  // error unless the model's schema has open classes and `allow_new_classes`
+  // is set: then *new_class gets the label, out->label is -1, and the caller
+  // adds the class (Model::AddClass) and sets out->label itself.
+  Status Decode(const v1::Document& doc, uint64_t index, const ModelSchema& model, bool allow_new_classes,
+                DocumentBuffer* out, std::string* new_class, DecodeCounters* counters) const;
 
  private:
   DocumentDecoder() = default;

@@ -90,10 +90,14 @@ class Result {
 
 }  // namespace tributary
 
-#define TRIB_RETURN_IF_ERROR(expr)            \
-  do {                                        \
-    ::tributary::Status _st = (expr);         \
-    if (!_st.ok()) return _st;                \
+#define TRIB_STATUS_CONCAT_INNER_(a, b) a##b
+#define TRIB_STATUS_CONCAT_(a, b) TRIB_STATUS_CONCAT_INNER_(a, b)
+// Returns the Status of `expr` from the enclosing function if it is an error.
+#define TRIB_RETURN_IF_ERROR(expr)                                                   \
+  do {                                                                               \
+    ::tributary::Status TRIB_STATUS_CONCAT_(trib_status_, __LINE__) = (expr);        \
+    if (!TRIB_STATUS_CONCAT_(trib_status_, __LINE__).ok())                           \
+      return TRIB_STATUS_CONCAT_(trib_status_, __LINE__);                            \
   } while (0)
 
 #endif  // TRIBUTARY_STATUS_H_

@@ -37,6 +37,10 @@ class DocumentReader {
   // intact and Next() may be called again to skip to the next frame.
   Status Next(v1::Document* doc, bool* eof);
 
+  // True when the last error of Next() left the framing intact (the frame
+  // did not parse as a Document), so reading may go on with the next frame.
+  bool last_error_recoverable() const { return recoverable_; }
+
   // Documents returned so far (also the index of the next one).
   uint64_t documents_read() const { return docs_; }
   uint64_t bytes_read() const;
@@ -57,6 +61,7 @@ class DocumentReader {
   std::unique_ptr<google::protobuf::io::FileInputStream> input_;
   v1::StreamHeader header_;
   uint64_t docs_ = 0;
+  bool recoverable_ = false;
   std::string buf_;
 };
 

@@ -1,0 +1,108 @@
+#include "cli_common.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+namespace tributary::cli {
+
+int ReportError(const Status& st) {
+  std::cerr << "tributary: error: " << st.ToString() << std::endl;
+  return kExitError;
+}
+
+Progress::Progress(std::string label, bool quiet)
+    : label_(std::move(label)), enabled_(!quiet && ::isatty(2)), start_(std::chrono::steady_clock::now()),
+      last_(start_) {}
+
+void Progress::Tick(uint64_t documents) {
+  if (!enabled_ || (documents & 1023) != 0) return;
+  auto now = std::chrono::steady_clock::now();
+  if (now - last_ < std::chrono::milliseconds(250)) return;
+  last_ = now;
+  double secs = std::chrono::duration<double>(now - start_).count();
+  std::fprintf(stderr, "\r[%s] %llu documents, %.0f documents/s   ", label_.c_str(),
+               static_cast<unsigned long long>(documents), secs > 0 ? static_cast<double>(documents) / secs : 0.0);
+  std::fflush(stderr);
+}
+
+void Progress::Done(uint64_t documents) {
+  if (!enabled_) return;
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  std::fprintf(stderr, "\r[%s] %llu documents in %.2f s (%.0f documents/s)\n", label_.c_str(),
+               static_cast<unsigned long long>(documents), secs,
+               secs > 0 ? static_cast<double>(documents) / secs : 0.0);
+}
+
+void BadInput::Record(const Status& st) {
+  ++skipped;
+  if (first_messages.size() < 5) first_messages.push_back(st.message());
+}
+
+const PluginRegistry& Registry() {
+  static PluginRegistry* reg = [] {
+    auto* r = new PluginRegistry();
+    r->Scan();
+    return r;
+  }();
+  return *reg;
+}
+
+std::string Fmt(double x, int precision) {
+  if (std::isnan(x)) return "nan";
+  std::ostringstream os;
+  os.precision(precision);
+  os << x;
+  return os.str();
+}
+
+Result<std::unique_ptr<Model>> NewModelFromFlags(const LearnFlags& f, const PluginRegistry& registry,
+                                                 const v1::StreamHeader& header, uint64_t stream_documents) {
+  auto fam = registry.Find(f.family, TRIB_KIND_FAMILY);
+  if (!fam.ok()) return fam.status();
+  auto loss = registry.Find(f.loss, TRIB_KIND_LOSS);
+  if (!loss.ok()) return loss.status();
+  auto schema = ModelSchema::FromProto(header.schema());
+  if (!schema.ok()) return schema.status();
+  Options opts;
+  if (!f.prior.empty()) opts.emplace_back("prior", f.prior);
+  for (const auto& kv : f.options) {
+    auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return Status::InvalidArgument("--opt '" + kv + "': expected key=value");
+    }
+    opts.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  auto model = Model::Create(*fam, *loss, std::move(schema).value(), std::move(opts), f.seed);
+  if (!model.ok()) return model.status();
+  LearnerState& ls = (*model)->learner_state();
+  if (f.schedule == "inverse") {
+    ls.schedule.kind = StepSchedule::Kind::kInverseLinear;
+  } else if (f.schedule == "poly") {
+    ls.schedule.kind = StepSchedule::Kind::kPolynomial;
+  } else if (f.schedule == "constant") {
+    ls.schedule.kind = StepSchedule::Kind::kConstant;
+  } else {
+    return Status::InvalidArgument("--schedule '" + f.schedule + "': expected inverse, poly or constant");
+  }
+  if (f.lambda >= 0) ls.schedule.lambda = f.lambda;
+  ls.schedule.tau0 = f.tau0;
+  ls.schedule.kappa = f.kappa;
+  ls.schedule.rho = f.rho;
+  TRIB_RETURN_IF_ERROR(ls.schedule.Validate());
+  if (f.n > 0) {
+    ls.effective_size = f.n;
+  } else if (stream_documents > 0) {
+    ls.effective_size = static_cast<double>(stream_documents);
+  } else {
+    return Status::InvalidArgument(
+        "the stream's length is unknown (no document_count in its header, not a file): pass --n, the effective "
+        "data-set size");
+  }
+  return model;
+}
+
+}  // namespace tributary::cli

@@ -1,0 +1,77 @@
+// Pieces shared by the subcommands of the `tributary` program.
+#ifndef TRIBUTARY_STREAMS_CLI_CLI_COMMON_H_
+#define TRIBUTARY_STREAMS_CLI_CLI_COMMON_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tributary/document.h"
+#include "tributary/model.h"
+#include "tributary/plugin_registry.h"
+#include "tributary/sdem_learner.h"
+#include "tributary/stream_io.h"
+
+namespace tributary::cli {
+
+// Exit codes of the program.
+constexpr int kExitOk = 0;
+constexpr int kExitError = 1;      // bad input, bad model, failed plugin
+constexpr int kExitUsage = 2;      // bad command line
+
+// Prints "tributary: error: <status>" to stderr and returns kExitError.
+int ReportError(const Status& st);
+
+// Progress on stderr, only when stderr is a terminal and not --quiet.
+class Progress {
+ public:
+  Progress(std::string label, bool quiet);
+  void Tick(uint64_t documents);
+  void Done(uint64_t documents);
+
+ private:
+  std::string label_;
+  bool enabled_;
+  std::chrono::steady_clock::time_point start_, last_;
+};
+
+// Options shared by `train` and `prequential`.
+struct LearnFlags {
+  std::string family = "multinomial";
+  std::string loss = "ncll";
+  std::string prior;                 // family option "prior" when set
+  std::vector<std::string> options;  // "key=value" family options
+  std::string schedule = "inverse";  // inverse | poly | constant
+  double lambda = -1;                // < 0: the loss's default
+  double tau0 = 1.0, kappa = 0.7, rho = 0.01;
+  uint32_t epochs = 1;
+  double n = 0;                      // 0: the stream length
+  bool shuffle = false;
+  uint64_t seed = 1;
+  bool skip_bad = false;
+  uint32_t max_frame_bytes = kDefaultMaxFrameBytes;
+  bool quiet = false;
+};
+
+// Builds a fresh model for the stream `header` from the flags.
+Result<std::unique_ptr<Model>> NewModelFromFlags(const LearnFlags& flags, const PluginRegistry& registry,
+                                                 const v1::StreamHeader& header, uint64_t stream_documents);
+
+// Counters of bad documents met while reading a stream.
+struct BadInput {
+  uint64_t skipped = 0;
+  std::vector<std::string> first_messages;  // up to 5
+  void Record(const Status& st);
+};
+
+// A scanned registry over the default search path.
+const PluginRegistry& Registry();
+
+// Formats a double for text output (NaN as "nan").
+std::string Fmt(double x, int precision = 6);
+
+}  // namespace tributary::cli
+
+#endif  // TRIBUTARY_STREAMS_CLI_CLI_COMMON_H_

@@ -1,0 +1,607 @@
+// The `tributary` command-line program: convert, train, eval, predict,
+// prequential, plugins. Script-facing names and flags are stable.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "cli_common.h"
+#include "tributary/convert.h"
+#include "tributary/metrics.h"
+
+namespace tributary::cli {
+namespace {
+
+using json = nlohmann::json;
+
+// A document source over one stream file that decodes into the model's id
+// space, handling bad documents per --skip-bad and new classes.
+class DecodedStream {
+ public:
+  static Result<std::unique_ptr<DecodedStream>> Open(const std::string& path, uint32_t max_frame, const Model& model) {
+    auto r = DocumentReader::Open(path, max_frame);
+    if (!r.ok()) return r.status();
+    auto d = DocumentDecoder::Create(model.schema(), (*r)->header().schema());
+    if (!d.ok()) return d.status().WithContext("stream '" + path + "'");
+    std::unique_ptr<DecodedStream> s(new DecodedStream(std::move(r).value(), std::move(d).value()));
+    return s;
+  }
+
+  // Next decoded document. *eof at the end. Bad documents are skipped and
+  // recorded when skip_bad, else returned as errors. New classes are added to
+  // `model` when `learning` (open-classes schemas only); *grew is set then.
+  Status Next(Model* model, bool learning, bool skip_bad, BadInput* bad, DocumentBuffer* out, bool* eof,
+              bool* grew) {
+    *grew = false;
+    for (;;) {
+      Status st = reader_->Next(&proto_, eof);
+      if (!st.ok()) {
+        if (skip_bad && reader_->last_error_recoverable()) {
+          bad->Record(st);
+          continue;
+        }
+        return st;
+      }
+      if (*eof) return Status::OK();
+      std::string new_class;
+      st = decoder_.Decode(proto_, reader_->documents_read() - 1, model->schema(), learning, out, &new_class,
+                           &counters_);
+      if (st.ok() && !new_class.empty()) {
+        st = model->AddClass(new_class);
+        if (st.ok()) {
+          out->label = model->schema().ClassIndex(new_class);
+          *grew = true;
+        } else {
+          st = st.WithContext(out->Name());
+        }
+      }
+      if (!st.ok()) {
+        if (skip_bad && st.IsInvalidDocument()) {
+          bad->Record(st);
+          continue;
+        }
+        return st.WithContext("'" + reader_->path() + "'");
+      }
+      return Status::OK();
+    }
+  }
+
+  const DocumentReader& reader() const { return *reader_; }
+  const DecodeCounters& counters() const { return counters_; }
+
+ private:
+  DecodedStream(std::unique_ptr<DocumentReader> r, DocumentDecoder d) : reader_(std::move(r)), decoder_(std::move(d)) {}
+  std::unique_ptr<DocumentReader> reader_;
+  DocumentDecoder decoder_;
+  v1::Document proto_;
+  DecodeCounters counters_;
+};
+
+void AddLearnFlags(CLI::App* app, LearnFlags* f) {
+  app->add_option("--family", f->family, "family plugin: name or path to a .so")->capture_default_str();
+  app->add_option("--loss", f->loss, "loss plugin: nll, ncll, hinge, or a path")->capture_default_str();
+  app->add_option("--prior", f->prior, "family prior (multinomial: laplace, log, or a pseudo-count)");
+  app->add_option("--opt", f->options, "family option key=value (repeatable)");
+  app->add_option("--schedule", f->schedule, "step sizes: inverse (1+lambda t)^-1, poly (tau0+t)^-kappa, constant")
+      ->capture_default_str();
+  app->add_option("--lambda", f->lambda, "lambda of the inverse schedule (default: the loss's own default)");
+  app->add_option("--tau0", f->tau0, "tau0 of the poly schedule")->capture_default_str();
+  app->add_option("--kappa", f->kappa, "kappa of the poly schedule")->capture_default_str();
+  app->add_option("--rho", f->rho, "step size of the constant schedule")->capture_default_str();
+  app->add_option("--n", f->n, "effective data-set size n (default: the stream length)");
+  app->add_option("--seed", f->seed, "random seed (shuffling, family sampling)")->capture_default_str();
+  app->add_flag("--skip-bad", f->skip_bad, "skip and count bad documents instead of stopping");
+  app->add_option("--max-frame-bytes", f->max_frame_bytes, "largest accepted frame")->capture_default_str();
+  app->add_flag("-q,--quiet", f->quiet, "no progress on stderr");
+}
+
+uint64_t StreamLength(const DocumentReader& r, const std::string& path, uint32_t max_frame) {
+  if (r.header().document_count() > 0) return r.header().document_count();
+  if (path == "-") return 0;
+  auto n = DocumentReader::CountDocuments(path, max_frame);
+  return n.ok() ? *n : 0;
+}
+
+void PrintBad(const BadInput& bad) {
+  if (bad.skipped == 0) return;
+  std::cerr << "tributary: skipped " << bad.skipped << " bad document(s)";
+  for (const auto& m : bad.first_messages) std::cerr << "\n  " << m;
+  if (bad.skipped > bad.first_messages.size()) std::cerr << "\n  ...";
+  std::cerr << std::endl;
+}
+
+// Saves what was learned before a fatal error, so that nothing is lost.
+void SavePartial(const Model& model, const std::string& out) {
+  if (out.empty() || model.learner_state().updates == 0) return;
+  std::string partial = out + ".partial";
+  Status st = model.Save(partial);
+  if (st.ok()) {
+    std::cerr << "tributary: the model learned before the error (" << model.learner_state().updates
+              << " updates) was saved to " << partial << std::endl;
+  }
+}
+
+// ---- train -----------------------------------------------------------------
+
+int RunTrain(const LearnFlags& f, const std::string& in, const std::string& out) {
+  auto first = DocumentReader::Open(in, f.max_frame_bytes);
+  if (!first.ok()) return ReportError(first.status());
+  const uint64_t length = StreamLength(**first, in, f.max_frame_bytes);
+  auto mr = NewModelFromFlags(f, Registry(), (*first)->header(), length);
+  if (!mr.ok()) return ReportError(mr.status());
+  std::unique_ptr<Model> model = std::move(mr).value();
+  first->reset();
+  if (f.epochs > 1 && in == "-" && !f.shuffle) {
+    return ReportError(Status::InvalidArgument("--epochs > 1 needs a file (or --shuffle), not standard input"));
+  }
+  auto lr = SdemLearner::Create(model.get(), f.seed);
+  if (!lr.ok()) return ReportError(lr.status());
+  std::unique_ptr<SdemLearner> learner = std::move(lr).value();
+  BadInput bad;
+  Progress progress("train", f.quiet);
+  uint64_t seen = 0;
+  auto learn_one = [&](const DocumentBuffer& doc) -> Status {
+    Status st = learner->Learn(doc.View());
+    if (!st.ok()) {
+      if (f.skip_bad && (st.IsInvalidDocument() || st.code() == Status::Code::kNumeric)) {
+        bad.Record(st);
+        model->learner_state().skipped_documents++;
+        return Status::OK();
+      }
+      return st;
+    }
+    progress.Tick(++seen);
+    return Status::OK();
+  };
+  auto fail = [&](const Status& st) {
+    SavePartial(*model, out);
+    return ReportError(st);
+  };
+  auto start = std::chrono::steady_clock::now();
+  DocumentBuffer doc;
+  if (f.shuffle) {
+    // Decode once into memory, then shuffle per epoch (Algorithm 1, line 0).
+    std::vector<DocumentBuffer> docs;
+    auto ds = DecodedStream::Open(in, f.max_frame_bytes, *model);
+    if (!ds.ok()) return ReportError(ds.status());
+    for (;;) {
+      bool eof = false, grew = false;
+      Status st = (*ds)->Next(model.get(), true, f.skip_bad, &bad, &doc, &eof, &grew);
+      if (!st.ok()) return fail(st);
+      if (eof) break;
+      if (grew) {
+        auto l2 = SdemLearner::Create(model.get(), f.seed);
+        if (!l2.ok()) return fail(l2.status());
+        learner = std::move(l2).value();
+      }
+      docs.push_back(doc);
+    }
+    std::mt19937_64 rng(f.seed);
+    for (uint32_t e = 0; e < f.epochs; ++e) {
+      std::shuffle(docs.begin(), docs.end(), rng);
+      for (const auto& d : docs) {
+        Status st = learn_one(d);
+        if (!st.ok()) return fail(st);
+      }
+    }
+  } else {
+    for (uint32_t e = 0; e < f.epochs; ++e) {
+      auto ds = DecodedStream::Open(in, f.max_frame_bytes, *model);
+      if (!ds.ok()) return fail(ds.status());
+      for (;;) {
+        bool eof = false, grew = false;
+        Status st = (*ds)->Next(model.get(), true, f.skip_bad && e == 0, &bad, &doc, &eof, &grew);
+        if (!st.ok()) {
+          if (f.skip_bad && e > 0) continue;  // already reported in epoch 1
+          return fail(st);
+        }
+        if (eof) break;
+        if (grew) {
+          auto l2 = SdemLearner::Create(model.get(), f.seed);
+          if (!l2.ok()) return fail(l2.status());
+          learner = std::move(l2).value();
+        }
+        st = learn_one(doc);
+        if (!st.ok()) return fail(st);
+      }
+    }
+  }
+  progress.Done(seen);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  PrintBad(bad);
+  if (seen == 0) {
+    return ReportError(Status::InvalidArgument("'" + in + "': no document was learned (empty stream?)"));
+  }
+  Status st = model->Save(out);
+  if (!st.ok()) return ReportError(st);
+  if (!f.quiet) {
+    const auto& ls = model->learner_state();
+    std::cerr << "trained " << model->family().name << "/" << model->loss_plugin()->name << " on " << seen
+              << " document updates (" << f.epochs << " epoch(s), " << ls.schedule.ToString()
+              << ", n = " << ls.effective_size << ") in " << Fmt(secs, 3) << " s ("
+              << Fmt(static_cast<double>(seen) / std::max(secs, 1e-9), 4) << " documents/s) -> " << out << std::endl;
+  }
+  return kExitOk;
+}
+
+// ---- eval --------------------------------------------------------------------
+
+int RunEval(const std::string& model_path, const std::string& in, bool as_json, bool skip_bad, uint32_t max_frame) {
+  auto mr = Model::Load(model_path, Registry());
+  if (!mr.ok()) return ReportError(mr.status());
+  auto model = std::move(mr).value();
+  auto ds = DecodedStream::Open(in, max_frame, *model);
+  if (!ds.ok()) return ReportError(ds.status());
+  auto state = model->NewScoringState();
+  if (!state.ok()) return ReportError(state.status());
+  ClassificationMetrics metrics(model->num_classes());
+  std::vector<double> scores(model->num_classes());
+  BadInput bad;
+  DocumentBuffer doc;
+  for (;;) {
+    bool eof = false, grew = false;
+    Status st = (*ds)->Next(model.get(), false, skip_bad, &bad, &doc, &eof, &grew);
+    if (!st.ok()) return ReportError(st);
+    if (eof) break;
+    trib_document v = doc.View();
+    st = model->Score(v, state->get(), scores.data());
+    if (!st.ok()) {
+      st = st.WithContext(doc.Name());
+      if (skip_bad) {
+        bad.Record(st);
+        continue;
+      }
+      return ReportError(st);
+    }
+    metrics.Add(scores.data(), doc.label, model->PerplexityTokens(v));
+  }
+  PrintBad(bad);
+  if (metrics.documents() == 0) return ReportError(Status::InvalidArgument("'" + in + "': no document to evaluate"));
+  const auto& c = (*ds)->counters();
+  if (as_json) {
+    json j;
+    auto num = [](double x) { return std::isnan(x) ? json(nullptr) : json(x); };
+    j["documents"] = metrics.documents();
+    j["labelled"] = metrics.labelled();
+    j["accuracy"] = num(metrics.accuracy());
+    j["macro_f1"] = num(metrics.macro_f1());
+    j["ncll"] = num(metrics.mean_ncll());
+    j["hinge"] = num(metrics.mean_hinge());
+    j["perplexity"] = num(metrics.perplexity());
+    j["unseen_terms"] = c.unseen_terms;
+    j["skipped"] = bad.skipped;
+    j["family"] = model->family().name;
+    j["loss"] = model->loss_plugin() ? model->loss_plugin()->name : "";
+    std::cout << j.dump() << std::endl;
+  } else {
+    std::cout << "documents     " << metrics.documents() << "\n"
+              << "labelled      " << metrics.labelled() << "\n"
+              << "accuracy      " << Fmt(metrics.accuracy(), 4) << "\n"
+              << "macro_f1      " << Fmt(metrics.macro_f1(), 4) << "\n"
+              << "mean_ncll     " << Fmt(metrics.mean_ncll(), 4) << "\n"
+              << "mean_hinge    " << Fmt(metrics.mean_hinge(), 4) << "\n"
+              << "perplexity    " << Fmt(metrics.perplexity(), 6) << "  (per word)\n"
+              << "unseen_terms  " << c.unseen_terms << "\n"
+              << "skipped       " << bad.skipped << std::endl;
+  }
+  return kExitOk;
+}
+
+// ---- predict -------------------------------------------------------------------
+
+int RunPredict(const std::string& model_path, const std::string& in, const std::string& format, const std::string& out,
+               bool skip_bad, uint32_t max_frame) {
+  if (format != "jsonl" && format != "pb") {
+    return ReportError(Status::InvalidArgument("--format '" + format + "': expected jsonl or pb"));
+  }
+  auto mr = Model::Load(model_path, Registry());
+  if (!mr.ok()) return ReportError(mr.status());
+  auto model = std::move(mr).value();
+  auto ds = DecodedStream::Open(in, max_frame, *model);
+  if (!ds.ok()) return ReportError(ds.status());
+  auto state = model->NewScoringState();
+  if (!state.ok()) return ReportError(state.status());
+  const uint32_t K = model->num_classes();
+  const auto& classes = model->schema().classes();
+  std::vector<double> scores(K), probs(K);
+  std::unique_ptr<DocumentWriter> writer;
+  std::ostream* text = &std::cout;
+  std::unique_ptr<std::ofstream> file;
+  if (format == "pb") {
+    auto w = DocumentWriter::CreateRaw(out.empty() ? "-" : out);
+    if (!w.ok()) return ReportError(w.status());
+    writer = std::move(w).value();
+    v1::PredictionHeader h;
+    h.set_magic("tributary.predictions");
+    for (const auto& c : classes) h.add_class_names(c);
+    Status st = writer->Write(h);
+    if (!st.ok()) return ReportError(st);
+  } else if (!out.empty() && out != "-") {
+    file = std::make_unique<std::ofstream>(out);
+    if (!*file) return ReportError(Status::IOError("cannot create '" + out + "'"));
+    text = file.get();
+  }
+  BadInput bad;
+  DocumentBuffer doc;
+  v1::Prediction pred;
+  for (;;) {
+    bool eof = false, grew = false;
+    Status st = (*ds)->Next(model.get(), false, skip_bad, &bad, &doc, &eof, &grew);
+    if (!st.ok()) return ReportError(st);
+    if (eof) break;
+    st = model->Score(doc.View(), state->get(), scores.data());
+    if (!st.ok()) return ReportError(st.WithContext(doc.Name()));
+    Posterior(scores.data(), K, probs.data());
+    uint32_t best = static_cast<uint32_t>(std::max_element(probs.begin(), probs.end()) - probs.begin());
+    if (writer) {
+      pred.Clear();
+      pred.set_id(doc.id);
+      pred.set_index(doc.index);
+      pred.set_predicted(classes[best]);
+      for (double p : probs) pred.add_probabilities(p);
+      st = writer->Write(pred);
+      if (!st.ok()) return ReportError(st);
+    } else {
+      json j;
+      j["id"] = doc.id;
+      j["index"] = doc.index;
+      j["predicted"] = classes[best];
+      json p = json::object();
+      for (uint32_t k = 0; k < K; ++k) p[classes[k]] = probs[k];
+      j["probabilities"] = p;
+      *text << j.dump() << '\n';
+    }
+  }
+  PrintBad(bad);
+  if (writer) {
+    Status st = writer->Close();
+    if (!st.ok()) return ReportError(st);
+  }
+  text->flush();
+  return kExitOk;
+}
+
+// ---- prequential ------------------------------------------------------------------
+
+int RunPrequential(const LearnFlags& f, const std::string& in, uint64_t every, bool as_json, const std::string& out) {
+  auto first = DocumentReader::Open(in, f.max_frame_bytes);
+  if (!first.ok()) return ReportError(first.status());
+  const uint64_t length = StreamLength(**first, in, f.max_frame_bytes);
+  auto mr = NewModelFromFlags(f, Registry(), (*first)->header(), length);
+  if (!mr.ok()) return ReportError(mr.status());
+  first->reset();
+  auto model = std::move(mr).value();
+  auto lr = SdemLearner::Create(model.get(), f.seed);
+  if (!lr.ok()) return ReportError(lr.status());
+  auto learner = std::move(lr).value();
+  auto ds = DecodedStream::Open(in, f.max_frame_bytes, *model);
+  if (!ds.ok()) return ReportError(ds.status());
+  ClassificationMetrics total(model->num_classes());
+  uint64_t window_docs = 0, window_correct = 0;
+  json curve = json::array();
+  BadInput bad;
+  Progress progress("prequential", f.quiet || !as_json);
+  DocumentBuffer doc;
+  if (!as_json) std::cout << "documents\taccuracy\twindow_accuracy\n";
+  auto emit = [&]() {
+    double acc = total.accuracy();
+    double win = window_docs ? static_cast<double>(window_correct) / static_cast<double>(window_docs) : std::nan("");
+    if (as_json) {
+      curve.push_back({{"documents", total.documents()},
+                       {"accuracy", std::isnan(acc) ? json(nullptr) : json(acc)},
+                       {"window_accuracy", std::isnan(win) ? json(nullptr) : json(win)}});
+    } else {
+      std::cout << total.documents() << '\t' << Fmt(acc, 4) << '\t' << Fmt(win, 4) << '\n';
+    }
+    window_docs = window_correct = 0;
+  };
+  for (;;) {
+    bool eof = false, grew = false;
+    Status st = (*ds)->Next(model.get(), true, f.skip_bad, &bad, &doc, &eof, &grew);
+    if (!st.ok()) {
+      SavePartial(*model, out);
+      return ReportError(st);
+    }
+    if (eof) break;
+    if (grew) {
+      total.Resize(model->num_classes());
+      auto l2 = SdemLearner::Create(model.get(), f.seed);
+      if (!l2.ok()) return ReportError(l2.status());
+      learner = std::move(l2).value();
+    }
+    trib_document v = doc.View();
+    // Test, then train: Learn() scores the document with the model as it was
+    // before this document's update.
+    LearnOutcome outcome;
+    if (doc.label < 0 && model->loss_plugin()->loss().requires_label) {
+      continue;  // nothing to test or learn from
+    }
+    st = learner->Learn(v, &outcome);
+    if (!st.ok()) {
+      if (f.skip_bad && (st.IsInvalidDocument() || st.code() == Status::Code::kNumeric)) {
+        bad.Record(st);
+        continue;
+      }
+      SavePartial(*model, out);
+      return ReportError(st);
+    }
+    total.Add(learner->last_scores().data(), doc.label, model->PerplexityTokens(v));
+    if (doc.label >= 0) {
+      ++window_docs;
+      if (outcome.predicted == static_cast<uint32_t>(doc.label)) ++window_correct;
+    }
+    progress.Tick(total.documents());
+    if (every > 0 && total.documents() % every == 0) emit();
+  }
+  progress.Done(total.documents());
+  if (window_docs > 0 || curve.empty()) emit();
+  PrintBad(bad);
+  if (total.documents() == 0) return ReportError(Status::InvalidArgument("'" + in + "': no document in the stream"));
+  if (!out.empty()) {
+    Status st = model->Save(out);
+    if (!st.ok()) return ReportError(st);
+  }
+  if (as_json) {
+    json j;
+    auto num = [](double x) { return std::isnan(x) ? json(nullptr) : json(x); };
+    j["documents"] = total.documents();
+    j["accuracy"] = num(total.accuracy());
+    j["macro_f1"] = num(total.macro_f1());
+    j["ncll"] = num(total.mean_ncll());
+    j["hinge"] = num(total.mean_hinge());
+    j["skipped"] = bad.skipped;
+    j["curve"] = curve;
+    std::cout << j.dump() << std::endl;
+  } else {
+    std::cout << "prequential accuracy " << Fmt(total.accuracy(), 4) << " over " << total.documents()
+              << " documents" << std::endl;
+  }
+  return kExitOk;
+}
+
+// ---- plugins ------------------------------------------------------------------------
+
+int RunPlugins(bool as_json) {
+  const auto& reg = Registry();
+  if (as_json) {
+    json j;
+    j["search_path"] = reg.search_path();
+    j["plugins"] = json::array();
+    for (const auto& p : reg.plugins()) {
+      j["plugins"].push_back({{"kind", KindName(p->kind)},
+                              {"name", p->name},
+                              {"version", p->version},
+                              {"abi", std::to_string(p->abi_major) + "." + std::to_string(p->abi_minor)},
+                              {"builtin", p->builtin},
+                              {"path", p->path},
+                              {"description", p->description}});
+    }
+    j["refused"] = json::array();
+    for (const auto& r : reg.refused()) j["refused"].push_back({{"path", r.path}, {"reason", r.reason}});
+    std::cout << j.dump(2) << std::endl;
+    return kExitOk;
+  }
+  std::cout << "kind\tname\tversion\tabi\tpath\n";
+  for (const auto& p : reg.plugins()) {
+    std::cout << KindName(p->kind) << '\t' << p->name << '\t' << p->version << '\t' << p->abi_major << '.'
+              << p->abi_minor << '\t' << p->path << (p->builtin ? " (built-in)" : "") << '\n';
+  }
+  for (const auto& r : reg.refused()) std::cout << "refused\t" << r.path << ": " << r.reason << '\n';
+  std::cout.flush();
+  return kExitOk;
+}
+
+int RunConvert(const ConvertOptions& o, bool quiet) {
+  ConvertReport report;
+  Status st = ConvertFile(o, &report);
+  if (!st.ok()) return ReportError(st);
+  if (!quiet) {
+    std::cerr << "converted " << report.documents << " documents (" << report.unlabelled << " unlabelled, "
+              << report.skipped << " skipped), " << report.terms << " terms, " << report.classes << " classes -> "
+              << o.out << std::endl;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int Main(int argc, char** argv) {
+  CLI::App app{"Tributary: online learning of probabilistic models from document streams (sdEM)"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "tributary 0.1.0");
+
+  // convert
+  ConvertOptions conv;
+  bool conv_quiet = false;
+  auto* c = app.add_subcommand("convert", "convert tsv or svmlight text to a document stream");
+  c->add_option("--format", conv.format, "tsv or svmlight")->required()->check(CLI::IsMember({"tsv", "svmlight"}));
+  c->add_option("--in", conv.in, "input text file")->required();
+  c->add_option("--out", conv.out, "output stream (.pb)")->required();
+  c->add_flag("--stop-words", conv.stop_words, "tsv: drop English stop words");
+  c->add_option("--hashed-dim", conv.hashed_dim, "tsv: hash terms into this many ids instead of a vocabulary");
+  c->add_option("--features", conv.features, "svmlight: counts (bag of words) or reals (dense features)")
+      ->check(CLI::IsMember({"counts", "reals"}))
+      ->capture_default_str();
+  c->add_option("--dim", conv.dim, "svmlight reals: number of features (default: largest index in the file)");
+  c->add_flag("--open-classes", conv.open_classes, "let unknown labels add classes during training");
+  c->add_flag("--skip-bad", conv.skip_bad, "skip malformed lines instead of stopping");
+  c->add_flag("-q,--quiet", conv_quiet, "no summary on stderr");
+
+  // train
+  LearnFlags tf;
+  std::string t_in, t_out;
+  auto* t = app.add_subcommand("train", "learn a model from a stream with sdEM");
+  AddLearnFlags(t, &tf);
+  t->add_option("--epochs", tf.epochs, "passes over the stream")->capture_default_str()->check(CLI::PositiveNumber);
+  t->add_flag("--shuffle", tf.shuffle, "shuffle the documents (in memory) before each epoch");
+  t->add_option("--in", t_in, "training stream (.pb, - for stdin)")->required();
+  t->add_option("--out", t_out, "model snapshot to write")->required();
+
+  // eval
+  std::string e_model, e_in;
+  bool e_json = false, e_skip = false;
+  uint32_t e_frame = kDefaultMaxFrameBytes;
+  auto* e = app.add_subcommand("eval", "evaluate a model on a labelled stream");
+  e->add_option("--model", e_model, "model snapshot")->required();
+  e->add_option("--in", e_in, "test stream")->required();
+  e->add_flag("--json", e_json, "one JSON object on stdout");
+  e->add_flag("--skip-bad", e_skip, "skip and count bad documents");
+  e->add_option("--max-frame-bytes", e_frame, "largest accepted frame");
+
+  // predict
+  std::string p_model, p_in, p_format = "jsonl", p_out;
+  bool p_skip = false;
+  uint32_t p_frame = kDefaultMaxFrameBytes;
+  auto* p = app.add_subcommand("predict", "predicted class and probabilities per document");
+  p->add_option("--model", p_model, "model snapshot")->required();
+  p->add_option("--in", p_in, "document stream")->required();
+  p->add_option("--format", p_format, "jsonl or pb")->capture_default_str();
+  p->add_option("--out", p_out, "output file (default stdout)");
+  p->add_flag("--skip-bad", p_skip, "skip and count bad documents");
+  p->add_option("--max-frame-bytes", p_frame, "largest accepted frame");
+
+  // prequential
+  LearnFlags qf;
+  std::string q_in, q_out;
+  uint64_t q_every = 1000;
+  bool q_json = false;
+  auto* q = app.add_subcommand("prequential", "test-then-train over one pass: the accuracy curve");
+  AddLearnFlags(q, &qf);
+  q->add_option("--in", q_in, "labelled stream")->required();
+  q->add_option("--every", q_every, "report every K documents")->capture_default_str();
+  q->add_flag("--json", q_json, "one JSON object on stdout");
+  q->add_option("--out", q_out, "also save the final model here");
+
+  // plugins
+  bool pl_json = false;
+  auto* pl = app.add_subcommand("plugins", "list the plugins found and the files refused");
+  pl->add_flag("--json", pl_json, "JSON output");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& err) {
+    return app.exit(err) == 0 ? kExitOk : kExitUsage;
+  }
+  if (*c) return RunConvert(conv, conv_quiet);
+  if (*t) return RunTrain(tf, t_in, t_out);
+  if (*e) return RunEval(e_model, e_in, e_json, e_skip, e_frame);
+  if (*p) return RunPredict(p_model, p_in, p_format, p_out, p_skip, p_frame);
+  if (*q) return RunPrequential(qf, q_in, q_every, q_json, q_out);
+  if (*pl) return RunPlugins(pl_json);
+  return kExitUsage;
+}
+
+}  // namespace tributary::cli
+
+int main(int argc, char** argv) {
+  try {
+    return tributary::cli::Main(argc, argv);
+  } catch (const std::exception& ex) {
+    std::cerr << "tributary: internal error: " << ex.what() << std::endl;
+    return tributary::cli::kExitError;
+  }
+}

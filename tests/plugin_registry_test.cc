@@ -1,0 +1,148 @@
+// Plugin loading with real shared objects, including deliberately broken ones
+// (tests/fixtures/plugins). Every refusal must name the file and the problem
+// and must not crash the host.
+#include "tributary/plugin_registry.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "test_util.h"
+
+namespace tributary {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string Fixture(const std::string& name) { return std::string(TRIBUTARY_FIXTURE_PLUGIN_DIR) + "/" + name + ".so"; }
+
+TEST(PluginRegistryTest, BuiltinsAreFoundWithMetadata) {
+  const auto& reg = testing::BuiltinRegistry();
+  for (const char* name : {"multinomial"}) {
+    auto r = reg.Find(name, TRIB_KIND_FAMILY);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ((*r)->name, name);
+    EXPECT_TRUE((*r)->builtin);
+    EXPECT_EQ((*r)->abi_major, TRIB_ABI_MAJOR);
+    EXPECT_FALSE((*r)->version.empty());
+  }
+  for (const char* name : {"nll", "ncll", "hinge"}) {
+    auto r = reg.Find(name, TRIB_KIND_LOSS);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ((*r)->kind, TRIB_KIND_LOSS);
+  }
+  EXPECT_TRUE(reg.refused().empty()) << reg.refused().front().path << ": " << reg.refused().front().reason;
+}
+
+TEST(PluginRegistryTest, UnknownNameListsAvailable) {
+  auto r = testing::BuiltinRegistry().Find("no-such-family", TRIB_KIND_FAMILY);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(r.status().IsNotFound());
+  EXPECT_THAT(r.status().message(), HasSubstr("no-such-family"));
+  EXPECT_THAT(r.status().message(), HasSubstr("multinomial"));
+}
+
+TEST(PluginRegistryTest, MissingFileIsNotFound) {
+  auto r = LoadPluginFile("/nonexistent/dir/plugin.so", TRIB_KIND_LOSS);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(r.status().IsNotFound());
+  EXPECT_THAT(r.status().message(), HasSubstr("/nonexistent/dir/plugin.so"));
+}
+
+struct BrokenCase {
+  const char* fixture;
+  const char* expect;  // substring of the reason
+};
+
+class BrokenPluginTest : public ::testing::TestWithParam<BrokenCase> {};
+
+TEST_P(BrokenPluginTest, RefusedWithReasonNamingTheFile) {
+  const auto& c = GetParam();
+  std::string path = Fixture(c.fixture);
+  ASSERT_TRUE(std::filesystem::exists(path)) << path;
+  auto r = LoadPluginFile(path, TRIB_KIND_LOSS);
+  ASSERT_FALSE(r.ok()) << c.fixture << " should have been refused";
+  EXPECT_THAT(r.status().message(), HasSubstr(c.fixture));
+  EXPECT_THAT(r.status().message(), HasSubstr(c.expect));
+  // Refused before the plugin's init ran, where the fixture's init would say so.
+  if (std::string(c.fixture) != "init_fails") {
+    EXPECT_THAT(r.status().message(), ::testing::Not(HasSubstr("init ran")));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, BrokenPluginTest,
+    ::testing::Values(BrokenCase{"abi_major_mismatch", "ABI major version mismatch: host has 1.0, plugin was built for 2.0"},
+                      BrokenCase{"abi_minor_newer", "needs ABI 1.1 but host has only 1.0"},
+                      BrokenCase{"missing_entry", "missing entry point 'tributary_plugin_init'"},
+                      BrokenCase{"missing_info", "missing symbol 'tributary_plugin_info'"},
+                      BrokenCase{"bad_magic", "bad magic"},
+                      BrokenCase{"init_fails", "initialisation failed (code 1): license file /nonexistent not found"}),
+    [](const ::testing::TestParamInfo<BrokenCase>& p) { return std::string(p.param.fixture); });
+
+TEST(PluginRegistryTest, IncompleteVtableRefused) {
+  auto r = LoadPluginFile(Fixture("incomplete_family"), TRIB_KIND_FAMILY);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("lacks required function 'create'"));
+}
+
+TEST(PluginRegistryTest, WrongKindRefused) {
+  auto r = LoadPluginFile(Fixture("good_loss"), TRIB_KIND_FAMILY);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("is a loss plugin ('double-ncll'), expected a family"));
+}
+
+TEST(PluginRegistryTest, GarbageFileRefused) {
+  std::string dir = testing::TempDir("garbage_plugin");
+  std::string path = dir + "/garbage.so";
+  std::ofstream(path) << "this is not an ELF file at all";
+  auto r = LoadPluginFile(path, TRIB_KIND_FAMILY);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(r.status().IsPluginError());
+  EXPECT_THAT(r.status().message(), HasSubstr("garbage.so"));
+  EXPECT_THAT(r.status().message(), HasSubstr("cannot be loaded"));
+}
+
+TEST(PluginRegistryTest, ScanReportsRefusedAndThirdPartyPlugins) {
+  PluginRegistry reg({PluginRegistry::BuiltinPluginDir(), TRIBUTARY_FIXTURE_PLUGIN_DIR}, true);
+  reg.Scan();
+  // The good third-party loss is found by name.
+  auto good = reg.Find("double-ncll", TRIB_KIND_LOSS);
+  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  EXPECT_FALSE((*good)->builtin);
+  EXPECT_EQ((*good)->version, "0.3.0");
+  // Each broken fixture is listed with its reason.
+  auto refused_reason = [&](const std::string& fixture) -> std::string {
+    for (const auto& r : reg.refused())
+      if (r.path.find("/" + fixture + ".so") != std::string::npos) return r.reason;
+    return "";
+  };
+  EXPECT_THAT(refused_reason("abi_major_mismatch"), HasSubstr("ABI major"));
+  EXPECT_THAT(refused_reason("init_fails"), HasSubstr("initialisation failed"));
+  EXPECT_THAT(refused_reason("missing_info"), HasSubstr("missing symbol"));
+  // The impostor "nll" collides with the built-in: the built-in wins by name,
+  // the impostor is reported, and it is still loadable by path.
+  EXPECT_THAT(refused_reason("shadow_nll"), HasSubstr("already taken by built-in"));
+  auto nll = reg.Find("nll", TRIB_KIND_LOSS);
+  ASSERT_TRUE(nll.ok());
+  EXPECT_TRUE((*nll)->builtin);
+  EXPECT_NE((*nll)->version, "6.6.6");
+  auto by_path = reg.Find(Fixture("shadow_nll"), TRIB_KIND_LOSS);
+  ASSERT_TRUE(by_path.ok()) << by_path.status().ToString();
+  EXPECT_EQ((*by_path)->version, "6.6.6");
+}
+
+TEST(PluginRegistryTest, EnvironmentPathIsSearched) {
+  ::setenv("TRIBUTARY_PLUGIN_PATH", "/nonexistent:" TRIBUTARY_FIXTURE_PLUGIN_DIR, 1);
+  auto dirs = PluginRegistry::DefaultSearchPath();
+  ::unsetenv("TRIBUTARY_PLUGIN_PATH");
+  ASSERT_EQ(dirs.size(), 3u);
+  EXPECT_EQ(dirs[0], PluginRegistry::BuiltinPluginDir());
+  EXPECT_EQ(dirs[2], TRIBUTARY_FIXTURE_PLUGIN_DIR);
+}
+
+}  // namespace
+}  // namespace tributary

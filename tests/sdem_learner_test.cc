@@ -1,0 +1,245 @@
+// The sdEM engine: exactness against batch MAP and against a naive dense
+// implementation of Table 1, and atomicity of refused documents.
+#include "tributary/sdem_learner.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "test_util.h"
+#include "tributary/v1/tributary.pb.h"
+
+namespace tributary {
+namespace {
+
+struct Corpus {
+  std::vector<DocumentBuffer> docs;
+};
+
+Corpus RandomCorpus(uint32_t V, uint32_t K, size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<uint32_t> term(0, V - 1), cls(0, K - 1), len(1, 8);
+  Corpus c;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t k = cls(rng);
+    std::vector<std::pair<uint32_t, double>> terms;
+    uint32_t L = len(rng);
+    for (uint32_t j = 0; j < L; ++j) {
+      // Class-dependent term preference so that the classes are learnable.
+      uint32_t t = (rng() % 3 == 0) ? (k * 7 + j) % V : term(rng);
+      terms.push_back({t, 1.0 + static_cast<double>(rng() % 3)});
+    }
+    c.docs.push_back(testing::MakeDoc(i, k, terms));
+  }
+  return c;
+}
+
+std::unique_ptr<Model> NewModel(const std::string& loss, uint32_t V, uint32_t K, Options opts = {}) {
+  auto schema = ModelSchema::FromProto(testing::TextSchema(V, K));
+  EXPECT_TRUE(schema.ok());
+  auto m = Model::Create(testing::BuiltinFamily("multinomial"), testing::BuiltinLoss(loss), *schema, opts);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  return std::move(m).value();
+}
+
+// NLL with the averaging schedule rho_t = 1/(1+t) and n = T reproduces the
+// batch MAP estimate of multinomial naive Bayes (Laplace smoothing alpha).
+TEST(SdemLearnerTest, NllAveragingReproducesBatchMap) {
+  const uint32_t V = 40, K = 3;
+  const double alpha = 0.7;
+  Corpus c = RandomCorpus(V, K, 500, 7);
+  auto model = NewModel("nll", V, K, {{"prior", "0.7"}});
+  model->learner_state().schedule.lambda = 1.0;
+  model->learner_state().effective_size = static_cast<double>(c.docs.size());
+  auto learner = SdemLearner::Create(model.get());
+  ASSERT_TRUE(learner.ok());
+  for (const auto& d : c.docs) ASSERT_TRUE((*learner)->Learn(d.View()).ok());
+  // Batch counts.
+  std::vector<double> ndoc(K, 0), nw(size_t{V} * K, 0), ntot(K, 0);
+  for (const auto& d : c.docs) {
+    ndoc[d.label] += 1;
+    for (size_t j = 0; j < d.term_ids.size(); ++j) {
+      nw[d.term_ids[j] * K + d.label] += d.term_counts[j];
+      ntot[d.label] += d.term_counts[j];
+    }
+  }
+  const auto& st = model->stats();
+  double ctot = 0;
+  for (uint32_t k = 0; k < K; ++k) ctot += st.Mu(k);
+  for (uint32_t k = 0; k < K; ++k) {
+    double want = (ndoc[k] + 1.0) / (static_cast<double>(c.docs.size()) + K);
+    EXPECT_NEAR(st.Mu(k) / ctot, want, 1e-9 * want);
+    double mk = 0;
+    for (uint32_t w = 0; w < V; ++w) mk += st.Mu(K + w * K + k);
+    for (uint32_t w = 0; w < V; ++w) {
+      double want_w = (nw[w * K + k] + alpha) / (ntot[k] + alpha * V);
+      EXPECT_NEAR(st.Mu(K + w * K + k) / mk, want_w, 1e-9 * want_w) << "k=" << k << " w=" << w;
+    }
+  }
+  // The scores are those of the batch MNB.
+  auto state = model->NewScoringState();
+  std::vector<double> scores(K);
+  const auto& d = c.docs[3];
+  ASSERT_TRUE(model->Score(d.View(), state->get(), scores.data()).ok());
+  for (uint32_t k = 0; k < K; ++k) {
+    double want = std::log((ndoc[k] + 1.0) / (static_cast<double>(c.docs.size()) + K));
+    for (size_t j = 0; j < d.term_ids.size(); ++j)
+      want += d.term_counts[j] * std::log((nw[d.term_ids[j] * K + k] + alpha) / (ntot[k] + alpha * V));
+    EXPECT_NEAR(scores[k], want, 1e-9 * std::fabs(want));
+  }
+}
+
+// A dense, literal implementation of Table 1 with the check-step of
+// Algorithm 2 (the data part of each touched count is kept >= 0), used as the
+// reference for the engine's lazy O(document) updates.
+struct NaiveMnb {
+  uint32_t V, K;
+  double alpha, n;
+  std::vector<double> C, N;  // mu
+  double pc, pw;             // prior level of each block (shift * abar)
+  NaiveMnb(uint32_t v, uint32_t k, double a, double nn) : V(v), K(k), alpha(a), n(nn) {
+    C.assign(K, 1.0);
+    N.assign(size_t{V} * K, alpha);
+    pc = 1.0;
+    pw = alpha;
+  }
+  std::vector<double> Scores(const DocumentBuffer& d) const {
+    double ct = 0;
+    for (double x : C) ct += x;
+    std::vector<double> s(K);
+    for (uint32_t k = 0; k < K; ++k) {
+      double mk = 0;
+      for (uint32_t w = 0; w < V; ++w) mk += N[w * K + k];
+      s[k] = std::log(C[k] / ct);
+      for (size_t j = 0; j < d.term_ids.size(); ++j) s[k] += d.term_counts[j] * std::log(N[d.term_ids[j] * K + k] / mk);
+    }
+    return s;
+  }
+  void Step(const DocumentBuffer& d, const std::vector<double>& w, double c, double rho) {
+    const double f = 1 - rho * c;  // nu = 0 for both Dirichlet blocks
+    for (auto& x : C) x = f * x + rho * 1.0 / n;
+    for (auto& x : N) x = f * x + rho * alpha / n;
+    pc = f * pc + rho * 1.0 / n;
+    pw = f * pw + rho * alpha / n;
+    for (uint32_t k = 0; k < K; ++k) {
+      if (w[k] == 0) continue;
+      C[k] += rho * w[k];
+      C[k] = std::max(C[k], pc);
+      for (size_t j = 0; j < d.term_ids.size(); ++j) {
+        double& x = N[d.term_ids[j] * K + k];
+        x += rho * w[k] * d.term_counts[j];
+        x = std::max(x, pw);
+      }
+    }
+  }
+};
+
+class LazyVsNaiveTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LazyVsNaiveTest, SameStatisticsAfterManySteps) {
+  const std::string loss_name = GetParam();
+  const uint32_t V = 30, K = 4;
+  const double n = 50;
+  Corpus c = RandomCorpus(V, K, 400, 11);
+  auto model = NewModel(loss_name, V, K, {{"prior", "0.5"}});
+  model->learner_state().schedule.lambda = 0.01;  // large steps: the check-step fires
+  model->learner_state().effective_size = n;
+  auto learner = SdemLearner::Create(model.get());
+  ASSERT_TRUE(learner.ok());
+  NaiveMnb ref(V, K, 0.5, n);
+  auto loss = testing::BuiltinLoss(loss_name);
+  uint64_t t = 0;
+  for (const auto& d : c.docs) {
+    auto s = ref.Scores(d);
+    std::vector<double> w(K);
+    double cc, v;
+    trib_error err{};
+    ASSERT_EQ(loss->loss().weights(s.data(), K, d.label, w.data(), &cc, &v, &err), TRIB_OK);
+    ref.Step(d, w, cc, model->learner_state().schedule.Rho(t++));
+    ASSERT_TRUE((*learner)->Learn(d.View()).ok());
+    const auto& got = (*learner)->last_scores();
+    for (uint32_t k = 0; k < K; ++k) ASSERT_NEAR(got[k], s[k], 1e-8 * std::fabs(s[k])) << "doc " << d.index;
+  }
+  const auto& st = model->stats();
+  for (uint32_t k = 0; k < K; ++k) EXPECT_NEAR(st.Mu(k), ref.C[k], 1e-9 * std::fabs(ref.C[k]));
+  for (uint64_t i = 0; i < ref.N.size(); ++i) EXPECT_NEAR(st.Mu(K + i), ref.N[i], 1e-9 * std::fabs(ref.N[i])) << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(Losses, LazyVsNaiveTest, ::testing::Values("nll", "ncll", "hinge"));
+
+TEST(SdemLearnerTest, RefusedDocumentLeavesModelUntouched) {
+  auto model = NewModel("ncll", 10, 2);
+  model->learner_state().effective_size = 10;
+  auto learner = SdemLearner::Create(model.get());
+  ASSERT_TRUE((*learner)->Learn(testing::MakeDoc(0, 1, {{1, 2.0}}).View()).ok());
+  auto before = model->stats().raw();
+  auto blocks = model->stats().blocks();
+  uint64_t t = model->learner_state().updates;
+  // Unlabelled document under NCLL.
+  Status st = (*learner)->Learn(testing::MakeDoc(5, -1, {{1, 2.0}}).View());
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(st.IsInvalidDocument());
+  EXPECT_NE(st.message().find("document #5"), std::string::npos) << st.message();
+  // Label out of range.
+  st = (*learner)->Learn(testing::MakeDoc(6, 7, {{1, 2.0}}).View());
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("document #6"), std::string::npos) << st.message();
+  EXPECT_EQ(model->stats().raw(), before);
+  EXPECT_EQ(model->learner_state().updates, t);
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    EXPECT_EQ(model->stats().blocks()[b].scale, blocks[b].scale);
+    EXPECT_EQ(model->stats().blocks()[b].shift, blocks[b].shift);
+  }
+}
+
+TEST(SdemLearnerTest, StatisticsStayFeasibleUnderHugeSteps) {
+  // Constant rho = 1 with NCLL on conflicting labels: counts would go negative
+  // without the check-step.
+  const uint32_t V = 5, K = 3;
+  auto model = NewModel("ncll", V, K);
+  model->learner_state().schedule.kind = StepSchedule::Kind::kConstant;
+  model->learner_state().schedule.rho = 1.0;
+  model->learner_state().effective_size = 3;
+  auto learner = SdemLearner::Create(model.get());
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 2000; ++i) {
+    auto d = testing::MakeDoc(i, static_cast<int64_t>(rng() % K), {{static_cast<uint32_t>(rng() % V), 50.0}});
+    ASSERT_TRUE((*learner)->Learn(d.View()).ok()) << i;
+    for (double s : (*learner)->last_scores()) ASSERT_TRUE(std::isfinite(s));
+  }
+  for (uint64_t i = 0; i < model->stats().size(); ++i) {
+    double mu = model->stats().Mu(i);
+    ASSERT_TRUE(std::isfinite(mu));
+    ASSERT_GT(mu, 0.0) << i;
+  }
+}
+
+TEST(SdemLearnerTest, DocumentWeightScalesTheStep) {
+  // A document of weight 2 moves the NCLL statistics like the same document
+  // counted twice in one step.
+  auto a = NewModel("ncll", 6, 2);
+  auto b = NewModel("ncll", 6, 2);
+  for (auto* m : {a.get(), b.get()}) {
+    m->learner_state().effective_size = 100;
+    m->learner_state().schedule.lambda = 0;
+  }
+  auto la = SdemLearner::Create(a.get());
+  auto lb = SdemLearner::Create(b.get());
+  auto d1 = testing::MakeDoc(0, 1, {{2, 1.0}, {3, 1.0}});
+  auto d2 = d1;
+  d2.weight = 2.0;
+  ASSERT_TRUE((*la)->Learn(d2.View()).ok());
+  ASSERT_TRUE((*lb)->Learn(d1.View()).ok());
+  // Same scores before the step; delta twice as large.
+  const auto& sa = a->stats();
+  const auto& sb = b->stats();
+  for (uint64_t i = 0; i < sa.size(); ++i) {
+    double da = sa.Mu(i) - (i < 2 ? 1.0 + 1.0 / 100 : 1.0 + 1.0 / 100);
+    double db = sb.Mu(i) - (i < 2 ? 1.0 + 1.0 / 100 : 1.0 + 1.0 / 100);
+    EXPECT_NEAR(da, 2 * db, 1e-12) << i;
+  }
+}
+
+}  // namespace
+}  // namespace tributary
