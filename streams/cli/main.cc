@@ -99,11 +99,14 @@ void AddLearnFlags(CLI::App* app, LearnFlags* f) {
   app->add_flag("-q,--quiet", f->quiet, "no progress on stderr");
 }
 
-uint64_t StreamLength(const DocumentReader& r, const std::string& path, uint32_t max_frame) {
-  if (r.header().document_count() > 0) return r.header().document_count();
-  if (path == "-") return 0;
-  auto n = DocumentReader::CountDocuments(path, max_frame);
-  return n.ok() ? *n : 0;
+// n by default: the header's document_count, else a counting pass over the
+// file (0 for standard input). A damaged stream fails here, before learning.
+Result<uint64_t> StreamLength(const DocumentReader& r, const std::string& path, const LearnFlags& f) {
+  if (f.n > 0 || r.header().document_count() > 0) return r.header().document_count();
+  if (path == "-") return uint64_t{0};
+  auto n = DocumentReader::CountDocuments(path, f.max_frame_bytes);
+  if (!n.ok() && !(f.skip_bad && n.status().IsCorruption())) return n.status();
+  return n.ok() ? *n : uint64_t{0};
 }
 
 void PrintBad(const BadInput& bad) {
@@ -130,8 +133,9 @@ void SavePartial(const Model& model, const std::string& out) {
 int RunTrain(const LearnFlags& f, const std::string& in, const std::string& out) {
   auto first = DocumentReader::Open(in, f.max_frame_bytes);
   if (!first.ok()) return ReportError(first.status());
-  const uint64_t length = StreamLength(**first, in, f.max_frame_bytes);
-  auto mr = NewModelFromFlags(f, Registry(), (*first)->header(), length);
+  auto length = StreamLength(**first, in, f);
+  if (!length.ok()) return ReportError(length.status());
+  auto mr = NewModelFromFlags(f, Registry(), (*first)->header(), *length);
   if (!mr.ok()) return ReportError(mr.status());
   std::unique_ptr<Model> model = std::move(mr).value();
   first->reset();
@@ -370,8 +374,9 @@ int RunPredict(const std::string& model_path, const std::string& in, const std::
 int RunPrequential(const LearnFlags& f, const std::string& in, uint64_t every, bool as_json, const std::string& out) {
   auto first = DocumentReader::Open(in, f.max_frame_bytes);
   if (!first.ok()) return ReportError(first.status());
-  const uint64_t length = StreamLength(**first, in, f.max_frame_bytes);
-  auto mr = NewModelFromFlags(f, Registry(), (*first)->header(), length);
+  auto length = StreamLength(**first, in, f);
+  if (!length.ok()) return ReportError(length.status());
+  auto mr = NewModelFromFlags(f, Registry(), (*first)->header(), *length);
   if (!mr.ok()) return ReportError(mr.status());
   first->reset();
   auto model = std::move(mr).value();

@@ -1,0 +1,153 @@
+// Snapshots: exact round trip, and refusal of truncated, corrupted, foreign
+// and version-mismatched files with a clear reason.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "test_util.h"
+#include "tributary/sdem_learner.h"
+
+namespace tributary {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string ReadFile(const std::string& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+void WriteFile(const std::string& p, const std::string& data) {
+  std::ofstream(p, std::ios::binary | std::ios::trunc) << data;
+}
+
+std::unique_ptr<Model> TrainedModel(const std::string& loss) {
+  auto schema = ModelSchema::FromProto(testing::TextSchema(50, 3));
+  auto m = Model::Create(testing::BuiltinFamily("multinomial"), testing::BuiltinLoss(loss), *schema, {{"prior", "log"}});
+  EXPECT_TRUE(m.ok());
+  (*m)->learner_state().effective_size = 200;
+  (*m)->learner_state().schedule.lambda = 0.1;
+  auto l = SdemLearner::Create(m->get());
+  std::mt19937_64 rng(5);
+  for (int i = 0; i < 200; ++i) {
+    auto d = testing::MakeDoc(i, static_cast<int64_t>(rng() % 3),
+                              {{static_cast<uint32_t>(rng() % 50), 1.0}, {static_cast<uint32_t>(rng() % 50), 2.0}});
+    EXPECT_TRUE((*l)->Learn(d.View()).ok());
+  }
+  return std::move(m).value();
+}
+
+class SnapshotTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::TempDir("snapshot");
+    model_ = TrainedModel("hinge");
+    path_ = dir_ + "/model.trib";
+    ASSERT_TRUE(model_->Save(path_).ok());
+  }
+  Status LoadStatus(const std::string& p) {
+    auto r = Model::Load(p, testing::BuiltinRegistry());
+    return r.status();
+  }
+  std::string dir_, path_;
+  std::unique_ptr<Model> model_;
+};
+
+TEST_F(SnapshotTest, RoundTripIsExact) {
+  auto r = Model::Load(path_, testing::BuiltinRegistry());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const Model& m = **r;
+  EXPECT_EQ(m.stats().raw(), model_->stats().raw());  // bit for bit
+  ASSERT_EQ(m.stats().blocks().size(), model_->stats().blocks().size());
+  for (size_t b = 0; b < m.stats().blocks().size(); ++b) {
+    EXPECT_EQ(m.stats().blocks()[b].scale, model_->stats().blocks()[b].scale);
+    EXPECT_EQ(m.stats().blocks()[b].shift, model_->stats().blocks()[b].shift);
+  }
+  EXPECT_EQ(m.learner_state().updates, model_->learner_state().updates);
+  EXPECT_EQ(m.learner_state().schedule.lambda, 0.1);
+  EXPECT_EQ(m.schema().classes(), model_->schema().classes());
+  EXPECT_EQ(m.schema().vocabulary(), model_->schema().vocabulary());
+  EXPECT_EQ(m.family_options(), model_->family_options());
+  EXPECT_EQ(m.loss_plugin()->name, "hinge");
+  // Same predictions, and training resumes identically.
+  auto d = testing::MakeDoc(0, 1, {{3, 1.0}, {7, 4.0}});
+  auto s1 = m.NewScoringState();
+  auto s2 = model_->NewScoringState();
+  std::vector<double> a(3), b(3);
+  ASSERT_TRUE(m.Score(d.View(), s1->get(), a.data()).ok());
+  ASSERT_TRUE(model_->Score(d.View(), s2->get(), b.data()).ok());
+  EXPECT_EQ(a, b);
+  auto copy = std::move(r).value();
+  auto l1 = SdemLearner::Create(copy.get());
+  auto l2 = SdemLearner::Create(model_.get());
+  ASSERT_TRUE((*l1)->Learn(d.View()).ok());
+  ASSERT_TRUE((*l2)->Learn(d.View()).ok());
+  EXPECT_EQ(copy->stats().raw(), model_->stats().raw());
+}
+
+TEST_F(SnapshotTest, SaveIsAtomicAndLeavesNoTemporaryFiles) {
+  ASSERT_TRUE(model_->Save(path_).ok());  // overwrite
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir_)) {
+    (void)e;
+    ++files;
+  }
+  EXPECT_EQ(files, 1);
+  EXPECT_FALSE(model_->Save("/nonexistent/dir/model.trib").ok());
+}
+
+TEST_F(SnapshotTest, TruncatedFileRefused) {
+  std::string data = ReadFile(path_);
+  for (size_t keep : {size_t{0}, size_t{5}, size_t{15}, data.size() / 2, data.size() - 1}) {
+    std::string p = dir_ + "/trunc.trib";
+    WriteFile(p, data.substr(0, keep));
+    Status st = LoadStatus(p);
+    ASSERT_FALSE(st.ok()) << keep;
+    EXPECT_TRUE(st.IsCorruption()) << st.ToString();
+    EXPECT_THAT(st.message(), HasSubstr("trunc.trib"));
+  }
+  std::string p = dir_ + "/trunc.trib";
+  WriteFile(p, data.substr(0, data.size() / 2));
+  EXPECT_THAT(LoadStatus(p).message(), HasSubstr("truncated"));
+}
+
+TEST_F(SnapshotTest, CorruptedByteRefusedByChecksum) {
+  std::string data = ReadFile(path_);
+  data[data.size() / 2] ^= 0x10;
+  std::string p = dir_ + "/corrupt.trib";
+  WriteFile(p, data);
+  Status st = LoadStatus(p);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(st.IsCorruption());
+  EXPECT_THAT(st.message(), HasSubstr("checksum mismatch"));
+}
+
+TEST_F(SnapshotTest, ForeignFileRefused) {
+  std::string p = dir_ + "/foreign.trib";
+  WriteFile(p, "\x7f" "ELF this is some other file format entirely");
+  Status st = LoadStatus(p);
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(st.message(), HasSubstr("not a Tributary snapshot"));
+  EXPECT_TRUE(LoadStatus(dir_ + "/missing.trib").IsNotFound());
+}
+
+TEST_F(SnapshotTest, DifferentPluginVersionRefusedNamingBoth) {
+  // A registry where "multinomial" resolves to the 2.0.0 fixture build.
+  std::string fixtures = dir_ + "/v2";
+  std::filesystem::create_directories(fixtures);
+  std::filesystem::copy_file(std::string(TRIBUTARY_FIXTURE_PLUGIN_DIR) + "/multinomial_v2.so", fixtures + "/multinomial_v2.so");
+  PluginRegistry reg({fixtures, PluginRegistry::BuiltinPluginDir()}, false);
+  reg.Scan();
+  auto r = Model::Load(path_, reg);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("version 1.0.0"));
+  EXPECT_THAT(r.status().message(), HasSubstr("is version 2.0.0"));
+}
+
+}  // namespace
+}  // namespace tributary
