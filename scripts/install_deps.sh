@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Tributary needs, only those missing.
+# Usage: scripts/install_deps.sh [--demo]   (run as root; --demo adds the corpora and peers)
+set -euo pipefail
+pkgs=(cmake ninja-build g++ pkg-config python3 python3-protobuf
+      libboost-dev libeigen3-dev libprotobuf-dev protobuf-compiler
+      libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev)
+if [[ "${1:-}" == "--demo" ]]; then
+  pkgs+=(fortunes fortunes-min bible-kjv liblinear-tools)
+fi
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "installing: ${missing[*]}" >&2
+  if [[ $(id -u) -ne 0 ]]; then SUDO=sudo; else SUDO=; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

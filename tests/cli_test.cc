@@ -1,0 +1,229 @@
+// The command-line program end to end: predict, prequential, plugins,
+// determinism, open classes.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+
+#include "test_util.h"
+#include "tributary/stream_io.h"
+
+namespace tributary {
+namespace {
+
+using ::testing::HasSubstr;
+using json = nlohmann::json;
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = testing::TempDir(::testing::UnitTest::GetInstance()->current_test_info()->name()); }
+  // A learnable 3-class stream: class k prefers terms [10k, 10k+10).
+  std::string MakeStream(const std::string& name, int n, uint64_t seed, bool open_classes = false,
+                         const std::vector<std::string>& extra_labels = {}) {
+    v1::StreamHeader h = NewStreamHeader();
+    *h.mutable_schema() = testing::TextSchema(40, 3);
+    h.mutable_schema()->set_open_classes(open_classes);
+    h.set_document_count(static_cast<uint64_t>(n));
+    std::string p = dir_ + "/" + name;
+    auto w = DocumentWriter::Create(p, h);
+    std::mt19937_64 rng(seed);
+    for (int i = 0; i < n; ++i) {
+      v1::Document d;
+      d.set_id("d" + std::to_string(i));
+      uint32_t k = static_cast<uint32_t>(rng() % 3);
+      std::string label = "c" + std::to_string(k);
+      if (!extra_labels.empty() && i >= n / 2 && i % 4 == 0) {
+        label = extra_labels[0];
+        k = 3;
+      }
+      d.set_label(label);
+      for (int j = 0; j < 6; ++j) {
+        uint32_t t = (rng() % 3 == 0) ? static_cast<uint32_t>(rng() % 40) : static_cast<uint32_t>((10 * k + rng() % 10) % 40);
+        d.add_term_ids(t);
+      }
+      EXPECT_TRUE((*w)->Write(d).ok());
+    }
+    EXPECT_TRUE((*w)->Close().ok());
+    return p;
+  }
+  int Run(const std::string& args, std::string* out, bool merge = false) {
+    return testing::RunCommand(testing::ProgramPath() + " " + args, out, merge);
+  }
+  std::string dir_;
+};
+
+std::string ReadAll(const std::string& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST_F(CliTest, TrainEvalPredictJsonl) {
+  std::string train = MakeStream("train.pb", 600, 1), test = MakeStream("test.pb", 300, 2);
+  std::string out;
+  ASSERT_EQ(Run("train -q --in " + train + " --out " + dir_ + "/m.trib", &out, true), 0) << out;
+  ASSERT_EQ(Run("eval --json --model " + dir_ + "/m.trib --in " + test, &out), 0);
+  json e = json::parse(out);
+  EXPECT_EQ(e["documents"], 300);
+  EXPECT_GT(e["accuracy"].get<double>(), 0.8);
+  EXPECT_GT(e["ncll"].get<double>(), 0.0);
+  EXPECT_TRUE(e.contains("macro_f1") && e.contains("perplexity") && e.contains("hinge"));
+  ASSERT_EQ(Run("predict --model " + dir_ + "/m.trib --in " + test, &out), 0);
+  std::istringstream lines(out);
+  std::string line;
+  int n = 0, agree = 0;
+  while (std::getline(lines, line)) {
+    json j = json::parse(line);
+    double sum = 0, best = -1;
+    std::string arg;
+    for (auto& [k, v] : j["probabilities"].items()) {
+      sum += v.get<double>();
+      if (v.get<double>() > best) {
+        best = v.get<double>();
+        arg = k;
+      }
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-9);
+    EXPECT_EQ(j["predicted"], arg);
+    EXPECT_EQ(j["id"], "d" + std::to_string(n));
+    ++n;
+    agree += 1;
+  }
+  EXPECT_EQ(n, 300);
+}
+
+TEST_F(CliTest, PredictProtobufOutput) {
+  std::string train = MakeStream("train.pb", 200, 1);
+  std::string out;
+  ASSERT_EQ(Run("train -q --in " + train + " --out " + dir_ + "/m.trib", &out, true), 0) << out;
+  ASSERT_EQ(Run("predict --format pb --model " + dir_ + "/m.trib --in " + train + " --out " + dir_ + "/p.pb", &out, true),
+            0)
+      << out;
+  // Frames: a PredictionHeader, then one Prediction per document.
+  std::string data = ReadAll(dir_ + "/p.pb");
+  google::protobuf::io::ArrayInputStream arr(data.data(), static_cast<int>(data.size()));
+  google::protobuf::io::CodedInputStream in(&arr);
+  uint32_t len;
+  ASSERT_TRUE(in.ReadVarint32(&len));
+  std::string buf;
+  ASSERT_TRUE(in.ReadString(&buf, static_cast<int>(len)));
+  v1::PredictionHeader h;
+  ASSERT_TRUE(h.ParseFromString(buf));
+  EXPECT_EQ(h.magic(), "tributary.predictions");
+  EXPECT_EQ(h.class_names_size(), 3);
+  int count = 0;
+  while (in.ReadVarint32(&len)) {
+    ASSERT_TRUE(in.ReadString(&buf, static_cast<int>(len)));
+    v1::Prediction p;
+    ASSERT_TRUE(p.ParseFromString(buf));
+    EXPECT_EQ(p.probabilities_size(), 3);
+    EXPECT_EQ(p.index(), static_cast<uint64_t>(count));
+    ++count;
+  }
+  EXPECT_EQ(count, 200);
+}
+
+TEST_F(CliTest, PrequentialCurve) {
+  std::string s = MakeStream("s.pb", 1000, 3);
+  std::string out;
+  ASSERT_EQ(Run("prequential -q --json --every 250 --in " + s, &out), 0);
+  json j = json::parse(out);
+  ASSERT_EQ(j["curve"].size(), 4u);
+  EXPECT_EQ(j["curve"][0]["documents"], 250);
+  EXPECT_EQ(j["curve"][3]["documents"], 1000);
+  EXPECT_EQ(j["documents"], 1000);
+  // Learning from the stream: the last window beats the first.
+  EXPECT_GT(j["curve"][3]["window_accuracy"].get<double>(), j["curve"][0]["window_accuracy"].get<double>() - 0.05);
+  EXPECT_GT(j["accuracy"].get<double>(), 0.7);
+  // Prequential accuracy = fraction of documents predicted right before learning them.
+  ASSERT_EQ(Run("prequential -q --every 500 --in " + s, &out), 0);
+  EXPECT_THAT(out, HasSubstr("prequential accuracy"));
+}
+
+TEST_F(CliTest, SameSeedSameModelBitForBit) {
+  std::string s = MakeStream("s.pb", 300, 4);
+  std::string out;
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(Run("train -q --shuffle --seed 9 --epochs 3 --in " + s + " --out " + dir_ + "/m" + std::to_string(i) + ".trib",
+                  &out, true),
+              0)
+        << out;
+  }
+  EXPECT_EQ(ReadAll(dir_ + "/m0.trib"), ReadAll(dir_ + "/m1.trib"));
+  ASSERT_EQ(Run("train -q --shuffle --seed 10 --epochs 3 --in " + s + " --out " + dir_ + "/m2.trib", &out, true), 0);
+  EXPECT_NE(ReadAll(dir_ + "/m0.trib"), ReadAll(dir_ + "/m2.trib"));
+}
+
+TEST_F(CliTest, OpenClassesGrowTheModel) {
+  std::string s = MakeStream("open.pb", 400, 5, true, {"late"});
+  std::string out;
+  ASSERT_EQ(Run("train -q --in " + s + " --out " + dir_ + "/m.trib", &out, true), 0) << out;
+  auto m = Model::Load(dir_ + "/m.trib", testing::BuiltinRegistry());
+  ASSERT_TRUE(m.ok());
+  ASSERT_EQ((*m)->num_classes(), 4u);
+  EXPECT_EQ((*m)->schema().classes()[3], "late");
+  // Closed schema: the same label is an error naming the document.
+  std::string closed = MakeStream("closed.pb", 400, 5, false, {"late"});
+  EXPECT_EQ(Run("train -q --in " + closed + " --out " + dir_ + "/m2.trib", &out, true), 1);
+  EXPECT_THAT(out, HasSubstr("label 'late' is not a class of the model"));
+}
+
+TEST_F(CliTest, PluginsListing) {
+  std::string out;
+  ASSERT_EQ(Run("plugins --json", &out), 0);
+  json j = json::parse(out);
+  std::set<std::string> names;
+  for (auto& p : j["plugins"]) names.insert(p["kind"].get<std::string>() + ":" + p["name"].get<std::string>());
+  for (const char* want : {"family:multinomial", "family:gaussian", "loss:nll", "loss:ncll", "loss:hinge"}) {
+    EXPECT_TRUE(names.count(want)) << want;
+  }
+  // A directory with broken plugins is searched through TRIBUTARY_PLUGIN_PATH.
+  ASSERT_EQ(testing::RunCommand("TRIBUTARY_PLUGIN_PATH=" TRIBUTARY_FIXTURE_PLUGIN_DIR " " + testing::ProgramPath() +
+                                    " plugins",
+                                &out),
+            0);
+  EXPECT_THAT(out, HasSubstr("double-ncll"));
+  EXPECT_THAT(out, HasSubstr("refused"));
+  EXPECT_THAT(out, HasSubstr("ABI major version mismatch"));
+}
+
+TEST_F(CliTest, ThirdPartyLossByNameAndByPath) {
+  std::string s = MakeStream("s.pb", 200, 6);
+  std::string out;
+  ASSERT_EQ(testing::RunCommand("TRIBUTARY_PLUGIN_PATH=" TRIBUTARY_FIXTURE_PLUGIN_DIR " " + testing::ProgramPath() +
+                                    " train -q --loss double-ncll --in " + s + " --out " + dir_ + "/a.trib",
+                                &out, true),
+            0)
+      << out;
+  ASSERT_EQ(Run("train -q --loss " TRIBUTARY_FIXTURE_PLUGIN_DIR "/good_loss.so --in " + s + " --out " + dir_ + "/b.trib",
+                &out, true),
+            0)
+      << out;
+  EXPECT_EQ(Run("train -q --loss " TRIBUTARY_FIXTURE_PLUGIN_DIR "/init_fails.so --in " + s + " --out " + dir_ + "/c.trib",
+                &out, true),
+            1);
+  EXPECT_THAT(out, HasSubstr("init_fails.so"));
+  EXPECT_THAT(out, HasSubstr("initialisation failed"));
+  EXPECT_EQ(Run("train -q --family nosuch --in " + s + " --out " + dir_ + "/c.trib", &out, true), 1);
+  EXPECT_THAT(out, HasSubstr("no family plugin named 'nosuch'"));
+}
+
+TEST_F(CliTest, UsageErrorsExitTwo) {
+  std::string out;
+  EXPECT_EQ(Run("train --in x.pb", &out, true), 2);
+  EXPECT_EQ(Run("frobnicate", &out, true), 2);
+  std::string s = MakeStream("s.pb", 20, 1);
+  EXPECT_EQ(Run("train --in " + s + " --out " + dir_ + "/y --schedule sideways", &out, true), 1);
+  EXPECT_THAT(out, HasSubstr("--schedule 'sideways': expected inverse, poly or constant"));
+  EXPECT_EQ(Run("train --in " + s + " --out " + dir_ + "/y --prior banana", &out, true), 1);
+  EXPECT_THAT(out, HasSubstr("prior='banana'"));
+  EXPECT_EQ(Run("train --in " + s + " --out " + dir_ + "/y --opt colour=blue", &out, true), 1);
+  EXPECT_THAT(out, HasSubstr("unknown option 'colour'"));
+}
+
+}  // namespace
+}  // namespace tributary
