@@ -505,8 +505,8 @@ int RunConvert(const ConvertOptions& o, bool quiet) {
   Status st = ConvertFile(o, &report);
   if (!st.ok()) return ReportError(st);
   if (!quiet) {
-    std::cerr << "converted " << report.documents << " documents (" << report.unlabelled << " unlabelled, "
-              << report.skipped << " skipped), " << report.terms << " terms, " << report.classes << " classes -> "
+ std::cerr << "converted " << report.documents << " documents (" << report.unlabelled << " unlabelled, "
+              << report.skipped << " skipped, " << report.empty << " empty lines dropped), " << report.terms << " terms, " << report.classes << " classes -> "
               << o.out << std::endl;
   }
   return kExitOk;

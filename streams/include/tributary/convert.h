@@ -1,0 +1,77 @@
+// Converters from text formats to Tributary document streams.
+//
+//   tsv       one document per line, "label<TAB>text". An empty label means
+//             unlabelled. The text is tokenized with Tokenize(); term ids index
+//             the header's vocabulary (terms in order of first appearance) or,
+//             with hashed_dim > 0, are HashToken(term, hashed_dim) buckets.
+//   svmlight  LIBSVM / LIBLINEAR / scikit-learn lines,
+//             "label idx:value idx:value ... [# comment]", optional qid:N
+//             (ignored), indices 1-based and strictly increasing. Either a bag
+//             of words (features = "counts": index i is the term named "i") or
+//             dense REAL features x1..x<dim> (features = "reals").
+//
+// Both converters read the input twice: the first pass validates every line
+// and collects the vocabulary and classes (nothing is written when the input
+// is malformed), the second writes the header and the documents. Standard
+// input ("-") is buffered in memory for the second pass. Blank lines (and, for
+// svmlight, comment-only lines) are ignored; lines that yield an empty bag of
+// words are dropped and counted (ConvertReport::empty), since the model refuses
+// empty documents. Document.id is the 1-based line number. Bytes that are not
+// valid UTF-8 in terms and labels are replaced by U+FFFD, since protobuf string
+// fields must hold valid UTF-8.
+#ifndef TRIBUTARY_CONVERT_H_
+#define TRIBUTARY_CONVERT_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_set>
+#include <vector>
+
+#include "tributary/status.h"
+
+namespace tributary {
+
+// Appends to *tokens the lowercase runs of letters and digits of `text`: ASCII
+// letters are lowercased; bytes >= 0x80 (UTF-8) count as letters so
+// non-English words stay whole; every other byte separates tokens.
+void Tokenize(std::string_view text, std::vector<std::string>* tokens);
+
+// A small, standard English stop-word list (lowercase, apostrophe-free forms,
+// matching what Tokenize() produces: "don't" -> "don", "t").
+const std::unordered_set<std::string>& EnglishStopWords();
+
+struct ConvertOptions {
+  std::string format;               // "tsv" or "svmlight"
+  std::string in, out;              // paths ("-": standard input / output)
+  bool stop_words = false;          // tsv: drop EnglishStopWords()
+  uint64_t hashed_dim = 0;          // tsv: > 0 -> hashed term ids (no vocabulary in the header), <= 2^32
+  std::string features = "counts";  // svmlight: "counts" (bag of words: idx -> term named by the idx) or
+                                    // "reals" (dense REAL features)
+  uint32_t dim = 0;                 // svmlight reals: number of dense features (0: max index seen in this file)
+  bool open_classes = false;        // written into the schema
+  bool skip_bad = false;            // skip malformed lines (counted) instead of failing
+};
+
+struct ConvertReport {
+  uint64_t documents = 0;  // documents written
+  uint64_t skipped = 0;    // malformed lines skipped (skip_bad)
+  // Lines dropped because they had no terms left (tsv: no tokens, or only stop
+  // words; svmlight counts: no value > 0): the model refuses empty documents.
+  uint64_t empty = 0;
+  uint64_t unlabelled = 0;  // documents written without a label
+  // tsv: distinct terms (with hashed_dim: distinct tokens before hashing);
+  // svmlight counts: distinct indices; svmlight reals: dense features (dim).
+  uint64_t terms = 0;
+  uint64_t classes = 0;  // class names in the header
+};
+
+// Converts options.in to a document stream at options.out. Errors:
+// InvalidArgument (bad options, input and output the same file), NotFound
+// (missing input), InvalidDocument (a malformed line: the message names the
+// file, the line, what was expected and what was found), IOError.
+Status ConvertFile(const ConvertOptions& options, ConvertReport* report);
+
+}  // namespace tributary
+
+#endif  // TRIBUTARY_CONVERT_H_
