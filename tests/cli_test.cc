@@ -203,6 +203,9 @@ TEST_F(CliTest, ThirdPartyLossByNameAndByPath) {
                 &out, true),
             0)
       << out;
+  // A model trained with a plugin named by path can be evaluated without
+  // TRIBUTARY_PLUGIN_PATH: the snapshot remembers where the plugin was.
+  EXPECT_EQ(Run("eval --json --model " + dir_ + "/b.trib --in " + s, &out, true), 0) << out;
   EXPECT_EQ(Run("train -q --loss " TRIBUTARY_FIXTURE_PLUGIN_DIR "/init_fails.so --in " + s + " --out " + dir_ + "/c.trib",
                 &out, true),
             1);

@@ -56,6 +56,18 @@ void FillPluginRef(const Plugin& p, v1::PluginRef* ref) {
   ref->set_version(p.version);
   ref->set_abi_major(p.abi_major);
   ref->set_abi_minor(p.abi_minor);
+  ref->set_path(p.path);
+}
+
+// By name in the registry; failing that, from the path recorded at save time
+// (a plugin that was named by path when the model was trained).
+Result<std::shared_ptr<const Plugin>> FindPlugin(const v1::PluginRef& ref, trib_plugin_kind kind,
+                                                 const PluginRegistry& registry) {
+  auto r = registry.Find(ref.name(), kind);
+  if (r.ok() || ref.path().empty()) return r;
+  auto by_path = LoadPluginFile(ref.path(), kind);
+  if (by_path.ok() && (*by_path)->name == ref.name()) return by_path;
+  return r;
 }
 
 }  // namespace
@@ -156,7 +168,7 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const Plugin
   v1::ModelSnapshot snap;
   if (!snap.ParseFromString(payload)) return corrupt("payload does not parse as tributary.v1.ModelSnapshot");
 
-  auto fam = registry.Find(snap.family().name(), TRIB_KIND_FAMILY);
+  auto fam = FindPlugin(snap.family(), TRIB_KIND_FAMILY, registry);
   if (!fam.ok()) return fam.status().WithContext("snapshot '" + path + "'");
   if ((*fam)->version != snap.family().version()) {
     return Status::PluginError("snapshot '" + path + "' was written by family '" + snap.family().name() + "' version " +
@@ -165,7 +177,7 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const Plugin
   }
   std::shared_ptr<const Plugin> loss;
   if (!snap.loss().name().empty()) {
-    auto l = registry.Find(snap.loss().name(), TRIB_KIND_LOSS);
+    auto l = FindPlugin(snap.loss(), TRIB_KIND_LOSS, registry);
     if (!l.ok()) return l.status().WithContext("snapshot '" + path + "'");
     if ((*l)->version != snap.loss().version()) {
       return Status::PluginError("snapshot '" + path + "' was written by loss '" + snap.loss().name() + "' version " +
