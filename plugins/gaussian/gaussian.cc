@@ -7,13 +7,25 @@
 //
 // Statistics (sdEM §4.1, the toy example's 6 non-minimal statistics,
 // generalised to K classes and J features), three blocks, class-major:
-//   block 0  N[k]       "counts"          K entries,   nu = 0, abar = class_prior (1)
+//   block 0  N[k]       "counts"          K entries,   nu = 0, abar = s
 //   block 1  S[k][j]    "sums"            K*J entries, nu = 1, abar = 0
-//   block 2  V[k][j]    "sums of squares" K*J entries, nu = 1, abar = variance_prior (1)
-// with S[k][j] at K + k*J + j and V[k][j] at K + K*J + k*J + j. The priors
-// are the paper's: a Beta/Dirichlet prior with nu = 0, abar = 1 for N and a
-// Normal-Gamma prior with nu = 1, abar = 0 for S and abar = 1 for V (§4.1,
-// after [6, p. 268]), which put zero density on p(k) = 0 and sigma = 0.
+//   block 2  V[k][j]    "sums of squares" K*J entries, nu = 1, abar = s * v
+// with S[k][j] at K + k*J + j and V[k][j] at K + K*J + k*J + j. With the
+// defaults s = v = 1 these are the paper's priors: a Beta/Dirichlet prior
+// with nu = 0, abar = 1 for N and a Normal-Gamma prior with nu = 1, abar = 0
+// for S and abar = 1 for V (§4.1, after [6, p. 268]), which put zero density
+// on p(k) = 0 and sigma = 0.
+//
+// Options:
+//   prior=s           prior pseudo-count (> 0, default 1). Algorithm 1 starts
+//                     at mu_0 = abar, i.e. every class at N = s with mean 0
+//                     and variance v. NCLL and hinge never decay N (nu = 0,
+//                     c = 0), so s sets the scale of the statistics against
+//                     the steps rho_t * w_k * (1, x, x^2): with s = 1 and
+//                     rho_0 = 1 the first documents replace the model
+//                     wholesale. s = 10 with lambda = 0.01 trains the §4.1 toy
+//                     robustly (see tests/gaussian_family_test.cc).
+//   prior_variance=v  prior variance of every feature (> 0, default 1).
 //
 // theta(mu) (§4.1):  p(k) = N_k / sum_l N_l,  m_kj = S_kj / N_k,
 //                    s2_kj = V_kj / N_k - m_kj^2.
@@ -30,6 +42,8 @@
 // Check-step (§4.1, Algorithm 1):
 //   N_k  = max(N_k, rho/n)
 //   V_kj = max(V_kj, S_kj^2 / N_k + rho/n)
+// (with the prior option, rho/n becomes rho*abar/n of the block: rho*s/n for
+// N and rho*s*v/n for V, the prior's mass added by the step)
 // applied to every class the document touched, N first and then every V of
 // that class, so the final state satisfies both even when the same step
 // lowered N_k and raised V_kj. Two numerical refinements keep theta(mu)
@@ -44,9 +58,9 @@
 //    rho/n. Feasible statistics are never modified when rho = 0, so a
 //    snapshot round trip is bit-exact.
 // Untouched classes need no check: one step maps them to
-//   N' = (1 - rho c) N + rho/n,  S' = f S,  V' = f V + rho/n,  f = 1 - rho(c + 1/n),
-// and with 0 < f <= 1 - rho c this keeps N' >= rho/n and
-// V' - S'^2/N' >= f (V - S^2/N) + rho/n, i.e. the check holds again. When
+//   N' = (1 - rho c) N + rho s/n,  S' = f S,  V' = f V + rho s v/n,
+// f = 1 - rho(c + 1/n), and with 0 < f <= 1 - rho c this keeps N' >= rho s/n
+// and V' - S'^2/N' >= f (V - S^2/N) + rho s v/n, i.e. the check holds. When
 // f <= 0 the engine re-materialises the block and calls rebuild(), which
 // checks every class.
 //
@@ -89,8 +103,8 @@ constexpr double kLog2Pi = 1.8378770664093454836;
 struct Model {
   uint32_t K = 0;
   uint32_t J = 0;
-  double class_prior = 1.0;     // abar of N
-  double variance_prior = 1.0;  // abar of V
+  double prior = 1.0;           // pseudo-count s: abar of N
+  double prior_variance = 1.0;  // v: abar of V is s * v
   uint64_t s_offset = 0;        // K
   uint64_t v_offset = 0;        // K + K*J
   // commit(): classes touched by the current step (deduplicated by stamp).
@@ -121,17 +135,17 @@ int Create(const trib_schema* schema, const trib_option* opts, size_t n, trib_fa
       const std::string key = opts[i].key ? opts[i].key : "";
       const std::string val = opts[i].value ? opts[i].value : "";
       double* target = nullptr;
-      if (key == "class_prior") {
-        target = &m->class_prior;
-      } else if (key == "variance_prior") {
-        target = &m->variance_prior;
+      if (key == "prior") {
+        target = &m->prior;
+      } else if (key == "prior_variance") {
+        target = &m->prior_variance;
       } else {
         return Fail(err, TRIB_ERR_INVALID_ARGUMENT,
-                    "unknown option '%s' for family gaussian (known: class_prior, variance_prior)", key.c_str());
+                    "unknown option '%s' for family gaussian (known: prior, prior_variance)", key.c_str());
       }
       if (!tributary::sdk::ParseDouble(val.c_str(), target) || !(*target > 0) || *target > 1e100) {
-        return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option %s='%s': expected a number > 0", key.c_str(),
-                    val.c_str());
+        return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option %s='%s': expected a number > 0 and <= 1e100",
+                    key.c_str(), val.c_str());
       }
     }
     const uint64_t kj = static_cast<uint64_t>(m->K) * m->J;
@@ -163,9 +177,9 @@ int Layout(const trib_family_model* mm, trib_block* blocks, uint32_t* num, trib_
   const uint64_t kj = static_cast<uint64_t>(m->K) * m->J;
   // Beta prior for N: nu = 0, abar = 1; Normal-Gamma for (S, V): nu = 1,
   // abar = 0 and 1 (sdEM §4.1).
-  blocks[kBlockN] = trib_block{0, m->K, 0.0, m->class_prior, 1.0, 0.0};
+  blocks[kBlockN] = trib_block{0, m->K, 0.0, m->prior, 1.0, 0.0};
   blocks[kBlockS] = trib_block{m->s_offset, kj, 1.0, 0.0, 1.0, 0.0};
-  blocks[kBlockV] = trib_block{m->v_offset, kj, 1.0, m->variance_prior, 1.0, 0.0};
+  blocks[kBlockV] = trib_block{m->v_offset, kj, 1.0, m->prior * m->prior_variance, 1.0, 0.0};
   *num = kNumBlocks;
   return TRIB_OK;
 }
@@ -186,15 +200,18 @@ inline double WriteMu(trib_stats* s, uint32_t b, uint64_t i, double target) {
 }
 
 // The check-step (§4.1) on class k: N_k first, then every V_kj against the
-// final N_k. `r` = rho/n (0 at creation / load).
+// final N_k. `r` = rho/n (0 at creation / load); the floors are the prior's
+// mass added in this step, r * abar (the paper's rho/n for abar = 1).
 int CheckClass(const Model& m, trib_stats* s, uint32_t k, double r, trib_error* err) {
+  const double rn = r * s->blocks[kBlockN].alpha_bar;
+  const double rv = r * s->blocks[kBlockV].alpha_bar;
   double nk = Mu(*s, kBlockN, k);
   if (!std::isfinite(nk)) {
     return Fail(err, TRIB_ERR_NUMERIC, "statistic N of class %u is not finite (%g)", k, nk);
   }
-  // N = max(N, rho/n), and N > 0 strictly.
-  if (!(nk >= r) || !(nk > 0)) {
-    const double base = r > 0 ? r : kRepairN;
+  // N = max(N, rho abar_N/n), and N > 0 strictly.
+  if (!(nk >= rn) || !(nk > 0)) {
+    const double base = rn > 0 ? rn : kRepairN;
     nk = WriteMu(s, kBlockN, k, base + Ulps(*s, kBlockN, base));
     if (!(nk > 0) || !std::isfinite(nk)) {
       return Fail(err, TRIB_ERR_NUMERIC, "cannot restore N of class %u to a positive value (got %g)", k, nk);
@@ -210,9 +227,9 @@ int CheckClass(const Model& m, trib_stats* s, uint32_t k, double r, trib_error* 
       return Fail(err, TRIB_ERR_NUMERIC,
                   "statistics of class %u, feature %u are not finite (N = %g, S = %g, V = %g)", k, j, nk, sk, vk);
     }
-    // V = max(V, S^2/N + rho/n), with the relative margin (see header).
-    if (!(vk >= q + kAcceptRel * q + r) || !(vk > q)) {
-      const double gap = r > 0 ? r : kRepairVarGap * nk;
+    // V = max(V, S^2/N + rho abar_V/n), with the relative margin (see header).
+    if (!(vk >= q + kAcceptRel * q + rv) || !(vk > q)) {
+      const double gap = rv > 0 ? rv : kRepairVarGap * nk;
       const double target = q + kTargetRel * q + gap;
       vk = WriteMu(s, kBlockV, vbase + j, target + Ulps(*s, kBlockV, target));
       if (!(vk > q) || !std::isfinite(vk)) {
@@ -308,35 +325,37 @@ int Score(const trib_family_model* mm, const trib_stats* s, trib_family_state*, 
 // active class, so commit() can re-check whole classes at O(count) cost.
 int Accumulate(const trib_family_model* mm, const trib_stats*, trib_family_state*, const trib_document* d,
                const double* w, trib_delta* delta, trib_error* err) {
-  const Model* m = M(mm);
-  int rc = CheckDocument(*m, d, err);
-  if (rc != TRIB_OK) return rc;
-  const uint32_t K = m->K, J = m->J;
-  uint32_t active = 0;
-  for (uint32_t k = 0; k < K; ++k) active += (w[k] != 0.0);
-  if (active == 0) return TRIB_OK;
-  const size_t need = delta->size + static_cast<size_t>(active) * (1 + 2 * static_cast<size_t>(J));
-  if (need > delta->capacity && delta->grow(delta, need) != 0) {
-    return Fail(err, TRIB_ERR_NO_MEMORY, "cannot grow delta to %zu entries", need);
-  }
-  size_t p = delta->size;
-  for (uint32_t k = 0; k < K; ++k) {
-    const double wk = w[k];
-    if (wk == 0.0) continue;
-    delta->index[p] = k;
-    delta->value[p++] = wk;
-    const uint64_t sbase = m->s_offset + static_cast<uint64_t>(k) * J;
-    const uint64_t vbase = m->v_offset + static_cast<uint64_t>(k) * J;
-    for (uint32_t j = 0; j < J; ++j) {
-      const double x = d->reals[j];
-      delta->index[p] = sbase + j;
-      delta->value[p++] = wk * x;
-      delta->index[p] = vbase + j;
-      delta->value[p++] = wk * x * x;
+  return Guard(err, [&] {
+    const Model* m = M(mm);
+    int rc = CheckDocument(*m, d, err);
+    if (rc != TRIB_OK) return rc;
+    const uint32_t K = m->K, J = m->J;
+    uint32_t active = 0;
+    for (uint32_t k = 0; k < K; ++k) active += (w[k] != 0.0);
+    if (active == 0) return TRIB_OK;
+    const size_t need = delta->size + static_cast<size_t>(active) * (1 + 2 * static_cast<size_t>(J));
+    if (need > delta->capacity && delta->grow(delta, need) != 0) {
+      return Fail(err, TRIB_ERR_NO_MEMORY, "cannot grow delta to %zu entries", need);
     }
-  }
-  delta->size = p;
-  return TRIB_OK;
+    size_t p = delta->size;
+    for (uint32_t k = 0; k < K; ++k) {
+      const double wk = w[k];
+      if (wk == 0.0) continue;
+      delta->index[p] = k;
+      delta->value[p++] = wk;
+      const uint64_t sbase = m->s_offset + static_cast<uint64_t>(k) * J;
+      const uint64_t vbase = m->v_offset + static_cast<uint64_t>(k) * J;
+      for (uint32_t j = 0; j < J; ++j) {
+        const double x = d->reals[j];
+        delta->index[p] = sbase + j;
+        delta->value[p++] = wk * x;
+        delta->index[p] = vbase + j;
+        delta->value[p++] = wk * x * x;
+      }
+    }
+    delta->size = p;
+    return TRIB_OK;
+  });
 }
 
 // Check-step on every class with a touched entry. A touched class has all
