@@ -87,6 +87,7 @@ Status Model::Save(const std::string& path) const {
   ls->set_effective_size(learner_.effective_size);
   ls->set_skipped_documents(learner_.skipped_documents);
   ls->set_materializations(learner_.materializations);
+  ls->set_wal_sequence(learner_.wal_sequence);
   auto* sch = ls->mutable_schedule();
   sch->set_kind(static_cast<v1::StepSchedule::Kind>(learner_.schedule.kind));
   sch->set_lambda(learner_.schedule.lambda);
@@ -217,6 +218,7 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const Plugin
   m->learner_.effective_size = ls.effective_size();
   m->learner_.skipped_documents = ls.skipped_documents();
   m->learner_.materializations = ls.materializations();
+  m->learner_.wal_sequence = ls.wal_sequence();
   m->learner_.schedule.kind = static_cast<StepSchedule::Kind>(ls.schedule().kind());
   m->learner_.schedule.lambda = ls.schedule().lambda();
   m->learner_.schedule.tau0 = ls.schedule().tau0();

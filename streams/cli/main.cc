@@ -1,6 +1,7 @@
 // The `tributary` command-line program: convert, train, eval, predict,
 // prequential, plugins. Script-facing names and flags are stable.
 #include <CLI/CLI.hpp>
+#include <boost/crc.hpp>
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include <random>
 
 #include "cli_common.h"
+#include "serve.h"
 #include "tributary/convert.h"
 #include "tributary/metrics.h"
 
@@ -500,6 +502,48 @@ int RunPlugins(bool as_json) {
   return kExitOk;
 }
 
+// ---- inspect -------------------------------------------------------------------------
+
+int RunInspect(const std::string& path, bool as_json) {
+  auto mr = Model::Load(path, Registry());
+  if (!mr.ok()) return ReportError(mr.status());
+  const Model& m = **mr;
+  // A digest of the statistics (raw values and each block's scale/shift):
+  // equal digests mean bit-identical models.
+  boost::crc_32_type crc;
+  crc.process_bytes(m.stats().raw().data(), m.stats().raw().size() * sizeof(double));
+  for (const auto& b : m.stats().blocks()) {
+    crc.process_bytes(&b.scale, sizeof b.scale);
+    crc.process_bytes(&b.shift, sizeof b.shift);
+  }
+  char digest[16];
+  std::snprintf(digest, sizeof digest, "%08x", crc.checksum());
+  const auto& ls = m.learner_state();
+  json j;
+  j["family"] = m.family().name;
+  j["family_version"] = m.family().version;
+  j["loss"] = m.loss_plugin() ? m.loss_plugin()->name : "";
+  j["classes"] = m.schema().classes();
+  j["vocabulary_size"] = m.schema().vocab_size();
+  j["statistics"] = m.stats().size();
+  j["updates"] = ls.updates;
+  j["effective_size"] = ls.effective_size;
+  j["schedule"] = ls.schedule.ToString();
+  j["skipped_documents"] = ls.skipped_documents;
+  j["wal_sequence"] = ls.wal_sequence;
+  j["stats_digest"] = digest;
+  json opts = json::object();
+  for (const auto& [k, v] : m.family_options()) opts[k] = v;
+  j["family_options"] = opts;
+  if (as_json) {
+    std::cout << j.dump() << std::endl;
+  } else {
+    for (auto& [k, v] : j.items()) std::cout << k << "\t" << v.dump() << "\n";
+    std::cout.flush();
+  }
+  return kExitOk;
+}
+
 int RunConvert(const ConvertOptions& o, bool quiet) {
   ConvertReport report;
   Status st = ConvertFile(o, &report);
@@ -586,6 +630,20 @@ int Main(int argc, char** argv) {
   auto* pl = app.add_subcommand("plugins", "list the plugins found and the files refused");
   pl->add_flag("--json", pl_json, "JSON output");
 
+  // inspect
+  std::string i_model;
+  bool i_json = false;
+  auto* ins = app.add_subcommand("inspect", "summary of a model snapshot (family, classes, learner state, digest)");
+  ins->add_option("--model", i_model, "model snapshot")->required();
+  ins->add_flag("--json", i_json, "JSON output");
+
+  // serve, client
+  ServeFlags sf;
+  ClientFlags cf;
+  CLI::App* sv = nullptr;
+  CLI::App* cl = nullptr;
+  AddServeCommands(&app, &sf, &cf, &sv, &cl);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& err) {
@@ -597,6 +655,9 @@ int Main(int argc, char** argv) {
   if (*p) return RunPredict(p_model, p_in, p_format, p_out, p_skip, p_frame);
   if (*q) return RunPrequential(qf, q_in, q_every, q_json, q_out);
   if (*pl) return RunPlugins(pl_json);
+  if (*ins) return RunInspect(i_model, i_json);
+  if (*sv) return RunServe(sf);
+  if (*cl) return RunClient(cf);
   return kExitUsage;
 }
 

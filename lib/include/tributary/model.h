@@ -64,6 +64,7 @@ struct LearnerState {
   StepSchedule schedule;
   uint64_t skipped_documents = 0;
   uint64_t materializations = 0;
+  uint64_t wal_sequence = 0;    // server: last write-ahead-log record applied
 };
 
 class Model;

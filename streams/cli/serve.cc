@@ -1,0 +1,320 @@
+// `tributary serve` and `tributary client`.
+#include "serve.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <boost/asio.hpp>
+#include <cmath>
+#include <fstream>
+#include <google/protobuf/io/coded_stream.h>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "tributary/server.h"
+#include "tributary/stream_io.h"
+
+namespace tributary::cli {
+
+namespace {
+
+std::string Trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+int RunServe(const ServeFlags& f) {
+  ServerOptions o = f.server;
+  if (!f.auth_token_file.empty()) {
+    std::ifstream in(f.auth_token_file);
+    if (!in) return ReportError(Status::NotFound("--auth-token-file '" + f.auth_token_file + "': cannot open"));
+    std::string tok((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    o.auth_token = Trim(tok);
+    if (o.auth_token.empty()) {
+      return ReportError(Status::InvalidArgument("--auth-token-file '" + f.auth_token_file + "' is empty"));
+    }
+  }
+  if (f.fsync == "always") {
+    o.fsync_every_request = true;
+  } else if (f.fsync != "interval") {
+    return ReportError(Status::InvalidArgument("--fsync '" + f.fsync + "': expected always or interval"));
+  }
+  std::unique_ptr<Model> initial;
+  const bool have_snapshot = std::filesystem::exists(std::filesystem::path(o.data_dir) / "model.trib");
+  if (!have_snapshot) {
+    if (!f.model.empty()) {
+      auto m = Model::Load(f.model, Registry());
+      if (!m.ok()) return ReportError(m.status());
+      initial = std::move(m).value();
+      if (!initial->loss_plugin()) {
+        auto loss = Registry().Find(f.learn.loss, TRIB_KIND_LOSS);
+        if (!loss.ok()) return ReportError(loss.status());
+        initial->set_loss(*loss);
+      }
+    } else if (!f.schema.empty()) {
+      auto r = DocumentReader::Open(f.schema, f.learn.max_frame_bytes);
+      if (!r.ok()) return ReportError(r.status());
+      if (f.learn.n <= 0) {
+        return ReportError(Status::InvalidArgument("serve: pass --n, the effective data-set size (a live stream has no length)"));
+      }
+      auto m = NewModelFromFlags(f.learn, Registry(), (*r)->header(), 0);
+      if (!m.ok()) return ReportError(m.status());
+      initial = std::move(m).value();
+    } else {
+      return ReportError(Status::InvalidArgument(
+          "serve: no snapshot in --data-dir; pass --model SNAPSHOT or --schema STREAM (whose header gives the schema)"));
+    }
+  }
+  o.seed = f.learn.seed;
+  auto srv = Server::Start(o, std::move(initial));
+  if (!srv.ok()) return ReportError(srv.status());
+  (*srv)->HandleSignals();
+  const auto& rec = (*srv)->recovery();
+  std::cerr << "tributary serve: listening on port " << (*srv)->port();
+  if ((*srv)->http_port()) std::cerr << ", HTTP on port " << (*srv)->http_port();
+  std::cerr << " (recovered: " << (rec.from_snapshot ? "snapshot" : "fresh model") << " at sequence "
+            << rec.snapshot_sequence << ", replayed " << rec.replayed << " logged documents";
+  if (rec.torn_bytes) std::cerr << ", dropped a torn tail of " << rec.torn_bytes << " bytes";
+  std::cerr << ")" << std::endl;
+  if (!f.port_file.empty()) {
+    std::string tmp = f.port_file + ".tmp";
+    std::ofstream(tmp) << (*srv)->port() << " " << (*srv)->http_port() << "\n";
+    std::rename(tmp.c_str(), f.port_file.c_str());
+  }
+  Status st = (*srv)->Wait();
+  if (!st.ok()) return ReportError(st);
+  std::cerr << "tributary serve: stopped cleanly" << std::endl;
+  return kExitOk;
+}
+
+// ---- client ----------------------------------------------------------------------
+
+namespace {
+
+class Client {
+ public:
+  Status Connect(const std::string& hostport) {
+    auto colon = hostport.rfind(':');
+    if (colon == std::string::npos) return Status::InvalidArgument("--connect '" + hostport + "': expected HOST:PORT");
+    boost::system::error_code ec;
+    boost::asio::ip::tcp::resolver res(io_);
+    auto eps = res.resolve(hostport.substr(0, colon), hostport.substr(colon + 1), ec);
+    if (!ec) boost::asio::connect(sock_, eps, ec);
+    if (ec) return Status::IOError("cannot connect to " + hostport + ": " + ec.message());
+    return Status::OK();
+  }
+  Status Send(const v1::Request& req) {
+    std::string body;
+    req.SerializeToString(&body);
+    uint8_t hdr[10];
+    uint8_t* end = google::protobuf::io::CodedOutputStream::WriteVarint32ToArray(static_cast<uint32_t>(body.size()), hdr);
+    std::string frame(reinterpret_cast<char*>(hdr), static_cast<size_t>(end - hdr));
+    frame += body;
+    boost::system::error_code ec;
+    boost::asio::write(sock_, boost::asio::buffer(frame), ec);
+    if (ec) return Status::IOError("send: " + ec.message());
+    return Status::OK();
+  }
+  Status Receive(v1::Response* resp) {
+    uint32_t len = 0;
+    int shift = 0;
+    for (;;) {
+      uint8_t b;
+      boost::system::error_code ec;
+      boost::asio::read(sock_, boost::asio::buffer(&b, 1), ec);
+      if (ec) return Status::IOError("receive: " + ec.message());
+      len |= static_cast<uint32_t>(b & 0x7f) << shift;
+      if (!(b & 0x80)) break;
+      shift += 7;
+      if (shift > 28) return Status::Corruption("receive: bad frame length");
+    }
+    std::string body(len, '\0');
+    boost::system::error_code ec;
+    boost::asio::read(sock_, boost::asio::buffer(body), ec);
+    if (ec) return Status::IOError("receive: " + ec.message());
+    if (!resp->ParseFromString(body)) return Status::Corruption("receive: response does not parse");
+    return Status::OK();
+  }
+
+ private:
+  boost::asio::io_context io_;
+  boost::asio::ip::tcp::socket sock_{io_};
+};
+
+Status CheckResponse(const v1::Response& r) {
+  if (r.code() == v1::Response::OK) return Status::OK();
+  return Status::InvalidArgument("server answered " + v1::Response::Code_Name(r.code()) + ": " + r.message());
+}
+
+}  // namespace
+
+int RunClient(const ClientFlags& f) {
+  using json = nlohmann::json;
+  Client c;
+  Status st = c.Connect(f.connect);
+  if (!st.ok()) return ReportError(st);
+  std::string token;
+  if (!f.auth_token_file.empty()) {
+    std::ifstream in(f.auth_token_file);
+    token = Trim(std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()));
+  }
+  uint64_t next_id = 1;
+  auto base = [&] {
+    v1::Request r;
+    r.set_request_id(next_id++);
+    if (!token.empty()) r.set_auth_token(token);
+    return r;
+  };
+  if (f.action == "stats" || f.action == "snapshot" || f.action == "ping") {
+    v1::Request r = base();
+    if (f.action == "stats") r.mutable_stats();
+    if (f.action == "snapshot") r.mutable_snapshot();
+    if (f.action == "ping") r.mutable_ping();
+    v1::Response resp;
+    if (!(st = c.Send(r)).ok() || !(st = c.Receive(&resp)).ok() || !(st = CheckResponse(resp)).ok()) {
+      return ReportError(st);
+    }
+    if (f.action == "stats") {
+      const auto& s = resp.stats();
+      if (f.json) {
+        json j{{"documents_learned", s.documents_learned()}, {"model_version", s.model_version()},
+               {"predictions", s.predictions()},           {"queue_depth", s.queue_depth()},
+               {"wal_sequence", s.wal_sequence()},         {"errors", s.errors()},
+               {"learning_enabled", s.learning_enabled()}, {"family", s.family()},
+               {"loss", s.loss()}};
+        std::cout << j.dump() << std::endl;
+      } else {
+        std::cout << s.DebugString();
+      }
+    } else if (f.action == "snapshot") {
+      std::cout << (f.json ? json{{"path", resp.snapshot().path()}, {"wal_sequence", resp.snapshot().wal_sequence()}}.dump()
+                           : resp.snapshot().path())
+                << std::endl;
+    } else {
+      std::cout << "pong" << std::endl;
+    }
+    return kExitOk;
+  }
+  if (f.action != "learn" && f.action != "predict") {
+    return ReportError(Status::InvalidArgument("client action '" + f.action + "': expected learn, predict, stats, snapshot or ping"));
+  }
+  if (f.in.empty()) return ReportError(Status::InvalidArgument("client " + f.action + ": --in is required"));
+  auto reader = DocumentReader::Open(f.in, f.max_frame_bytes);
+  if (!reader.ok()) return ReportError(reader.status());
+  // Term ids of a stream with a vocabulary are the stream's own; the server
+  // speaks the model's ids, so send them as tokens unless told otherwise.
+  const auto& vocab = (*reader)->header().schema().vocabulary();
+  const bool to_tokens = !f.ids_as_is && vocab.size() > 0;
+  uint64_t acknowledged = 0, predicted = 0, requests = 0;
+  v1::Request req = base();
+  auto flush = [&]() -> Status {
+    auto* docs = f.action == "learn" ? req.mutable_learn()->mutable_documents() : req.mutable_predict()->mutable_documents();
+    if (docs->empty()) return Status::OK();
+    TRIB_RETURN_IF_ERROR(c.Send(req));
+    v1::Response resp;
+    TRIB_RETURN_IF_ERROR(c.Receive(&resp));
+    TRIB_RETURN_IF_ERROR(CheckResponse(resp));
+    ++requests;
+    if (f.action == "learn") {
+      acknowledged += resp.learn().acknowledged();
+    } else {
+      for (const auto& p : resp.predict().predictions()) {
+        ++predicted;
+        if (f.json) {
+          json j{{"id", p.id()}, {"predicted", p.predicted()}, {"model_version", resp.predict().model_version()}};
+          std::cout << j.dump() << "\n";
+        } else {
+          std::cout << p.id() << "\t" << p.predicted() << "\t" << resp.predict().model_version() << "\n";
+        }
+      }
+    }
+    req = base();
+    return Status::OK();
+  };
+  for (;;) {
+    v1::Document d;
+    bool eof = false;
+    st = (*reader)->Next(&d, &eof);
+    if (!st.ok()) break;
+    if (eof) break;
+    if (to_tokens) {
+      for (int i = 0; i < d.term_ids_size(); ++i) {
+        if (d.term_ids(i) >= static_cast<uint32_t>(vocab.size())) {
+          st = Status::InvalidDocument("'" + f.in + "': " + DocumentName((*reader)->documents_read() - 1, d.id()) +
+                                       ": term id " + std::to_string(d.term_ids(i)) + " out of range");
+          break;
+        }
+        double count = d.term_counts_size() ? d.term_counts(i) : 1.0;
+        for (long k = 0; k < std::max(1L, std::lround(count)); ++k) d.add_tokens(vocab[static_cast<int>(d.term_ids(i))]);
+      }
+      if (!st.ok()) break;
+      d.clear_term_ids();
+      d.clear_term_counts();
+    }
+    auto* docs = f.action == "learn" ? req.mutable_learn()->mutable_documents() : req.mutable_predict()->mutable_documents();
+    *docs->Add() = std::move(d);
+    if (static_cast<uint32_t>(docs->size()) >= f.batch) {
+      st = flush();
+      if (!st.ok()) break;
+    }
+  }
+  if (st.ok()) st = flush();
+  if (f.action == "learn") {
+    if (f.json) {
+      std::cout << json{{"acknowledged", acknowledged}, {"requests", requests}}.dump() << std::endl;
+    } else {
+      std::cout << "acknowledged " << acknowledged << " documents" << std::endl;
+    }
+  }
+  std::cout.flush();
+  if (!st.ok()) return ReportError(st);
+  return kExitOk;
+}
+
+void AddServeCommands(CLI::App* app, ServeFlags* s, ClientFlags* c, CLI::App** serve_cmd, CLI::App** client_cmd) {
+  auto* sv = app->add_subcommand("serve", "a long-running server that learns and predicts concurrently");
+  *serve_cmd = sv;
+  sv->add_option("--family", s->learn.family, "family plugin (new models)")->capture_default_str();
+  sv->add_option("--loss", s->learn.loss, "loss plugin (new models)")->capture_default_str();
+  sv->add_option("--prior", s->learn.prior, "family prior");
+  sv->add_option("--opt", s->learn.options, "family option key=value");
+  sv->add_option("--lambda", s->learn.lambda, "step-size lambda (default: the loss's)");
+  sv->add_option("--n", s->learn.n, "effective data-set size n (required for a new model)");
+  sv->add_option("--seed", s->learn.seed, "learner seed")->capture_default_str();
+  sv->add_option("--engine", s->engine, "learning engine (sdem)")->check(CLI::IsMember({"sdem"}))->capture_default_str();
+  sv->add_option("--model", s->model, "start from this snapshot (when the data dir has none)");
+  sv->add_option("--schema", s->schema, "start a new model with the schema of this stream's header");
+  sv->add_option("--data-dir", s->server.data_dir, "snapshot and write-ahead log directory")->required();
+  sv->add_option("--listen", s->server.listen, "HOST:PORT for the protocol (port 0: any)")->capture_default_str();
+  sv->add_option("--http", s->server.http, "HOST:PORT for /healthz and /metrics");
+  sv->add_option("--io-threads", s->server.io_threads, "I/O threads")->capture_default_str();
+  sv->add_option("--queue-capacity", s->server.queue_capacity, "documents accepted but not yet learned")->capture_default_str();
+  sv->add_option("--fsync", s->fsync, "always (every request) or interval (group commit)")->capture_default_str();
+  sv->add_option("--fsync-interval-ms", s->server.fsync_interval_ms, "group-commit interval")->capture_default_str();
+  sv->add_option("--publish-interval-ms", s->server.publish_interval_ms, "publish the model at least this often")
+      ->capture_default_str();
+  sv->add_option("--publish-every", s->server.publish_every_updates, "... or every this many updates")->capture_default_str();
+  sv->add_option("--snapshot-every", s->server.snapshot_every_documents, "snapshot every N documents")->capture_default_str();
+  sv->add_option("--snapshot-interval-s", s->server.snapshot_interval_s, "... or every T seconds")->capture_default_str();
+  sv->add_option("--max-frame-bytes", s->server.max_frame_bytes, "largest request frame")->capture_default_str();
+  sv->add_option("--max-connections", s->server.max_connections, "open connections")->capture_default_str();
+  sv->add_option("--idle-timeout-s", s->server.idle_timeout_s, "close idle connections after (0: never)")->capture_default_str();
+  sv->add_option("--max-inflight", s->server.max_inflight, "unanswered requests per connection")->capture_default_str();
+  sv->add_option("--auth-token-file", s->auth_token_file, "shared secret every request must carry");
+  sv->add_option("--port-file", s->port_file, "write '<port> <http port>' here once listening");
+
+  auto* cl = app->add_subcommand("client", "talk to a running server: learn, predict, stats, snapshot, ping");
+  *client_cmd = cl;
+  cl->add_option("action", c->action, "learn | predict | stats | snapshot | ping")->required();
+  cl->add_option("--connect", c->connect, "HOST:PORT")->required();
+  cl->add_option("--in", c->in, "document stream (learn, predict)");
+  cl->add_option("--batch", c->batch, "documents per request")->capture_default_str();
+  cl->add_option("--auth-token-file", c->auth_token_file, "shared secret");
+  cl->add_flag("--json", c->json, "JSON output");
+  cl->add_flag("--ids-as-is", c->ids_as_is, "send term ids unchanged (the stream already uses the model's ids)");
+}
+
+}  // namespace tributary::cli
