@@ -12,6 +12,12 @@
  * function when the magic, the ABI major version, or the kind is wrong, or
  * when the plugin needs a newer ABI minor version than the host has. Only
  * then it calls `tributary_plugin_init`, which fills the vtable for its kind.
+ * A file that loads is initialised once however often it is named (loads
+ * are cached by path). `host` stays valid while the plugin is loaded: a
+ * plugin may keep the pointer.
+ * After init the host refuses the plugin if init failed, if the vtable's
+ * struct_size is 0 or larger than the host's, or if a required function is
+ * NULL (every family function not marked optional below; the loss's weights).
  *
  * ABI rules:
  *  - Structs passed across the boundary begin with their own size, and only
@@ -23,6 +29,12 @@
  *    function returns TRIB_OK (0) or an error code and writes a message into
  *    the host-provided trib_error.
  *  - The host never dlclose()s a plugin while objects created by it live.
+ *  - Concurrency (family): score() may run on one model from several threads
+ *    at once, each with its own state, and state_create()/state_destroy() may
+ *    run meanwhile; none of them may write the model, the statistics or
+ *    global state. Every other family call on a model is exclusive. Distinct
+ *    models (e.g. a model and its clones) are independent. A loss's weights()
+ *    is a pure function, callable from any thread.
  *
  * The math behind the calls (sdEM, Masegosa et al. 2014, Algorithm 1 and
  * Tables 1-2): the engine keeps the global expectation parameters mu and per
@@ -57,6 +69,10 @@ extern "C" {
 /* ---- Errors ------------------------------------------------------------ */
 
 /* Plain int constants (not an enum) so C++ lambdas returning them deduce int. */
+/* The host prefixes the plugin's message with the plugin's name and the call
+ * (and the document, for per-document calls). INVALID_DOCUMENT and NUMERIC
+ * from a per-document call fail that document only (skipped and counted with
+ * --skip-bad); the other codes stop the command. */
 #define TRIB_OK 0
 #define TRIB_ERR_INVALID_ARGUMENT 1 /* bad option, bad schema for this family */
 #define TRIB_ERR_INVALID_DOCUMENT 2 /* this document cannot be used */
@@ -78,8 +94,9 @@ typedef struct trib_plugin_info {
   uint32_t abi_major; /* TRIB_ABI_MAJOR the plugin was built against */
   uint32_t abi_minor; /* TRIB_ABI_MINOR the plugin was built against */
   uint32_t kind;      /* trib_plugin_kind */
-  const char* name;   /* e.g. "multinomial"; [a-z0-9-]+ */
-  const char* version;     /* plugin version, recorded in snapshots */
+  const char* name;   /* e.g. "multinomial"; [a-z0-9_-]+, else refused */
+  const char* version;     /* plugin version, recorded in snapshots: a snapshot
+                              written with another version is refused */
   const char* description; /* one line */
 } trib_plugin_info;
 
@@ -134,7 +151,14 @@ typedef struct trib_document {
 
 /* A block of statistics that share one prior (nu, abar) and one lazy affine
  * map:  mu[i] = scale * raw[i] + shift * alpha_bar   for i in the block.
- * scale > 0 and shift >= 0 at all times. */
+ * scale > 0 and shift >= 0 at all times. At creation raw = 0 and
+ * scale = shift = 1 (mu_0 = alpha_bar). A step with factor
+ * f = 1 - rho (c + nu/n) sets scale *= f, shift = f shift + rho/n and then
+ * raw[i] += rho delta[i] / scale for the delta's entries, so shift >= rho/n > 0
+ * after every step: shift * alpha_bar is the prior mass added so far. When
+ * f <= 0 or scale would underflow, the engine re-materialises the block
+ * (raw = f mu, scale = 1, shift = rho/n) and calls rebuild() instead of
+ * commit() for that step. */
 typedef struct trib_block {
   uint64_t offset;
   uint64_t size;
@@ -154,8 +178,13 @@ typedef struct trib_stats {
 } trib_stats;
 
 /* Expected sufficient statistics of one document: (index, value) pairs.
- * Indices must be distinct within one accumulate call. The family appends
- * with trib_delta_push (inline below); grow() is the host's. */
+ * Indices are absolute positions in the statistics array (< trib_stats.size)
+ * and must be distinct within one accumulate call; values are the plain
+ * statistics (the engine multiplies by rho and applies the block map) and
+ * must be finite: the engine refuses the document otherwise. Runs of
+ * consecutive indices are applied fastest. The family appends with
+ * trib_delta_push (inline below) or reserves with grow() (the host's; 0 on
+ * success; it may move index and value) and writes directly. */
 typedef struct trib_delta {
   uint64_t* index;
   double* value;
@@ -173,7 +202,8 @@ static inline int trib_delta_push(trib_delta* d, uint64_t index, double value) {
   return TRIB_OK;
 }
 
-/* Step information handed to the check-step. */
+/* Step information handed to the check-step. rho = 0 (and c = 0) when
+ * rebuild() runs after model creation, snapshot load or class growth. */
 typedef struct trib_step {
   double rho;            /* rho_t */
   double n;              /* effective data-set size */
@@ -193,17 +223,22 @@ typedef struct trib_family_vtable {
   uint32_t struct_size;
 
   /* Creates a model for `schema` with the given options. Unknown option keys
-   * must be refused (TRIB_ERR_INVALID_ARGUMENT naming the key). */
+   * must be refused (TRIB_ERR_INVALID_ARGUMENT naming the key), as must a
+   * schema the family cannot model. The program passes --prior P as the
+   * option "prior". */
   int (*create)(const trib_schema* schema, const trib_option* options, size_t num_options,
                 trib_family_model** out, trib_error* err);
   void (*destroy)(trib_family_model* model);
-  /* Deep copy, used to publish a consistent model to readers while one writer
-   * keeps learning. */
+  /* Deep copy (caches included; the engine copies the statistics), used to
+   * publish a consistent model to readers while one writer keeps learning:
+   * the copy must share no mutable data with the original. */
   int (*clone)(const trib_family_model* model, trib_family_model** out, trib_error* err);
 
   /* The statistics layout: the number of blocks, then each block's offset,
    * size, nu and alpha_bar (scale/shift are ignored). Called with
-   * blocks == NULL to ask for the count. */
+   * blocks == NULL to ask for the count. Blocks are contiguous and ordered
+   * from offset 0, nu >= 0, alpha_bar finite; the layout depends only on the
+   * schema and the options (a snapshot's layout is checked against it). */
   int (*layout)(const trib_family_model* model, trib_block* blocks, uint32_t* num_blocks,
                 trib_error* err);
 
@@ -214,11 +249,19 @@ typedef struct trib_family_vtable {
 
   /* Recomputes every cache of theta(mu) from all statistics and applies the
    * check-step to every entry (it may write raw). Called after creation, after
-   * loading a snapshot and after the engine re-materialises a block.
+   * loading a snapshot and after class growth (step->rho = 0), and instead of
+   * commit() for a step in which the engine re-materialised a block (that
+   * step's rho, n, c). With rho = 0 it must leave feasible statistics
+   * unchanged bit for bit (a snapshot round trip is exact); only infeasible
+   * ones may be repaired. Non-finite statistics: TRIB_ERR_NUMERIC.
    * Cost O(model): the engine calls it rarely. */
   int (*rebuild)(trib_family_model* model, trib_stats* stats, const trib_step* step,
                  trib_error* err);
 
+  /* Per-thread scratch and random generator for score/accumulate. A state is
+   * used only with the model it was created for; state_destroy gets no model,
+   * so a state must be destroyable on its own. May run while other threads
+   * score the model. */
   int (*state_create)(const trib_family_model* model, uint64_t seed, trib_family_state** out,
                       trib_error* err);
   void (*state_destroy)(trib_family_state* state);
@@ -227,7 +270,11 @@ typedef struct trib_family_vtable {
    * Must not modify the model; may run concurrently with other score calls
    * on the same model, each with its own state. For latent families it may
    * return an estimate and cache local inference results in `state` for the
-   * following accumulate call on the same document. */
+   * following accumulate call on the same document. Values must be finite or
+   * -inf (NaN and +inf are refused as numeric errors). Terms common to all
+   * classes change no prediction or loss, only the reported perplexity.
+   * Cost proportional to the document (distinct terms x classes), never to
+   * the model: per-class sums over the vocabulary belong in caches. */
   int (*score)(const trib_family_model* model, const trib_stats* stats, trib_family_state* state,
                const trib_document* doc, double* log_joint, trib_error* err);
 
@@ -242,7 +289,11 @@ typedef struct trib_family_vtable {
    * engine has just added to raw[index[j]] (old value old_raw[j]) and updated
    * the blocks' scale/shift. The family must project touched entries back
    * into the feasible set (writing raw) and update its caches. Cost must be
-   * proportional to `count`. */
+   * proportional to `count`. `index` is this step's delta, in the order
+   * accumulate wrote it. Entries not in `index` moved only through their
+   * block's map; the family's check-step must be such that the map alone
+   * keeps them feasible. Not called for a step that re-materialised a block
+   * (rebuild is). */
   int (*commit)(trib_family_model* model, trib_stats* stats, const uint64_t* index,
                 const double* old_raw, size_t count, const trib_step* step, trib_error* err);
 
@@ -258,6 +309,9 @@ typedef struct trib_family_vtable {
    * at the current prior level. The host calls rebuild afterwards. */
   int (*grow_classes)(const trib_family_model* old_model, const trib_stats* old_stats,
                       trib_family_model* new_model, trib_stats* new_stats, trib_error* err);
+
+  /* ABI 1.1 will append the hooks of the SEP engine (cavity, moment
+   * matching) here, optional for families built against 1.0. */
 } trib_family_vtable;
 
 /* ---- Loss --------------------------------------------------------------- */
@@ -271,7 +325,9 @@ typedef struct trib_loss_vtable {
   /* From log p(k, x) for each class and the label (-1: unlabelled), the class
    * weights w (the negative gradient of the loss w.r.t. the scores) and the
    * self-weight c (the coefficient of mu in the gradient w.r.t. the natural
-   * parameters), plus the loss value. */
+   * parameters), plus the loss value. w has num_classes entries; the host
+   * multiplies w and c by the document's weight afterwards. Must be a pure
+   * function of its arguments with finite results. */
   int (*weights)(const double* log_joint, uint32_t num_classes, int64_t label, double* w,
                  double* c, double* loss_value, trib_error* err);
 } trib_loss_vtable;
