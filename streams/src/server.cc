@@ -1,5 +1,13 @@
 #include "tributary/server.h"
 
+// ThreadSanitizer does not model standalone memory fences (GCC refuses them
+// under -fsanitize=thread with -Werror=tsan). Asio's fenced blocks around
+// handler calls are redundant with the mutexes of its scheduler and reactor,
+// which TSan does see, so use Asio's null fenced block in TSan builds.
+#if defined(__SANITIZE_THREAD__) && !defined(BOOST_ASIO_DISABLE_FENCED_BLOCK)
+#define BOOST_ASIO_DISABLE_FENCED_BLOCK 1
+#endif
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -162,14 +170,19 @@ struct Server::Impl {
   ServerOptions opt;
   Counters counters;
   RecoveryInfo recovery;
+  uint16_t port = 0, http_port = 0;  // bound ports, set before the threads start
   // Declared before the io_context: connections destroyed with it use it.
   std::atomic<uint32_t> open_connections{0};
 
   asio::io_context io;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
-  tcp::acceptor acceptor{io};
-  tcp::acceptor http_acceptor{io};
-  std::optional<asio::signal_set> signals;
+  // The acceptors and the signal set are used only on this strand: their
+  // handlers re-arm them while ShutdownNow closes them, from other threads.
+  asio::strand<asio::io_context::executor_type> accept_strand{asio::make_strand(io)};
+  tcp::acceptor acceptor{accept_strand};
+  tcp::acceptor http_acceptor{accept_strand};
+  std::mutex signals_mu;  // HandleSignals (caller's thread) vs ShutdownNow (accept strand)
+  std::optional<asio::signal_set> signals;  // GUARDED_BY(signals_mu)
   std::vector<std::thread> io_threads;
 
   // The learner's own model, touched only by the learner thread (and by
@@ -346,19 +359,20 @@ class Connection : public std::enable_shared_from_this<Connection> {
     });
   }
 
-  // Closes after everything already answered is written.
-  void CloseAfterWrites() {
-    closing_ = true;
-    MaybeFinish();
-  }
-
  private:
   void ArmIdle() {
     if (srv_->opt.idle_timeout_s == 0) return;
     idle_.expires_after(std::chrono::seconds(srv_->opt.idle_timeout_s));
     idle_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
       if (ec) return;
-      if (self->slots_.empty() && !self->writing_) {
+      const auto limit = std::chrono::seconds(self->srv_->opt.idle_timeout_s);
+      // Idle: nothing owed. Stalled: a peer that has not taken a single
+      // response for the whole idle time (it never reads) would otherwise
+      // hold its connection, and its slot under max_connections, forever.
+      const bool idle = self->slots_.empty() && !self->writing_;
+      const bool stalled = self->writing_ && Clock::now() - self->write_started_ >= limit;
+      if (idle || stalled) {
+        if (stalled) self->peer_gone_ = true;
         boost::system::error_code ignored;
         self->socket_.shutdown(tcp::socket::shutdown_both, ignored);
         self->socket_.close(ignored);
@@ -369,12 +383,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void ReadMore() {
-    if (reading_ || closing_ || paused_ || !socket_.is_open()) return;
-    // Parse what is buffered first.
-    while (!paused_ && !closing_) {
+    // Handling a request can come back here (Fill -> Flush -> ReadMore);
+    // the outer call goes on parsing, so a nested one must not (it would
+    // recurse once per buffered frame and start a second concurrent read).
+    if (parsing_ || reading_ || closing_ || paused_ || !socket_.is_open()) return;
+    // Parse what is buffered first, no more than max_inflight unanswered.
+    parsing_ = true;
+    while (!paused_ && !closing_ && slots_.size() < srv_->opt.max_inflight) {
       if (!ParseOne()) break;
     }
-    if (paused_ || closing_) return;
+    parsing_ = false;
+    if (reading_ || paused_ || closing_ || !socket_.is_open()) return;
     if (slots_.size() >= srv_->opt.max_inflight) return;  // resumes when a response is written
     reading_ = true;
     socket_.async_read_some(asio::buffer(chunk_), asio::bind_executor(strand_, [self = shared_from_this()](
@@ -382,9 +401,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
                                                                                      size_t n) {
       self->reading_ = false;
       if (ec) {
-        // Peer closed or failed (also mid-frame): drop what is half-read.
+        // End of input (also mid-frame): drop what is half-read. A peer that
+        // only closed its sending side still gets every answer it is owed;
+        // after an error (reset, cancelled) nobody is there to read them.
         self->closing_ = true;
-        self->peer_gone_ = true;
+        if (ec != asio::error::eof) self->peer_gone_ = true;
         self->MaybeFinish();
         return;
       }
@@ -425,10 +446,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
     v1::Response r;
     r.set_code(v1::Response::INVALID_REQUEST);
     r.set_message(why + "; closing the connection (framing lost)");
+    // Stop reading before anything else: nothing after this point is parsed.
+    buf_.clear();
+    closing_ = true;
     uint64_t slot = NewSlot();
     Fill(slot, Frame(r));
-    buf_.clear();
-    CloseAfterWrites();
+    MaybeFinish();
     return false;
   }
 
@@ -464,6 +487,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return;
     }
     writing_ = true;
+    write_started_ = Clock::now();
     out_ = std::move(out);
     asio::async_write(socket_, asio::buffer(out_),
                       asio::bind_executor(strand_, [self = shared_from_this()](const boost::system::error_code& ec, size_t) {
@@ -541,7 +565,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
       }
       case v1::Request::kSnapshot: {
         std::weak_ptr<Connection> weak = shared_from_this();
-        std::lock_guard<std::mutex> l(srv_->learn_mu);
+        std::unique_lock<std::mutex> l(srv_->learn_mu);
+        if (srv_->stopping_learn) {
+          // The learner has been told to stop: it would never answer.
+          l.unlock();
+          Fill(slot, Frame(ErrorResponse(id, v1::Response::UNAVAILABLE, "server is shutting down")));
+          return;
+        }
         srv_->snapshot_waiters.push_back([weak, slot, id, this_srv = srv_](const Status& st, const std::string& path,
                                                                             uint64_t seq) {
           auto c = weak.lock();
@@ -658,9 +688,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     {
       std::lock_guard<std::mutex> l(srv_->commit_mu);
-      srv_->commit_queue.push_back(std::move(*job));
+      if (!srv_->stopping_commit) {
+        srv_->commit_queue.push_back(std::move(*job));
+        srv_->commit_cv.notify_one();
+        return;
+      }
     }
-    srv_->commit_cv.notify_one();
+    // The committer has drained and stopped (shutdown): this request, read
+    // before the drain but admitted after it, would never be logged or
+    // answered. Refuse it instead.
+    srv_->ReleaseCapacity(n);
+    Fill(job->slot, Frame(ErrorResponse(job->request_id, v1::Response::UNAVAILABLE, "server is shutting down")));
   }
 
   Server::Impl* srv_;
@@ -671,13 +709,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string buf_, out_;
   std::deque<std::pair<uint64_t, std::optional<std::string>>> slots_;
   uint64_t next_slot_ = 0;
-  bool reading_ = false, writing_ = false, closing_ = false, paused_ = false, peer_gone_ = false;
+  bool reading_ = false, parsing_ = false, writing_ = false, closing_ = false, paused_ = false, peer_gone_ = false;
+  Clock::time_point write_started_{};
 };
 
 // ---- Committer: log, fsync, acknowledge ---------------------------------------
 
 void Server::Impl::CommitterLoop() {
   auto last_sync = Clock::now();
+  uint64_t dropped_through = 0;  // DropCovered already done for this sequence
   std::vector<LearnJob> group;
   for (;;) {
     {
@@ -702,7 +742,10 @@ void Server::Impl::CommitterLoop() {
     const uint64_t first = next_sequence;
     std::vector<v1::WalRecord> records;
     if (st.ok()) st = wal->MaybeRoll(next_sequence, opt.wal_segment_bytes);
-    if (st.ok() && covered > 0) st = wal->DropCovered(covered);
+    if (st.ok() && covered > dropped_through) {
+      st = wal->DropCovered(covered);
+      dropped_through = covered;
+    }
     uint64_t seq = first;
     for (auto& job : group) {
       for (auto& d : job.docs) {
@@ -761,8 +804,12 @@ void Server::Impl::CommitterLoop() {
     }
     group.clear();
   }
-  Status st = wal->Sync();
-  if (!st.ok()) counters.err_wal++;
+  // Every group was synced as it was logged; this only matters if a future
+  // change buffers across groups. A failed log stays failed: not an error again.
+  if (learning_enabled) {
+    Status st = wal->Sync();
+    if (!st.ok()) counters.err_wal++;
+  }
 }
 
 // ---- Learner: apply in log order, publish, snapshot ------------------------------
@@ -771,6 +818,7 @@ void Server::Impl::LearnerLoop() {
   auto last_publish = Clock::now();
   auto last_snapshot = Clock::now();
   uint64_t since_publish = 0, since_snapshot = 0;
+  Status last_snapshot_status;
   for (;;) {
     std::deque<v1::WalRecord> batch;
     std::vector<std::function<void(const Status&, const std::string&, uint64_t)>> snap_waiters;
@@ -818,6 +866,7 @@ void Server::Impl::LearnerLoop() {
                                                 now - last_snapshot >= std::chrono::seconds(opt.snapshot_interval_s)));
     if (snapshot_due || stop) {
       Status st = since_snapshot > 0 || !snap_waiters.empty() || stop ? SaveSnapshot() : Status::OK();
+      last_snapshot_status = st;
       for (auto& w : snap_waiters) w(st, SnapshotPath(), model->learner_state().wal_sequence);
       if (st.ok()) {
         since_snapshot = 0;
@@ -825,7 +874,13 @@ void Server::Impl::LearnerLoop() {
       }
     }
     if (stop) {
-      if (since_publish > 0) Publish();
+      // The final snapshot (Shutdown() promises one): its failure is the
+      // server's exit status, not silence.
+      if (!last_snapshot_status.ok()) Fail(last_snapshot_status.WithContext("final snapshot"));
+      if (since_publish > 0) {
+        Status p = Publish();
+        if (!p.ok()) Fail(p);
+      }
       return;
     }
   }
@@ -951,10 +1006,11 @@ void Server::Impl::StartAccept() {
 void Server::Impl::ShutdownNow() {
   std::call_once(shutdown_once, [this] {
     draining = true;
-    asio::post(io, [this] {
+    asio::post(accept_strand, [this] {
       boost::system::error_code ignored;
       acceptor.close(ignored);
       http_acceptor.close(ignored);
+      std::lock_guard<std::mutex> l(signals_mu);
       if (signals) signals->cancel(ignored);
     });
     std::thread([this] {
@@ -992,12 +1048,10 @@ Server::~Server() {
     if (t.joinable()) t.join();
 }
 
-uint16_t Server::port() const { return impl_->acceptor.local_endpoint().port(); }
-uint16_t Server::http_port() const {
-  boost::system::error_code ec;
-  auto ep = impl_->http_acceptor.local_endpoint(ec);
-  return ec ? 0 : ep.port();
-}
+// Cached at Start: the acceptors belong to the I/O threads (which close them
+// on shutdown), so reading them from the caller's thread would race.
+uint16_t Server::port() const { return impl_->port; }
+uint16_t Server::http_port() const { return impl_->http_port; }
 const RecoveryInfo& Server::recovery() const { return impl_->recovery; }
 
 void Server::Shutdown() { impl_->ShutdownNow(); }
@@ -1013,7 +1067,8 @@ Status Server::Wait() {
 }
 
 void Server::HandleSignals() {
-  impl_->signals.emplace(impl_->io, SIGTERM, SIGINT);
+  std::lock_guard<std::mutex> l(impl_->signals_mu);
+  impl_->signals.emplace(impl_->accept_strand, SIGTERM, SIGINT);
   impl_->signals->async_wait([impl = impl_.get()](const boost::system::error_code& ec, int) {
     if (!ec) impl->ShutdownNow();
   });
@@ -1062,6 +1117,8 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, std:
   TRIB_RETURN_IF_ERROR(s.wal->Replay(after, [&](const v1::WalRecord& rec) { return s.Apply(rec); }, &rep));
   s.recovery.replayed = rep.records;
   s.recovery.torn_bytes = rep.torn_bytes;
+  // Documents in the model, whether they came from the snapshot or the log.
+  s.counters.documents_learned = s.model->learner_state().updates;
   s.next_sequence = std::max(after, rep.last_sequence) + 1;
   s.counters.documents_acknowledged = s.next_sequence - 1;
   TRIB_RETURN_IF_ERROR(s.wal->StartSegment(s.next_sequence));
@@ -1076,6 +1133,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, std:
   if (!ec) s.acceptor.bind(*ep, ec);
   if (!ec) s.acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) return Status::IOError("cannot listen on " + s.opt.listen + ": " + ec.message());
+  s.port = s.acceptor.local_endpoint(ec).port();
   if (!s.opt.http.empty()) {
     auto hep = ParseEndpoint(s.opt.http);
     if (!hep.ok()) return hep.status();
@@ -1084,6 +1142,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, std:
     if (!ec) s.http_acceptor.bind(*hep, ec);
     if (!ec) s.http_acceptor.listen(asio::socket_base::max_listen_connections, ec);
     if (ec) return Status::IOError("cannot listen (HTTP) on " + s.opt.http + ": " + ec.message());
+    s.http_port = s.http_acceptor.local_endpoint(ec).port();
   }
   // 4. Threads.
   s.work.emplace(asio::make_work_guard(s.io));

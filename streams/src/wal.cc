@@ -47,6 +47,12 @@ class PosixWalFile : public WalFile {
     if (::fdatasync(fd_) != 0) return Status::IOError("write-ahead log '" + path_ + "': fdatasync: " + std::strerror(errno));
     return Status::OK();
   }
+  Status Truncate(uint64_t size) override {
+    if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) {
+      return Status::IOError("write-ahead log '" + path_ + "': ftruncate: " + std::strerror(errno));
+    }
+    return Status::OK();
+  }
   Status Close() override {
     if (fd_ >= 0 && ::close(fd_) != 0) {
       fd_ = -1;
@@ -127,6 +133,23 @@ std::vector<std::string> WriteAheadLog::Segments() const {
   return out;
 }
 
+namespace {
+
+// Cuts a torn tail off `path`, durably: the segment must read cleanly once a
+// newer segment follows it, or the next restart would call it corruption.
+Status CutTornTail(const std::string& path, uint64_t valid_bytes) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return Status::IOError("write-ahead log '" + path + "': cannot open to drop a torn tail: " + std::strerror(errno));
+  Status st;
+  if (::ftruncate(fd, static_cast<off_t>(valid_bytes)) != 0 || ::fdatasync(fd) != 0) {
+    st = Status::IOError("write-ahead log '" + path + "': cannot drop a torn tail: " + std::strerror(errno));
+  }
+  ::close(fd);
+  return st;
+}
+
+}  // namespace
+
 Status WriteAheadLog::Replay(uint64_t after, const std::function<Status(const v1::WalRecord&)>& fn,
                              WalReplayReport* report) {
   WalReplayReport local;
@@ -144,6 +167,7 @@ Status WriteAheadLog::Replay(uint64_t after, const std::function<Status(const v1
       auto damaged = [&](const std::string& why) -> Status {
         if (last) {
           report->torn_bytes += data.size() - off;
+          TRIB_RETURN_IF_ERROR(CutTornTail(segs[s], off));
           off = data.size();
           return Status::OK();
         }
@@ -197,10 +221,12 @@ Status WriteAheadLog::StartSegment(uint64_t next_sequence) {
   current_ = std::move(f).value();
   current_first_ = next_sequence;
   current_bytes_ = 0;
+  synced_bytes_ = 0;
   return Status::OK();
 }
 
 Status WriteAheadLog::Append(const v1::WalRecord& record) {
+  if (!failed_.ok()) return failed_;
   if (!current_) return Status::Internal("write-ahead log: Append before StartSegment");
   std::string payload;
   record.SerializeToString(&payload);
@@ -214,14 +240,28 @@ Status WriteAheadLog::Append(const v1::WalRecord& record) {
 }
 
 Status WriteAheadLog::Sync() {
+  if (!failed_.ok()) return failed_;
   if (!current_) return Status::OK();
+  Status st;
   if (!buffer_.empty()) {
-    Status st = current_->Append(buffer_);
-    current_bytes_ += buffer_.size();
+    st = current_->Append(buffer_);
+    if (st.ok()) current_bytes_ += buffer_.size();
     buffer_.clear();
-    TRIB_RETURN_IF_ERROR(st);
   }
-  return current_->Sync();
+  if (st.ok()) st = current_->Sync();
+  if (st.ok()) {
+    synced_bytes_ = current_bytes_;
+    return st;
+  }
+  // Take back what this Sync may have written: those records are refused,
+  // never acknowledged, and must not come back on replay.
+  Status cut = current_->Truncate(synced_bytes_);
+  current_bytes_ = synced_bytes_;
+  if (!cut.ok()) {
+    st = Status::IOError(st.message() + " (and the unacknowledged tail could not be cut off: " + cut.message() + ")");
+  }
+  failed_ = st;
+  return st;
 }
 
 Status WriteAheadLog::DropCovered(uint64_t covered) {

@@ -25,6 +25,10 @@ class WalFile {
   virtual Status Append(const std::string& data) = 0;
   virtual Status Sync() = 0;
   virtual Status Close() = 0;
+  // Cuts the file back to its first `size` bytes. The log calls it after a
+  // failed Append or Sync to take back records it never acknowledged, so that
+  // a restart does not replay documents the clients were told were refused.
+  virtual Status Truncate(uint64_t size) = 0;
 };
 
 class WalFileFactory {
@@ -50,8 +54,10 @@ class WriteAheadLog {
 
   // Calls `fn` for every record with sequence > `after`, in order. A damaged
   // record at the end of the newest segment is a torn write (the record was
-  // never acknowledged): it and the rest of that segment are dropped and
-  // counted. Damage anywhere else is Corruption naming the segment and offset.
+  // never acknowledged): it and the rest of that segment are dropped, counted,
+  // and cut off the file (so that the segment stays valid once a newer one
+  // follows it). Damage anywhere else is Corruption naming the segment and
+  // offset.
   Status Replay(uint64_t after, const std::function<Status(const v1::WalRecord&)>& fn, WalReplayReport* report);
 
   // Starts appending in a new segment whose first record is `next_sequence`.
@@ -60,6 +66,11 @@ class WriteAheadLog {
   // Buffers a record; durable only after Sync().
   Status Append(const v1::WalRecord& record);
   // Writes buffered records and fdatasyncs: everything appended is durable.
+  // On failure the records appended since the last successful Sync are
+  // discarded (buffer dropped, file truncated back to its last durable
+  // length) and the log stays failed: every later Append/Sync returns the
+  // first error, since after a failed fsync the file's contents can no
+  // longer be trusted.
   Status Sync();
   // Deletes segments whose records all have sequence <= covered (they are in
   // a snapshot). The current segment is kept.
@@ -78,7 +89,9 @@ class WriteAheadLog {
   std::unique_ptr<WalFile> current_;
   uint64_t current_first_ = 0;
   uint64_t current_bytes_ = 0;
+  uint64_t synced_bytes_ = 0;  // durable length of the current segment
   std::string buffer_;
+  Status failed_;  // sticky: the first write/sync error
 };
 
 }  // namespace tributary
