@@ -75,13 +75,21 @@ TEST_P(BrokenPluginTest, RefusedWithReasonNamingTheFile) {
 
 INSTANTIATE_TEST_SUITE_P(
     Fixtures, BrokenPluginTest,
-    ::testing::Values(BrokenCase{"abi_major_mismatch", "ABI major version mismatch: host has 1.0, plugin was built for 2.0"},
-                      BrokenCase{"abi_minor_newer", "needs ABI 1.1 but host has only 1.0"},
+    ::testing::Values(BrokenCase{"abi_major_mismatch", "ABI major version mismatch: host has 1.1, plugin was built for 2.0"},
+                      BrokenCase{"abi_minor_newer", "needs ABI 1.2 but host has only 1.1"},
                       BrokenCase{"missing_entry", "missing entry point 'tributary_plugin_init'"},
                       BrokenCase{"missing_info", "missing symbol 'tributary_plugin_info'"},
                       BrokenCase{"bad_magic", "bad magic"},
                       BrokenCase{"init_fails", "initialisation failed (code 1): license file /nonexistent not found"}),
     [](const ::testing::TestParamInfo<BrokenCase>& p) { return std::string(p.param.fixture); });
+
+TEST(PluginRegistryTest, OlderMinorVersionAccepted) {
+  // Built for ABI 1.0 with the 1.0 vtable size: the host zero-extends it.
+  auto r = LoadPluginFile(Fixture("old_minor_loss"), TRIB_KIND_LOSS);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)->abi_minor, 0u);
+  EXPECT_NE((*r)->loss().weights, nullptr);
+}
 
 TEST(PluginRegistryTest, IncompleteVtableRefused) {
   auto r = LoadPluginFile(Fixture("incomplete_family"), TRIB_KIND_FAMILY);

@@ -90,6 +90,29 @@ TEST_F(SnapshotTest, RoundTripIsExact) {
   EXPECT_EQ(copy->stats().raw(), model_->stats().raw());
 }
 
+// A model resumed from a snapshot continues bit for bit as the uninterrupted
+// one (the family's incremental caches travel in the snapshot).
+TEST_F(SnapshotTest, ResumedTrainingEqualsUninterruptedTraining) {
+  for (const char* loss : {"ncll", "nll"}) {
+    SCOPED_TRACE(loss);
+    auto a = TrainedModel(loss);
+    std::string p = dir_ + "/resume.trib";
+    ASSERT_TRUE(a->Save(p).ok());
+    auto b = Model::Load(p, testing::BuiltinRegistry());
+    ASSERT_TRUE(b.ok());
+    auto la = SdemLearner::Create(a.get());
+    auto lb = SdemLearner::Create(b->get());
+    std::mt19937_64 rng(77);
+    for (int i = 0; i < 300; ++i) {
+      auto d = testing::MakeDoc(i, static_cast<int64_t>(rng() % 3),
+                                {{static_cast<uint32_t>(rng() % 50), 1.0}, {static_cast<uint32_t>(rng() % 50), 3.0}});
+      ASSERT_TRUE((*la)->Learn(d.View()).ok());
+      ASSERT_TRUE((*lb)->Learn(d.View()).ok());
+    }
+    EXPECT_EQ(a->stats().raw(), (*b)->stats().raw());
+  }
+}
+
 TEST_F(SnapshotTest, SaveIsAtomicAndLeavesNoTemporaryFiles) {
   ASSERT_TRUE(model_->Save(path_).ok());  // overwrite
   int files = 0;

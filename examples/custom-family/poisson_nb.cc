@@ -360,6 +360,28 @@ int GrowClasses(const trib_family_model* om, const trib_stats* os, trib_family_m
   });
 }
 
+// ABI 1.1: the running totals travel in snapshots, so that a model resumed
+// from a snapshot continues bit for bit (recomputing them sums in another
+// order and differs in the last bits).
+int ExportCache(const trib_family_model* mm, double* out, size_t* size, trib_error*) {
+  const Model* m = reinterpret_cast<const Model*>(mm);
+  *size = static_cast<size_t>(m->K) + 1;
+  if (out == nullptr) return TRIB_OK;
+  std::copy(m->raw_term_total.begin(), m->raw_term_total.end(), out);
+  out[m->K] = m->raw_class_total;
+  return TRIB_OK;
+}
+
+int ImportCache(trib_family_model* mm, const double* in, size_t size, trib_error* err) {
+  Model* m = reinterpret_cast<Model*>(mm);
+  if (size != static_cast<size_t>(m->K) + 1) {
+    return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "cache has %zu values, expected %u", size, m->K + 1);
+  }
+  std::copy(in, in + m->K, m->raw_term_total.begin());
+  m->raw_class_total = in[m->K];
+  return TRIB_OK;
+}
+
 }  // namespace
 
 TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_FAMILY, "poisson-nb", POISSON_NB_VERSION,
@@ -393,5 +415,7 @@ extern "C" TRIB_PLUGIN_EXPORT int tributary_plugin_init(const trib_host_api* hos
   v.commit = Commit;
   v.perplexity_tokens = nullptr;  // per-word perplexity over doc->total_count tokens
   v.grow_classes = GrowClasses;
+  v.export_cache = ExportCache;
+  v.import_cache = ImportCache;
   return TRIB_OK;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "tributary/document.h"
 
@@ -11,6 +12,39 @@ namespace {
 // Below this a block's scale is folded back into raw (O(block), rare): keeps
 // raw = (mu - shift abar) / scale well inside double range.
 constexpr double kMinScale = 1e-100;
+
+// True if every index is < size and every value finite, without a branch per
+// entry (integer reductions the compiler vectorises): an index is below size
+// iff index - size wraps (sign bit set) and index itself has no sign bit
+// (sizes are < 2^63); a double is not finite iff its exponent bits are all
+// ones, i.e. adding one to the exponent field carries into the sign bit.
+bool DeltaValid(const trib_delta& d, uint64_t size) {
+  constexpr uint64_t kExp = 0x7ff0000000000000ull, kExpOne = 0x0010000000000000ull;
+  uint64_t below = ~uint64_t{0}, high = 0, nonfinite = 0;
+  for (size_t j = 0; j < d.size; ++j) {
+    below &= d.index[j] - size;
+    high |= d.index[j];
+    uint64_t bits;
+    std::memcpy(&bits, &d.value[j], sizeof bits);
+    nonfinite |= (bits & kExp) + kExpOne;
+  }
+  return ((below & ~high & ~nonfinite) >> 63) != 0;
+}
+
+// Length of the run idx[0], idx[0] + 1, ... (at most max_len >= 1 entries),
+// checked eight entries at a time without a branch per entry.
+size_t RunLength(const uint64_t* idx, size_t max_len) {
+  const uint64_t i = idx[0];
+  size_t len = 1;
+  while (len + 8 <= max_len) {
+    uint64_t diff = 0;
+    for (size_t t = 0; t < 8; ++t) diff |= idx[len + t] ^ (i + len + t);
+    if (diff != 0) break;
+    len += 8;
+  }
+  while (len < max_len && idx[len] == i + len) ++len;
+  return len;
+}
 }  // namespace
 
 Result<std::unique_ptr<SdemLearner>> SdemLearner::Create(Model* model, uint64_t seed) {
@@ -62,19 +96,32 @@ Status SdemLearner::Learn(const trib_document& doc, LearnOutcome* outcome) {
   }
   scores_.resize(K);
   weights_.resize(K);
-  // 1. Scores.
-  TRIB_RETURN_IF_ERROR(Fail(doc, m.Score(doc, state_.get(), scores_.data())));
+  // 1. Scores. (Fail() names the document: only on the error path.)
+  if (Status st = m.Score(doc, state_.get(), scores_.data()); !st.ok()) return Fail(doc, st);
   uint32_t best = 0;
+  double best_score = scores_[0];
+  bool bad_score = false;
   for (uint32_t k = 0; k < K; ++k) {
-    if (std::isnan(scores_[k]) || scores_[k] == INFINITY) {
-      return Fail(doc, Status::Numeric("family '" + m.family().name + "' scored class " + std::to_string(k) + " as " +
-                                       std::to_string(scores_[k]) + ", expected a finite log-probability"));
+    const double sk = scores_[k];
+    bad_score |= std::isnan(sk) || sk == INFINITY;
+    if (sk > best_score) {
+      best_score = sk;
+      best = k;
     }
-    if (scores_[k] > scores_[best]) best = k;
+  }
+  if (bad_score) {
+    for (uint32_t k = 0; k < K; ++k) {
+      if (std::isnan(scores_[k]) || scores_[k] == INFINITY) {
+        return Fail(doc, Status::Numeric("family '" + m.family().name + "' scored class " + std::to_string(k) +
+                                         " as " + std::to_string(scores_[k]) + ", expected a finite log-probability"));
+      }
+    }
   }
   // 2. Loss: w and c.
   double c = 0, loss_value = 0;
-  trib_error err{};
+  trib_error err;  // (not zero-filled: 516 bytes per document; plugins write a NUL-terminated message)
+  err.code = TRIB_OK;
+  err.message[0] = '\0';
   int rc = loss.loss().weights(scores_.data(), K, doc.label, weights_.data(), &c, &loss_value, &err);
   if (rc != TRIB_OK) return Fail(doc, PluginStatus(rc, err, loss, "weights"));
   const double dw = doc.weight;
@@ -88,14 +135,17 @@ Status SdemLearner::Learn(const trib_document& doc, LearnOutcome* outcome) {
   rc = m.family().family().accumulate(m.family_model(), &view, state_->get(), &doc, weights_.data(), &delta, &err);
   if (rc != TRIB_OK) return Fail(doc, PluginStatus(rc, err, m.family(), "accumulate"));
   const uint64_t size = m.stats().size();
-  for (size_t j = 0; j < delta.size; ++j) {
-    if (delta.index[j] >= size) {
-      return Fail(doc, Status::PluginError("family '" + m.family().name + "' produced statistic index " +
-                                           std::to_string(delta.index[j]) + " >= " + std::to_string(size)));
-    }
-    if (!std::isfinite(delta.value[j])) {
-      return Fail(doc, Status::Numeric("expected statistics are not finite (entry " + std::to_string(delta.index[j]) +
-                                       ")"));
+  if (!DeltaValid(delta, size)) {
+    // Find and name the first bad entry.
+    for (size_t j = 0; j < delta.size; ++j) {
+      if (delta.index[j] >= size) {
+        return Fail(doc, Status::PluginError("family '" + m.family().name + "' produced statistic index " +
+                                             std::to_string(delta.index[j]) + " >= " + std::to_string(size)));
+      }
+      if (!std::isfinite(delta.value[j])) {
+        return Fail(doc, Status::Numeric("expected statistics are not finite (entry " +
+                                         std::to_string(delta.index[j]) + ")"));
+      }
     }
   }
   // 4. Apply (eq. 15 / Table 1), lazily per block.
@@ -123,14 +173,35 @@ Status SdemLearner::Learn(const trib_document& doc, LearnOutcome* outcome) {
       blocks[b].shift = blocks[b].shift * f + rho / n;
     }
   }
+  // raw += rho delta / scale, entry by entry: the block's bounds and factor
+  // rho / scale are looked up only when the block changes (the delta runs
+  // through one block at a time), and contiguous runs of indices (a family's
+  // rows) take a loop the compiler vectorises.
   old_raw_.resize(delta.size);
-  auto& raw = m.stats().raw();
-  uint32_t b = 0;
-  for (size_t j = 0; j < delta.size; ++j) {
-    const uint64_t i = delta.index[j];
-    if (i < blocks[b].offset || i >= blocks[b].offset + blocks[b].size) b = m.stats().BlockOf(i);
-    old_raw_[j] = raw[i];
-    raw[i] += rho * delta.value[j] / blocks[b].scale;
+  double* const raw = m.stats().raw().data();
+  double* const old_raw = old_raw_.data();
+  const uint64_t* const idx = delta.index;
+  const double* const val = delta.value;
+  uint64_t lo = 1, hi = 0;  // current block [lo, hi); empty at first
+  double mult = 0;
+  size_t j = 0;
+  while (j < delta.size) {
+    const uint64_t i = idx[j];
+    if (i < lo || i >= hi) {
+      const trib_block& blk = blocks[m.stats().BlockOf(i)];
+      lo = blk.offset;
+      hi = blk.offset + blk.size;
+      mult = rho / blk.scale;
+    }
+    const size_t len = RunLength(idx + j, std::min<uint64_t>(delta.size - j, hi - i));
+    double* __restrict r = raw + i;
+    double* __restrict o = old_raw + j;
+    const double* __restrict v = val + j;
+    for (size_t t = 0; t < len; ++t) {
+      o[t] = r[t];
+      r[t] += v[t] * mult;
+    }
+    j += len;
   }
   // 5. Check-step and caches.
   trib_step step{rho, n, c, ls.updates};

@@ -4,12 +4,14 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/crc.hpp>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "tributary/model.h"
 #include "tributary/v1/tributary.pb.h"
@@ -104,6 +106,15 @@ Status Model::Save(const std::string& path) const {
     pb->set_shift(b.shift);
   }
   snap.mutable_raw()->Add(stats_.raw().begin(), stats_.raw().end());
+  if (family_->family().export_cache) {
+    trib_error err{};
+    size_t n = 0;
+    int rc = family_->family().export_cache(fmodel_, nullptr, &n, &err);
+    std::vector<double> cache(n);
+    if (rc == TRIB_OK && n > 0) rc = family_->family().export_cache(fmodel_, cache.data(), &n, &err);
+    if (rc != TRIB_OK) return PluginStatus(rc, err, *family_, "export_cache").WithContext("saving '" + path + "'");
+    snap.mutable_family_cache()->Add(cache.begin(), cache.begin() + static_cast<std::ptrdiff_t>(std::min(n, cache.size())));
+  }
   snap.set_created_by("tributary 0.1.0");
   std::string payload;
   if (!snap.SerializeToString(&payload)) return Status::Internal("cannot serialize snapshot for '" + path + "'");
@@ -227,6 +238,12 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const Plugin
   // Caches only: the check-step leaves feasible statistics unchanged.
   trib_step step{0.0, m->learner_.effective_size, 0.0, m->learner_.updates};
   TRIB_RETURN_IF_ERROR(m->Rebuild(step).WithContext("snapshot '" + path + "'"));
+  if (snap.family_cache_size() > 0 && m->family_->family().import_cache) {
+    trib_error err{};
+    int rc = m->family_->family().import_cache(m->fmodel_, snap.family_cache().data(),
+                                                static_cast<size_t>(snap.family_cache_size()), &err);
+    if (rc != TRIB_OK) return PluginStatus(rc, err, *m->family_, "import_cache").WithContext("snapshot '" + path + "'");
+  }
   return m;
 }
 

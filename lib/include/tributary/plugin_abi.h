@@ -57,7 +57,7 @@ extern "C" {
 #endif
 
 #define TRIB_ABI_MAJOR 1u
-#define TRIB_ABI_MINOR 0u
+#define TRIB_ABI_MINOR 1u
 #define TRIB_PLUGIN_MAGIC 0x54524942u /* "TRIB" */
 
 #if defined(_WIN32)
@@ -310,8 +310,25 @@ typedef struct trib_family_vtable {
   int (*grow_classes)(const trib_family_model* old_model, const trib_stats* old_stats,
                       trib_family_model* new_model, trib_stats* new_stats, trib_error* err);
 
-  /* ABI 1.1 will append the hooks of the SEP engine (cavity, moment
-   * matching) here, optional for families built against 1.0. */
+  /* ---- ABI 1.1 ---- */
+
+  /* Optional (NULL: the family keeps no incremental caches, or accepts that
+   * a model resumed from a snapshot may differ from the uninterrupted one in
+   * the last bits). Caches maintained incrementally in commit() (e.g. running
+   * totals) are not bit-identical to the same caches recomputed by rebuild(),
+   * because floating-point sums depend on their order. For a model resumed
+   * from a snapshot to continue exactly as the uninterrupted model would, the
+   * host saves the family's caches in the snapshot and restores them after
+   * loading:
+   *   export_cache: called with out == NULL sets *size to the number of
+   *     doubles; then again with room for *size doubles to fill them.
+   *   import_cache: called after rebuild() on a freshly loaded model with
+   *     what export_cache produced; must check `size` and refuse a mismatch. */
+  int (*export_cache)(const trib_family_model* model, double* out, size_t* size, trib_error* err);
+  int (*import_cache)(trib_family_model* model, const double* in, size_t size, trib_error* err);
+
+  /* Later minor versions append the SEP engine's hooks (cavity, moment
+   * matching) here, optional for families built against older minors. */
 } trib_family_vtable;
 
 /* ---- Loss --------------------------------------------------------------- */

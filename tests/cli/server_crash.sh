@@ -1,0 +1,272 @@
+#!/usr/bin/env bash
+# Crash test of `tributary serve` (issue 5): kill -9 at random moments, restart,
+# and check that nothing acknowledged was lost and that the recovered model is,
+# bit for bit, the model trained offline on the logged documents.
+#
+# A Python feeder sends a generated stream of 6,000 documents in order, in
+# learn requests of 20 documents, 3 requests in flight, and tracks the highest
+# acknowledged document. The server runs with group commit every 10 ms and a
+# snapshot every 500 documents, so recovery exercises both the snapshot and the
+# log replay. Five times, at a random point of the stream plus a random delay,
+# the server is killed with SIGKILL and restarted; then
+#   - stats.wal_sequence (durable documents; sequences are contiguous from 1)
+#     must be >= the highest acknowledged document;
+#   - a snapshot is taken and its stats_digest (tributary inspect) must equal
+#     that of `tributary train` on exactly the first wal_sequence documents of
+#     the stream, with the same --n, --seed, family and loss;
+#   - feeding resumes at document wal_sequence, so the log is always a prefix
+#     of the stream (and every learn response's first_sequence is checked).
+# The last crash is not resumed from. Finally SIGTERM must exit 0 and a
+# restart must recover the same model without replaying anything.
+# Usage: server_crash.sh PATH/TO/tributary SOURCE_DIR   (CRASH_SEED=... to replay a run)
+set -euo pipefail
+T=$1
+SRC=$2
+dir=$(mktemp -d)
+cleanup() {
+  if [[ -s "$dir/server.pid" ]]; then
+    pid=$(cat "$dir/server.pid")
+    kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null || true
+  fi
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+
+PY=
+for p in python3 /usr/bin/python3; do
+  if command -v "$p" >/dev/null && "$p" -c 'import google.protobuf' 2>/dev/null; then PY=$p; break; fi
+done
+[[ -n "$PY" ]] || { echo "FAIL: no python3 with google.protobuf (apt-get install python3-protobuf)" >&2; exit 1; }
+export TRIBUTARY_PROTO="$SRC/proto/tributary/v1/tributary.proto"
+export TRIBUTARY_PB2_DIR="$dir/pb2"
+export PYTHONPATH="$SRC/examples/python-client${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONDONTWRITEBYTECODE=1  # keep the source tree clean
+
+# The stream: 6,000 documents of three topics (overlapping vocabularies).
+"$PY" - "$dir/train.tsv" <<'EOF'
+import random, sys
+rng = random.Random(11)
+words = ["w%03d" % i for i in range(400)]
+topics = {"alpha": words[0:200], "beta": words[100:300], "gamma": words[200:400]}
+with open(sys.argv[1], "w") as f:
+    for i in range(6000):
+        label = rng.choice(sorted(topics))
+        text = " ".join(rng.choice(topics[label]) for _ in range(rng.randint(5, 40)))
+        f.write("%s\t%s\n" % (label, text))
+EOF
+"$T" convert -q --format tsv --in "$dir/train.tsv" --out "$dir/train.pb"
+
+seed=${CRASH_SEED:-$RANDOM$RANDOM}
+echo "CRASH_SEED=$seed"
+# Bounded: every wait below has a deadline; the whole run has one too.
+timeout -s KILL 240 "$PY" - "$T" "$dir" "$seed" <<'EOF'
+import os, random, shutil, signal, subprocess, sys, threading, time, json
+import tributary_client as tc
+
+T, DIR, SEED = sys.argv[1], sys.argv[2], int(sys.argv[3])
+N = 6000           # --n, server and offline alike
+BATCH, WINDOW = 20, 3
+KILLS = 5
+rng = random.Random(SEED)
+pb2 = tc.load_pb2()
+DATA = os.path.join(DIR, "data")
+PORT_FILE = os.path.join(DIR, "port")
+LOG = open(os.path.join(DIR, "server.log"), "ab")
+
+def fail(msg):
+    LOG.flush()
+    sys.stderr.write("FAIL: %s\n--- server log ---\n" % msg)
+    sys.stderr.write(open(os.path.join(DIR, "server.log")).read())
+    sys.stderr.flush()
+    os._exit(1)
+
+# The stream's frames, kept as bytes: the offline prefix is written from them.
+frames = []
+with open(os.path.join(DIR, "train.pb"), "rb") as f:
+    while True:
+        body = tc.read_frame(f.read)
+        if body is None:
+            break
+        frames.append(body)
+header_frame, doc_frames = frames[0], frames[1:]
+docs = [pb2.Document.FromString(b) for b in doc_frames]
+assert len(docs) == N, len(docs)
+
+server = None
+
+def start_server():
+    global server
+    if os.path.exists(PORT_FILE):
+        os.unlink(PORT_FILE)
+    server = subprocess.Popen(
+        [T, "serve", "--data-dir", DATA, "--schema", os.path.join(DIR, "train.pb"), "--n", str(N),
+         "--family", "multinomial", "--loss", "ncll",
+         "--seed", "1", "--listen", "127.0.0.1:0", "--port-file", PORT_FILE,
+         "--fsync", "interval", "--fsync-interval-ms", "10", "--snapshot-every", "500"],
+        stdout=LOG, stderr=LOG)
+    with open(os.path.join(DIR, "server.pid"), "w") as f:
+        f.write(str(server.pid))
+    deadline = time.monotonic() + 20
+    while not os.path.exists(PORT_FILE):
+        if server.poll() is not None:
+            fail("server exited with status %d while starting" % server.returncode)
+        if time.monotonic() > deadline:
+            fail("server did not write its port file within 20 s")
+        time.sleep(0.02)
+    return int(open(PORT_FILE).read().split()[0])
+
+class Feeder(threading.Thread):
+    """Sends docs[next_index:] in order while `go` is set; tracks acks."""
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.lock = threading.Lock()
+        self.go = threading.Event()
+        self.offline = threading.Event()
+        self.offline.set()
+        self.port = None
+        self.next_index = 0
+        self.acked = 0      # documents [0, acked) are acknowledged
+        self.requests = 0
+        self.error = None
+
+    def run(self):
+        while True:
+            self.go.wait()
+            try:
+                self.feed()
+            except (OSError, EOFError, ConnectionError) as e:  # the server died under us
+                pass
+            except Exception as e:
+                self.error = repr(e)
+            finally:
+                self.go.clear()
+                self.offline.set()
+
+    def feed(self):
+        with tc.Client("127.0.0.1", self.port, timeout=20, pb2=pb2) as c:
+            sent = self.next_index
+            inflight = []  # (request_id, first index, count)
+            while sent < N or inflight:
+                while sent < N and len(inflight) < WINDOW:
+                    n = min(BATCH, N - sent)
+                    r = c.new_request()
+                    r.learn.documents.extend(docs[sent:sent + n])
+                    c.send(r)
+                    inflight.append((r.request_id, sent, n))
+                    sent += n
+                resp = c.receive(check=False)
+                rid, first, n = inflight.pop(0)
+                if resp.request_id != rid or resp.code != pb2.Response.OK:
+                    raise RuntimeError("request %d: answer %s" % (rid, resp))
+                if resp.learn.acknowledged != n or resp.learn.first_sequence != first + 1:
+                    raise RuntimeError("request for documents [%d, %d): acknowledged %d from sequence %d"
+                                       % (first, first + n, resp.learn.acknowledged, resp.learn.first_sequence))
+                with self.lock:
+                    self.acked = first + n
+                    self.requests += 1
+
+def digest(model):
+    out = subprocess.run([T, "inspect", "--json", "--model", model], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)
+
+def check_against_offline(port, wal_seq, tag):
+    """Snapshot now; compare with `tributary train` on the first wal_seq documents."""
+    with tc.Client("127.0.0.1", port, timeout=30, pb2=pb2) as c:
+        snap = c.snapshot()
+    if snap.wal_sequence != wal_seq:
+        fail("%s: snapshot at sequence %d, stats said %d" % (tag, snap.wal_sequence, wal_seq))
+    served = os.path.join(DIR, "served-%s.trib" % tag)
+    shutil.copyfile(snap.path, served)  # the server may snapshot again later
+    prefix = os.path.join(DIR, "prefix.pb")
+    with open(prefix, "wb") as f:
+        f.write(tc.encode_varint(len(header_frame)) + header_frame)
+        for b in doc_frames[:wal_seq]:
+            f.write(tc.encode_varint(len(b)) + b)
+    offline = os.path.join(DIR, "offline.trib")
+    subprocess.run([T, "train", "-q", "--in", prefix, "--out", offline, "--n", str(N), "--seed", "1",
+                    "--family", "multinomial", "--loss", "ncll"], check=True)
+    s, o = digest(served), digest(offline)
+    if s["updates"] != wal_seq or o["updates"] != wal_seq:
+        fail("%s: updates served %d, offline %d, expected %d" % (tag, s["updates"], o["updates"], wal_seq))
+    if s["stats_digest"] != o["stats_digest"]:
+        fail("%s: recovered model differs from the offline model on %d documents: digest %s vs %s"
+             % (tag, wal_seq, s["stats_digest"], o["stats_digest"]))
+    return s["stats_digest"]
+
+t0 = time.monotonic()
+feeder = Feeder()
+feeder.start()
+port = start_server()
+feeder.port = port
+feeder.offline.clear()  # before go: the main loop reads it as "the feeder stopped"
+feeder.go.set()
+# Kill points: one random point in each of KILLS equal slices of the stream's
+# first 90%, plus a random delay of 0-40 ms.
+slice_len = int(N * 0.9) // KILLS
+results = []
+for k in range(KILLS):
+    target = k * slice_len + rng.randrange(slice_len // 4, slice_len)
+    deadline = time.monotonic() + 60
+    while True:
+        with feeder.lock:
+            acked = feeder.acked
+        if acked >= target or feeder.offline.is_set() or time.monotonic() > deadline:
+            break
+        time.sleep(0.001)
+    if feeder.error:
+        fail("feeder: " + feeder.error)
+    if acked < target:
+        fail("crash %d: only %d documents acknowledged after 60 s (waiting for %d)" % (k + 1, acked, target))
+    time.sleep(rng.uniform(0, 0.04))
+    server.send_signal(signal.SIGKILL)
+    server.wait(timeout=10)
+    if not feeder.offline.wait(timeout=30):
+        fail("crash %d: the feeder did not notice the dead server" % (k + 1))
+    if feeder.error:
+        fail("feeder: " + feeder.error)
+    with feeder.lock:
+        acked = feeder.acked
+    port = start_server()
+    with tc.Client("127.0.0.1", port, timeout=30, pb2=pb2) as c:
+        st = c.stats()
+    wal_seq = st.wal_sequence
+    recovery = [l for l in open(os.path.join(DIR, "server.log")).read().splitlines() if "recovered" in l][-1]
+    print("crash %d: killed after %d acknowledged documents; recovered wal_sequence %d (%s)"
+          % (k + 1, acked, wal_seq, recovery.split("(", 1)[-1].rstrip(")")))
+    if wal_seq < acked:
+        fail("crash %d: %d documents acknowledged but only %d recovered" % (k + 1, acked, wal_seq))
+    if wal_seq > N:
+        fail("crash %d: wal_sequence %d beyond the %d documents sent" % (k + 1, wal_seq, N))
+    d = check_against_offline(port, wal_seq, "crash%d" % (k + 1))
+    results.append((acked, wal_seq, d))
+    if k + 1 < KILLS:  # resume from the first document that is not in the log
+        with feeder.lock:
+            feeder.next_index = wal_seq
+            feeder.acked = wal_seq
+        feeder.port = port
+        feeder.offline.clear()
+        feeder.go.set()
+
+# Graceful stop, then a clean restart recovers the same model.
+final_seq = results[-1][1]
+server.send_signal(signal.SIGTERM)
+try:
+    rc = server.wait(timeout=30)
+except subprocess.TimeoutExpired:
+    fail("server still running 30 s after SIGTERM")
+if rc != 0:
+    fail("server exited with status %d after SIGTERM" % rc)
+port = start_server()
+with tc.Client("127.0.0.1", port, timeout=30, pb2=pb2) as c:
+    st = c.stats()
+if st.wal_sequence != final_seq:
+    fail("after SIGTERM and restart: wal_sequence %d, expected %d" % (st.wal_sequence, final_seq))
+if check_against_offline(port, final_seq, "final") != results[-1][2]:
+    fail("the model changed across a clean restart")
+server.send_signal(signal.SIGTERM)
+rc = server.wait(timeout=30)
+if rc != 0:
+    fail("server exited with status %d after SIGTERM" % rc)
+print("OK: %d crashes, every acknowledged document recovered, models equal to offline training "
+      "(%d requests, %.1f s)" % (KILLS, feeder.requests, time.monotonic() - t0))
+EOF
