@@ -150,8 +150,10 @@ TEST_F(BadInputTest, BadDocumentsNamedAndSkippableWithoutLoss) {
     d.set_term_counts(0, std::numeric_limits<double>::infinity());
     cases.push_back({"inf_count", d, "term_counts[0] is inf"});
   }
-  cases.push_back({"id_out_of_range", Doc(99, "c0", {1, 500}), "term id 500 out of range: the stream's vocabulary size is 20"});
-  cases.push_back({"unknown_label", Doc(99, "c7", {1}), "label 'c7' is not a class of the model (expected one of: c0, c1)"});
+  cases.push_back(
+      {"id_out_of_range", Doc(99, "c0", {1, 500}), "term id 500 out of range: the stream's vocabulary size is 20"});
+  cases.push_back(
+      {"unknown_label", Doc(99, "c7", {1}), "label 'c7' is not a class of the model (expected one of: c0, c1)"});
   cases.push_back({"empty", Doc(99, "c0", {}), "empty document"});
   {
     v1::Document d = Doc(99, "c0", {1});
@@ -200,8 +202,8 @@ TEST_F(BadInputTest, NanRealFeatureNamed) {
   bad.set_reals(1, std::numeric_limits<double>::infinity());
   std::string p = Write("reals.pb", h, {ok, ok, bad, ok});
   std::string out;
-  EXPECT_EQ(testing::RunCommand(testing::ProgramPath() + " train -q --family gaussian --loss nll --in " + p + " --out " +
-                                    dir_ + "/g.trib",
+  EXPECT_EQ(testing::RunCommand(testing::ProgramPath() + " train -q --family gaussian --loss nll --in " + p +
+                                    " --out " + dir_ + "/g.trib",
                                 &out, true),
             1);
   EXPECT_THAT(out, HasSubstr("document #2 (id 'sensor-7'): real feature 1 is inf"));
@@ -247,8 +249,8 @@ TEST_F(BadInputTest, EvalRefusesUnknownLabelAndCountsUnseenTerms) {
   EXPECT_THAT(out, HasSubstr("\"documents\":2"));
   h.mutable_schema()->add_class_names("c9");
   std::string bad = Write("bad_test.pb", h, {Doc(0, "c9", {0})});
-  EXPECT_EQ(testing::RunCommand(testing::ProgramPath() + " eval --model " + dir_ + "/model.trib --in " + bad, &out, true),
-            1);
+  EXPECT_EQ(
+      testing::RunCommand(testing::ProgramPath() + " eval --model " + dir_ + "/model.trib --in " + bad, &out, true), 1);
   EXPECT_THAT(out, HasSubstr("label 'c9' is not a class of the model"));
 }
 

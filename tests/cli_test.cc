@@ -41,7 +41,8 @@ class CliTest : public ::testing::Test {
       }
       d.set_label(label);
       for (int j = 0; j < 6; ++j) {
-        uint32_t t = (rng() % 3 == 0) ? static_cast<uint32_t>(rng() % 40) : static_cast<uint32_t>((10 * k + rng() % 10) % 40);
+        uint32_t t =
+            (rng() % 3 == 0) ? static_cast<uint32_t>(rng() % 40) : static_cast<uint32_t>((10 * k + rng() % 10) % 40);
         d.add_term_ids(t);
       }
       EXPECT_TRUE((*w)->Write(d).ok());
@@ -100,8 +101,8 @@ TEST_F(CliTest, PredictProtobufOutput) {
   std::string train = MakeStream("train.pb", 200, 1);
   std::string out;
   ASSERT_EQ(Run("train -q --in " + train + " --out " + dir_ + "/m.trib", &out, true), 0) << out;
-  ASSERT_EQ(Run("predict --format pb --model " + dir_ + "/m.trib --in " + train + " --out " + dir_ + "/p.pb", &out, true),
-            0)
+  ASSERT_EQ(
+      Run("predict --format pb --model " + dir_ + "/m.trib --in " + train + " --out " + dir_ + "/p.pb", &out, true), 0)
       << out;
   // Frames: a PredictionHeader, then one Prediction per document.
   std::string data = ReadAll(dir_ + "/p.pb");
@@ -148,9 +149,10 @@ TEST_F(CliTest, SameSeedSameModelBitForBit) {
   std::string s = MakeStream("s.pb", 300, 4);
   std::string out;
   for (int i = 0; i < 2; ++i) {
-    ASSERT_EQ(Run("train -q --shuffle --seed 9 --epochs 3 --in " + s + " --out " + dir_ + "/m" + std::to_string(i) + ".trib",
-                  &out, true),
-              0)
+    ASSERT_EQ(
+        Run("train -q --shuffle --seed 9 --epochs 3 --in " + s + " --out " + dir_ + "/m" + std::to_string(i) + ".trib",
+            &out, true),
+        0)
         << out;
   }
   EXPECT_EQ(ReadAll(dir_ + "/m0.trib"), ReadAll(dir_ + "/m1.trib"));
@@ -182,9 +184,8 @@ TEST_F(CliTest, PluginsListing) {
     EXPECT_TRUE(names.count(want)) << want;
   }
   // A directory with broken plugins is searched through TRIBUTARY_PLUGIN_PATH.
-  ASSERT_EQ(testing::RunCommand("TRIBUTARY_PLUGIN_PATH=" TRIBUTARY_FIXTURE_PLUGIN_DIR " " + testing::ProgramPath() +
-                                    " plugins",
-                                &out),
+  ASSERT_EQ(testing::RunCommand(
+                "TRIBUTARY_PLUGIN_PATH=" TRIBUTARY_FIXTURE_PLUGIN_DIR " " + testing::ProgramPath() + " plugins", &out),
             0);
   EXPECT_THAT(out, HasSubstr("double-ncll"));
   EXPECT_THAT(out, HasSubstr("refused"));
@@ -199,16 +200,18 @@ TEST_F(CliTest, ThirdPartyLossByNameAndByPath) {
                                 &out, true),
             0)
       << out;
-  ASSERT_EQ(Run("train -q --loss " TRIBUTARY_FIXTURE_PLUGIN_DIR "/good_loss.so --in " + s + " --out " + dir_ + "/b.trib",
-                &out, true),
-            0)
+  ASSERT_EQ(
+      Run("train -q --loss " TRIBUTARY_FIXTURE_PLUGIN_DIR "/good_loss.so --in " + s + " --out " + dir_ + "/b.trib",
+          &out, true),
+      0)
       << out;
   // A model trained with a plugin named by path can be evaluated without
   // TRIBUTARY_PLUGIN_PATH: the snapshot remembers where the plugin was.
   EXPECT_EQ(Run("eval --json --model " + dir_ + "/b.trib --in " + s, &out, true), 0) << out;
-  EXPECT_EQ(Run("train -q --loss " TRIBUTARY_FIXTURE_PLUGIN_DIR "/init_fails.so --in " + s + " --out " + dir_ + "/c.trib",
-                &out, true),
-            1);
+  EXPECT_EQ(
+      Run("train -q --loss " TRIBUTARY_FIXTURE_PLUGIN_DIR "/init_fails.so --in " + s + " --out " + dir_ + "/c.trib",
+          &out, true),
+      1);
   EXPECT_THAT(out, HasSubstr("init_fails.so"));
   EXPECT_THAT(out, HasSubstr("initialisation failed"));
   EXPECT_EQ(Run("train -q --family nosuch --in " + s + " --out " + dir_ + "/c.trib", &out, true), 1);

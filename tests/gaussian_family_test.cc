@@ -382,9 +382,9 @@ TEST(GaussianFamily, CheckStepKeepsStatisticsFeasibleUnderHugeSteps) {
       const double extremes[] = {0.0, 1e6, -1e6, 1e-300, 5e-324, 1e8 + 1e-8, 1e100, -1e100, 3.0};
       for (uint64_t i = 0; i < 600; ++i) {
         std::vector<double> x(3);
-        x[0] = 7.0;                                              // constant: zero variance in the data
+        x[0] = 7.0;  // constant: zero variance in the data
         x[1] = extremes[(i / 3) % (sizeof(extremes) / sizeof(extremes[0]))] * (i % 2 ? 1 : -1);
-        x[2] = 1e8 + 1e-3 * u(rng);                              // far from 0, tiny spread
+        x[2] = 1e8 + 1e-3 * u(rng);                               // far from 0, tiny spread
         const int64_t y = static_cast<int64_t>((i * 7 / 5) % 3);  // labels unrelated to x
         DocumentBuffer d = RealDoc(i, y, x);
         LearnOutcome out;
@@ -473,8 +473,8 @@ TEST(GaussianFamily, SnapshotRoundTripIsExact) {
   EXPECT_EQ(l.family().name, "gaussian");
   EXPECT_EQ(l.family().version, "1.0.0");
   ASSERT_EQ(l.stats().size(), model->stats().size());
-  EXPECT_EQ(0, std::memcmp(l.stats().raw().data(), model->stats().raw().data(),
-                           model->stats().size() * sizeof(double)));
+  EXPECT_EQ(0,
+            std::memcmp(l.stats().raw().data(), model->stats().raw().data(), model->stats().size() * sizeof(double)));
   ASSERT_EQ(l.stats().blocks().size(), model->stats().blocks().size());
   for (size_t b = 0; b < l.stats().blocks().size(); ++b) {
     const trib_block& x = l.stats().blocks()[b];
@@ -553,16 +553,15 @@ TEST(GaussianFamily, AddClassKeepsOldClassesAndStartsNewOneAtThePrior) {
 // ---- Options and schema ------------------------------------------------------
 
 TEST(GaussianFamily, RefusesUnknownOption) {
-  auto m = Model::Create(BuiltinFamily("gaussian"), BuiltinLoss("nll"), Schema(RealSchema(1, 2)),
-                         {{"smoothing", "3"}});
+  auto m = Model::Create(BuiltinFamily("gaussian"), BuiltinLoss("nll"), Schema(RealSchema(1, 2)), {{"smoothing", "3"}});
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), Status::Code::kInvalidArgument);
   EXPECT_NE(m.status().message().find("smoothing"), std::string::npos) << m.status().message();
 }
 
 TEST(GaussianFamily, RefusesBadOptionValues) {
-  for (const auto& [key, value] : Options{{"prior", "0"}, {"prior", "-1"}, {"prior", "abc"},
-                                          {"prior_variance", "0"}, {"prior_variance", "nan"}}) {
+  for (const auto& [key, value] :
+       Options{{"prior", "0"}, {"prior", "-1"}, {"prior", "abc"}, {"prior_variance", "0"}, {"prior_variance", "nan"}}) {
     auto m = Model::Create(BuiltinFamily("gaussian"), BuiltinLoss("nll"), Schema(RealSchema(1, 2)), {{key, value}});
     ASSERT_FALSE(m.ok()) << key << "=" << value;
     EXPECT_EQ(m.status().code(), Status::Code::kInvalidArgument);

@@ -75,7 +75,8 @@ TEST_P(BrokenPluginTest, RefusedWithReasonNamingTheFile) {
 
 INSTANTIATE_TEST_SUITE_P(
     Fixtures, BrokenPluginTest,
-    ::testing::Values(BrokenCase{"abi_major_mismatch", "ABI major version mismatch: host has 1.1, plugin was built for 2.0"},
+    ::testing::Values(BrokenCase{"abi_major_mismatch",
+                                 "ABI major version mismatch: host has 1.1, plugin was built for 2.0"},
                       BrokenCase{"abi_minor_newer", "needs ABI 1.2 but host has only 1.1"},
                       BrokenCase{"missing_entry", "missing entry point 'tributary_plugin_init'"},
                       BrokenCase{"missing_info", "missing symbol 'tributary_plugin_info'"},

@@ -15,12 +15,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <google/protobuf/io/coded_stream.h>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <google/protobuf/io/coded_stream.h>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -373,7 +373,8 @@ class FaultyFiles : public WalFileFactory {
       return inner_->Append(data);
     }
     Status Sync() override {
-      if (f_->mode_ == Mode::kSync && f_->Fails()) return Status::IOError("injected fdatasync error (Input/output error)");
+      if (f_->mode_ == Mode::kSync && f_->Fails())
+        return Status::IOError("injected fdatasync error (Input/output error)");
       return inner_->Sync();
     }
     Status Close() override { return inner_->Close(); }
@@ -551,7 +552,8 @@ TEST_F(ServerTest, ConcurrentLearnersAndPredictorsSeeConsistentModelVersions) {
       Client c(srv->port());
       ASSERT_TRUE(c.connected());
       std::vector<Observed> local;
-      for (int i = 0; i < 2000 && (learners_left > 0 || i < 10); ++i) record(local, probes, c.Call(PredictRequest(probes)));
+      for (int i = 0; i < 2000 && (learners_left > 0 || i < 10); ++i)
+        record(local, probes, c.Call(PredictRequest(probes)));
       merge(local);
     });
   }
@@ -576,7 +578,8 @@ TEST_F(ServerTest, ConcurrentLearnersAndPredictorsSeeConsistentModelVersions) {
   }
 
   // Replay the log offline, checking every answer against the model of its version.
-  std::sort(observed.begin(), observed.end(), [](const Observed& a, const Observed& b) { return a.version < b.version; });
+  std::sort(observed.begin(), observed.end(),
+            [](const Observed& a, const Observed& b) { return a.version < b.version; });
   OfflineModel offline;
   std::set<uint64_t> versions;
   for (const auto& ob : observed) {
@@ -920,7 +923,8 @@ TEST_P(ServerWalFaultTest, LogWriteErrorDisablesLearningButLosesNothingAcknowled
   EXPECT_EQ(r.learn().first_sequence(), acked + 1);
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, ServerWalFaultTest, ::testing::Values(FaultyFiles::Mode::kAppend, FaultyFiles::Mode::kSync),
+INSTANTIATE_TEST_SUITE_P(Modes, ServerWalFaultTest,
+                         ::testing::Values(FaultyFiles::Mode::kAppend, FaultyFiles::Mode::kSync),
                          [](const ::testing::TestParamInfo<FaultyFiles::Mode>& p) {
                            return p.param == FaultyFiles::Mode::kAppend ? "AppendFails" : "SyncFails";
                          });

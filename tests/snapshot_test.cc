@@ -28,7 +28,8 @@ void WriteFile(const std::string& p, const std::string& data) {
 
 std::unique_ptr<Model> TrainedModel(const std::string& loss) {
   auto schema = ModelSchema::FromProto(testing::TextSchema(50, 3));
-  auto m = Model::Create(testing::BuiltinFamily("multinomial"), testing::BuiltinLoss(loss), *schema, {{"prior", "log"}});
+  auto m =
+      Model::Create(testing::BuiltinFamily("multinomial"), testing::BuiltinLoss(loss), *schema, {{"prior", "log"}});
   EXPECT_TRUE(m.ok());
   (*m)->learner_state().effective_size = 200;
   (*m)->learner_state().schedule.lambda = 0.1;
@@ -152,7 +153,9 @@ TEST_F(SnapshotTest, CorruptedByteRefusedByChecksum) {
 
 TEST_F(SnapshotTest, ForeignFileRefused) {
   std::string p = dir_ + "/foreign.trib";
-  WriteFile(p, "\x7f" "ELF this is some other file format entirely");
+  WriteFile(p,
+            "\x7f"
+            "ELF this is some other file format entirely");
   Status st = LoadStatus(p);
   ASSERT_FALSE(st.ok());
   EXPECT_THAT(st.message(), HasSubstr("not a Tributary snapshot"));
@@ -163,7 +166,8 @@ TEST_F(SnapshotTest, DifferentPluginVersionRefusedNamingBoth) {
   // A registry where "multinomial" resolves to the 2.0.0 fixture build.
   std::string fixtures = dir_ + "/v2";
   std::filesystem::create_directories(fixtures);
-  std::filesystem::copy_file(std::string(TRIBUTARY_FIXTURE_PLUGIN_DIR) + "/multinomial_v2.so", fixtures + "/multinomial_v2.so");
+  std::filesystem::copy_file(std::string(TRIBUTARY_FIXTURE_PLUGIN_DIR) + "/multinomial_v2.so",
+                             fixtures + "/multinomial_v2.so");
   PluginRegistry reg({fixtures, PluginRegistry::BuiltinPluginDir()}, false);
   reg.Scan();
   auto r = Model::Load(path_, reg);

@@ -55,9 +55,8 @@ std::string TempDir(const std::string& name) {
   static bool registered = [] {
     std::atexit([] {
       std::error_code ec;
-      std::filesystem::remove_all(std::filesystem::temp_directory_path() /
-                                      ("tributary_test_" + std::to_string(::getpid())),
-                                  ec);
+      std::filesystem::remove_all(
+          std::filesystem::temp_directory_path() / ("tributary_test_" + std::to_string(::getpid())), ec);
     });
     return true;
   }();

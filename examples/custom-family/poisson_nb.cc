@@ -104,8 +104,8 @@ const trib_host_api* g_host = nullptr;
 struct Model {
   uint32_t K = 0;
   uint64_t V = 0;
-  double a = 1.0;  // abar of X: Gamma shape - 1 (pseudo-occurrences)
-  double b = 1.0;  // abar of N: Gamma rate, class pseudo-count
+  double a = 1.0;                      // abar of X: Gamma shape - 1 (pseudo-occurrences)
+  double b = 1.0;                      // abar of N: Gamma rate, class pseudo-count
   uint64_t x_offset = 0;               // = K
   double raw_class_total = 0;          // sum_k raw N[k]
   std::vector<double> raw_term_total;  // R_k = sum_w raw X[w][k]
@@ -148,8 +148,8 @@ int Create(const trib_schema* schema, const trib_option* opts, size_t num_opts, 
                     "unknown option '%s' for family poisson-nb (known: prior, prior_docs)", key.c_str());
       }
       if (!tributary::sdk::ParseDouble(val.c_str(), target) || !(*target > 0) || *target > kMaxPrior) {
-        return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option %s='%s': expected a number > 0 and <= 1e100",
-                    key.c_str(), val.c_str());
+        return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option %s='%s': expected a number > 0 and <= 1e100", key.c_str(),
+                    val.c_str());
       }
     }
     if (m->V > (UINT64_MAX - m->K) / m->K) {
@@ -196,14 +196,14 @@ int Rebuild(trib_family_model* mm, trib_stats* s, const trib_step*, trib_error* 
       const trib_block& blk = s->blocks[b];
       if (!(blk.scale > 0) || !(blk.shift * blk.alpha_bar > 0) || !std::isfinite(blk.shift * blk.alpha_bar)) {
         return Fail(err, TRIB_ERR_NUMERIC,
-                    "block %u has scale %g and prior mass shift * abar = %g; poisson-nb needs both > 0", b,
-                    blk.scale, blk.shift * blk.alpha_bar);
+                    "block %u has scale %g and prior mass shift * abar = %g; poisson-nb needs both > 0", b, blk.scale,
+                    blk.shift * blk.alpha_bar);
       }
     }
     for (uint64_t i = 0; i < s->size; ++i) {
       if (!std::isfinite(s->raw[i])) {
-        return Fail(err, TRIB_ERR_NUMERIC, "statistic %llu is not finite (%g)",
-                    static_cast<unsigned long long>(i), s->raw[i]);
+        return Fail(err, TRIB_ERR_NUMERIC, "statistic %llu is not finite (%g)", static_cast<unsigned long long>(i),
+                    s->raw[i]);
       }
       if (s->raw[i] < 0) s->raw[i] = 0;  // the check-step (see the header)
     }

@@ -84,8 +84,8 @@ Result<DocumentDecoder> DocumentDecoder::Create(const ModelSchema& model, const 
   DocumentDecoder d;
   if (model.hashed() != (stream.hashed_dim() > 0)) {
     return Status::InvalidArgument(std::string("stream schema uses ") +
-                                   (stream.hashed_dim() ? "hashed term ids" : "a vocabulary") +
-                                   " but the model uses " + (model.hashed() ? "hashed term ids" : "a vocabulary"));
+                                   (stream.hashed_dim() ? "hashed term ids" : "a vocabulary") + " but the model uses " +
+                                   (model.hashed() ? "hashed term ids" : "a vocabulary"));
   }
   if (model.hashed()) {
     if (stream.hashed_dim() != model.hashed_dim()) {
@@ -148,8 +148,7 @@ Status DocumentDecoder::Decode(const v1::Document& doc, uint64_t index, const Mo
   auto bad = [&](const std::string& what) {
     return Status::InvalidDocument(DocumentName(index, doc.id()) + ": " + what);
   };
-  if (doc.term_ids_size() == 0 && doc.tokens_size() == 0 && doc.reals_size() == 0 &&
-      doc.categoricals_size() == 0) {
+  if (doc.term_ids_size() == 0 && doc.tokens_size() == 0 && doc.reals_size() == 0 && doc.categoricals_size() == 0) {
     return bad("empty document: expected terms, tokens or features, found none");
   }
   if (doc.term_counts_size() != 0 && doc.term_counts_size() != doc.term_ids_size()) {

@@ -11,10 +11,14 @@ Status PluginStatus(int code, const trib_error& err, const Plugin& plugin, const
   std::string text(err.message, strnlen(err.message, sizeof(err.message)));
   if (!text.empty()) msg += ": " + text;
   switch (code) {
-    case TRIB_ERR_INVALID_ARGUMENT: return Status::InvalidArgument(msg);
-    case TRIB_ERR_INVALID_DOCUMENT: return Status::InvalidDocument(msg);
-    case TRIB_ERR_NUMERIC: return Status::Numeric(msg);
-    default: return Status::PluginError(msg + " (code " + std::to_string(code) + ")");
+    case TRIB_ERR_INVALID_ARGUMENT:
+      return Status::InvalidArgument(msg);
+    case TRIB_ERR_INVALID_DOCUMENT:
+      return Status::InvalidDocument(msg);
+    case TRIB_ERR_NUMERIC:
+      return Status::Numeric(msg);
+    default:
+      return Status::PluginError(msg + " (code " + std::to_string(code) + ")");
   }
 }
 

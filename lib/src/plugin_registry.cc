@@ -20,8 +20,10 @@ namespace fs = std::filesystem;
 
 const char* KindName(trib_plugin_kind kind) {
   switch (kind) {
-    case TRIB_KIND_FAMILY: return "family";
-    case TRIB_KIND_LOSS: return "loss";
+    case TRIB_KIND_FAMILY:
+      return "family";
+    case TRIB_KIND_LOSS:
+      return "loss";
   }
   return "unknown";
 }
@@ -44,8 +46,7 @@ double HostDigamma(double x) {
   }
 }
 
-const trib_host_api kHostApi = {sizeof(trib_host_api), TRIB_ABI_MAJOR, TRIB_ABI_MINOR, &HostLgamma,
-                                &HostDigamma};
+const trib_host_api kHostApi = {sizeof(trib_host_api), TRIB_ABI_MAJOR, TRIB_ABI_MINOR, &HostLgamma, &HostDigamma};
 
 // Size of the vtable struct the host knows for a kind.
 size_t VtableSize(trib_plugin_kind kind) {
@@ -77,9 +78,7 @@ Result<std::shared_ptr<const Plugin>> LoadAny(const std::string& path_in) {
     auto it = LoadedByPath().find(path);
     if (it != LoadedByPath().end()) return it->second;
   }
-  auto fail = [&](const std::string& why) {
-    return Status::PluginError("plugin '" + path + "': " + why);
-  };
+  auto fail = [&](const std::string& why) { return Status::PluginError("plugin '" + path + "': " + why); };
   if (!fs::exists(path, ec)) return Status::NotFound("plugin '" + path + "': no such file");
   dlerror();
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -95,8 +94,8 @@ Result<std::shared_ptr<const Plugin>> LoadAny(const std::string& path_in) {
   }
   if (info->magic != TRIB_PLUGIN_MAGIC) {
     std::ostringstream os;
-    os << "bad magic in '" TRIB_PLUGIN_INFO_SYMBOL "': expected 0x" << std::hex << TRIB_PLUGIN_MAGIC
-       << ", found 0x" << info->magic;
+    os << "bad magic in '" TRIB_PLUGIN_INFO_SYMBOL "': expected 0x" << std::hex << TRIB_PLUGIN_MAGIC << ", found 0x"
+       << info->magic;
     dlclose(handle);
     return fail(os.str());
   }
@@ -109,8 +108,8 @@ Result<std::shared_ptr<const Plugin>> LoadAny(const std::string& path_in) {
   }
   if (info->abi_minor > TRIB_ABI_MINOR) {
     std::ostringstream os;
-    os << "plugin needs ABI " << info->abi_major << "." << info->abi_minor << " but host has only "
-       << TRIB_ABI_MAJOR << "." << TRIB_ABI_MINOR;
+    os << "plugin needs ABI " << info->abi_major << "." << info->abi_minor << " but host has only " << TRIB_ABI_MAJOR
+       << "." << TRIB_ABI_MINOR;
     dlclose(handle);
     return fail(os.str());
   }
@@ -138,8 +137,8 @@ Result<std::shared_ptr<const Plugin>> LoadAny(const std::string& path_in) {
     err.message[sizeof(err.message) - 1] = '\0';
     // The plugin's init ran, but it reports failure and created nothing we
     // hold; keep the handle open anyway (it may have registered atexit work).
-    return fail(std::string("initialisation failed (code ") + std::to_string(rc) + "): " +
-                (err.message[0] ? err.message : "no message"));
+    return fail(std::string("initialisation failed (code ") + std::to_string(rc) +
+                "): " + (err.message[0] ? err.message : "no message"));
   }
   uint32_t vt_size = kind == TRIB_KIND_FAMILY ? vt.family.struct_size : vt.loss.struct_size;
   if (vt_size == 0 || vt_size > sizeof(trib_plugin_vtable)) {
@@ -152,16 +151,26 @@ Result<std::shared_ptr<const Plugin>> LoadAny(const std::string& path_in) {
   if (kind == TRIB_KIND_FAMILY) {
     const auto& f = vt.family;
     const char* missing = nullptr;
-    if (!f.create) missing = "create";
-    else if (!f.destroy) missing = "destroy";
-    else if (!f.clone) missing = "clone";
-    else if (!f.layout) missing = "layout";
-    else if (!f.rebuild) missing = "rebuild";
-    else if (!f.state_create) missing = "state_create";
-    else if (!f.state_destroy) missing = "state_destroy";
-    else if (!f.score) missing = "score";
-    else if (!f.accumulate) missing = "accumulate";
-    else if (!f.commit) missing = "commit";
+    if (!f.create)
+      missing = "create";
+    else if (!f.destroy)
+      missing = "destroy";
+    else if (!f.clone)
+      missing = "clone";
+    else if (!f.layout)
+      missing = "layout";
+    else if (!f.rebuild)
+      missing = "rebuild";
+    else if (!f.state_create)
+      missing = "state_create";
+    else if (!f.state_destroy)
+      missing = "state_destroy";
+    else if (!f.score)
+      missing = "score";
+    else if (!f.accumulate)
+      missing = "accumulate";
+    else if (!f.commit)
+      missing = "commit";
     if (missing) return fail(std::string("family vtable lacks required function '") + missing + "'");
   } else if (!vt.loss.weights) {
     return fail("loss vtable lacks required function 'weights'");
@@ -196,8 +205,8 @@ Result<std::shared_ptr<const Plugin>> LoadPluginFile(const std::string& path, tr
   auto r = LoadAny(path);
   if (!r.ok()) return r.status();
   if ((*r)->kind != kind) {
-    return Status::PluginError("plugin '" + (*r)->path + "' is a " + KindName((*r)->kind) +
-                               " plugin ('" + (*r)->name + "'), expected a " + KindName(kind));
+    return Status::PluginError("plugin '" + (*r)->path + "' is a " + KindName((*r)->kind) + " plugin ('" + (*r)->name +
+                               "'), expected a " + KindName(kind));
   }
   return r;
 }
@@ -244,15 +253,13 @@ void PluginRegistry::Scan() {
         continue;
       }
       auto plugin = *r;
-      auto same = std::find_if(plugins_.begin(), plugins_.end(), [&](const auto& p) {
-        return p->kind == plugin->kind && p->name == plugin->name;
-      });
+      auto same = std::find_if(plugins_.begin(), plugins_.end(),
+                               [&](const auto& p) { return p->kind == plugin->kind && p->name == plugin->name; });
       if (same != plugins_.end()) {
         if ((*same)->path != plugin->path) {
-          refused_.push_back({plugin->path, std::string(KindName(plugin->kind)) + " name '" +
-                                                plugin->name + "' is already taken by " +
-                                                ((*same)->builtin ? "built-in " : "") + (*same)->path +
-                                                " (load this one by path to use it)"});
+          refused_.push_back({plugin->path, std::string(KindName(plugin->kind)) + " name '" + plugin->name +
+                                                "' is already taken by " + ((*same)->builtin ? "built-in " : "") +
+                                                (*same)->path + " (load this one by path to use it)"});
         }
         continue;
       }
@@ -269,8 +276,8 @@ void PluginRegistry::Scan() {
 
 Result<std::shared_ptr<const Plugin>> PluginRegistry::Find(const std::string& name_or_path,
                                                            trib_plugin_kind kind) const {
-  bool is_path = name_or_path.find('/') != std::string::npos ||
-                 (name_or_path.size() > 3 && name_or_path.ends_with(".so"));
+  bool is_path =
+      name_or_path.find('/') != std::string::npos || (name_or_path.size() > 3 && name_or_path.ends_with(".so"));
   if (is_path) return LoadPluginFile(name_or_path, kind);
   for (const auto& p : plugins_) {
     if (p->kind == kind && p->name == name_or_path) return p;

@@ -34,8 +34,7 @@ Result<ModelSchema> ModelSchema::FromProto(const v1::Schema& proto) {
       }
       s.cat_card_.push_back(static_cast<uint32_t>(info.categories.size()));
     } else {
-      return Status::InvalidArgument("schema: feature '" + f.name() + "' has unknown kind " +
-                                     std::to_string(f.kind()));
+      return Status::InvalidArgument("schema: feature '" + f.name() + "' has unknown kind " + std::to_string(f.kind()));
     }
     s.features_.push_back(std::move(info));
   }

@@ -113,7 +113,8 @@ Status Model::Save(const std::string& path) const {
     std::vector<double> cache(n);
     if (rc == TRIB_OK && n > 0) rc = family_->family().export_cache(fmodel_, cache.data(), &n, &err);
     if (rc != TRIB_OK) return PluginStatus(rc, err, *family_, "export_cache").WithContext("saving '" + path + "'");
-    snap.mutable_family_cache()->Add(cache.begin(), cache.begin() + static_cast<std::ptrdiff_t>(std::min(n, cache.size())));
+    snap.mutable_family_cache()->Add(cache.begin(),
+                                     cache.begin() + static_cast<std::ptrdiff_t>(std::min(n, cache.size())));
   }
   snap.set_created_by("tributary 0.1.0");
   std::string payload;
@@ -241,7 +242,7 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const Plugin
   if (snap.family_cache_size() > 0 && m->family_->family().import_cache) {
     trib_error err{};
     int rc = m->family_->family().import_cache(m->fmodel_, snap.family_cache().data(),
-                                                static_cast<size_t>(snap.family_cache_size()), &err);
+                                               static_cast<size_t>(snap.family_cache_size()), &err);
     if (rc != TRIB_OK) return PluginStatus(rc, err, *m->family_, "import_cache").WithContext("snapshot '" + path + "'");
   }
   return m;

@@ -5,15 +5,24 @@ namespace tributary {
 namespace {
 const char* CodeName(Status::Code code) {
   switch (code) {
-    case Status::Code::kOk: return "OK";
-    case Status::Code::kInvalidArgument: return "invalid argument";
-    case Status::Code::kInvalidDocument: return "invalid document";
-    case Status::Code::kCorruption: return "corruption";
-    case Status::Code::kNotFound: return "not found";
-    case Status::Code::kIOError: return "I/O error";
-    case Status::Code::kPluginError: return "plugin error";
-    case Status::Code::kNumeric: return "numeric error";
-    case Status::Code::kInternal: return "internal error";
+    case Status::Code::kOk:
+      return "OK";
+    case Status::Code::kInvalidArgument:
+      return "invalid argument";
+    case Status::Code::kInvalidDocument:
+      return "invalid document";
+    case Status::Code::kCorruption:
+      return "corruption";
+    case Status::Code::kNotFound:
+      return "not found";
+    case Status::Code::kIOError:
+      return "I/O error";
+    case Status::Code::kPluginError:
+      return "plugin error";
+    case Status::Code::kNumeric:
+      return "numeric error";
+    case Status::Code::kInternal:
+      return "internal error";
   }
   return "unknown";
 }

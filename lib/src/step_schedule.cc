@@ -36,9 +36,15 @@ Status StepSchedule::Validate() const {
 std::string StepSchedule::ToString() const {
   std::ostringstream os;
   switch (kind) {
-    case Kind::kInverseLinear: os << "rho_t = (1 + " << lambda << " t)^-1"; break;
-    case Kind::kPolynomial: os << "rho_t = (" << tau0 << " + t)^-" << kappa; break;
-    case Kind::kConstant: os << "rho_t = " << rho; break;
+    case Kind::kInverseLinear:
+      os << "rho_t = (1 + " << lambda << " t)^-1";
+      break;
+    case Kind::kPolynomial:
+      os << "rho_t = (" << tau0 << " + t)^-" << kappa;
+      break;
+    case Kind::kConstant:
+      os << "rho_t = " << rho;
+      break;
   }
   return os.str();
 }

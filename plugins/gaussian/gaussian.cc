@@ -144,8 +144,8 @@ int Create(const trib_schema* schema, const trib_option* opts, size_t n, trib_fa
                     "unknown option '%s' for family gaussian (known: prior, prior_variance)", key.c_str());
       }
       if (!tributary::sdk::ParseDouble(val.c_str(), target) || !(*target > 0) || *target > 1e100) {
-        return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option %s='%s': expected a number > 0 and <= 1e100",
-                    key.c_str(), val.c_str());
+        return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option %s='%s': expected a number > 0 and <= 1e100", key.c_str(),
+                    val.c_str());
       }
     }
     const uint64_t kj = static_cast<uint64_t>(m->K) * m->J;
@@ -224,8 +224,8 @@ int CheckClass(const Model& m, trib_stats* s, uint32_t k, double r, trib_error* 
     double vk = Mu(*s, kBlockV, vbase + j);
     const double q = sk * sk / nk;  // S^2 / N
     if (!std::isfinite(sk) || !std::isfinite(vk) || !std::isfinite(q)) {
-      return Fail(err, TRIB_ERR_NUMERIC,
-                  "statistics of class %u, feature %u are not finite (N = %g, S = %g, V = %g)", k, j, nk, sk, vk);
+      return Fail(err, TRIB_ERR_NUMERIC, "statistics of class %u, feature %u are not finite (N = %g, S = %g, V = %g)",
+                  k, j, nk, sk, vk);
     }
     // V = max(V, S^2/N + rho abar_V/n), with the relative margin (see header).
     if (!(vk >= q + kAcceptRel * q + rv) || !(vk > q)) {
@@ -234,8 +234,8 @@ int CheckClass(const Model& m, trib_stats* s, uint32_t k, double r, trib_error* 
       vk = WriteMu(s, kBlockV, vbase + j, target + Ulps(*s, kBlockV, target));
       if (!(vk > q) || !std::isfinite(vk)) {
         return Fail(err, TRIB_ERR_NUMERIC,
-                    "cannot restore a positive variance for class %u, feature %u (N = %g, S = %g, V = %g)", k, j,
-                    nk, sk, vk);
+                    "cannot restore a positive variance for class %u, feature %u (N = %g, S = %g, V = %g)", k, j, nk,
+                    sk, vk);
       }
     }
   }
@@ -271,8 +271,8 @@ int CheckDocument(const Model& m, const trib_document* d, trib_error* err) {
   }
   for (uint32_t j = 0; j < m.J; ++j) {
     if (!(std::fabs(d->reals[j]) <= kMaxAbsX)) {
-      return Fail(err, TRIB_ERR_INVALID_DOCUMENT, "real feature %u is %g; gaussian supports |x| <= %g", j,
-                  d->reals[j], kMaxAbsX);
+      return Fail(err, TRIB_ERR_INVALID_DOCUMENT, "real feature %u is %g; gaussian supports |x| <= %g", j, d->reals[j],
+                  kMaxAbsX);
     }
   }
   return TRIB_OK;
@@ -378,7 +378,8 @@ int Commit(trib_family_model* mm, trib_stats* s, const uint64_t* idx, const doub
       } else {
         k = (i - m->v_offset) / m->J;
       }
-      if (k >= m->K) return Fail(err, TRIB_ERR_INTERNAL, "statistic index %llu out of range", static_cast<unsigned long long>(i));
+      if (k >= m->K)
+        return Fail(err, TRIB_ERR_INTERNAL, "statistic index %llu out of range", static_cast<unsigned long long>(i));
       if (m->stamp[k] != epoch) {
         m->stamp[k] = epoch;
         m->touched.push_back(static_cast<uint32_t>(k));
@@ -393,9 +394,7 @@ int Commit(trib_family_model* mm, trib_stats* s, const uint64_t* idx, const doub
 }
 
 // Per-feature density perplexity: each real feature counts as one token.
-double PerplexityTokens(const trib_family_model* mm, const trib_document*) {
-  return static_cast<double>(M(mm)->J);
-}
+double PerplexityTokens(const trib_family_model* mm, const trib_document*) { return static_cast<double>(M(mm)->J); }
 
 // Copies every old class's N, S and V to its place in the grown layout.
 int GrowClasses(const trib_family_model* om, const trib_stats* os, trib_family_model* nm, trib_stats* ns,

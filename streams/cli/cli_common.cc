@@ -15,7 +15,9 @@ int ReportError(const Status& st) {
 }
 
 Progress::Progress(std::string label, bool quiet)
-    : label_(std::move(label)), enabled_(!quiet && ::isatty(2)), start_(std::chrono::steady_clock::now()),
+    : label_(std::move(label)),
+      enabled_(!quiet && ::isatty(2)),
+      start_(std::chrono::steady_clock::now()),
       last_(start_) {}
 
 void Progress::Tick(uint64_t documents) {

@@ -18,8 +18,8 @@ namespace tributary::cli {
 
 // Exit codes of the program.
 constexpr int kExitOk = 0;
-constexpr int kExitError = 1;      // bad input, bad model, failed plugin
-constexpr int kExitUsage = 2;      // bad command line
+constexpr int kExitError = 1;  // bad input, bad model, failed plugin
+constexpr int kExitUsage = 2;  // bad command line
 
 // Prints "tributary: error: <status>" to stderr and returns kExitError.
 int ReportError(const Status& st);
@@ -47,7 +47,7 @@ struct LearnFlags {
   double lambda = -1;                // < 0: the loss's default
   double tau0 = 1.0, kappa = 0.7, rho = 0.01;
   uint32_t epochs = 1;
-  double n = 0;                      // 0: the stream length
+  double n = 0;  // 0: the stream length
   bool shuffle = false;
   uint64_t seed = 1;
   bool skip_bad = false;

@@ -1,8 +1,8 @@
 // The `tributary` command-line program: convert, train, eval, predict,
 // prequential, plugins. Script-facing names and flags are stable.
 #include <CLI/CLI.hpp>
-#include <boost/crc.hpp>
 #include <algorithm>
+#include <boost/crc.hpp>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -36,8 +36,7 @@ class DecodedStream {
   // Next decoded document. *eof at the end. Bad documents are skipped and
   // recorded when skip_bad, else returned as errors. New classes are added to
   // `model` when `learning` (open-classes schemas only); *grew is set then.
-  Status Next(Model* model, bool learning, bool skip_bad, BadInput* bad, DocumentBuffer* out, bool* eof,
-              bool* grew) {
+  Status Next(Model* model, bool learning, bool skip_bad, BadInput* bad, DocumentBuffer* out, bool* eof, bool* grew) {
     *grew = false;
     for (;;) {
       Status st = reader_->Next(&proto_, eof);
@@ -464,8 +463,8 @@ int RunPrequential(const LearnFlags& f, const std::string& in, uint64_t every, b
     j["curve"] = curve;
     std::cout << j.dump() << std::endl;
   } else {
-    std::cout << "prequential accuracy " << Fmt(total.accuracy(), 4) << " over " << total.documents()
-              << " documents" << std::endl;
+    std::cout << "prequential accuracy " << Fmt(total.accuracy(), 4) << " over " << total.documents() << " documents"
+              << std::endl;
   }
   return kExitOk;
 }
@@ -549,9 +548,9 @@ int RunConvert(const ConvertOptions& o, bool quiet) {
   Status st = ConvertFile(o, &report);
   if (!st.ok()) return ReportError(st);
   if (!quiet) {
- std::cerr << "converted " << report.documents << " documents (" << report.unlabelled << " unlabelled, "
-              << report.skipped << " skipped, " << report.empty << " empty lines dropped), " << report.terms << " terms, " << report.classes << " classes -> "
-              << o.out << std::endl;
+    std::cerr << "converted " << report.documents << " documents (" << report.unlabelled << " unlabelled, "
+              << report.skipped << " skipped, " << report.empty << " empty lines dropped), " << report.terms
+              << " terms, " << report.classes << " classes -> " << o.out << std::endl;
   }
   return kExitOk;
 }

@@ -5,10 +5,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <google/protobuf/io/coded_stream.h>
 #include <boost/asio.hpp>
 #include <cmath>
 #include <fstream>
-#include <google/protobuf/io/coded_stream.h>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -58,14 +58,16 @@ int RunServe(const ServeFlags& f) {
       auto r = DocumentReader::Open(f.schema, f.learn.max_frame_bytes);
       if (!r.ok()) return ReportError(r.status());
       if (f.learn.n <= 0) {
-        return ReportError(Status::InvalidArgument("serve: pass --n, the effective data-set size (a live stream has no length)"));
+        return ReportError(
+            Status::InvalidArgument("serve: pass --n, the effective data-set size (a live stream has no length)"));
       }
       auto m = NewModelFromFlags(f.learn, Registry(), (*r)->header(), 0);
       if (!m.ok()) return ReportError(m.status());
       initial = std::move(m).value();
     } else {
-      return ReportError(Status::InvalidArgument(
-          "serve: no snapshot in --data-dir; pass --model SNAPSHOT or --schema STREAM (whose header gives the schema)"));
+      return ReportError(
+          Status::InvalidArgument("serve: no snapshot in --data-dir; pass --model SNAPSHOT or --schema STREAM (whose "
+                                  "header gives the schema)"));
     }
   }
   o.seed = f.learn.seed;
@@ -110,7 +112,8 @@ class Client {
     std::string body;
     req.SerializeToString(&body);
     uint8_t hdr[10];
-    uint8_t* end = google::protobuf::io::CodedOutputStream::WriteVarint32ToArray(static_cast<uint32_t>(body.size()), hdr);
+    uint8_t* end =
+        google::protobuf::io::CodedOutputStream::WriteVarint32ToArray(static_cast<uint32_t>(body.size()), hdr);
     std::string frame(reinterpret_cast<char*>(hdr), static_cast<size_t>(end - hdr));
     frame += body;
     boost::system::error_code ec;
@@ -180,26 +183,32 @@ int RunClient(const ClientFlags& f) {
     if (f.action == "stats") {
       const auto& s = resp.stats();
       if (f.json) {
-        json j{{"documents_learned", s.documents_learned()}, {"model_version", s.model_version()},
-               {"predictions", s.predictions()},           {"queue_depth", s.queue_depth()},
-               {"wal_sequence", s.wal_sequence()},         {"errors", s.errors()},
-               {"learning_enabled", s.learning_enabled()}, {"family", s.family()},
+        json j{{"documents_learned", s.documents_learned()},
+               {"model_version", s.model_version()},
+               {"predictions", s.predictions()},
+               {"queue_depth", s.queue_depth()},
+               {"wal_sequence", s.wal_sequence()},
+               {"errors", s.errors()},
+               {"learning_enabled", s.learning_enabled()},
+               {"family", s.family()},
                {"loss", s.loss()}};
         std::cout << j.dump() << std::endl;
       } else {
         std::cout << s.DebugString();
       }
     } else if (f.action == "snapshot") {
-      std::cout << (f.json ? json{{"path", resp.snapshot().path()}, {"wal_sequence", resp.snapshot().wal_sequence()}}.dump()
-                           : resp.snapshot().path())
-                << std::endl;
+      std::cout
+          << (f.json ? json{{"path", resp.snapshot().path()}, {"wal_sequence", resp.snapshot().wal_sequence()}}.dump()
+                     : resp.snapshot().path())
+          << std::endl;
     } else {
       std::cout << "pong" << std::endl;
     }
     return kExitOk;
   }
   if (f.action != "learn" && f.action != "predict") {
-    return ReportError(Status::InvalidArgument("client action '" + f.action + "': expected learn, predict, stats, snapshot or ping"));
+    return ReportError(
+        Status::InvalidArgument("client action '" + f.action + "': expected learn, predict, stats, snapshot or ping"));
   }
   if (f.in.empty()) return ReportError(Status::InvalidArgument("client " + f.action + ": --in is required"));
   auto reader = DocumentReader::Open(f.in, f.max_frame_bytes);
@@ -211,7 +220,8 @@ int RunClient(const ClientFlags& f) {
   uint64_t acknowledged = 0, predicted = 0, requests = 0;
   v1::Request req = base();
   auto flush = [&]() -> Status {
-    auto* docs = f.action == "learn" ? req.mutable_learn()->mutable_documents() : req.mutable_predict()->mutable_documents();
+    auto* docs =
+        f.action == "learn" ? req.mutable_learn()->mutable_documents() : req.mutable_predict()->mutable_documents();
     if (docs->empty()) return Status::OK();
     TRIB_RETURN_IF_ERROR(c.Send(req));
     v1::Response resp;
@@ -248,13 +258,15 @@ int RunClient(const ClientFlags& f) {
           break;
         }
         double count = d.term_counts_size() ? d.term_counts(i) : 1.0;
-        for (long k = 0; k < std::max(1L, std::lround(count)); ++k) d.add_tokens(vocab[static_cast<int>(d.term_ids(i))]);
+        for (long k = 0; k < std::max(1L, std::lround(count)); ++k)
+          d.add_tokens(vocab[static_cast<int>(d.term_ids(i))]);
       }
       if (!st.ok()) break;
       d.clear_term_ids();
       d.clear_term_counts();
     }
-    auto* docs = f.action == "learn" ? req.mutable_learn()->mutable_documents() : req.mutable_predict()->mutable_documents();
+    auto* docs =
+        f.action == "learn" ? req.mutable_learn()->mutable_documents() : req.mutable_predict()->mutable_documents();
     *docs->Add() = std::move(d);
     if (static_cast<uint32_t>(docs->size()) >= f.batch) {
       st = flush();
@@ -284,24 +296,31 @@ void AddServeCommands(CLI::App* app, ServeFlags* s, ClientFlags* c, CLI::App** s
   sv->add_option("--lambda", s->learn.lambda, "step-size lambda (default: the loss's)");
   sv->add_option("--n", s->learn.n, "effective data-set size n (required for a new model)");
   sv->add_option("--seed", s->learn.seed, "learner seed")->capture_default_str();
-  sv->add_option("--engine", s->engine, "learning engine (sdem)")->check(CLI::IsMember({"sdem"}))->capture_default_str();
+  sv->add_option("--engine", s->engine, "learning engine (sdem)")
+      ->check(CLI::IsMember({"sdem"}))
+      ->capture_default_str();
   sv->add_option("--model", s->model, "start from this snapshot (when the data dir has none)");
   sv->add_option("--schema", s->schema, "start a new model with the schema of this stream's header");
   sv->add_option("--data-dir", s->server.data_dir, "snapshot and write-ahead log directory")->required();
   sv->add_option("--listen", s->server.listen, "HOST:PORT for the protocol (port 0: any)")->capture_default_str();
   sv->add_option("--http", s->server.http, "HOST:PORT for /healthz and /metrics");
   sv->add_option("--io-threads", s->server.io_threads, "I/O threads")->capture_default_str();
-  sv->add_option("--queue-capacity", s->server.queue_capacity, "documents accepted but not yet learned")->capture_default_str();
+  sv->add_option("--queue-capacity", s->server.queue_capacity, "documents accepted but not yet learned")
+      ->capture_default_str();
   sv->add_option("--fsync", s->fsync, "always (every request) or interval (group commit)")->capture_default_str();
   sv->add_option("--fsync-interval-ms", s->server.fsync_interval_ms, "group-commit interval")->capture_default_str();
   sv->add_option("--publish-interval-ms", s->server.publish_interval_ms, "publish the model at least this often")
       ->capture_default_str();
-  sv->add_option("--publish-every", s->server.publish_every_updates, "... or every this many updates")->capture_default_str();
-  sv->add_option("--snapshot-every", s->server.snapshot_every_documents, "snapshot every N documents")->capture_default_str();
-  sv->add_option("--snapshot-interval-s", s->server.snapshot_interval_s, "... or every T seconds")->capture_default_str();
+  sv->add_option("--publish-every", s->server.publish_every_updates, "... or every this many updates")
+      ->capture_default_str();
+  sv->add_option("--snapshot-every", s->server.snapshot_every_documents, "snapshot every N documents")
+      ->capture_default_str();
+  sv->add_option("--snapshot-interval-s", s->server.snapshot_interval_s, "... or every T seconds")
+      ->capture_default_str();
   sv->add_option("--max-frame-bytes", s->server.max_frame_bytes, "largest request frame")->capture_default_str();
   sv->add_option("--max-connections", s->server.max_connections, "open connections")->capture_default_str();
-  sv->add_option("--idle-timeout-s", s->server.idle_timeout_s, "close idle connections after (0: never)")->capture_default_str();
+  sv->add_option("--idle-timeout-s", s->server.idle_timeout_s, "close idle connections after (0: never)")
+      ->capture_default_str();
   sv->add_option("--max-inflight", s->server.max_inflight, "unanswered requests per connection")->capture_default_str();
   sv->add_option("--auth-token-file", s->auth_token_file, "shared secret every request must carry");
   sv->add_option("--port-file", s->port_file, "write '<port> <http port>' here once listening");

@@ -8,6 +8,7 @@
 #define BOOST_ASIO_DISABLE_FENCED_BLOCK 1
 #endif
 
+#include <google/protobuf/io/coded_stream.h>
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -20,7 +21,6 @@
 #include <deque>
 #include <filesystem>
 #include <functional>
-#include <google/protobuf/io/coded_stream.h>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -47,7 +47,7 @@ namespace {
 class Histogram {
  public:
   static constexpr std::array<double, 14> kBounds = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
-                                                     0.01,    0.025,  0.05,    0.1,    0.25,   1.0,   5.0};
+                                                     0.01,    0.025,  0.05,    0.1,    0.25,  1.0,    5.0};
   void Observe(double seconds) {
     size_t i = 0;
     while (i < kBounds.size() && seconds > kBounds[i]) ++i;
@@ -84,8 +84,8 @@ struct Counters {
   std::atomic<uint64_t> connections{0};
   std::atomic<uint64_t> snapshots{0};
   // Errors by kind (the Response codes, plus framing and log errors).
-  std::atomic<uint64_t> err_invalid{0}, err_unauthenticated{0}, err_overloaded{0}, err_unavailable{0},
-      err_internal{0}, err_frame{0}, err_wal{0};
+  std::atomic<uint64_t> err_invalid{0}, err_unauthenticated{0}, err_overloaded{0}, err_unavailable{0}, err_internal{0},
+      err_frame{0}, err_wal{0};
   Histogram learn_latency, predict_latency;
 
   uint64_t errors() const {
@@ -95,12 +95,23 @@ struct Counters {
 
 void CountError(Counters& c, v1::Response::Code code) {
   switch (code) {
-    case v1::Response::INVALID_REQUEST: c.err_invalid++; break;
-    case v1::Response::UNAUTHENTICATED: c.err_unauthenticated++; break;
-    case v1::Response::OVERLOADED: c.err_overloaded++; break;
-    case v1::Response::UNAVAILABLE: c.err_unavailable++; break;
-    case v1::Response::INTERNAL: c.err_internal++; break;
-    default: break;
+    case v1::Response::INVALID_REQUEST:
+      c.err_invalid++;
+      break;
+    case v1::Response::UNAUTHENTICATED:
+      c.err_unauthenticated++;
+      break;
+    case v1::Response::OVERLOADED:
+      c.err_overloaded++;
+      break;
+    case v1::Response::UNAVAILABLE:
+      c.err_unavailable++;
+      break;
+    case v1::Response::INTERNAL:
+      c.err_internal++;
+      break;
+    default:
+      break;
   }
 }
 
@@ -181,7 +192,7 @@ struct Server::Impl {
   asio::strand<asio::io_context::executor_type> accept_strand{asio::make_strand(io)};
   tcp::acceptor acceptor{accept_strand};
   tcp::acceptor http_acceptor{accept_strand};
-  std::mutex signals_mu;  // HandleSignals (caller's thread) vs ShutdownNow (accept strand)
+  std::mutex signals_mu;                    // HandleSignals (caller's thread) vs ShutdownNow (accept strand)
   std::optional<asio::signal_set> signals;  // GUARDED_BY(signals_mu)
   std::vector<std::thread> io_threads;
 
@@ -196,7 +207,7 @@ struct Server::Impl {
 
   // Capacity: documents accepted but not yet learned.
   std::mutex cap_mu;
-  uint64_t in_queue = 0;  // GUARDED_BY(cap_mu)
+  uint64_t in_queue = 0;                          // GUARDED_BY(cap_mu)
   std::deque<std::function<void()>> cap_waiters;  // GUARDED_BY(cap_mu)
 
   // Committer input.
@@ -215,7 +226,8 @@ struct Server::Impl {
   std::condition_variable learn_cv;
   std::deque<v1::WalRecord> learn_queue;  // GUARDED_BY(learn_mu)
   bool stopping_learn = false;            // GUARDED_BY(learn_mu)
-  std::vector<std::function<void(const Status&, const std::string&, uint64_t)>> snapshot_waiters;  // GUARDED_BY(learn_mu)
+  std::vector<std::function<void(const Status&, const std::string&, uint64_t)>>
+      snapshot_waiters;  // GUARDED_BY(learn_mu)
 
   std::thread committer, learner_thread;
   std::atomic<bool> draining{false};
@@ -252,8 +264,8 @@ struct Server::Impl {
   Status Apply(const v1::WalRecord& rec) {
     DocumentBuffer buf;
     std::string new_class;
-    Status st = learner_decoder->Decode(rec.document(), rec.sequence(), model->schema(), true, &buf, &new_class,
-                                        nullptr);
+    Status st =
+        learner_decoder->Decode(rec.document(), rec.sequence(), model->schema(), true, &buf, &new_class, nullptr);
     if (st.ok() && !new_class.empty()) {
       st = model->AddClass(new_class);
       if (st.ok()) {
@@ -354,9 +366,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Called from any thread: fills `slot` with `response` and writes what is
   // ready, in request order.
   void Complete(uint64_t slot, v1::Response response) {
-    asio::post(strand_, [self = shared_from_this(), slot, r = std::move(response)]() mutable {
-      self->Fill(slot, Frame(r));
-    });
+    asio::post(strand_,
+               [self = shared_from_this(), slot, r = std::move(response)]() mutable { self->Fill(slot, Frame(r)); });
   }
 
  private:
@@ -396,23 +407,23 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (reading_ || paused_ || closing_ || !socket_.is_open()) return;
     if (slots_.size() >= srv_->opt.max_inflight) return;  // resumes when a response is written
     reading_ = true;
-    socket_.async_read_some(asio::buffer(chunk_), asio::bind_executor(strand_, [self = shared_from_this()](
-                                                                                     const boost::system::error_code& ec,
-                                                                                     size_t n) {
-      self->reading_ = false;
-      if (ec) {
-        // End of input (also mid-frame): drop what is half-read. A peer that
-        // only closed its sending side still gets every answer it is owed;
-        // after an error (reset, cancelled) nobody is there to read them.
-        self->closing_ = true;
-        if (ec != asio::error::eof) self->peer_gone_ = true;
-        self->MaybeFinish();
-        return;
-      }
-      self->buf_.append(self->chunk_.data(), n);
-      self->ArmIdle();
-      self->ReadMore();
-    }));
+    socket_.async_read_some(
+        asio::buffer(chunk_),
+        asio::bind_executor(strand_, [self = shared_from_this()](const boost::system::error_code& ec, size_t n) {
+          self->reading_ = false;
+          if (ec) {
+            // End of input (also mid-frame): drop what is half-read. A peer that
+            // only closed its sending side still gets every answer it is owed;
+            // after an error (reset, cancelled) nobody is there to read them.
+            self->closing_ = true;
+            if (ec != asio::error::eof) self->peer_gone_ = true;
+            self->MaybeFinish();
+            return;
+          }
+          self->buf_.append(self->chunk_.data(), n);
+          self->ArmIdle();
+          self->ReadMore();
+        }));
   }
 
   // Parses one complete frame from buf_ and handles it. False when more
@@ -489,17 +500,18 @@ class Connection : public std::enable_shared_from_this<Connection> {
     writing_ = true;
     write_started_ = Clock::now();
     out_ = std::move(out);
-    asio::async_write(socket_, asio::buffer(out_),
-                      asio::bind_executor(strand_, [self = shared_from_this()](const boost::system::error_code& ec, size_t) {
-                        self->writing_ = false;
-                        if (ec) {
-                          self->peer_gone_ = true;
-                          self->closing_ = true;
-                          self->MaybeFinish();
-                          return;
-                        }
-                        self->Flush();
-                      }));
+    asio::async_write(
+        socket_, asio::buffer(out_),
+        asio::bind_executor(strand_, [self = shared_from_this()](const boost::system::error_code& ec, size_t) {
+          self->writing_ = false;
+          if (ec) {
+            self->peer_gone_ = true;
+            self->closing_ = true;
+            self->MaybeFinish();
+            return;
+          }
+          self->Flush();
+        }));
   }
 
   void MaybeFinish() {
@@ -572,22 +584,22 @@ class Connection : public std::enable_shared_from_this<Connection> {
           Fill(slot, Frame(ErrorResponse(id, v1::Response::UNAVAILABLE, "server is shutting down")));
           return;
         }
-        srv_->snapshot_waiters.push_back([weak, slot, id, this_srv = srv_](const Status& st, const std::string& path,
-                                                                            uint64_t seq) {
-          auto c = weak.lock();
-          if (!c) return;
-          v1::Response r;
-          r.set_request_id(id);
-          if (st.ok()) {
-            r.mutable_snapshot()->set_path(path);
-            r.mutable_snapshot()->set_wal_sequence(seq);
-          } else {
-            CountError(this_srv->counters, v1::Response::INTERNAL);
-            r.set_code(v1::Response::INTERNAL);
-            r.set_message(st.ToString());
-          }
-          c->Complete(slot, std::move(r));
-        });
+        srv_->snapshot_waiters.push_back(
+            [weak, slot, id, this_srv = srv_](const Status& st, const std::string& path, uint64_t seq) {
+              auto c = weak.lock();
+              if (!c) return;
+              v1::Response r;
+              r.set_request_id(id);
+              if (st.ok()) {
+                r.mutable_snapshot()->set_path(path);
+                r.mutable_snapshot()->set_wal_sequence(seq);
+              } else {
+                CountError(this_srv->counters, v1::Response::INTERNAL);
+                r.set_code(v1::Response::INTERNAL);
+                r.set_message(st.ToString());
+              }
+              c->Complete(slot, std::move(r));
+            });
         srv_->learn_cv.notify_one();
         return;
       }
@@ -638,8 +650,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return;
     }
     if (!srv_->learning_enabled) {
-      Fill(slot, Frame(ErrorResponse(id, v1::Response::UNAVAILABLE,
-                                     "learning is disabled after a write-ahead log failure; predictions still served")));
+      Fill(slot,
+           Frame(ErrorResponse(id, v1::Response::UNAVAILABLE,
+                               "learning is disabled after a write-ahead log failure; predictions still served")));
       return;
     }
     if (lr.documents_size() == 0) {
@@ -659,8 +672,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
                                      "' needs a label, the document has none");
       }
       if (!st.ok()) {
-        Fill(slot, Frame(ErrorResponse(id, v1::Response::INVALID_REQUEST, "learn (document index within the request): " +
-                                                                             st.message())));
+        Fill(slot, Frame(ErrorResponse(id, v1::Response::INVALID_REQUEST,
+                                       "learn (document index within the request): " + st.message())));
         return;
       }
     }
@@ -825,9 +838,8 @@ void Server::Impl::LearnerLoop() {
     bool stop = false;
     {
       std::unique_lock<std::mutex> l(learn_mu);
-      learn_cv.wait_for(l, std::chrono::milliseconds(std::max<uint32_t>(1, opt.publish_interval_ms)), [&] {
-        return stopping_learn || !learn_queue.empty() || !snapshot_waiters.empty();
-      });
+      learn_cv.wait_for(l, std::chrono::milliseconds(std::max<uint32_t>(1, opt.publish_interval_ms)),
+                        [&] { return stopping_learn || !learn_queue.empty() || !snapshot_waiters.empty(); });
       batch.swap(learn_queue);
       snap_waiters.swap(snapshot_waiters);
       stop = stopping_learn && batch.empty();
@@ -1114,7 +1126,8 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, std:
   s.wal = std::move(wal).value();
   WalReplayReport rep;
   const uint64_t after = s.model->learner_state().wal_sequence;
-  TRIB_RETURN_IF_ERROR(s.wal->Replay(after, [&](const v1::WalRecord& rec) { return s.Apply(rec); }, &rep));
+  TRIB_RETURN_IF_ERROR(s.wal->Replay(
+      after, [&](const v1::WalRecord& rec) { return s.Apply(rec); }, &rep));
   s.recovery.replayed = rep.records;
   s.recovery.torn_bytes = rep.torn_bytes;
   // Documents in the model, whether they came from the snapshot or the log.

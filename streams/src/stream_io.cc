@@ -3,10 +3,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/util/delimited_message_util.h>
+#include <cerrno>
+#include <cstring>
 
 namespace tributary {
 
@@ -82,7 +82,8 @@ Result<std::unique_ptr<DocumentReader>> DocumentReader::Open(const std::string& 
   if (!st.ok()) return Status::Corruption(st.message() + " (reading the stream header)");
   if (eof) return Status::Corruption("'" + r->path_ + "': empty stream: expected a StreamHeader frame, found nothing");
   if (!r->header_.ParseFromString(r->buf_) || r->header_.magic() != kStreamMagic) {
-    return Status::Corruption("'" + r->path_ + "': not a Tributary document stream (expected a StreamHeader with magic \"" +
+    return Status::Corruption("'" + r->path_ +
+                              "': not a Tributary document stream (expected a StreamHeader with magic \"" +
                               kStreamMagic + "\" in the first frame)");
   }
   if (r->header_.format_version() != 1) {

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <google/protobuf/io/coded_stream.h>
 #include <algorithm>
 #include <boost/crc.hpp>
 #include <cerrno>
@@ -10,7 +11,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <google/protobuf/io/coded_stream.h>
 #include <sstream>
 
 namespace tributary {
@@ -44,7 +44,8 @@ class PosixWalFile : public WalFile {
     return Status::OK();
   }
   Status Sync() override {
-    if (::fdatasync(fd_) != 0) return Status::IOError("write-ahead log '" + path_ + "': fdatasync: " + std::strerror(errno));
+    if (::fdatasync(fd_) != 0)
+      return Status::IOError("write-ahead log '" + path_ + "': fdatasync: " + std::strerror(errno));
     return Status::OK();
   }
   Status Truncate(uint64_t size) override {
@@ -139,7 +140,8 @@ namespace {
 // newer segment follows it, or the next restart would call it corruption.
 Status CutTornTail(const std::string& path, uint64_t valid_bytes) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return Status::IOError("write-ahead log '" + path + "': cannot open to drop a torn tail: " + std::strerror(errno));
+  if (fd < 0)
+    return Status::IOError("write-ahead log '" + path + "': cannot open to drop a torn tail: " + std::strerror(errno));
   Status st;
   if (::ftruncate(fd, static_cast<off_t>(valid_bytes)) != 0 || ::fdatasync(fd) != 0) {
     st = Status::IOError("write-ahead log '" + path + "': cannot drop a torn tail: " + std::strerror(errno));
@@ -187,7 +189,8 @@ Status WriteAheadLog::Replay(uint64_t after, const std::function<Status(const v1
       }
       const char* payload = data.data() + off + hdr;
       uint32_t want = 0;
-      for (int i = 0; i < 4; ++i) want |= static_cast<uint32_t>(static_cast<unsigned char>(payload[len + i])) << (8 * i);
+      for (int i = 0; i < 4; ++i)
+        want |= static_cast<uint32_t>(static_cast<unsigned char>(payload[len + i])) << (8 * i);
       if (Crc32(payload, len) != want || !rec.ParseFromArray(payload, static_cast<int>(len))) {
         TRIB_RETURN_IF_ERROR(damaged("checksum mismatch"));
         break;
@@ -231,7 +234,8 @@ Status WriteAheadLog::Append(const v1::WalRecord& record) {
   std::string payload;
   record.SerializeToString(&payload);
   uint8_t hdr[10];
-  uint8_t* end = google::protobuf::io::CodedOutputStream::WriteVarint32ToArray(static_cast<uint32_t>(payload.size()), hdr);
+  uint8_t* end =
+      google::protobuf::io::CodedOutputStream::WriteVarint32ToArray(static_cast<uint32_t>(payload.size()), hdr);
   buffer_.append(reinterpret_cast<const char*>(hdr), static_cast<size_t>(end - hdr));
   buffer_ += payload;
   uint32_t crc = Crc32(payload.data(), payload.size());

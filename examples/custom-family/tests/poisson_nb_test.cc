@@ -136,7 +136,9 @@ class MiniHost {
   uint32_t K() const { return schema_.num_classes; }
   uint64_t V() const { return schema_.vocab_size; }
 
-  trib_stats View() { return trib_stats{raw_.data(), raw_.size(), static_cast<uint32_t>(blocks_.size()), blocks_.data()}; }
+  trib_stats View() {
+    return trib_stats{raw_.data(), raw_.size(), static_cast<uint32_t>(blocks_.size()), blocks_.data()};
+  }
 
   uint32_t BlockOf(uint64_t i) const {
     for (uint32_t b = 0; b < blocks_.size(); ++b)
@@ -192,7 +194,8 @@ class MiniHost {
     for (auto& b : blocks_) {
       const double f = 1.0 - rho * (c + b.nu / n);
       if (f <= 0) {  // fold mu into raw and restart the map (the engine's rare path)
-        for (uint64_t i = b.offset; i < b.offset + b.size; ++i) raw_[i] = f * (b.scale * raw_[i] + b.shift * b.alpha_bar);
+        for (uint64_t i = b.offset; i < b.offset + b.size; ++i)
+          raw_[i] = f * (b.scale * raw_[i] + b.shift * b.alpha_bar);
         b.scale = 1.0;
         b.shift = rho / n;
         materialized = true;
@@ -300,9 +303,9 @@ TEST(PoissonNb, InfoAndInit) {
 
   trib_family_vtable v = Vtable();
   EXPECT_EQ(v.struct_size, sizeof(trib_family_vtable));
-  for (auto fn : {(void*)v.create, (void*)v.destroy, (void*)v.clone, (void*)v.layout, (void*)v.rebuild,
-                  (void*)v.state_create, (void*)v.state_destroy, (void*)v.score, (void*)v.accumulate,
-                  (void*)v.commit, (void*)v.grow_classes}) {
+  for (auto fn :
+       {(void*)v.create, (void*)v.destroy, (void*)v.clone, (void*)v.layout, (void*)v.rebuild, (void*)v.state_create,
+        (void*)v.state_destroy, (void*)v.score, (void*)v.accumulate, (void*)v.commit, (void*)v.grow_classes}) {
     EXPECT_NE(fn, nullptr);
   }
   EXPECT_EQ(v.init_stats, nullptr);
@@ -420,8 +423,8 @@ TEST(PoissonNb, NllAveragingIsTheMapEstimate) {
   const double a = 0.5, b = 2;
   MiniHost h(V, K, opts);
   ASSERT_EQ(h.create_rc(), TRIB_OK);
-  std::vector<Doc> docs{{{0, 1}, {3, 1}, 0}, {{1, 4}, {2, 2}, 1}, {{0}, {1}, 0},
-                        {{2, 3, 4}, {1, 1, 7}, 1}, {{0, 4}, {2, 2}, 0}, {{3}, {1}, 1}, {{1}, {4}, 0}};
+  std::vector<Doc> docs{{{0, 1}, {3, 1}, 0}, {{1, 4}, {2, 2}, 1}, {{0}, {1}, 0}, {{2, 3, 4}, {1, 1, 7}, 1},
+                        {{0, 4}, {2, 2}, 0}, {{3}, {1}, 1},       {{1}, {4}, 0}};
   const double n = static_cast<double>(docs.size());
   for (size_t t = 0; t < docs.size(); ++t) {
     if (h.Learn(docs[t], Loss::kNll, 1.0 / (1.0 + static_cast<double>(t)), n) != TRIB_OK) return;
@@ -453,7 +456,7 @@ TEST(PoissonNb, CheckStepHoldsUnderBigSteps) {
     const uint32_t K = 3, V = 6;
     MiniHost h(V, K);
     ASSERT_EQ(h.create_rc(), TRIB_OK);
-    std::vector<Doc> docs{{{0, 1}, {1e6, 3}, 0}, {{0, 2}, {5e5, 1}, 1}, {{5}, {1e7}, 2},
+    std::vector<Doc> docs{{{0, 1}, {1e6, 3}, 0},     {{0, 2}, {5e5, 1}, 1},   {{5}, {1e7}, 2},
                           {{0, 1, 5}, {1, 1, 1}, 1}, {{1, 2}, {2e6, 2e6}, 2}, {{3, 4}, {1, 1e5}, 0}};
     for (int epoch = 0; epoch < 3; ++epoch) {
       for (const Doc& d : docs) {

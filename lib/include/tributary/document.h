@@ -45,7 +45,7 @@ std::string DocumentName(uint64_t index, const std::string& id);
 // Per-stream counters kept while decoding.
 struct DecodeCounters {
   uint64_t documents = 0;
-  uint64_t unseen_terms = 0;        // occurrences of terms the model does not know
+  uint64_t unseen_terms = 0;  // occurrences of terms the model does not know
 };
 
 // Maps documents of one stream (with its own schema) into a model's id space

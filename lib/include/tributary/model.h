@@ -64,7 +64,7 @@ struct LearnerState {
   StepSchedule schedule;
   uint64_t skipped_documents = 0;
   uint64_t materializations = 0;
-  uint64_t wal_sequence = 0;    // server: last write-ahead-log record applied
+  uint64_t wal_sequence = 0;  // server: last write-ahead-log record applied
 };
 
 class Model;
@@ -91,9 +91,8 @@ class Model {
   // null for a model that is only used for prediction.
   // Errors: the family refuses the options or the schema (message names the
   // option), or the family's layout is inconsistent.
-  static Result<std::unique_ptr<Model>> Create(std::shared_ptr<const Plugin> family,
-                                               std::shared_ptr<const Plugin> loss, ModelSchema schema,
-                                               Options family_options, uint64_t seed = 1);
+  static Result<std::unique_ptr<Model>> Create(std::shared_ptr<const Plugin> family, std::shared_ptr<const Plugin> loss,
+                                               ModelSchema schema, Options family_options, uint64_t seed = 1);
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;

@@ -90,11 +90,11 @@ typedef struct trib_error {
 typedef enum trib_plugin_kind { TRIB_KIND_FAMILY = 1, TRIB_KIND_LOSS = 2 } trib_plugin_kind;
 
 typedef struct trib_plugin_info {
-  uint32_t magic;     /* TRIB_PLUGIN_MAGIC */
-  uint32_t abi_major; /* TRIB_ABI_MAJOR the plugin was built against */
-  uint32_t abi_minor; /* TRIB_ABI_MINOR the plugin was built against */
-  uint32_t kind;      /* trib_plugin_kind */
-  const char* name;   /* e.g. "multinomial"; [a-z0-9_-]+, else refused */
+  uint32_t magic;          /* TRIB_PLUGIN_MAGIC */
+  uint32_t abi_major;      /* TRIB_ABI_MAJOR the plugin was built against */
+  uint32_t abi_minor;      /* TRIB_ABI_MINOR the plugin was built against */
+  uint32_t kind;           /* trib_plugin_kind */
+  const char* name;        /* e.g. "multinomial"; [a-z0-9_-]+, else refused */
   const char* version;     /* plugin version, recorded in snapshots: a snapshot
                               written with another version is refused */
   const char* description; /* one line */
@@ -122,9 +122,9 @@ typedef enum trib_feature_kind { TRIB_FEATURE_REAL = 0, TRIB_FEATURE_CATEGORICAL
 /* The model's schema, fixed when the model is created. */
 typedef struct trib_schema {
   uint32_t struct_size;
-  uint64_t vocab_size;   /* number of term ids (vocabulary or hash dim) */
-  uint32_t num_classes;  /* K >= 1 */
-  uint32_t num_reals;    /* dense REAL features */
+  uint64_t vocab_size;  /* number of term ids (vocabulary or hash dim) */
+  uint32_t num_classes; /* K >= 1 */
+  uint32_t num_reals;   /* dense REAL features */
   uint32_t num_categoricals;
   const uint32_t* categorical_cardinalities; /* num_categoricals entries */
 } trib_schema;
@@ -135,13 +135,13 @@ typedef struct trib_schema {
  * weight finite and > 0. */
 typedef struct trib_document {
   uint32_t struct_size;
-  uint64_t index;       /* position in its stream, 0-based */
-  const char* id;       /* never NULL; may be "" */
-  int64_t label;        /* class index, or -1 when unlabelled */
+  uint64_t index; /* position in its stream, 0-based */
+  const char* id; /* never NULL; may be "" */
+  int64_t label;  /* class index, or -1 when unlabelled */
   uint32_t num_terms;
   const uint32_t* term_ids;
   const double* term_counts;
-  double total_count;   /* sum of term_counts */
+  double total_count; /* sum of term_counts */
   uint32_t num_reals;
   const double* reals;
   uint32_t num_categoricals;
@@ -205,10 +205,10 @@ static inline int trib_delta_push(trib_delta* d, uint64_t index, double value) {
 /* Step information handed to the check-step. rho = 0 (and c = 0) when
  * rebuild() runs after model creation, snapshot load or class growth. */
 typedef struct trib_step {
-  double rho;            /* rho_t */
-  double n;              /* effective data-set size */
-  double c;              /* loss self-weight times document weight */
-  uint64_t t;            /* update counter before this step */
+  double rho; /* rho_t */
+  double n;   /* effective data-set size */
+  double c;   /* loss self-weight times document weight */
+  uint64_t t; /* update counter before this step */
 } trib_step;
 
 /* ---- Family ------------------------------------------------------------- */
@@ -226,8 +226,8 @@ typedef struct trib_family_vtable {
    * must be refused (TRIB_ERR_INVALID_ARGUMENT naming the key), as must a
    * schema the family cannot model. The program passes --prior P as the
    * option "prior". */
-  int (*create)(const trib_schema* schema, const trib_option* options, size_t num_options,
-                trib_family_model** out, trib_error* err);
+  int (*create)(const trib_schema* schema, const trib_option* options, size_t num_options, trib_family_model** out,
+                trib_error* err);
   void (*destroy)(trib_family_model* model);
   /* Deep copy (caches included; the engine copies the statistics), used to
    * publish a consistent model to readers while one writer keeps learning:
@@ -239,8 +239,7 @@ typedef struct trib_family_vtable {
    * blocks == NULL to ask for the count. Blocks are contiguous and ordered
    * from offset 0, nu >= 0, alpha_bar finite; the layout depends only on the
    * schema and the options (a snapshot's layout is checked against it). */
-  int (*layout)(const trib_family_model* model, trib_block* blocks, uint32_t* num_blocks,
-                trib_error* err);
+  int (*layout)(const trib_family_model* model, trib_block* blocks, uint32_t* num_blocks, trib_error* err);
 
   /* Optional (NULL: raw starts at zero, i.e. mu_0 = alpha_bar as in
    * Algorithm 1 line 1). Writes initial raw values, e.g. random
@@ -255,15 +254,13 @@ typedef struct trib_family_vtable {
    * unchanged bit for bit (a snapshot round trip is exact); only infeasible
    * ones may be repaired. Non-finite statistics: TRIB_ERR_NUMERIC.
    * Cost O(model): the engine calls it rarely. */
-  int (*rebuild)(trib_family_model* model, trib_stats* stats, const trib_step* step,
-                 trib_error* err);
+  int (*rebuild)(trib_family_model* model, trib_stats* stats, const trib_step* step, trib_error* err);
 
   /* Per-thread scratch and random generator for score/accumulate. A state is
    * used only with the model it was created for; state_destroy gets no model,
    * so a state must be destroyable on its own. May run while other threads
    * score the model. */
-  int (*state_create)(const trib_family_model* model, uint64_t seed, trib_family_state** out,
-                      trib_error* err);
+  int (*state_create)(const trib_family_model* model, uint64_t seed, trib_family_state** out, trib_error* err);
   void (*state_destroy)(trib_family_state* state);
 
   /* log p(k, x | theta(mu)) for every class k into log_joint[num_classes].
@@ -281,9 +278,8 @@ typedef struct trib_family_vtable {
   /* Appends sum_k weights[k] * E_z[s(k, z, x)] to `delta` (Table 1 / 2),
    * skipping classes whose weight is 0. Called right after score() on the
    * same document with the same state and unchanged statistics. */
-  int (*accumulate)(const trib_family_model* model, const trib_stats* stats,
-                    trib_family_state* state, const trib_document* doc, const double* weights,
-                    trib_delta* delta, trib_error* err);
+  int (*accumulate)(const trib_family_model* model, const trib_stats* stats, trib_family_state* state,
+                    const trib_document* doc, const double* weights, trib_delta* delta, trib_error* err);
 
   /* The check-step and the incremental maintenance of cached theta(mu): the
    * engine has just added to raw[index[j]] (old value old_raw[j]) and updated
@@ -294,8 +290,8 @@ typedef struct trib_family_vtable {
    * block's map; the family's check-step must be such that the map alone
    * keeps them feasible. Not called for a step that re-materialised a block
    * (rebuild is). */
-  int (*commit)(trib_family_model* model, trib_stats* stats, const uint64_t* index,
-                const double* old_raw, size_t count, const trib_step* step, trib_error* err);
+  int (*commit)(trib_family_model* model, trib_stats* stats, const uint64_t* index, const double* old_raw, size_t count,
+                const trib_step* step, trib_error* err);
 
   /* Optional: number of tokens the document contributes to per-word
    * perplexity (NULL: doc->total_count). */
@@ -307,8 +303,8 @@ typedef struct trib_family_vtable {
    * position) and asks the family to copy every old class's raw statistics to
    * their place in the new layout. The new class keeps raw zero, i.e. starts
    * at the current prior level. The host calls rebuild afterwards. */
-  int (*grow_classes)(const trib_family_model* old_model, const trib_stats* old_stats,
-                      trib_family_model* new_model, trib_stats* new_stats, trib_error* err);
+  int (*grow_classes)(const trib_family_model* old_model, const trib_stats* old_stats, trib_family_model* new_model,
+                      trib_stats* new_stats, trib_error* err);
 
   /* ---- ABI 1.1 ---- */
 
@@ -345,8 +341,8 @@ typedef struct trib_loss_vtable {
    * parameters), plus the loss value. w has num_classes entries; the host
    * multiplies w and c by the document's weight afterwards. Must be a pure
    * function of its arguments with finite results. */
-  int (*weights)(const double* log_joint, uint32_t num_classes, int64_t label, double* w,
-                 double* c, double* loss_value, trib_error* err);
+  int (*weights)(const double* log_joint, uint32_t num_classes, int64_t label, double* w, double* c, double* loss_value,
+                 trib_error* err);
 } trib_loss_vtable;
 
 typedef union trib_plugin_vtable {
@@ -355,8 +351,7 @@ typedef union trib_plugin_vtable {
 } trib_plugin_vtable;
 
 /* Signature of the exported entry point. */
-typedef int (*trib_plugin_init_fn)(const trib_host_api* host, trib_plugin_vtable* out,
-                                   trib_error* err);
+typedef int (*trib_plugin_init_fn)(const trib_host_api* host, trib_plugin_vtable* out, trib_error* err);
 
 #define TRIB_PLUGIN_INFO_SYMBOL "tributary_plugin_info"
 #define TRIB_PLUGIN_INIT_SYMBOL "tributary_plugin_init"

@@ -49,8 +49,7 @@ const trib_host_api* HostApi();
 
 // Loads one plugin file and checks it is of `kind`. Loading the same file
 // twice returns the same Plugin.
-Result<std::shared_ptr<const Plugin>> LoadPluginFile(const std::string& path,
-                                                     trib_plugin_kind kind);
+Result<std::shared_ptr<const Plugin>> LoadPluginFile(const std::string& path, trib_plugin_kind kind);
 
 class PluginRegistry {
  public:
@@ -77,8 +76,7 @@ class PluginRegistry {
   // Looks a plugin up by name among scanned plugins, or, when `name_or_path`
   // contains a '/' or ends in ".so", loads that file directly.
   // Errors: NotFound listing the available names; PluginError for a refused file.
-  Result<std::shared_ptr<const Plugin>> Find(const std::string& name_or_path,
-                                             trib_plugin_kind kind) const;
+  Result<std::shared_ptr<const Plugin>> Find(const std::string& name_or_path, trib_plugin_kind kind) const;
 
  private:
   std::vector<std::string> search_path_;

@@ -80,9 +80,8 @@ inline double LogSumExp(const double* x, uint32_t n) {
 }  // namespace tributary::sdk
 
 // Defines the plugin's info symbol. Use once per plugin.
-#define TRIBUTARY_DEFINE_PLUGIN_INFO(kind, name, version, description)                         \
-  extern "C" TRIB_PLUGIN_EXPORT const trib_plugin_info tributary_plugin_info = {               \
-      TRIB_PLUGIN_MAGIC, TRIB_ABI_MAJOR, TRIB_ABI_MINOR, static_cast<uint32_t>(kind), name, version, \
-      description}
+#define TRIBUTARY_DEFINE_PLUGIN_INFO(kind, name, version, description)           \
+  extern "C" TRIB_PLUGIN_EXPORT const trib_plugin_info tributary_plugin_info = { \
+      TRIB_PLUGIN_MAGIC, TRIB_ABI_MAJOR, TRIB_ABI_MINOR, static_cast<uint32_t>(kind), name, version, description}
 
 #endif  // TRIBUTARY_PLUGIN_SDK_H_

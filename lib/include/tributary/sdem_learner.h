@@ -25,10 +25,10 @@
 namespace tributary {
 
 struct LearnOutcome {
-  double loss_value = 0;      // the training loss of the document before the step
-  uint32_t predicted = 0;     // argmax_k log p(k, x) before the step
-  double rho = 0;             // the step size used
-  size_t delta_entries = 0;   // statistics touched
+  double loss_value = 0;     // the training loss of the document before the step
+  uint32_t predicted = 0;    // argmax_k log p(k, x) before the step
+  double rho = 0;            // the step size used
+  size_t delta_entries = 0;  // statistics touched
 };
 
 class SdemLearner {

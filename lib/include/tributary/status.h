@@ -23,8 +23,8 @@ class Status {
     kCorruption,       // a file or frame is damaged, truncated or foreign
     kNotFound,         // a file or plugin is missing
     kIOError,
-    kPluginError,      // a plugin refused to load or failed
-    kNumeric,          // NaN / inf / infeasible statistics
+    kPluginError,  // a plugin refused to load or failed
+    kNumeric,      // NaN / inf / infeasible statistics
     kInternal,
   };
 
@@ -72,7 +72,7 @@ class Status {
 template <typename T>
 class Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : value_(std::move(value)) {}          // NOLINT(google-explicit-constructor)
   Result(Status status) : status_(std::move(status)) {}  // NOLINT(google-explicit-constructor)
   bool ok() const { return status_.ok(); }
   const Status& status() const { return status_; }
@@ -93,11 +93,10 @@ class Result {
 #define TRIB_STATUS_CONCAT_INNER_(a, b) a##b
 #define TRIB_STATUS_CONCAT_(a, b) TRIB_STATUS_CONCAT_INNER_(a, b)
 // Returns the Status of `expr` from the enclosing function if it is an error.
-#define TRIB_RETURN_IF_ERROR(expr)                                                   \
-  do {                                                                               \
-    ::tributary::Status TRIB_STATUS_CONCAT_(trib_status_, __LINE__) = (expr);        \
-    if (!TRIB_STATUS_CONCAT_(trib_status_, __LINE__).ok())                           \
-      return TRIB_STATUS_CONCAT_(trib_status_, __LINE__);                            \
+#define TRIB_RETURN_IF_ERROR(expr)                                                                             \
+  do {                                                                                                         \
+    ::tributary::Status TRIB_STATUS_CONCAT_(trib_status_, __LINE__) = (expr);                                  \
+    if (!TRIB_STATUS_CONCAT_(trib_status_, __LINE__).ok()) return TRIB_STATUS_CONCAT_(trib_status_, __LINE__); \
   } while (0)
 
 #endif  // TRIBUTARY_STATUS_H_

@@ -36,19 +36,19 @@ namespace tributary {
 
 struct ServerOptions {
   std::string listen = "127.0.0.1:0";  // host:port; port 0 picks a free one
-  std::string http;                     // host:port for /healthz and /metrics; empty: none
-  std::string data_dir;                 // snapshot and write-ahead log (required)
+  std::string http;                    // host:port for /healthz and /metrics; empty: none
+  std::string data_dir;                // snapshot and write-ahead log (required)
   unsigned io_threads = 2;
-  uint64_t queue_capacity = 100000;     // documents accepted but not yet learned
-  bool fsync_every_request = false;     // else group commit every fsync_interval_ms
+  uint64_t queue_capacity = 100000;  // documents accepted but not yet learned
+  bool fsync_every_request = false;  // else group commit every fsync_interval_ms
   uint32_t fsync_interval_ms = 10;
   uint32_t publish_interval_ms = 10;
   uint64_t publish_every_updates = 1000;
   uint32_t max_frame_bytes = 16u << 20;
   uint32_t max_connections = 1024;
   uint32_t idle_timeout_s = 300;
-  uint32_t max_inflight = 128;          // requests read but not yet answered, per connection
-  std::string auth_token;               // empty: no authentication
+  uint32_t max_inflight = 128;  // requests read but not yet answered, per connection
+  std::string auth_token;       // empty: no authentication
   uint64_t snapshot_every_documents = 1000000;
   uint32_t snapshot_interval_s = 300;
   uint64_t wal_segment_bytes = 64u << 20;
