@@ -789,7 +789,7 @@ TEST_F(ServerTest, ClientsThatDisconnectOrStallMidFrameDoNotDisturbOthers) {
 TEST_F(ServerTest, ClientThatNeverReadsDoesNotStallOthers) {
   ServerOptions o = Options();
   o.max_inflight = 16;
-  o.idle_timeout_s = 2;
+  o.idle_timeout_s = 3;
   o.http = "127.0.0.1:0";
   auto srv = Start(o);
   ASSERT_TRUE(srv);
@@ -810,6 +810,12 @@ TEST_F(ServerTest, ClientThatNeverReadsDoesNotStallOthers) {
       off = (off + static_cast<size_t>(n)) % frame.size();
       blocked = false;
       continue;
+    }
+    if (n < 0 && (errno == ECONNRESET || errno == EPIPE)) {
+      // On a slow machine the idle timeout can already have closed the
+      // stalled connection: it no longer holds anything either.
+      blocked = true;
+      break;
     }
     ASSERT_TRUE(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) << std::strerror(errno);
     if (!blocked) {
