@@ -5,9 +5,8 @@ For each vocabulary size (default 10k and 1M terms; the same documents, see gen_
   1. generates the TSV (python3, fixed seed) and converts it with `tributary convert --format tsv`;
   2. times `tributary train --family multinomial --loss L` for L in ncll, hinge, nll and reports the
      program's own documents/s (wall clock of the training loop, reading and decoding the protobuf stream
-     included; model creation and the final snapshot write excluded), and the rate by CPU time: documents
-     over the CPU-time difference between a 2-epoch and a 1-epoch run (same setup and snapshot, one more
-     pass over the stream), which a busy machine disturbs much less than the wall clock;
+     included; model creation and the final snapshot write excluded) and the whole process's CPU and wall
+     time;
   3. times `tributary eval --json` on the same stream (prediction: decode, score, metrics). eval also loads
      the snapshot (360 MB at 1M terms), so it is timed once more on a one-document stream and the
      difference gives the prediction rate without the load;
@@ -128,8 +127,6 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--work", default=os.path.join(os.environ.get("TMPDIR", "/tmp"), "tributary-bench"))
     ap.add_argument("--no-eval", action="store_true")
-    ap.add_argument("--no-cpu-rate", action="store_true",
-                    help="skip the 2-epoch runs that give the training rate by CPU time")
     ap.add_argument("--json", help="also write the results here")
     a = ap.parse_args()
 
@@ -174,8 +171,7 @@ def main():
         for loss in losses:
             for name, b in bins:
                 key = "%s/%s/%d" % (name, loss, V)
-                results["runs"][key] = {"train_docs_per_s": [], "train_cpu_s": [], "train_wall_s": [],
-                                        "train2_cpu_s": []}
+                results["runs"][key] = {"train_docs_per_s": [], "train_cpu_s": [], "train_wall_s": []}
             model_paths = {}
             for rep in range(a.reps):
                 for name, b in bins:  # interleaved
@@ -191,24 +187,13 @@ def main():
                     r["train_docs_per_s"].append(float(mm.group(1)))
                     r["train_cpu_s"].append(cpu)
                     r["train_wall_s"].append(wall)
-                    if not a.no_cpu_rate:
-                        # Same process with a second epoch: the CPU time difference is one pass over the
-                        # stream (reading included), without model creation and snapshot writing.
-                        _, cpu2, _ = run([b, "train", "--family", "multinomial", "--loss", loss, "--in", pb,
-                                          "--out", out, "--epochs", "2", "-q"])
-                        r["train2_cpu_s"].append(cpu2)
             for name, b in bins:
                 key = "%s/%s/%d" % (name, loss, V)
                 r = results["runs"][key]
-                cpu_rate = ""
-                if r["train2_cpu_s"]:
-                    d = min(r["train2_cpu_s"]) - min(r["train_cpu_s"])
-                    r["train_docs_per_s_cpu"] = a.docs / max(d, 1e-9)
-                    cpu_rate = "; %.0f docs/s by CPU time" % r["train_docs_per_s_cpu"]
-                line = ("train  %-5s %-8s %9.0f docs/s (program's rate: wall clock, best of %d; all: %s%s)  "
+                line = ("train  %-5s %-8s %9.0f docs/s (program's rate, best of %d; all: %s)  "
                         "process: %.2f s CPU, %.2f s wall" % (
                             loss, name, best(r["train_docs_per_s"]), a.reps,
-                            " ".join("%.0f" % x for x in r["train_docs_per_s"]), cpu_rate,
+                            " ".join("%.0f" % x for x in r["train_docs_per_s"]),
                             best(r["train_cpu_s"], False), best(r["train_wall_s"], False)))
                 print(line)
             if not a.no_eval and loss == "ncll":
@@ -245,12 +230,8 @@ def main():
                 r0 = results["runs"]["%s/%s/%d" % (name, loss, v0)]
                 r1 = results["runs"]["%s/%s/%d" % (name, loss, v1)]
                 t0, t1 = best(r0["train_docs_per_s"]), best(r1["train_docs_per_s"])
-                extra = ""
-                if "train_docs_per_s_cpu" in r0:
-                    c0, c1 = r0["train_docs_per_s_cpu"], r1["train_docs_per_s_cpu"]
-                    extra = "; by CPU time %.2fx (slowdown %.2fx)" % (c1 / c0, c0 / c1)
-                print("train  %-5s %-8s vocab %d / %d: %.2fx the documents/s (slowdown %.2fx)%s" %
-                      (loss, name, v1, v0, t1 / t0, t0 / t1, extra))
+                print("train  %-5s %-8s vocab %d / %d: %.2fx the documents/s (slowdown %.2fx)" %
+                      (loss, name, v1, v0, t1 / t0, t0 / t1))
             if not a.no_eval:
                 r0 = results["runs"]["%s/ncll/%d" % (name, v0)]
                 r1 = results["runs"]["%s/ncll/%d" % (name, v1)]
@@ -263,10 +244,7 @@ def main():
                 rc = results["runs"]["current/%s/%d" % (loss, V)]
                 rb = results["runs"]["baseline/%s/%d" % (loss, V)]
                 c, b = best(rc["train_docs_per_s"]), best(rb["train_docs_per_s"])
-                extra = ""
-                if "train_docs_per_s_cpu" in rc:
-                    extra = "; by CPU time %.2fx" % (rc["train_docs_per_s_cpu"] / rb["train_docs_per_s_cpu"])
-                print("train  %-5s vocab %7d: current / baseline = %.2fx%s" % (loss, V, c / b, extra))
+                print("train  %-5s vocab %7d: current / baseline = %.2fx" % (loss, V, c / b))
             if not a.no_eval:
                 c = results["runs"]["current/ncll/%d" % V]["eval_docs_per_s"]
                 b = results["runs"]["baseline/ncll/%d" % V]["eval_docs_per_s"]

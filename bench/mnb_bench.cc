@@ -186,11 +186,20 @@ double MinOf(const std::vector<double>& v) { return v.empty() ? 0.0 : *std::min_
 
 BENCHMARK(BM_MnbScore)->ArgName("vocab")->Arg(10000)->Arg(1000000)->ComputeStatistics("min", MinOf);
 BENCHMARK_CAPTURE(BM_SdemLearn, nll, std::string("nll"))
-    ->ArgName("vocab")->Arg(10000)->Arg(1000000)->ComputeStatistics("min", MinOf);
+    ->ArgName("vocab")
+    ->Arg(10000)
+    ->Arg(1000000)
+    ->ComputeStatistics("min", MinOf);
 BENCHMARK_CAPTURE(BM_SdemLearn, ncll, std::string("ncll"))
-    ->ArgName("vocab")->Arg(10000)->Arg(1000000)->ComputeStatistics("min", MinOf);
+    ->ArgName("vocab")
+    ->Arg(10000)
+    ->Arg(1000000)
+    ->ComputeStatistics("min", MinOf);
 BENCHMARK_CAPTURE(BM_SdemLearn, hinge, std::string("hinge"))
-    ->ArgName("vocab")->Arg(10000)->Arg(1000000)->ComputeStatistics("min", MinOf);
+    ->ArgName("vocab")
+    ->Arg(10000)
+    ->Arg(1000000)
+    ->ComputeStatistics("min", MinOf);
 
 }  // namespace
 }  // namespace tributary

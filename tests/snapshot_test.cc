@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -112,6 +113,24 @@ TEST_F(SnapshotTest, ResumedTrainingEqualsUninterruptedTraining) {
     }
     EXPECT_EQ(a->stats().raw(), (*b)->stats().raw());
   }
+}
+
+// Regression: totals of a class whose counts were all clamped back to zero
+// can end a few ulps below zero; such a snapshot must still load. Garbage
+// (NaN, wrong size) is refused.
+TEST_F(SnapshotTest, CacheImportAcceptsRoundingResidueAndRefusesGarbage) {
+  const auto& fv = model_->family().family();
+  ASSERT_NE(fv.import_cache, nullptr);
+  size_t n = 0;
+  trib_error err{};
+  ASSERT_EQ(fv.export_cache(model_->family_model(), nullptr, &n, &err), TRIB_OK);
+  std::vector<double> cache(n);
+  ASSERT_EQ(fv.export_cache(model_->family_model(), cache.data(), &n, &err), TRIB_OK);
+  cache[0] = -5e-16;
+  EXPECT_EQ(fv.import_cache(model_->family_model(), cache.data(), n, &err), TRIB_OK) << err.message;
+  cache[0] = std::nan("");
+  EXPECT_NE(fv.import_cache(model_->family_model(), cache.data(), n, &err), TRIB_OK);
+  EXPECT_NE(fv.import_cache(model_->family_model(), cache.data(), n - 1, &err), TRIB_OK);
 }
 
 TEST_F(SnapshotTest, SaveIsAtomicAndLeavesNoTemporaryFiles) {

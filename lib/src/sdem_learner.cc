@@ -112,8 +112,8 @@ Status SdemLearner::Learn(const trib_document& doc, LearnOutcome* outcome) {
   if (bad_score) {
     for (uint32_t k = 0; k < K; ++k) {
       if (std::isnan(scores_[k]) || scores_[k] == INFINITY) {
-        return Fail(doc, Status::Numeric("family '" + m.family().name + "' scored class " + std::to_string(k) +
-                                         " as " + std::to_string(scores_[k]) + ", expected a finite log-probability"));
+        return Fail(doc, Status::Numeric("family '" + m.family().name + "' scored class " + std::to_string(k) + " as " +
+                                         std::to_string(scores_[k]) + ", expected a finite log-probability"));
       }
     }
   }
@@ -143,8 +143,8 @@ Status SdemLearner::Learn(const trib_document& doc, LearnOutcome* outcome) {
                                              std::to_string(delta.index[j]) + " >= " + std::to_string(size)));
       }
       if (!std::isfinite(delta.value[j])) {
-        return Fail(doc, Status::Numeric("expected statistics are not finite (entry " +
-                                         std::to_string(delta.index[j]) + ")"));
+        return Fail(
+            doc, Status::Numeric("expected statistics are not finite (entry " + std::to_string(delta.index[j]) + ")"));
       }
     }
   }
