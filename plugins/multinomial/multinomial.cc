@@ -42,8 +42,8 @@ struct State {
   std::vector<uint64_t> expo;  // E_k
 };
 
-inline Model* M(trib_family_model* m) { return reinterpret_cast<Model*>(m); }
-inline const Model* M(const trib_family_model* m) { return reinterpret_cast<const Model*>(m); }
+inline Model* M(trib_family_model* m) { return tributary::sdk::As<Model>(m); }
+inline const Model* M(const trib_family_model* m) { return tributary::sdk::As<Model>(m); }
 
 int Create(const trib_schema* schema, const trib_option* opts, size_t n, trib_family_model** out, trib_error* err) {
   return Guard(err, [&] {
@@ -81,15 +81,6 @@ int Create(const trib_schema* schema, const trib_option* opts, size_t n, trib_fa
     m->word_offset = m->K;
     m->raw_word_total.assign(m->K, 0.0);
     *out = reinterpret_cast<trib_family_model*>(m.release());
-    return TRIB_OK;
-  });
-}
-
-void Destroy(trib_family_model* m) { delete M(m); }
-
-int Clone(const trib_family_model* m, trib_family_model** out, trib_error* err) {
-  return Guard(err, [&] {
-    *out = reinterpret_cast<trib_family_model*>(new Model(*M(m)));
     return TRIB_OK;
   });
 }
@@ -135,8 +126,6 @@ int StateCreate(const trib_family_model*, uint64_t, trib_family_state** out, tri
     return TRIB_OK;
   });
 }
-
-void StateDestroy(trib_family_state* s) { delete reinterpret_cast<State*>(s); }
 
 // ---- Vector kernels -----------------------------------------------------------
 //
@@ -599,12 +588,12 @@ extern "C" TRIB_PLUGIN_EXPORT int tributary_plugin_init(const trib_host_api* hos
   std::memset(&v, 0, sizeof(v));
   v.struct_size = sizeof(trib_family_vtable);
   v.create = Create;
-  v.destroy = Destroy;
-  v.clone = Clone;
+  v.destroy = tributary::sdk::DestroyModel<Model>;
+  v.clone = tributary::sdk::CloneModel<Model>;
   v.layout = Layout;
   v.rebuild = Rebuild;
   v.state_create = StateCreate;
-  v.state_destroy = StateDestroy;
+  v.state_destroy = tributary::sdk::DestroyState<State>;
   v.score = Score;
   v.accumulate = Accumulate;
   v.commit = Commit;

@@ -45,6 +45,34 @@ int Guard(trib_error* err, F&& body) noexcept {
   }
 }
 
+// The opaque handles are the family's own C++ objects: these convert them,
+// and provide the vtable's destroy / clone / state_destroy for any copyable
+// model type and any state type.
+template <typename T>
+T* As(trib_family_model* m) {
+  return reinterpret_cast<T*>(m);
+}
+template <typename T>
+const T* As(const trib_family_model* m) {
+  return reinterpret_cast<const T*>(m);
+}
+template <typename T>
+void DestroyModel(trib_family_model* m) {
+  delete As<T>(m);
+}
+// Deep copy through T's copy constructor.
+template <typename T>
+int CloneModel(const trib_family_model* m, trib_family_model** out, trib_error* err) {
+  return Guard(err, [&] {
+    *out = reinterpret_cast<trib_family_model*>(new T(*As<T>(m)));
+    return TRIB_OK;
+  });
+}
+template <typename S>
+void DestroyState(trib_family_state* s) {
+  delete reinterpret_cast<S*>(s);
+}
+
 // mu[i] for entry i of block b (see trib_block).
 inline double Mu(const trib_stats& s, uint32_t b, uint64_t i) {
   const trib_block& blk = s.blocks[b];
