@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Tributary needs, only those missing.
-# Usage: scripts/install_deps.sh [--demo]   (run as root; --demo adds the corpora and peers)
+# Usage: scripts/install_deps.sh [--demo]   (run as root; --demo adds the peers)
+# The small real corpora (fortunes, bible-kjv) are always installed: tests use them.
 set -euo pipefail
 pkgs=(cmake ninja-build g++ pkg-config python3 python3-protobuf
       libboost-dev libeigen3-dev libprotobuf-dev protobuf-compiler
-      libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev)
+      libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev
+      fortunes fortunes-min bible-kjv)
 if [[ "${1:-}" == "--demo" ]]; then
-  pkgs+=(fortunes fortunes-min bible-kjv liblinear-tools)
+  pkgs+=(liblinear-tools)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -24,6 +24,8 @@ void DocumentBuffer::Clear() {
   reals.clear();
   categoricals.clear();
   weight = 1.0;
+  real_missing.clear();
+  categorical_missing.clear();
 }
 
 void DocumentBuffer::Canonicalize() {
@@ -75,6 +77,8 @@ trib_document DocumentBuffer::View() const {
   d.num_categoricals = static_cast<uint32_t>(categoricals.size());
   d.categoricals = categoricals.data();
   d.weight = weight;
+  d.real_missing = real_missing.empty() ? nullptr : real_missing.data();
+  d.categorical_missing = categorical_missing.empty() ? nullptr : categorical_missing.data();
   return d;
 }
 
@@ -108,16 +112,24 @@ Result<DocumentDecoder> DocumentDecoder::Create(const ModelSchema& model, const 
   }
   for (size_t i = 0; i < mf.size(); ++i) {
     const auto& sf = stream.features(static_cast<int>(i));
-    bool stream_real = sf.kind() == v1::FeatureSpec::REAL;
-    if (stream_real != (mf[i].kind == TRIB_FEATURE_REAL)) {
+    const auto kind_name = [](int k) {
+      return k == TRIB_FEATURE_REAL ? "real" : k == TRIB_FEATURE_COUNT ? "count" : "categorical";
+    };
+    const int stream_kind = sf.kind() == v1::FeatureSpec::REAL    ? TRIB_FEATURE_REAL
+                            : sf.kind() == v1::FeatureSpec::COUNT ? TRIB_FEATURE_COUNT
+                                                                  : TRIB_FEATURE_CATEGORICAL;
+    if (stream_kind != static_cast<int>(mf[i].kind)) {
       return Status::InvalidArgument("feature " + std::to_string(i) + " ('" + sf.name() + "') is " +
-                                     (stream_real ? "real" : "categorical") + " in the stream but " +
-                                     (stream_real ? "categorical" : "real") + " in the model");
+                                     kind_name(stream_kind) + " in the stream but " + kind_name(mf[i].kind) +
+                                     " in the model");
     }
-    if (stream_real) {
+    if (stream_kind != TRIB_FEATURE_CATEGORICAL) {
+      d.feature_slot_.emplace_back(false, d.num_reals_);
+      d.real_kinds_.push_back(static_cast<uint32_t>(stream_kind));
       ++d.num_reals_;
       continue;
     }
+    d.feature_slot_.emplace_back(true, static_cast<uint32_t>(d.cat_card_.size()));
     std::vector<int64_t> remap(sf.categories_size(), -1);
     for (int c = 0; c < sf.categories_size(); ++c) {
       auto it = std::find(mf[i].categories.begin(), mf[i].categories.end(), sf.categories(c));
@@ -150,6 +162,27 @@ Status DocumentDecoder::Decode(const v1::Document& doc, uint64_t index, const Mo
   };
   if (doc.term_ids_size() == 0 && doc.tokens_size() == 0 && doc.reals_size() == 0 && doc.categoricals_size() == 0) {
     return bad("empty document: expected terms, tokens or features, found none");
+  }
+  // Missing features (their values are placeholders and not validated).
+  for (int i = 0; i < doc.missing_features_size(); ++i) {
+    const uint32_t f = doc.missing_features(i);
+    if (f >= feature_slot_.size()) {
+      return bad("missing_features[" + std::to_string(i) + "] is " + std::to_string(f) + ", expected < " +
+                 std::to_string(feature_slot_.size()) + " (the number of features)");
+    }
+    const auto [categorical, slot] = feature_slot_[f];
+    auto& flags = categorical ? out->categorical_missing : out->real_missing;
+    if (flags.empty()) flags.assign(categorical ? cat_card_.size() : num_reals_, 0);
+    flags[slot] = 1;
+  }
+  if (doc.missing_features_size() > 0 && static_cast<size_t>(doc.missing_features_size()) == feature_slot_.size() &&
+      doc.term_ids_size() == 0 && doc.tokens_size() == 0) {
+    bool all = true;
+    for (size_t f = 0; f < feature_slot_.size(); ++f) {
+      const auto [categorical, slot] = feature_slot_[f];
+      all &= (categorical ? out->categorical_missing : out->real_missing)[slot] != 0;
+    }
+    if (all) return bad("empty document: every feature is missing and there are no terms");
   }
   if (doc.term_counts_size() != 0 && doc.term_counts_size() != doc.term_ids_size()) {
     return bad("term_counts has " + std::to_string(doc.term_counts_size()) + " entries, expected " +
@@ -194,16 +227,28 @@ Status DocumentDecoder::Decode(const v1::Document& doc, uint64_t index, const Mo
     return bad("has " + std::to_string(doc.reals_size()) + " real features, expected " + std::to_string(num_reals_));
   }
   for (int i = 0; i < doc.reals_size(); ++i) {
-    if (!Finite(doc.reals(i))) {
-      return bad("real feature " + std::to_string(i) + " is " + Num(doc.reals(i)) + ", expected a finite number");
+    if (!out->real_missing.empty() && out->real_missing[i]) {
+      out->reals.push_back(0.0);
+      continue;
     }
-    out->reals.push_back(doc.reals(i));
+    const double v = doc.reals(i);
+    if (!Finite(v)) {
+      return bad("real feature " + std::to_string(i) + " is " + Num(v) + ", expected a finite number");
+    }
+    if (real_kinds_[i] == TRIB_FEATURE_COUNT && (v < 0 || v != std::floor(v))) {
+      return bad("count feature " + std::to_string(i) + " is " + Num(v) + ", expected an integer >= 0");
+    }
+    out->reals.push_back(v);
   }
   if (static_cast<size_t>(doc.categoricals_size()) != cat_card_.size()) {
     return bad("has " + std::to_string(doc.categoricals_size()) + " categorical features, expected " +
                std::to_string(cat_card_.size()));
   }
   for (int i = 0; i < doc.categoricals_size(); ++i) {
+    if (!out->categorical_missing.empty() && out->categorical_missing[i]) {
+      out->categoricals.push_back(0);
+      continue;
+    }
     uint32_t v = doc.categoricals(i);
     if (v >= cat_card_[i]) {
       return bad("categorical feature " + std::to_string(i) + " is " + std::to_string(v) + ", expected < " +

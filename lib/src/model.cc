@@ -99,7 +99,71 @@ Result<std::unique_ptr<Model>> Model::CreateInternal(std::shared_ptr<const Plugi
   if (rc != TRIB_OK) return PluginStatus(rc, err, *m->family_, "layout");
   blocks.resize(nb);
   TRIB_RETURN_IF_ERROR(m->stats_.Init(std::move(blocks)).WithContext("family '" + m->family_->name + "'"));
+  TRIB_RETURN_IF_ERROR(m->QueryOutputs());
+  if (m->loss_) TRIB_RETURN_IF_ERROR(m->SetLoss(m->loss_, m->loss_options_));
   return m;
+}
+
+Status Model::QueryOutputs() {
+  const auto& fv = family_->family();
+  output_kind_ = TRIB_OUTPUTS_CLASSES;
+  num_outputs_ = static_cast<uint32_t>(schema_.classes().size());
+  if (!fv.outputs) return Status::OK();
+  trib_error err{};
+  uint32_t kind = TRIB_OUTPUTS_CLASSES, count = 0;
+  int rc = fv.outputs(fmodel_, &kind, &count, &err);
+  if (rc != TRIB_OK) return PluginStatus(rc, err, *family_, "outputs");
+  if (kind == TRIB_OUTPUTS_CLASSES) {
+    if (count != num_outputs_) {
+      return Status::PluginError("family '" + family_->name + "' reports " + std::to_string(count) +
+                                 " class outputs, but the schema has " + std::to_string(num_outputs_) + " classes");
+    }
+  } else if (kind == TRIB_OUTPUTS_LATENT) {
+    if (count == 0) return Status::PluginError("family '" + family_->name + "' reports 0 latent outputs");
+    output_kind_ = kind;
+    num_outputs_ = count;
+  } else {
+    return Status::PluginError("family '" + family_->name + "' reports an unknown output kind " + std::to_string(kind));
+  }
+  return Status::OK();
+}
+
+std::string Model::OutputName(uint32_t k) const {
+  if (!latent_outputs() && k < schema_.classes().size()) return schema_.classes()[k];
+  return std::to_string(k);
+}
+
+Status Model::SetLoss(std::shared_ptr<const Plugin> loss, Options loss_options) {
+  if (!loss || loss->kind != TRIB_KIND_LOSS) return Status::InvalidArgument("not a loss plugin");
+  const auto& lv = loss->loss();
+  std::shared_ptr<trib_loss_model> instance;
+  if (lv.create) {
+    std::vector<trib_option> opts;
+    for (const auto& [k, v] : loss_options) opts.push_back({k.c_str(), v.c_str()});
+    trib_error err{};
+    trib_loss_model* lm = nullptr;
+    int rc = lv.create(opts.data(), opts.size(), &lm, &err);
+    if (rc != TRIB_OK) return PluginStatus(rc, err, *loss, "create");
+    if (lm == nullptr) return Status::PluginError("loss '" + loss->name + "' create returned no instance");
+    instance = std::shared_ptr<trib_loss_model>(lm, [plugin = loss](trib_loss_model* p) { plugin->loss().destroy(p); });
+  } else if (!loss_options.empty()) {
+    return Status::InvalidArgument("loss '" + loss->name + "' takes no options, got '" + loss_options[0].first + "'");
+  }
+  loss_ = std::move(loss);
+  loss_options_ = std::move(loss_options);
+  loss_model_ = std::move(instance);
+  return Status::OK();
+}
+
+Status Model::LossWeights(const double* scores, int64_t label, double* w, double* c, double* loss_value) const {
+  trib_error err;  // (not zero-filled: per document; plugins write a NUL-terminated message)
+  err.code = TRIB_OK;
+  err.message[0] = '\0';
+  const auto& lv = loss_->loss();
+  int rc = loss_model_ ? lv.weights_with(loss_model_.get(), scores, num_outputs_, label, w, c, loss_value, &err)
+                       : lv.weights(scores, num_outputs_, label, w, c, loss_value, &err);
+  if (rc != TRIB_OK) return PluginStatus(rc, err, *loss_, "weights");
+  return Status::OK();
 }
 
 Result<std::unique_ptr<Model>> Model::Create(std::shared_ptr<const Plugin> family, std::shared_ptr<const Plugin> loss,
@@ -134,6 +198,10 @@ Result<std::unique_ptr<Model>> Model::Clone() const {
   m->loss_ = loss_;
   m->schema_ = schema_;
   m->options_ = options_;
+  m->loss_options_ = loss_options_;
+  m->loss_model_ = loss_model_;  // immutable after create: shared by clones
+  m->output_kind_ = output_kind_;
+  m->num_outputs_ = num_outputs_;
   m->stats_ = stats_;
   m->learner_ = learner_;
   trib_error err{};
@@ -151,6 +219,10 @@ Result<std::unique_ptr<ScoringState>> Model::NewScoringState(uint64_t seed) cons
 }
 
 Status Model::Score(const trib_document& doc, ScoringState* state, double* log_joint) const {
+  if ((doc.real_missing || doc.categorical_missing) && family_->abi_minor < 2) {
+    return Status::InvalidDocument("family '" + family_->name + "' (built against ABI 1." +
+                                   std::to_string(family_->abi_minor) + ") cannot handle missing features");
+  }
   trib_error err{};
   trib_stats view = stats_.ConstView();
   int rc = family_->family().score(fmodel_, &view, state->get(), &doc, log_joint, &err);
@@ -164,6 +236,10 @@ double Model::PerplexityTokens(const trib_document& doc) const {
 }
 
 Status Model::AddClass(const std::string& name) {
+  if (latent_outputs()) {  // classes only label documents for evaluation
+    if (schema_.ClassIndex(name) < 0) schema_.AddClass(name);
+    return Status::OK();
+  }
   const auto& fv = family_->family();
   if (!fv.grow_classes) {
     return Status::InvalidArgument("family '" + family_->name + "' cannot add class '" + name +
@@ -190,6 +266,7 @@ Status Model::AddClass(const std::string& name) {
   TRIB_RETURN_IF_ERROR(nm->Rebuild(step));
   std::swap(fmodel_, nm->fmodel_);
   stats_ = std::move(nm->stats_);
+  num_outputs_ = nm->num_outputs_;
   schema_ = std::move(nm->schema_);
   return Status::OK();
 }

@@ -174,6 +174,9 @@ Result<std::shared_ptr<const Plugin>> LoadAny(const std::string& path_in) {
     if (missing) return fail(std::string("family vtable lacks required function '") + missing + "'");
   } else if (!vt.loss.weights) {
     return fail("loss vtable lacks required function 'weights'");
+  } else if (vt.loss.create && (!vt.loss.destroy || !vt.loss.weights_with)) {
+    return fail(std::string("loss vtable has 'create' but lacks required function '") +
+                (vt.loss.destroy ? "weights_with" : "destroy") + "'");
   }
   auto plugin = std::make_shared<Plugin>();
   plugin->kind = kind;

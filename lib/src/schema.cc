@@ -22,8 +22,9 @@ Result<ModelSchema> ModelSchema::FromProto(const v1::Schema& proto) {
   for (const auto& f : proto.features()) {
     FeatureSpecInfo info;
     info.name = f.name();
-    if (f.kind() == v1::FeatureSpec::REAL) {
-      info.kind = TRIB_FEATURE_REAL;
+    if (f.kind() == v1::FeatureSpec::REAL || f.kind() == v1::FeatureSpec::COUNT) {
+      info.kind = f.kind() == v1::FeatureSpec::REAL ? TRIB_FEATURE_REAL : TRIB_FEATURE_COUNT;
+      s.real_kinds_.push_back(static_cast<uint32_t>(info.kind));
       ++s.num_reals_;
     } else if (f.kind() == v1::FeatureSpec::CATEGORICAL) {
       info.kind = TRIB_FEATURE_CATEGORICAL;
@@ -74,7 +75,9 @@ void ModelSchema::ToProto(v1::Schema* out) const {
   for (const auto& f : features_) {
     auto* fs = out->add_features();
     fs->set_name(f.name);
-    fs->set_kind(f.kind == TRIB_FEATURE_REAL ? v1::FeatureSpec::REAL : v1::FeatureSpec::CATEGORICAL);
+    fs->set_kind(f.kind == TRIB_FEATURE_REAL    ? v1::FeatureSpec::REAL
+                 : f.kind == TRIB_FEATURE_COUNT ? v1::FeatureSpec::COUNT
+                                                : v1::FeatureSpec::CATEGORICAL);
     for (const auto& c : f.categories) fs->add_categories(c);
   }
 }
@@ -104,6 +107,7 @@ trib_schema ModelSchema::CView() const {
   s.num_reals = num_reals_;
   s.num_categoricals = static_cast<uint32_t>(cat_card_.size());
   s.categorical_cardinalities = cat_card_.data();
+  s.real_kinds = real_kinds_.data();
   return s;
 }
 

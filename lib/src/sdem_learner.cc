@@ -50,6 +50,12 @@ size_t RunLength(const uint64_t* idx, size_t max_len) {
 Result<std::unique_ptr<SdemLearner>> SdemLearner::Create(Model* model, uint64_t seed) {
   if (model == nullptr) return Status::InvalidArgument("SdemLearner: no model");
   if (!model->loss_plugin()) return Status::InvalidArgument("SdemLearner: the model has no loss");
+  if (model->latent_outputs() && model->loss_plugin()->loss().requires_label) {
+    return Status::InvalidArgument("loss '" + model->loss_plugin()->name + "' needs labels, but family '" +
+                                   model->family().name +
+                                   "' learns latent components from unlabelled documents (labels are ignored); use "
+                                   "--loss nll");
+  }
   TRIB_RETURN_IF_ERROR(model->learner_state().schedule.Validate());
   if (!(model->learner_state().effective_size > 0)) {
     return Status::InvalidArgument("effective data-set size n must be > 0");
@@ -83,11 +89,25 @@ Status SdemLearner::Fail(const trib_document& doc, const Status& st) const {
   return st.WithContext(DocumentName(doc.index, doc.id ? doc.id : ""));
 }
 
-Status SdemLearner::Learn(const trib_document& doc, LearnOutcome* outcome) {
+Status SdemLearner::Learn(const trib_document& labelled_doc, LearnOutcome* outcome) {
   Model& m = *model_;
-  const uint32_t K = m.num_classes();
+  const uint32_t K = m.num_outputs();
   const Plugin& loss = *m.loss_plugin();
+  // A family with latent outputs learns from the documents alone: labels are
+  // for evaluation only (trib_family_vtable.outputs).
+  trib_document unlabelled;
+  const trib_document* docp = &labelled_doc;
+  if (m.latent_outputs() && labelled_doc.label >= 0) {
+    unlabelled = labelled_doc;
+    unlabelled.label = -1;
+    docp = &unlabelled;
+  }
+  const trib_document& doc = *docp;
   if (loss.loss().requires_label && doc.label < 0) {
+    if (m.latent_outputs()) {
+      return Fail(doc, Status::InvalidArgument("loss '" + loss.name + "' needs labels, but family '" + m.family().name +
+                                               "' learns latent components from unlabelled documents (use nll)"));
+    }
     return Fail(doc, Status::InvalidDocument("loss '" + loss.name + "' needs a label, the document has none"));
   }
   if (doc.label >= static_cast<int64_t>(K)) {
@@ -119,11 +139,13 @@ Status SdemLearner::Learn(const trib_document& doc, LearnOutcome* outcome) {
   }
   // 2. Loss: w and c.
   double c = 0, loss_value = 0;
+  if (Status st = m.LossWeights(scores_.data(), doc.label, weights_.data(), &c, &loss_value); !st.ok()) {
+    return Fail(doc, st);
+  }
   trib_error err;  // (not zero-filled: 516 bytes per document; plugins write a NUL-terminated message)
   err.code = TRIB_OK;
   err.message[0] = '\0';
-  int rc = loss.loss().weights(scores_.data(), K, doc.label, weights_.data(), &c, &loss_value, &err);
-  if (rc != TRIB_OK) return Fail(doc, PluginStatus(rc, err, loss, "weights"));
+  int rc;
   const double dw = doc.weight;
   if (dw != 1.0) {
     for (auto& w : weights_) w *= dw;

@@ -83,6 +83,11 @@ Status Model::Save(const std::string& path) const {
     o->set_key(k);
     o->set_value(v);
   }
+  for (const auto& [k, v] : loss_options_) {
+    auto* o = snap.add_loss_options();
+    o->set_key(k);
+    o->set_value(v);
+  }
   schema_.ToProto(snap.mutable_schema());
   auto* ls = snap.mutable_learner();
   ls->set_updates(learner_.updates);
@@ -206,6 +211,11 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const Plugin
   auto r = CreateInternal(*fam, loss, std::move(schema).value(), std::move(opts));
   if (!r.ok()) return r.status().WithContext("snapshot '" + path + "'");
   auto m = std::move(r).value();
+  if (loss) {
+    Options loss_opts;
+    for (const auto& o : snap.loss_options()) loss_opts.emplace_back(o.key(), o.value());
+    TRIB_RETURN_IF_ERROR(m->SetLoss(loss, std::move(loss_opts)).WithContext("snapshot '" + path + "'"));
+  }
   auto& blocks = m->stats_.mutable_blocks();
   if (static_cast<size_t>(snap.blocks_size()) != blocks.size() ||
       static_cast<uint64_t>(snap.raw_size()) != m->stats_.size()) {

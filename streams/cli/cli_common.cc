@@ -71,15 +71,25 @@ Result<std::unique_ptr<Model>> NewModelFromFlags(const LearnFlags& f, const Plug
   if (!schema.ok()) return schema.status();
   Options opts;
   if (!f.prior.empty()) opts.emplace_back("prior", f.prior);
-  for (const auto& kv : f.options) {
-    auto eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      return Status::InvalidArgument("--opt '" + kv + "': expected key=value");
+  if (f.topics > 0) opts.emplace_back("topics", std::to_string(f.topics));
+  if (f.components > 0) opts.emplace_back("components", std::to_string(f.components));
+  auto parse = [](const std::vector<std::string>& kvs, const char* flag, Options* out) {
+    for (const auto& kv : kvs) {
+      auto eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0) {
+        return Status::InvalidArgument(std::string(flag) + " '" + kv + "': expected key=value");
+      }
+      out->emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
     }
-    opts.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
-  }
-  auto model = Model::Create(*fam, *loss, std::move(schema).value(), std::move(opts), f.seed);
+    return Status::OK();
+  };
+  TRIB_RETURN_IF_ERROR(parse(f.options, "--opt", &opts));
+  Options loss_opts;
+  TRIB_RETURN_IF_ERROR(parse(f.loss_options, "--loss-opt", &loss_opts));
+  auto model = Model::Create(*fam, nullptr, std::move(schema).value(), std::move(opts), f.seed);
   if (!model.ok()) return model.status();
+  TRIB_RETURN_IF_ERROR((*model)->SetLoss(*loss, std::move(loss_opts)));
+  (*model)->learner_state().schedule.lambda = (*loss)->loss().default_lambda;
   LearnerState& ls = (*model)->learner_state();
   if (f.schedule == "inverse") {
     ls.schedule.kind = StepSchedule::Kind::kInverseLinear;
@@ -104,6 +114,9 @@ Result<std::unique_ptr<Model>> NewModelFromFlags(const LearnFlags& f, const Plug
         "the stream's length is unknown (no document_count in its header, not a file): pass --n, the effective "
         "data-set size");
   }
+  // Families that derive theta from n (e.g. LDA's lambda = n mu) see the
+  // configured n before the first document.
+  TRIB_RETURN_IF_ERROR((*model)->Rebuild(trib_step{0.0, ls.effective_size, 0.0, 0}));
   return model;
 }
 

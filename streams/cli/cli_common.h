@@ -41,10 +41,13 @@ class Progress {
 struct LearnFlags {
   std::string family = "multinomial";
   std::string loss = "ncll";
-  std::string prior;                 // family option "prior" when set
-  std::vector<std::string> options;  // "key=value" family options
-  std::string schedule = "inverse";  // inverse | poly | constant
-  double lambda = -1;                // < 0: the loss's default
+  std::string prior;                      // family option "prior" when set
+  std::vector<std::string> options;       // "key=value" family options
+  std::vector<std::string> loss_options;  // "key=value" loss options
+  uint32_t topics = 0;                    // family option "topics" when > 0
+  uint32_t components = 0;                // family option "components" when > 0
+  std::string schedule = "inverse";       // inverse | poly | constant
+  double lambda = -1;                     // < 0: the loss's default
   double tau0 = 1.0, kappa = 0.7, rho = 0.01;
   uint32_t epochs = 1;
   double n = 0;  // 0: the stream length

@@ -87,6 +87,9 @@ void AddLearnFlags(CLI::App* app, LearnFlags* f) {
   app->add_option("--loss", f->loss, "loss plugin: nll, ncll, hinge, or a path")->capture_default_str();
   app->add_option("--prior", f->prior, "family prior (multinomial: laplace, log, or a pseudo-count)");
   app->add_option("--opt", f->options, "family option key=value (repeatable)");
+  app->add_option("--loss-opt", f->loss_options, "loss option key=value (repeatable; hinge: margin=M)");
+  app->add_option("--topics", f->topics, "number of topics (family option 'topics': lda, lda-classifier, mmnb)");
+  app->add_option("--components", f->components, "number of mixture components (family option 'components')");
   app->add_option("--schedule", f->schedule, "step sizes: inverse (1+lambda t)^-1, poly (tau0+t)^-kappa, constant")
       ->capture_default_str();
   app->add_option("--lambda", f->lambda, "lambda of the inverse schedule (default: the loss's own default)");
@@ -243,8 +246,8 @@ int RunEval(const std::string& model_path, const std::string& in, bool as_json, 
   if (!ds.ok()) return ReportError(ds.status());
   auto state = model->NewScoringState();
   if (!state.ok()) return ReportError(state.status());
-  ClassificationMetrics metrics(model->num_classes());
-  std::vector<double> scores(model->num_classes());
+  ClassificationMetrics metrics(model->num_outputs());
+  std::vector<double> scores(model->num_outputs());
   BadInput bad;
   DocumentBuffer doc;
   for (;;) {
@@ -310,7 +313,7 @@ int RunPredict(const std::string& model_path, const std::string& in, const std::
   if (!ds.ok()) return ReportError(ds.status());
   auto state = model->NewScoringState();
   if (!state.ok()) return ReportError(state.status());
-  const uint32_t K = model->num_classes();
+  const uint32_t K = model->num_outputs();
   const auto& classes = model->schema().classes();
   std::vector<double> scores(K), probs(K);
   std::unique_ptr<DocumentWriter> writer;
@@ -386,7 +389,7 @@ int RunPrequential(const LearnFlags& f, const std::string& in, uint64_t every, b
   auto learner = std::move(lr).value();
   auto ds = DecodedStream::Open(in, f.max_frame_bytes, *model);
   if (!ds.ok()) return ReportError(ds.status());
-  ClassificationMetrics total(model->num_classes());
+  ClassificationMetrics total(model->num_outputs());
   uint64_t window_docs = 0, window_correct = 0;
   json curve = json::array();
   BadInput bad;
@@ -414,7 +417,7 @@ int RunPrequential(const LearnFlags& f, const std::string& in, uint64_t every, b
     }
     if (eof) break;
     if (grew) {
-      total.Resize(model->num_classes());
+      total.Resize(model->num_outputs());
       auto l2 = SdemLearner::Create(model.get(), f.seed);
       if (!l2.ok()) return ReportError(l2.status());
       learner = std::move(l2).value();

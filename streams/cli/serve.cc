@@ -52,7 +52,7 @@ int RunServe(const ServeFlags& f) {
       if (!initial->loss_plugin()) {
         auto loss = Registry().Find(f.learn.loss, TRIB_KIND_LOSS);
         if (!loss.ok()) return ReportError(loss.status());
-        initial->set_loss(*loss);
+        if (Status st = initial->SetLoss(*loss); !st.ok()) return ReportError(st);
       }
     } else if (!f.schema.empty()) {
       auto r = DocumentReader::Open(f.schema, f.learn.max_frame_bytes);

@@ -618,13 +618,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (!pub) return ErrorResponse(id, v1::Response::UNAVAILABLE, "no model published yet");
     auto state = pub->model->NewScoringState();
     if (!state.ok()) return ErrorResponse(id, v1::Response::INTERNAL, state.status().ToString());
-    const uint32_t K = pub->model->num_classes();
+    const uint32_t K = pub->model->num_outputs();
     std::vector<double> scores(K), probs(K);
     v1::Response r;
     r.set_request_id(id);
     auto* out = r.mutable_predict();
     out->set_model_version(pub->version);
-    for (const auto& c : pub->model->schema().classes()) out->add_class_names(c);
+    for (uint32_t k = 0; k < K; ++k) out->add_class_names(pub->model->OutputName(k));
     DocumentBuffer buf;
     for (int i = 0; i < pr.documents_size(); ++i) {
       Status st = pub->decoder->Decode(pr.documents(i), static_cast<uint64_t>(i), pub->model->schema(), false, &buf,
@@ -636,7 +636,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       p->set_id(pr.documents(i).id());
       p->set_index(static_cast<uint64_t>(i));
       uint32_t best = static_cast<uint32_t>(std::max_element(probs.begin(), probs.end()) - probs.begin());
-      p->set_predicted(pub->model->schema().classes()[best]);
+      p->set_predicted(pub->model->OutputName(best));
       for (double x : probs) p->add_probabilities(x);
     }
     srv_->counters.predictions += static_cast<uint64_t>(pr.documents_size());

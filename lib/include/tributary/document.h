@@ -28,6 +28,10 @@ struct DocumentBuffer {
   std::vector<double> reals;
   std::vector<uint32_t> categoricals;
   double weight = 1.0;
+  // Missing-value flags (1 = missing), empty when nothing is missing; when
+  // set they have one entry per real / categorical.
+  std::vector<uint8_t> real_missing;
+  std::vector<uint8_t> categorical_missing;
 
   void Clear();
   // Sorts term ids and merges duplicates (summing counts).
@@ -59,8 +63,9 @@ class DocumentDecoder {
   // Decodes `doc` (frame `index` of the stream, 0-based among documents).
   // Errors (kInvalidDocument) name the document and say expected vs found:
   // term id out of range, NaN/inf/non-positive counts, wrong number of
-  // reals, NaN/inf reals, categorical out of range, bad weight, unknown label,
-  // a document with no content at all. A label unknown to the model is an
+  // reals, NaN/inf reals, a COUNT feature that is not an integer >= 0,
+  // categorical out of range, a missing_features entry out of range, bad
+  // weight, unknown label, a document with no content at all. A label unknown to the model is an
   // error unless the model's schema has open classes and `allow_new_classes`
   // is set: then *new_class gets the label, out->label is -1, and the caller
   // adds the class (Model::AddClass) and sets out->label itself.
@@ -74,8 +79,11 @@ class DocumentDecoder {
   bool hashed_ = false;
   uint64_t hashed_dim_ = 0;
   uint32_t num_reals_ = 0;
+  std::vector<uint32_t> real_kinds_;
   std::vector<uint32_t> cat_card_;
   std::vector<std::vector<int64_t>> cat_remap_;
+  // Schema feature position -> (is categorical, index within reals or categoricals).
+  std::vector<std::pair<bool, uint32_t>> feature_slot_;
 };
 
 }  // namespace tributary

@@ -118,10 +118,22 @@ class Model {
   const ModelSchema& schema() const { return schema_; }
   ModelSchema* mutable_schema() { return &schema_; }
   uint32_t num_classes() const { return static_cast<uint32_t>(schema_.classes().size()); }
+  // What score() ranks (ABI 1.2 `outputs`): the schema's classes, or K latent
+  // components / topics of the family (labels then ignored in training).
+  uint32_t num_outputs() const { return num_outputs_; }
+  bool latent_outputs() const { return output_kind_ == TRIB_OUTPUTS_LATENT; }
+  // The name of output k: the class name, or the component number.
+  std::string OutputName(uint32_t k) const;
   const Plugin& family() const { return *family_; }
   const std::shared_ptr<const Plugin>& family_plugin() const { return family_; }
   const std::shared_ptr<const Plugin>& loss_plugin() const { return loss_; }
-  void set_loss(std::shared_ptr<const Plugin> loss) { loss_ = std::move(loss); }
+  // Sets the loss and its options (ABI 1.2 loss create). Errors: the loss
+  // refuses an option (named), or takes no options and some were given.
+  Status SetLoss(std::shared_ptr<const Plugin> loss, Options loss_options = {});
+  const Options& loss_options() const { return loss_options_; }
+  // The loss's class weights w[num_outputs], self-weight c and loss value for
+  // `scores` (log p(k, x)) and `label` (-1: unlabelled). REQUIRES: a loss.
+  Status LossWeights(const double* scores, int64_t label, double* w, double* c, double* loss_value) const;
   const Options& family_options() const { return options_; }
   SufficientStats& stats() { return stats_; }
   const SufficientStats& stats() const { return stats_; }
@@ -137,6 +149,7 @@ class Model {
 
  private:
   Model() = default;
+  Status QueryOutputs();
   static Result<std::unique_ptr<Model>> CreateInternal(std::shared_ptr<const Plugin> family,
                                                        std::shared_ptr<const Plugin> loss, ModelSchema schema,
                                                        Options family_options);
@@ -144,6 +157,10 @@ class Model {
   std::shared_ptr<const Plugin> loss_;
   ModelSchema schema_;
   Options options_;
+  Options loss_options_;
+  std::shared_ptr<trib_loss_model> loss_model_;  // the loss's instance (NULL: no options support)
+  uint32_t output_kind_ = TRIB_OUTPUTS_CLASSES;
+  uint32_t num_outputs_ = 0;
   trib_family_model* fmodel_ = nullptr;
   SufficientStats stats_;
   LearnerState learner_;

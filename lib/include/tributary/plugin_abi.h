@@ -57,7 +57,7 @@ extern "C" {
 #endif
 
 #define TRIB_ABI_MAJOR 1u
-#define TRIB_ABI_MINOR 1u
+#define TRIB_ABI_MINOR 2u
 #define TRIB_PLUGIN_MAGIC 0x54524942u /* "TRIB" */
 
 #if defined(_WIN32)
@@ -117,7 +117,14 @@ typedef struct trib_option {
   const char* value;
 } trib_option;
 
-typedef enum trib_feature_kind { TRIB_FEATURE_REAL = 0, TRIB_FEATURE_CATEGORICAL = 1 } trib_feature_kind;
+/* REAL: a real number (e.g. Gaussian). COUNT (ABI 1.2): a non-negative
+ * integer held in the reals array (e.g. Poisson); the host checks it.
+ * CATEGORICAL: an index into the feature's categories. */
+typedef enum trib_feature_kind {
+  TRIB_FEATURE_REAL = 0,
+  TRIB_FEATURE_CATEGORICAL = 1,
+  TRIB_FEATURE_COUNT = 2
+} trib_feature_kind;
 
 /* The model's schema, fixed when the model is created. */
 typedef struct trib_schema {
@@ -127,6 +134,10 @@ typedef struct trib_schema {
   uint32_t num_reals;   /* dense REAL features */
   uint32_t num_categoricals;
   const uint32_t* categorical_cardinalities; /* num_categoricals entries */
+  /* ---- ABI 1.2 ---- */
+  /* num_reals entries: TRIB_FEATURE_REAL or TRIB_FEATURE_COUNT, the declared
+   * kind of each entry of trib_document.reals. */
+  const uint32_t* real_kinds;
 } trib_schema;
 
 /* One validated document, in the model's id space. The host guarantees:
@@ -147,6 +158,15 @@ typedef struct trib_document {
   uint32_t num_categoricals;
   const uint32_t* categoricals;
   double weight;
+  /* ---- ABI 1.2 ---- */
+  /* Missing features: NULL when nothing is missing, else num_reals
+   * (num_categoricals) flags, 1 = missing. The value at a missing position is
+   * a placeholder (0) and must be ignored. COUNT reals that are present are
+   * integers >= 0. A family that cannot handle missing values refuses such a
+   * document with TRIB_ERR_INVALID_DOCUMENT; the host refuses them itself for
+   * families built against ABI < 1.2. */
+  const uint8_t* real_missing;
+  const uint8_t* categorical_missing;
 } trib_document;
 
 /* A block of statistics that share one prior (nu, abar) and one lazy affine
@@ -218,6 +238,8 @@ typedef struct trib_step {
  * "state" holds per-thread scratch space and the random generator. */
 typedef struct trib_family_model trib_family_model;
 typedef struct trib_family_state trib_family_state;
+/* Defined in sep_abi.h (ABI 1.2); families that support SEP include it. */
+struct trib_sep_hooks;
 
 typedef struct trib_family_vtable {
   uint32_t struct_size;
@@ -323,11 +345,54 @@ typedef struct trib_family_vtable {
   int (*export_cache)(const trib_family_model* model, double* out, size_t* size, trib_error* err);
   int (*import_cache)(trib_family_model* model, const double* in, size_t size, trib_error* err);
 
-  /* Later minor versions append the SEP engine's hooks (cavity, moment
-   * matching) here, optional for families built against older minors. */
+  /* ---- ABI 1.2: latent outputs, topics, document completion, SEP ---- */
+
+  /* Optional (NULL: TRIB_OUTPUTS_CLASSES with the schema's class count).
+   * What score() ranks:
+   *  - TRIB_OUTPUTS_CLASSES: *count == schema num_classes; labels are the
+   *    training targets (classifiers, including ones with latent variables
+   *    inside a class such as a per-class LDA).
+   *  - TRIB_OUTPUTS_LATENT: *count = K latent components or topics chosen by
+   *    the family's options. Labels are ignored when training: the host hands
+   *    the loss and the family label = -1 (only losses that accept unlabelled
+   *    documents, e.g. nll, can train such a family), and uses labels only in
+   *    evaluation (clusters mapped to labels by the Hungarian method).
+   *    score() writes K values whose softmax is the document's posterior over
+   *    components (mixtures: log p(z = k, x)) or its topic proportions
+   *    (mixed membership: log theta_k + an estimate of log p(x)), and whose
+   *    log-sum-exp estimates log p(x). accumulate() gets the loss's weights
+   *    (under nll, softmax(scores), sum 1); a mixed-membership family uses
+   *    their sum as the document's weight.
+   * Depends only on the schema and the options; called once after create(). */
+  int (*outputs)(const trib_family_model* model, uint32_t* kind, uint32_t* count, trib_error* err);
+
+  /* Optional, for LATENT families over terms: p(term | component k) for every
+   * term id into out[vocab_size] (what `tributary topics` ranks). O(vocab). */
+  int (*component_terms)(const trib_family_model* model, const trib_stats* stats, uint32_t k, double* out,
+                         trib_error* err);
+
+  /* Optional: document completion. The host splits a document's tokens,
+   * ordered by (term id, repetition), into `observed` (even positions) and
+   * `heldout` (odd positions); the family estimates the document's latent
+   * mixture from `observed` alone and writes
+   *   *log_prob = sum over heldout tokens of log p(token | observed, model)
+   * (e.g. LDA: sum_w n_w log sum_k theta_k(observed) beta_kw). The host reports
+   * exp(-sum log_prob / sum heldout tokens) as `perplexity`. Must not modify
+   * the model; runs with the caller's state like score(). */
+  int (*completion)(const trib_family_model* model, const trib_stats* stats, trib_family_state* state,
+                    const trib_document* observed, const trib_document* heldout, double* log_prob, trib_error* err);
+
+  /* Optional: the hooks the SEP / EP / ADF engines call (see sep_abi.h);
+   * NULL when the family can only be trained by sdEM. */
+  const struct trib_sep_hooks* sep;
 } trib_family_vtable;
 
+#define TRIB_OUTPUTS_CLASSES 0u
+#define TRIB_OUTPUTS_LATENT 1u
+
 /* ---- Loss --------------------------------------------------------------- */
+
+typedef struct trib_loss_model trib_loss_model;
 
 typedef struct trib_loss_vtable {
   uint32_t struct_size;
@@ -343,6 +408,18 @@ typedef struct trib_loss_vtable {
    * function of its arguments with finite results. */
   int (*weights)(const double* log_joint, uint32_t num_classes, int64_t label, double* w, double* c, double* loss_value,
                  trib_error* err);
+
+  /* ---- ABI 1.2: options ---- */
+  /* Optional (NULL: the loss takes no options, and the host refuses any).
+   * Creates an instance from options (the program's --loss-opt key=value);
+   * unknown keys and bad values must be refused naming the key. When set,
+   * destroy and weights_with are required and the host calls weights_with
+   * instead of weights. The instance is immutable after create: weights_with
+   * may run from several threads at once. */
+  int (*create)(const trib_option* options, size_t num_options, trib_loss_model** out, trib_error* err);
+  void (*destroy)(trib_loss_model* model);
+  int (*weights_with)(const trib_loss_model* model, const double* log_joint, uint32_t num_classes, int64_t label,
+                      double* w, double* c, double* loss_value, trib_error* err);
 } trib_loss_vtable;
 
 typedef union trib_plugin_vtable {

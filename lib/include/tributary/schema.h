@@ -38,6 +38,8 @@ class ModelSchema {
   const std::vector<FeatureSpecInfo>& features() const { return features_; }
   uint32_t num_reals() const { return num_reals_; }
   const std::vector<uint32_t>& categorical_cardinalities() const { return cat_card_; }
+  // Kind of each entry of a document's reals: TRIB_FEATURE_REAL or _COUNT.
+  const std::vector<uint32_t>& real_kinds() const { return real_kinds_; }
 
   // -1 when absent.
   int64_t TermIndex(const std::string& term) const;
@@ -57,6 +59,7 @@ class ModelSchema {
   std::vector<FeatureSpecInfo> features_;
   uint32_t num_reals_ = 0;
   std::vector<uint32_t> cat_card_;
+  std::vector<uint32_t> real_kinds_;
   std::unordered_map<std::string, uint32_t> term_index_;
   std::unordered_map<std::string, uint32_t> class_index_;
 };
