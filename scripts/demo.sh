@@ -43,7 +43,7 @@ echo "| model                  | acc. % | macroF1 |  NCLL   | train  | flags |"
 echo "|------------------------|--------|---------|---------|--------|-------|"
 row "MNB (NLL, batch MAP)" --family multinomial --loss nll
 row "NCLL-MNB (sdEM)" --family multinomial --loss ncll --prior 2 --epochs 10 --shuffle --seed 1
-row "Hinge-MNB (sdEM)" --family multinomial --loss hinge --prior 2 --epochs 10 --shuffle --seed 1
+row "Hinge-MNB (sdEM)" --family multinomial --loss hinge --loss-opt margin=10 --prior 2 --epochs 10 --shuffle --seed 1
 if command -v liblinear-train >/dev/null; then
   python3 scripts/tsv_to_svmlight.py --train "$d/train.tsv" --test "$d/test.tsv" \
     --train-out "$d/train.svm" --test-out "$d/test.svm"

@@ -146,5 +146,55 @@ TEST(LossGradientTest, NcllAndHingeRefuseUnlabelled) {
   }
 }
 
+// ABI 1.2 loss options: hinge's `margin` moves the kink from 1 to m, and the
+// loss value is m - (log p(y, x) - log p(ybar, x)) inside it.
+TEST(LossOptionsTest, HingeMarginMovesTheKink) {
+  auto schema = ModelSchema::FromProto(testing::TextSchema(4, 3));
+  ASSERT_TRUE(schema.ok());
+  auto m = Model::Create(testing::BuiltinFamily("multinomial"), nullptr, *schema, {});
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  Model& model = **m;
+  const std::vector<double> scores{-10.0, -13.0, -16.0};  // margin of class 0: 3 nats
+  std::vector<double> w(3);
+  double c = -1, v = -1;
+  ASSERT_TRUE(model.SetLoss(testing::BuiltinLoss("hinge")).ok());
+  ASSERT_TRUE(model.LossWeights(scores.data(), 0, w.data(), &c, &v).ok());
+  EXPECT_EQ(w, (std::vector<double>{0, 0, 0})) << "margin 3 > 1: outside the default margin";
+  EXPECT_EQ(v, 0.0);
+  ASSERT_TRUE(model.SetLoss(testing::BuiltinLoss("hinge"), {{"margin", "5"}}).ok());
+  ASSERT_TRUE(model.LossWeights(scores.data(), 0, w.data(), &c, &v).ok());
+  EXPECT_EQ(w, (std::vector<double>{1, -1, 0}));
+  EXPECT_EQ(c, 0.0);
+  EXPECT_DOUBLE_EQ(v, 2.0);
+  ASSERT_TRUE(model.SetLoss(testing::BuiltinLoss("hinge"), {{"margin", "2.5"}}).ok());
+  ASSERT_TRUE(model.LossWeights(scores.data(), 0, w.data(), &c, &v).ok());
+  EXPECT_EQ(w, (std::vector<double>{0, 0, 0}));
+  EXPECT_EQ(model.loss_options(), (Options{{"margin", "2.5"}}));
+}
+
+TEST(LossOptionsTest, BadOptionsAreRefusedNamingTheKey) {
+  auto schema = ModelSchema::FromProto(testing::TextSchema(4, 3));
+  ASSERT_TRUE(schema.ok());
+  auto m = Model::Create(testing::BuiltinFamily("multinomial"), testing::BuiltinLoss("nll"), *schema, {});
+  ASSERT_TRUE(m.ok());
+  struct Case {
+    const char* loss;
+    Options opts;
+    const char* expect;
+  };
+  for (const auto& c : {Case{"hinge", {{"margni", "3"}}, "unknown option 'margni'"},
+                        Case{"hinge", {{"margin", "-1"}}, "margin='-1': expected a number > 0"},
+                        Case{"hinge", {{"margin", "abc"}}, "margin='abc'"},
+                        Case{"hinge", {{"margin", "nan"}}, "margin='nan'"},
+                        Case{"ncll", {{"margin", "3"}}, "loss 'ncll' takes no options, got 'margin'"}}) {
+    Status st = (*m)->SetLoss(testing::BuiltinLoss(c.loss), c.opts);
+    EXPECT_FALSE(st.ok()) << c.expect;
+    EXPECT_NE(st.message().find(c.expect), std::string::npos) << st.message();
+    // A refused loss leaves the model's loss as it was.
+    EXPECT_EQ((*m)->loss_plugin()->name, "nll");
+    EXPECT_TRUE((*m)->loss_options().empty());
+  }
+}
+
 }  // namespace
 }  // namespace tributary

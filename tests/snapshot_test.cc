@@ -32,6 +32,10 @@ std::unique_ptr<Model> TrainedModel(const std::string& loss) {
   auto m =
       Model::Create(testing::BuiltinFamily("multinomial"), testing::BuiltinLoss(loss), *schema, {{"prior", "log"}});
   EXPECT_TRUE(m.ok());
+  // The hinge model carries a loss option, which the snapshot must keep.
+  if (loss == "hinge") {
+    EXPECT_TRUE((*m)->SetLoss(testing::BuiltinLoss(loss), {{"margin", "3"}}).ok());
+  }
   (*m)->learner_state().effective_size = 200;
   (*m)->learner_state().schedule.lambda = 0.1;
   auto l = SdemLearner::Create(m->get());
@@ -76,6 +80,7 @@ TEST_F(SnapshotTest, RoundTripIsExact) {
   EXPECT_EQ(m.schema().vocabulary(), model_->schema().vocabulary());
   EXPECT_EQ(m.family_options(), model_->family_options());
   EXPECT_EQ(m.loss_plugin()->name, "hinge");
+  EXPECT_EQ(m.loss_options(), (Options{{"margin", "3"}}));
   // Same predictions, and training resumes identically.
   auto d = testing::MakeDoc(0, 1, {{3, 1.0}, {7, 4.0}});
   auto s1 = m.NewScoringState();

@@ -84,6 +84,38 @@ trib_document DocumentBuffer::View() const {
 
 std::string DocumentBuffer::Name() const { return DocumentName(index, id); }
 
+void SplitForCompletion(const trib_document& doc, DocumentBuffer* observed, DocumentBuffer* heldout) {
+  for (DocumentBuffer* b : {observed, heldout}) {
+    b->Clear();
+    b->index = doc.index;
+    b->id = doc.id ? doc.id : "";
+    b->label = doc.label;
+    b->weight = doc.weight;
+    b->reals.assign(doc.reals, doc.reals + doc.num_reals);
+    b->categoricals.assign(doc.categoricals, doc.categoricals + doc.num_categoricals);
+    if (doc.real_missing) b->real_missing.assign(doc.real_missing, doc.real_missing + doc.num_reals);
+    if (doc.categorical_missing) {
+      b->categorical_missing.assign(doc.categorical_missing, doc.categorical_missing + doc.num_categoricals);
+    }
+  }
+  uint64_t position = 0;  // of the term's first token in the ordered expansion
+  for (uint32_t i = 0; i < doc.num_terms; ++i) {
+    const uint64_t n = std::max<uint64_t>(1, static_cast<uint64_t>(std::llround(doc.term_counts[i])));
+    // Positions position .. position + n - 1: the even ones are observed.
+    const uint64_t even = (position % 2 == 0) ? (n + 1) / 2 : n / 2;
+    const uint64_t odd = n - even;
+    if (even > 0) {
+      observed->term_ids.push_back(doc.term_ids[i]);
+      observed->term_counts.push_back(static_cast<double>(even));
+    }
+    if (odd > 0) {
+      heldout->term_ids.push_back(doc.term_ids[i]);
+      heldout->term_counts.push_back(static_cast<double>(odd));
+    }
+    position += n;
+  }
+}
+
 Result<DocumentDecoder> DocumentDecoder::Create(const ModelSchema& model, const v1::Schema& stream) {
   DocumentDecoder d;
   if (model.hashed() != (stream.hashed_dim() > 0)) {

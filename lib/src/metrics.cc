@@ -93,4 +93,140 @@ double ClassificationMetrics::perplexity() const {
   return tokens_ > 0 ? std::exp(-log_px_sum_ / tokens_) : std::nan("");
 }
 
+// Kuhn-Munkres with potentials (shortest augmenting paths) for n <= m rows;
+// the transpose otherwise.
+std::vector<int64_t> HungarianAssign(const std::vector<double>& cost, uint32_t rows, uint32_t cols) {
+  if (rows == 0 || cols == 0) return std::vector<int64_t>(rows, -1);
+  const bool transpose = rows > cols;
+  const uint32_t n = transpose ? cols : rows, m = transpose ? rows : cols;
+  auto a = [&](uint32_t i, uint32_t j) {  // 1-based
+    return transpose ? cost[size_t{j - 1} * cols + (i - 1)] : cost[size_t{i - 1} * cols + (j - 1)];
+  };
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> u(n + 1, 0), v(m + 1, 0), minv(m + 1);
+  std::vector<uint32_t> p(m + 1, 0), way(m + 1, 0);
+  std::vector<char> used(m + 1);
+  for (uint32_t i = 1; i <= n; ++i) {
+    p[0] = i;
+    uint32_t j0 = 0;
+    std::fill(minv.begin(), minv.end(), inf);
+    std::fill(used.begin(), used.end(), 0);
+    do {
+      used[j0] = 1;
+      const uint32_t i0 = p[j0];
+      double delta = inf;
+      uint32_t j1 = 0;
+      for (uint32_t j = 1; j <= m; ++j) {
+        if (used[j]) continue;
+        const double cur = a(i0, j) - u[i0] - v[j];
+        if (cur < minv[j]) {
+          minv[j] = cur;
+          way[j] = j0;
+        }
+        if (minv[j] < delta) {
+          delta = minv[j];
+          j1 = j;
+        }
+      }
+      for (uint32_t j = 0; j <= m; ++j) {
+        if (used[j]) {
+          u[p[j]] += delta;
+          v[j] -= delta;
+        } else {
+          minv[j] -= delta;
+        }
+      }
+      j0 = j1;
+    } while (p[j0] != 0);
+    do {
+      const uint32_t j1 = way[j0];
+      p[j0] = p[j1];
+      j0 = j1;
+    } while (j0 != 0);
+  }
+  std::vector<int64_t> out(rows, -1);
+  for (uint32_t j = 1; j <= m; ++j) {
+    if (p[j] == 0) continue;
+    if (transpose) {
+      out[j - 1] = static_cast<int64_t>(p[j] - 1);
+    } else {
+      out[p[j] - 1] = static_cast<int64_t>(j - 1);
+    }
+  }
+  return out;
+}
+
+ClusteringMetrics::ClusteringMetrics(uint32_t clusters, uint32_t classes)
+    : clusters_(clusters), classes_(classes), sizes_(clusters, 0), counts_(size_t{clusters} * classes, 0) {}
+
+void ClusteringMetrics::Resize(uint32_t classes) {
+  if (classes <= classes_) return;
+  std::vector<uint64_t> c(size_t{clusters_} * classes, 0);
+  for (uint32_t k = 0; k < clusters_; ++k)
+    for (uint32_t j = 0; j < classes_; ++j) c[size_t{k} * classes + j] = counts_[size_t{k} * classes_ + j];
+  counts_.swap(c);
+  classes_ = classes;
+}
+
+void ClusteringMetrics::Add(uint32_t cluster, int64_t label) {
+  ++documents_;
+  if (cluster < clusters_) ++sizes_[cluster];
+  if (label < 0 || cluster >= clusters_) return;
+  if (static_cast<uint64_t>(label) >= classes_) Resize(static_cast<uint32_t>(label) + 1);
+  ++labelled_;
+  ++counts_[size_t{cluster} * classes_ + static_cast<uint64_t>(label)];
+}
+
+std::vector<int64_t> ClusteringMetrics::Mapping() const {
+  std::vector<double> cost(counts_.size());
+  for (size_t i = 0; i < counts_.size(); ++i) cost[i] = -static_cast<double>(counts_[i]);
+  return HungarianAssign(cost, clusters_, classes_);
+}
+
+void ClusteringMetrics::Scores(double* acc, double* prec, double* rec) const {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  *acc = *prec = *rec = nan;
+  if (labelled_ == 0 || classes_ == 0) return;
+  const auto map = Mapping();
+  std::vector<uint64_t> per_class(classes_, 0), per_cluster(clusters_, 0);
+  for (uint32_t k = 0; k < clusters_; ++k)
+    for (uint32_t c = 0; c < classes_; ++c) {
+      per_class[c] += counts_[size_t{k} * classes_ + c];
+      per_cluster[k] += counts_[size_t{k} * classes_ + c];
+    }
+  uint64_t hit = 0;
+  double p = 0, r = 0;
+  uint32_t present = 0;
+  for (uint32_t c = 0; c < classes_; ++c) {
+    if (per_class[c] == 0) continue;  // a class absent from this stream
+    ++present;
+    for (uint32_t k = 0; k < clusters_; ++k) {
+      if (map[k] != static_cast<int64_t>(c)) continue;
+      const uint64_t n = counts_[size_t{k} * classes_ + c];
+      hit += n;
+      if (per_cluster[k] > 0) p += static_cast<double>(n) / static_cast<double>(per_cluster[k]);
+      r += static_cast<double>(n) / static_cast<double>(per_class[c]);
+    }
+  }
+  *acc = static_cast<double>(hit) / static_cast<double>(labelled_);
+  *prec = p / present;
+  *rec = r / present;
+}
+
+double ClusteringMetrics::accuracy() const {
+  double a, p, r;
+  Scores(&a, &p, &r);
+  return a;
+}
+double ClusteringMetrics::precision() const {
+  double a, p, r;
+  Scores(&a, &p, &r);
+  return p;
+}
+double ClusteringMetrics::recall() const {
+  double a, p, r;
+  Scores(&a, &p, &r);
+  return r;
+}
+
 }  // namespace tributary

@@ -230,6 +230,38 @@ Status Model::Score(const trib_document& doc, ScoringState* state, double* log_j
   return Status::OK();
 }
 
+Status Model::Completion(const trib_document& observed, const trib_document& heldout, ScoringState* state,
+                         double* log_prob) const {
+  if (!has_completion()) {
+    return Status::InvalidArgument("family '" + family_->name + "' does not support document completion");
+  }
+  trib_error err{};
+  trib_stats view = stats_.ConstView();
+  int rc = family_->family().completion(fmodel_, &view, state->get(), &observed, &heldout, log_prob, &err);
+  if (rc != TRIB_OK) return PluginStatus(rc, err, *family_, "completion");
+  if (!std::isfinite(*log_prob) || *log_prob > 0) {
+    return Status::Numeric("family '" + family_->name + "' returned completion log-probability " +
+                           std::to_string(*log_prob) + ", expected a finite value <= 0");
+  }
+  return Status::OK();
+}
+
+Status Model::ComponentTerms(uint32_t k, std::vector<double>* out) const {
+  if (!family_->family().component_terms) {
+    return Status::InvalidArgument("family '" + family_->name + "' does not describe its components by terms");
+  }
+  if (k >= num_outputs_) {
+    return Status::InvalidArgument("component " + std::to_string(k) + " out of range (the model has " +
+                                   std::to_string(num_outputs_) + ")");
+  }
+  out->assign(schema_.vocab_size(), 0.0);
+  trib_error err{};
+  trib_stats view = stats_.ConstView();
+  int rc = family_->family().component_terms(fmodel_, &view, k, out->data(), &err);
+  if (rc != TRIB_OK) return PluginStatus(rc, err, *family_, "component_terms");
+  return Status::OK();
+}
+
 double Model::PerplexityTokens(const trib_document& doc) const {
   if (family_->family().perplexity_tokens) return family_->family().perplexity_tokens(fmodel_, &doc);
   return doc.total_count;

@@ -1,10 +1,24 @@
-// Loss "hinge": max(0, 1 - ln p(y, x) / p(ybar, x)) with ybar the most
-// offending wrong class (sdEM eq. 17, Table 1): when the margin is <= 1,
-// w_y = +1 and w_ybar = -1, otherwise w = 0; c = 0 either way.
+// Loss "hinge": max(0, m - ln p(y, x) / p(ybar, x)) with ybar the most
+// offending wrong class (sdEM eq. 17, Table 1): when the log-odds margin is
+// <= m, w_y = +1 and w_ybar = -1, otherwise w = 0; c = 0 either way.
+//
+// The paper's margin is m = 1 nat. Option `margin` (ABI 1.2 loss options,
+// the program's --loss-opt margin=M) sets m > 0: log p(k, x) of a naive Bayes
+// model is a sum over the document's tokens, so long documents clear a
+// 1-nat margin after a few updates and stop teaching the model; a margin of
+// the order of a few nats per ten tokens keeps them in play (see README,
+// "Accuracy on real text").
+#include <new>
+
 #include "loss_common.h"
 
 namespace {
-int Weights(const double* s, uint32_t K, int64_t y, double* w, double* c, double* loss, trib_error* err) {
+struct HingeLoss {
+  double margin = 1.0;
+};
+
+int WeightsMargin(double m, const double* s, uint32_t K, int64_t y, double* w, double* c, double* loss,
+                  trib_error* err) {
   if (y < 0) return tributary::sdk::Fail(err, TRIB_ERR_INVALID_DOCUMENT, "hinge needs a labelled document");
   for (uint32_t k = 0; k < K; ++k) w[k] = 0.0;
   *c = 0.0;
@@ -16,13 +30,43 @@ int Weights(const double* s, uint32_t K, int64_t y, double* w, double* c, double
     if (ybar < 0 || s[k] > s[ybar]) ybar = k;
   }
   const double margin = s[y] - s[ybar];
-  if (margin > 1.0) return TRIB_OK;
+  if (margin > m) return TRIB_OK;
   w[y] = 1.0;
   w[ybar] = -1.0;
-  *loss = 1.0 - margin;
+  *loss = m - margin;
   return TRIB_OK;
+}
+
+int Weights(const double* s, uint32_t K, int64_t y, double* w, double* c, double* loss, trib_error* err) {
+  return WeightsMargin(1.0, s, K, y, w, c, loss, err);
+}
+
+int Create(const trib_option* options, size_t num_options, trib_loss_model** out, trib_error* err) {
+  return tributary::sdk::Guard(err, [&] {
+    HingeLoss h;
+    for (size_t i = 0; i < num_options; ++i) {
+      const char* key = options[i].key;
+      if (std::strcmp(key, "margin") == 0) {
+        if (!tributary::sdk::ParseDouble(options[i].value, &h.margin) || !(h.margin > 0)) {
+          return tributary::sdk::Fail(err, TRIB_ERR_INVALID_ARGUMENT,
+                                      "option margin='%s': expected a number > 0 (log-odds, nats)", options[i].value);
+        }
+      } else {
+        return tributary::sdk::Fail(err, TRIB_ERR_INVALID_ARGUMENT, "unknown option '%s' (hinge takes: margin)", key);
+      }
+    }
+    *out = reinterpret_cast<trib_loss_model*>(new HingeLoss(h));
+    return TRIB_OK;
+  });
+}
+
+void Destroy(trib_loss_model* m) { delete reinterpret_cast<HingeLoss*>(m); }
+
+int WeightsWith(const trib_loss_model* m, const double* s, uint32_t K, int64_t y, double* w, double* c, double* loss,
+                trib_error* err) {
+  return WeightsMargin(reinterpret_cast<const HingeLoss*>(m)->margin, s, K, y, w, c, loss, err);
 }
 }  // namespace
 
-TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_LOSS, "hinge", "1.0.0", "multi-class hinge loss on log-joint margins");
-TRIBUTARY_DEFINE_LOSS_ENTRY(Weights, 1, 1e-4)
+TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_LOSS, "hinge", "1.1.0", "multi-class hinge loss on log-joint margins");
+TRIBUTARY_DEFINE_LOSS_ENTRY_WITH_OPTIONS(Weights, 1, 1e-4, Create, Destroy, WeightsWith)

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <random>
 #include <vector>
 
 #include "tributary/plugin_sdk.h"
@@ -24,6 +25,14 @@ namespace {
 using tributary::sdk::Fail;
 using tributary::sdk::Guard;
 
+#ifdef TRIB_MULTINOMIAL_MIXTURE
+constexpr const char* kFamilyName = "multinomial-mixture";
+constexpr const char* kKnownOptions = "components, prior, class_prior, init_scale";
+#else
+constexpr const char* kFamilyName = "multinomial";
+constexpr const char* kKnownOptions = "prior, class_prior";
+#endif
+
 struct Model {
   uint32_t K = 0;
   uint64_t V = 0;
@@ -32,6 +41,7 @@ struct Model {
   uint64_t word_offset = 0;            // = K
   std::vector<double> raw_word_total;  // R[k] = sum_w raw N[w][k]
   double raw_class_total = 0;          // sum_k raw C[k]
+  double init_scale = 1.0;             // mixture: random initial counts, in units of alpha
 };
 
 struct State {
@@ -50,12 +60,33 @@ int Create(const trib_schema* schema, const trib_option* opts, size_t n, trib_fa
     if (schema->vocab_size == 0) {
       return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "multinomial needs a vocabulary (vocab_size is 0)");
     }
-    if (schema->num_classes == 0) return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "multinomial needs >= 1 class");
     auto m = std::make_unique<Model>();
-    m->K = schema->num_classes;
     m->V = schema->vocab_size;
+#ifdef TRIB_MULTINOMIAL_MIXTURE
+    m->K = 2;  // components; the schema's classes only label documents for evaluation
+#else
+    if (schema->num_classes == 0) return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "multinomial needs >= 1 class");
+    m->K = schema->num_classes;
+#endif
     for (size_t i = 0; i < n; ++i) {
       std::string key = opts[i].key, val = opts[i].value;
+#ifdef TRIB_MULTINOMIAL_MIXTURE
+      if (key == "components" || key == "topics") {
+        double k = 0;
+        if (!tributary::sdk::ParseDouble(val.c_str(), &k) || k < 1 || k > 1e6 || k != std::floor(k)) {
+          return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option %s='%s': expected an integer in [1, 1000000]",
+                      key.c_str(), val.c_str());
+        }
+        m->K = static_cast<uint32_t>(k);
+        continue;
+      }
+      if (key == "init_scale") {
+        if (!tributary::sdk::ParseDouble(val.c_str(), &m->init_scale) || m->init_scale < 0) {
+          return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option init_scale='%s': expected a number >= 0", val.c_str());
+        }
+        continue;
+      }
+#endif
       if (key == "prior") {
         if (val == "laplace") {
           m->alpha = 1.0;
@@ -70,8 +101,8 @@ int Create(const trib_schema* schema, const trib_option* opts, size_t n, trib_fa
           return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option class_prior='%s': expected a number > 0", val.c_str());
         }
       } else {
-        return Fail(err, TRIB_ERR_INVALID_ARGUMENT,
-                    "unknown option '%s' for family multinomial (known: prior, class_prior)", key.c_str());
+        return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "unknown option '%s' for family %s (known: %s)", key.c_str(),
+                    kFamilyName, kKnownOptions);
       }
     }
     if (m->alpha <= 0) {
@@ -527,6 +558,7 @@ int Commit(trib_family_model* mm, trib_stats* s, const uint64_t* idx, const doub
   return TRIB_OK;
 }
 
+#ifndef TRIB_MULTINOMIAL_MIXTURE
 int GrowClasses(const trib_family_model* om, const trib_stats* os, trib_family_model* nm, trib_stats* ns,
                 trib_error* err) {
   return Guard(err, [&] {
@@ -539,6 +571,7 @@ int GrowClasses(const trib_family_model* om, const trib_stats* os, trib_family_m
     return TRIB_OK;
   });
 }
+#endif
 
 // The running totals R[k] and sum_k raw C[k] are kept incrementally by
 // Commit; recomputing them in Rebuild sums in another order and differs in the
@@ -571,13 +604,82 @@ int ImportCache(trib_family_model* mm, const double* in, size_t size, trib_error
   return TRIB_OK;
 }
 
+#ifdef TRIB_MULTINOMIAL_MIXTURE
+// ---- Mixture of multinomials (latent class; online EM = sdEM with NLL) ------
+
+int Outputs(const trib_family_model* mm, uint32_t* kind, uint32_t* count, trib_error*) {
+  *kind = TRIB_OUTPUTS_LATENT;
+  *count = M(mm)->K;
+  return TRIB_OK;
+}
+
+// Symmetry breaking: every component starts at the prior plus a random
+// fraction (init_scale x alpha x U(0, 1)) of pseudo-counts per term, so the
+// first documents' posteriors p(k | x) differ between components.
+int InitStats(trib_family_model* mm, trib_stats* s, uint64_t seed, trib_error* err) {
+  return Guard(err, [&] {
+    const Model* m = M(mm);
+    std::mt19937_64 rng(seed ^ 0x6d6978747572650aULL);
+    const double scale = m->init_scale * m->alpha / s->blocks[1].scale;
+    double* r = s->raw + m->word_offset;
+    for (uint64_t i = 0; i < m->V * m->K; ++i) {
+      r[i] = scale * static_cast<double>(rng() >> 11) * 0x1.0p-53;
+    }
+    return TRIB_OK;
+  });
+}
+
+// p(w | k) = N[w][k] / M[k] for every term.
+int ComponentTerms(const trib_family_model* mm, const trib_stats* s, uint32_t k, double* out, trib_error*) {
+  const Model* m = M(mm);
+  const trib_block& b = s->blocks[1];
+  const double total = b.scale * m->raw_word_total[k] + b.shift * m->alpha * static_cast<double>(m->V);
+  for (uint64_t w = 0; w < m->V; ++w) {
+    out[w] = (b.scale * s->raw[m->word_offset + w * m->K + k] + b.shift * m->alpha) / total;
+  }
+  return TRIB_OK;
+}
+
+// log p(heldout | observed) = sum_w n_w log sum_k p(k | observed) p(w | k).
+int Completion(const trib_family_model* mm, const trib_stats* s, trib_family_state* ss, const trib_document* obs,
+               const trib_document* held, double* log_prob, trib_error* err) {
+  return Guard(err, [&] {
+    const Model* m = M(mm);
+    std::vector<double> post(m->K);
+    int rc = Score(mm, s, ss, obs, post.data(), err);
+    if (rc != TRIB_OK) return rc;
+    const double lse = tributary::sdk::LogSumExp(post.data(), m->K);
+    for (auto& p : post) p = std::exp(p - lse);
+    const trib_block& b = s->blocks[1];
+    std::vector<double> total(m->K);
+    for (uint32_t k = 0; k < m->K; ++k) {
+      total[k] = b.scale * m->raw_word_total[k] + b.shift * m->alpha * static_cast<double>(m->V);
+    }
+    double lp = 0;
+    for (uint32_t i = 0; i < held->num_terms; ++i) {
+      const double* row = s->raw + m->word_offset + uint64_t{held->term_ids[i]} * m->K;
+      double p = 0;
+      for (uint32_t k = 0; k < m->K; ++k) p += post[k] * (b.scale * row[k] + b.shift * m->alpha) / total[k];
+      lp += held->term_counts[i] * std::log(p);
+    }
+    *log_prob = lp;
+    return TRIB_OK;
+  });
+}
+#endif  // TRIB_MULTINOMIAL_MIXTURE
+
 }  // namespace
 
 #ifndef TRIB_MULTINOMIAL_VERSION
 #define TRIB_MULTINOMIAL_VERSION "1.0.0"
 #endif
+#ifdef TRIB_MULTINOMIAL_MIXTURE
+TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_FAMILY, "multinomial-mixture", TRIB_MULTINOMIAL_VERSION,
+                             "mixture of multinomials over bags of words (latent class, online EM)");
+#else
 TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_FAMILY, "multinomial", TRIB_MULTINOMIAL_VERSION,
                              "multinomial naive Bayes over bags of words (Dirichlet prior)");
+#endif
 
 extern "C" TRIB_PLUGIN_EXPORT int tributary_plugin_init(const trib_host_api* host, trib_plugin_vtable* out,
                                                         trib_error* err) {
@@ -597,8 +699,15 @@ extern "C" TRIB_PLUGIN_EXPORT int tributary_plugin_init(const trib_host_api* hos
   v.score = Score;
   v.accumulate = Accumulate;
   v.commit = Commit;
-  v.grow_classes = GrowClasses;
   v.export_cache = ExportCache;
   v.import_cache = ImportCache;
+#ifdef TRIB_MULTINOMIAL_MIXTURE
+  v.init_stats = InitStats;
+  v.outputs = Outputs;
+  v.component_terms = ComponentTerms;
+  v.completion = Completion;
+#else
+  v.grow_classes = GrowClasses;
+#endif
   return TRIB_OK;
 }

@@ -238,6 +238,37 @@ int RunTrain(const LearnFlags& f, const std::string& in, const std::string& out)
 
 // ---- eval --------------------------------------------------------------------
 
+// Clustering quality and document-completion perplexity of a model whose
+// outputs are latent components or topics (trib_family_vtable.outputs).
+struct LatentEval {
+  explicit LatentEval(const Model& m)
+      : clusters(m.num_outputs(), static_cast<uint32_t>(m.schema().classes().size())),
+        probs(m.num_outputs()),
+        mass(m.num_outputs(), 0.0) {}
+  Status Add(const Model& m, const trib_document& v, const double* scores, ScoringState* state) {
+    log_px += Posterior(scores, m.num_outputs(), probs.data());
+    for (uint32_t k = 0; k < m.num_outputs(); ++k) mass[k] += probs[k];
+    clusters.Add(static_cast<uint32_t>(std::max_element(probs.begin(), probs.end()) - probs.begin()), v.label);
+    tokens += m.PerplexityTokens(v);
+    if (!m.has_completion()) return Status::OK();
+    SplitForCompletion(v, &observed, &heldout);
+    if (heldout.term_ids.empty() || observed.term_ids.empty()) return Status::OK();  // nothing to score
+    double lp = 0;
+    TRIB_RETURN_IF_ERROR(m.Completion(observed.View(), heldout.View(), state, &lp));
+    completion_log_prob += lp;
+    completion_tokens += heldout.TotalCount();
+    return Status::OK();
+  }
+  double perplexity() const {
+    if (completion_tokens > 0) return std::exp(-completion_log_prob / completion_tokens);
+    return tokens > 0 ? std::exp(-log_px / tokens) : std::nan("");
+  }
+  ClusteringMetrics clusters;
+  std::vector<double> probs, mass;
+  double log_px = 0, tokens = 0, completion_log_prob = 0, completion_tokens = 0;
+  DocumentBuffer observed, heldout;
+};
+
 int RunEval(const std::string& model_path, const std::string& in, bool as_json, bool skip_bad, uint32_t max_frame) {
   auto mr = Model::Load(model_path, Registry());
   if (!mr.ok()) return ReportError(mr.status());
@@ -246,7 +277,10 @@ int RunEval(const std::string& model_path, const std::string& in, bool as_json, 
   if (!ds.ok()) return ReportError(ds.status());
   auto state = model->NewScoringState();
   if (!state.ok()) return ReportError(state.status());
+  const bool latent = model->latent_outputs();
   ClassificationMetrics metrics(model->num_outputs());
+  std::unique_ptr<LatentEval> lat;
+  if (latent) lat = std::make_unique<LatentEval>(*model);
   std::vector<double> scores(model->num_outputs());
   BadInput bad;
   DocumentBuffer doc;
@@ -257,6 +291,7 @@ int RunEval(const std::string& model_path, const std::string& in, bool as_json, 
     if (eof) break;
     trib_document v = doc.View();
     st = model->Score(v, state->get(), scores.data());
+    if (st.ok() && latent) st = lat->Add(*model, v, scores.data(), state->get());
     if (!st.ok()) {
       st = st.WithContext(doc.Name());
       if (skip_bad) {
@@ -265,44 +300,82 @@ int RunEval(const std::string& model_path, const std::string& in, bool as_json, 
       }
       return ReportError(st);
     }
-    metrics.Add(scores.data(), doc.label, model->PerplexityTokens(v));
+    if (latent) v.label = -1;  // latent outputs are not classes: perplexity only
+    metrics.Add(scores.data(), v.label, model->PerplexityTokens(v));
   }
   PrintBad(bad);
   if (metrics.documents() == 0) return ReportError(Status::InvalidArgument("'" + in + "': no document to evaluate"));
   const auto& c = (*ds)->counters();
-  if (as_json) {
-    json j;
-    auto num = [](double x) { return std::isnan(x) ? json(nullptr) : json(x); };
-    j["documents"] = metrics.documents();
+  auto num = [](double x) { return std::isnan(x) ? json(nullptr) : json(x); };
+  json j;
+  j["documents"] = metrics.documents();
+  if (latent) {
+    const auto& cm = lat->clusters;
+    j["labelled"] = cm.labelled();
+    j["accuracy"] = num(cm.accuracy());  // clustering accuracy after the Hungarian mapping
+    j["precision"] = num(cm.precision());
+    j["recall"] = num(cm.recall());
+    j["ncll"] = nullptr;  // no classes to condition on
+    j["perplexity"] = num(lat->perplexity());
+    j["perplexity_kind"] = model->has_completion() ? "document_completion" : "per_word";
+    j["log_likelihood_per_document"] = lat->log_px / static_cast<double>(metrics.documents());
+    json sizes = json::array(), weights = json::array(), mapping = json::array();
+    const auto map = cm.Mapping();
+    for (uint32_t k = 0; k < model->num_outputs(); ++k) {
+      sizes.push_back(cm.cluster_size(k));
+      weights.push_back(lat->mass[k] / static_cast<double>(metrics.documents()));
+      mapping.push_back(map[k] >= 0 && cm.labelled() > 0 ? json(model->schema().classes()[map[k]]) : json(nullptr));
+    }
+    j["cluster_sizes"] = sizes;
+    j["mean_proportions"] = weights;
+    j["cluster_labels"] = mapping;
+  } else {
     j["labelled"] = metrics.labelled();
     j["accuracy"] = num(metrics.accuracy());
     j["macro_f1"] = num(metrics.macro_f1());
     j["ncll"] = num(metrics.mean_ncll());
     j["hinge"] = num(metrics.mean_hinge());
     j["perplexity"] = num(metrics.perplexity());
-    j["unseen_terms"] = c.unseen_terms;
-    j["skipped"] = bad.skipped;
-    j["family"] = model->family().name;
-    j["loss"] = model->loss_plugin() ? model->loss_plugin()->name : "";
+  }
+  j["unseen_terms"] = c.unseen_terms;
+  j["skipped"] = bad.skipped;
+  j["family"] = model->family().name;
+  j["loss"] = model->loss_plugin() ? model->loss_plugin()->name : "";
+  if (as_json) {
     std::cout << j.dump() << std::endl;
-  } else {
+    return kExitOk;
+  }
+  if (latent) {
     std::cout << "documents     " << metrics.documents() << "\n"
-              << "labelled      " << metrics.labelled() << "\n"
-              << "accuracy      " << Fmt(metrics.accuracy(), 4) << "\n"
-              << "macro_f1      " << Fmt(metrics.macro_f1(), 4) << "\n"
-              << "mean_ncll     " << Fmt(metrics.mean_ncll(), 4) << "\n"
-              << "mean_hinge    " << Fmt(metrics.mean_hinge(), 4) << "\n"
-              << "perplexity    " << Fmt(metrics.perplexity(), 6) << "  (per word)\n"
+              << "labelled      " << lat->clusters.labelled() << "\n"
+              << "accuracy      " << Fmt(lat->clusters.accuracy(), 4) << "  (clusters mapped to labels)\n"
+              << "precision     " << Fmt(lat->clusters.precision(), 4) << "\n"
+              << "recall        " << Fmt(lat->clusters.recall(), 4) << "\n"
+              << "perplexity    " << Fmt(lat->perplexity(), 6)
+              << (model->has_completion() ? "  (document completion)\n" : "  (per word)\n") << "cluster_sizes "
+              << j["cluster_sizes"].dump() << "\n"
               << "unseen_terms  " << c.unseen_terms << "\n"
               << "skipped       " << bad.skipped << std::endl;
+    return kExitOk;
   }
+  std::cout << "documents     " << metrics.documents() << "\n"
+            << "labelled      " << metrics.labelled() << "\n"
+            << "accuracy      " << Fmt(metrics.accuracy(), 4) << "\n"
+            << "macro_f1      " << Fmt(metrics.macro_f1(), 4) << "\n"
+            << "mean_ncll     " << Fmt(metrics.mean_ncll(), 4) << "\n"
+            << "mean_hinge    " << Fmt(metrics.mean_hinge(), 4) << "\n"
+            << "perplexity    " << Fmt(metrics.perplexity(), 6) << "  (per word)\n"
+            << "unseen_terms  " << c.unseen_terms << "\n"
+            << "skipped       " << bad.skipped << std::endl;
   return kExitOk;
 }
 
 // ---- predict -------------------------------------------------------------------
 
+// `predict` (classes and probabilities) and `infer` (topic / component
+// proportions: softmax of a latent family's scores, see plugin_abi.h).
 int RunPredict(const std::string& model_path, const std::string& in, const std::string& format, const std::string& out,
-               bool skip_bad, uint32_t max_frame) {
+               bool skip_bad, uint32_t max_frame, bool infer) {
   if (format != "jsonl" && format != "pb") {
     return ReportError(Status::InvalidArgument("--format '" + format + "': expected jsonl or pb"));
   }
@@ -314,7 +387,13 @@ int RunPredict(const std::string& model_path, const std::string& in, const std::
   auto state = model->NewScoringState();
   if (!state.ok()) return ReportError(state.status());
   const uint32_t K = model->num_outputs();
-  const auto& classes = model->schema().classes();
+  if (infer && !model->latent_outputs()) {
+    return ReportError(Status::InvalidArgument("infer: family '" + model->family().name +
+                                               "' has no latent components or topics (its outputs are the classes); "
+                                               "use predict"));
+  }
+  std::vector<std::string> classes(K);
+  for (uint32_t k = 0; k < K; ++k) classes[k] = model->OutputName(k);
   std::vector<double> scores(K), probs(K);
   std::unique_ptr<DocumentWriter> writer;
   std::ostream* text = &std::cout;
@@ -357,10 +436,15 @@ int RunPredict(const std::string& model_path, const std::string& in, const std::
       json j;
       j["id"] = doc.id;
       j["index"] = doc.index;
-      j["predicted"] = classes[best];
-      json p = json::object();
-      for (uint32_t k = 0; k < K; ++k) p[classes[k]] = probs[k];
-      j["probabilities"] = p;
+      if (infer) {
+        j["dominant"] = best;
+        j["proportions"] = probs;
+      } else {
+        j["predicted"] = classes[best];
+        json p = json::object();
+        for (uint32_t k = 0; k < K; ++k) p[classes[k]] = probs[k];
+        j["probabilities"] = p;
+      }
       *text << j.dump() << '\n';
     }
   }
@@ -370,6 +454,43 @@ int RunPredict(const std::string& model_path, const std::string& in, const std::
     if (!st.ok()) return ReportError(st);
   }
   text->flush();
+  return kExitOk;
+}
+
+// ---- topics ------------------------------------------------------------------------
+
+int RunTopics(const std::string& path, uint32_t top, bool as_json) {
+  auto mr = Model::Load(path, Registry());
+  if (!mr.ok()) return ReportError(mr.status());
+  const Model& m = **mr;
+  const auto& vocab = m.schema().vocabulary();
+  json topics = json::array();
+  std::vector<double> p;
+  for (uint32_t k = 0; k < m.num_outputs(); ++k) {
+    Status st = m.ComponentTerms(k, &p);
+    if (!st.ok()) return ReportError(st);
+    std::vector<uint32_t> ids(p.size());
+    for (uint32_t i = 0; i < ids.size(); ++i) ids[i] = i;
+    const size_t n = std::min<size_t>(top, ids.size());
+    std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n), ids.end(),
+                      [&](uint32_t a, uint32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+    json terms = json::array();
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t id = ids[i];
+      terms.push_back({{"term", id < vocab.size() ? vocab[id] : "#" + std::to_string(id)}, {"id", id}, {"p", p[id]}});
+    }
+    topics.push_back({{"topic", k}, {"terms", terms}});
+  }
+  if (as_json) {
+    std::cout << json{{"family", m.family().name}, {"topics", topics}}.dump() << std::endl;
+    return kExitOk;
+  }
+  for (const auto& t : topics) {
+    std::cout << "topic " << t["topic"].get<uint32_t>() << ":";
+    for (const auto& term : t["terms"]) std::cout << ' ' << term["term"].get<std::string>();
+    std::cout << '\n';
+  }
+  std::cout.flush();
   return kExitOk;
 }
 
@@ -615,6 +736,27 @@ int Main(int argc, char** argv) {
   p->add_flag("--skip-bad", p_skip, "skip and count bad documents");
   p->add_option("--max-frame-bytes", p_frame, "largest accepted frame");
 
+  // infer
+  std::string f_model, f_in, f_format = "jsonl", f_out;
+  bool f_skip = false;
+  uint32_t f_frame = kDefaultMaxFrameBytes;
+  auto* inf = app.add_subcommand("infer", "topic / component proportions per document (latent families)");
+  inf->add_option("--model", f_model, "model snapshot")->required();
+  inf->add_option("--in", f_in, "document stream")->required();
+  inf->add_option("--format", f_format, "jsonl or pb")->capture_default_str();
+  inf->add_option("--out", f_out, "output file (default stdout)");
+  inf->add_flag("--skip-bad", f_skip, "skip and count bad documents");
+  inf->add_option("--max-frame-bytes", f_frame, "largest accepted frame");
+
+  // topics
+  std::string tp_model;
+  uint32_t tp_top = 10;
+  bool tp_json = false;
+  auto* tp = app.add_subcommand("topics", "each topic's (component's) most probable terms");
+  tp->add_option("--model", tp_model, "model snapshot")->required();
+  tp->add_option("--top", tp_top, "terms per topic")->capture_default_str()->check(CLI::PositiveNumber);
+  tp->add_flag("--json", tp_json, "JSON output");
+
   // prequential
   LearnFlags qf;
   std::string q_in, q_out;
@@ -654,7 +796,9 @@ int Main(int argc, char** argv) {
   if (*c) return RunConvert(conv, conv_quiet);
   if (*t) return RunTrain(tf, t_in, t_out);
   if (*e) return RunEval(e_model, e_in, e_json, e_skip, e_frame);
-  if (*p) return RunPredict(p_model, p_in, p_format, p_out, p_skip, p_frame);
+  if (*p) return RunPredict(p_model, p_in, p_format, p_out, p_skip, p_frame, false);
+  if (*inf) return RunPredict(f_model, f_in, f_format, f_out, f_skip, f_frame, true);
+  if (*tp) return RunTopics(tp_model, tp_top, tp_json);
   if (*q) return RunPrequential(qf, q_in, q_every, q_json, q_out);
   if (*pl) return RunPlugins(pl_json);
   if (*ins) return RunInspect(i_model, i_json);

@@ -43,6 +43,13 @@ struct DocumentBuffer {
   std::string Name() const;
 };
 
+// Document completion (the held-out evaluation of topic models): the
+// document's tokens, ordered by (term id, repetition), alternate between
+// `observed` (even positions 0, 2, ...) and `heldout` (odd positions). A
+// count is taken as a whole number of tokens (rounded, at least 1). Both
+// outputs keep the document's index, id, label, features and weight.
+void SplitForCompletion(const trib_document& doc, DocumentBuffer* observed, DocumentBuffer* heldout);
+
 // Names a document the way every error message does.
 std::string DocumentName(uint64_t index, const std::string& id);
 

@@ -41,6 +41,43 @@ class ClassificationMetrics {
   std::vector<double> probs_;
 };
 
+// Minimum-cost assignment of rows to columns (the Hungarian method, O(n^3)):
+// cost is rows x cols, row-major. Every row gets a distinct column when
+// rows <= cols; when rows > cols, only cols rows are assigned. Returns the
+// column of each row, or -1 for an unassigned row.
+std::vector<int64_t> HungarianAssign(const std::vector<double>& cost, uint32_t rows, uint32_t cols);
+
+// Clustering quality against labels: clusters are mapped one-to-one to
+// classes by the Hungarian method so as to maximise the documents whose
+// cluster maps to their label (extra clusters, or extra classes, stay
+// unmapped and count as errors).
+class ClusteringMetrics {
+ public:
+  ClusteringMetrics(uint32_t clusters, uint32_t classes);
+  void Add(uint32_t cluster, int64_t label);  // label < 0: counted, not scored
+  void Resize(uint32_t classes);
+
+  uint64_t documents() const { return documents_; }
+  uint64_t labelled() const { return labelled_; }
+  uint64_t cluster_size(uint32_t k) const { return sizes_[k]; }
+  // Cluster -> class (-1: unmapped), computed from the counts so far.
+  std::vector<int64_t> Mapping() const;
+  // Fraction of labelled documents whose cluster maps to their label.
+  double accuracy() const;
+  // Macro averages over classes of precision n(k, c) / n(k) and recall
+  // n(k, c) / n(c) for the cluster k mapped to class c (0 for a class with no
+  // cluster). NaN without labelled documents.
+  double precision() const;
+  double recall() const;
+
+ private:
+  void Scores(double* acc, double* prec, double* rec) const;
+  uint32_t clusters_, classes_;
+  uint64_t documents_ = 0, labelled_ = 0;
+  std::vector<uint64_t> sizes_;   // documents per cluster (labelled or not)
+  std::vector<uint64_t> counts_;  // [cluster * classes + class]
+};
+
 }  // namespace tributary
 
 #endif  // TRIBUTARY_METRICS_H_

@@ -112,6 +112,16 @@ class Model {
   // log p(k, x | theta) for all classes; `log_joint` gets num_classes() values.
   Status Score(const trib_document& doc, ScoringState* state, double* log_joint) const;
 
+  // Document completion (ABI 1.2 `completion`): log p(heldout | observed)
+  // summed over the held-out tokens. has_completion() is false when the
+  // family does not provide it.
+  bool has_completion() const { return family_->family().completion != nullptr; }
+  Status Completion(const trib_document& observed, const trib_document& heldout, ScoringState* state,
+                    double* log_prob) const;
+  // p(term | output k) over the vocabulary (ABI 1.2 `component_terms`);
+  // an error when the family does not provide it.
+  Status ComponentTerms(uint32_t k, std::vector<double>* out) const;
+
   // Adds a class (schema with open classes; the family must support growth).
   Status AddClass(const std::string& name);
 
