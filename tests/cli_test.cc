@@ -160,6 +160,25 @@ TEST_F(CliTest, SameSeedSameModelBitForBit) {
   EXPECT_NE(ReadAll(dir_ + "/m0.trib"), ReadAll(dir_ + "/m2.trib"));
 }
 
+// --loss-opt reaches the loss (ABI 1.2 options), is kept in the snapshot, and
+// a bad key or value is refused naming it.
+TEST_F(CliTest, LossOptionsReachTheLossAndTheSnapshot) {
+  std::string s = MakeStream("s.pb", 300, 4);
+  std::string out;
+  ASSERT_EQ(Run("train -q --loss hinge --loss-opt margin=10 --in " + s + " --out " + dir_ + "/m10.trib", &out, true), 0)
+      << out;
+  ASSERT_EQ(Run("train -q --loss hinge --in " + s + " --out " + dir_ + "/m1.trib", &out, true), 0) << out;
+  EXPECT_NE(ReadAll(dir_ + "/m10.trib"), ReadAll(dir_ + "/m1.trib")) << "a wider margin must change the updates";
+  ASSERT_EQ(Run("inspect --json --model " + dir_ + "/m10.trib", &out), 0) << out;
+  EXPECT_NE(out.find("\"loss_options\":{\"margin\":\"10\"}"), std::string::npos) << out;
+  EXPECT_EQ(Run("train -q --loss hinge --loss-opt margin=0 --in " + s + " --out " + dir_ + "/x.trib", &out, true), 1);
+  EXPECT_NE(out.find("margin='0': expected a number > 0"), std::string::npos) << out;
+  EXPECT_EQ(Run("train -q --loss ncll --loss-opt margin=3 --in " + s + " --out " + dir_ + "/x.trib", &out, true), 1);
+  EXPECT_NE(out.find("loss 'ncll' takes no options"), std::string::npos) << out;
+  EXPECT_EQ(Run("train -q --loss hinge --loss-opt margin --in " + s + " --out " + dir_ + "/x.trib", &out, true), 1);
+  EXPECT_NE(out.find("--loss-opt 'margin': expected key=value"), std::string::npos) << out;
+}
+
 TEST_F(CliTest, OpenClassesGrowTheModel) {
   std::string s = MakeStream("open.pb", 400, 5, true, {"late"});
   std::string out;

@@ -658,6 +658,11 @@ int RunInspect(const std::string& path, bool as_json) {
   json opts = json::object();
   for (const auto& [k, v] : m.family_options()) opts[k] = v;
   j["family_options"] = opts;
+  json lopts = json::object();
+  for (const auto& [k, v] : m.loss_options()) lopts[k] = v;
+  j["loss_options"] = lopts;
+  j["outputs"] = m.num_outputs();
+  j["outputs_kind"] = m.latent_outputs() ? "latent" : "classes";
   if (as_json) {
     std::cout << j.dump() << std::endl;
   } else {
