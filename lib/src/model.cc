@@ -122,6 +122,8 @@ Status Model::QueryOutputs() {
     if (count == 0) return Status::PluginError("family '" + family_->name + "' reports 0 latent outputs");
     output_kind_ = kind;
     num_outputs_ = count;
+    // Labels only name documents for evaluation: any label is welcome.
+    schema_.set_open_classes(true);
   } else {
     return Status::PluginError("family '" + family_->name + "' reports an unknown output kind " + std::to_string(kind));
   }

@@ -39,9 +39,8 @@ Result<ModelSchema> ModelSchema::FromProto(const v1::Schema& proto) {
     }
     s.features_.push_back(std::move(info));
   }
-  if (s.classes_.empty() && !s.open_classes_) {
-    return Status::InvalidArgument("schema: no class names and open_classes is false; expected >= 1 class");
-  }
+  // No classes at all is a valid schema (unlabelled streams for latent
+  // families); a classifier family refuses it when the model is created.
   s.Index();
   if (s.term_index_.size() != s.vocabulary_.size()) {
     for (size_t i = 0; i < s.vocabulary_.size(); ++i) {

@@ -20,6 +20,13 @@ std::string Num(double v) {
   return buf;
 }
 
+// Block of entry i (binary search over the block offsets).
+uint32_t BlockOf(const std::vector<trib_block>& blocks, uint64_t i) {
+  auto it = std::upper_bound(blocks.begin(), blocks.end(), i,
+                             [](uint64_t v, const trib_block& b) { return v < b.offset; });
+  return static_cast<uint32_t>(it - blocks.begin()) - 1;
+}
+
 std::string ErrText(const trib_error& err) {
   return std::string(err.message, strnlen(err.message, sizeof(err.message)));
 }
@@ -82,9 +89,9 @@ Result<std::unique_ptr<SepLearner>> SepLearner::Create(Model* model, const SepOp
                                std::to_string(model->stats().size()) + ")");
   }
   for (uint32_t b = 0; b < nb; ++b) {
-    if (blocks[b].alpha_bar != 0.0) {
+    if ((blocks[b].alpha_bar != 0.0 && blocks[b].alpha_bar != 1.0) || blocks[b].nu != 0.0) {
       return Status::PluginError("family '" + fam.name + "': SEP statistics block " + std::to_string(b) +
-                                 " has alpha_bar != 0 (mu must be scale * raw)");
+                                 " must have nu = 0 and alpha_bar 0 or 1");
     }
   }
   l->num_params_ = P;
@@ -158,7 +165,8 @@ size_t SepLearner::SiteBytes() const {
   size_t bytes = sites_.bucket_count() * sizeof(void*);
   for (const auto& [key, site] : sites_) {
     bytes += sizeof(key) + sizeof(Site) + sizeof(void*);
-    bytes += site.index.capacity() * sizeof(uint64_t) + site.value.capacity() * sizeof(double);
+    bytes += site.index.capacity() * sizeof(uint64_t) + site.value.capacity() * sizeof(double) +
+             site.blocks.capacity() * sizeof(site.blocks[0]);
   }
   return bytes;
 }
@@ -215,9 +223,9 @@ Status SepLearner::Learn(const trib_document& doc, SepOutcome* outcome) {
     uint32_t b = 0;
     for (size_t j = 0; j < cnt; ++j) {
       const uint64_t i = idx[j];
-      if (i < blocks[b].offset || i >= blocks[b].offset + blocks[b].size) b = m.stats().BlockOf(i);
+      if (i < blocks[b].offset || i >= blocks[b].offset + blocks[b].size) b = BlockOf(blocks, i);
       block_of_[j] = b;
-      const double mu = blocks[b].scale * raw[i];
+      const double mu = blocks[b].scale * raw[i] + blocks[b].shift * blocks[b].alpha_bar;
       mu_old_[j] = mu;
       cavity_[j] = prior[j] + coef * mu - (site ? site->value[j] : 0.0);
       if (!std::isfinite(cavity_[j])) return Skip("cavity not finite at entry " + std::to_string(i), &out);
@@ -226,13 +234,47 @@ Status SepLearner::Learn(const trib_document& doc, SepOutcome* outcome) {
 
   // 3. Moment matching (the family; does not modify the model).
   lambda_new_.resize(cnt);
-  trib_sep_outcome so{sizeof(trib_sep_outcome), 0, NAN};
+  const uint32_t nb = static_cast<uint32_t>(blocks.size());
+  block_site_.assign(nb, 0.0);
+  trib_sep_outcome so{sizeof(trib_sep_outcome), 0, NAN, block_site_.data(), nb};
   view = m.stats().View();
   rc = hooks_->moment_match(m.family_model(), &view, state_->get(), &doc, idx, cavity_.data(), cnt, lambda_new_.data(),
                             &so, &err);
   if (rc != TRIB_OK) return Fail(doc, PluginStatus(rc, err, fam, "sep moment_match"));
   out.log_z = so.log_z;
   if (so.skip) return Skip(ErrText(err), &out);
+  for (uint32_t b = 0; b < nb; ++b) {
+    if (block_site_[b] == 0.0) continue;
+    if (b >= num_param_blocks_ || blocks[b].alpha_bar != 1.0) {
+      return Fail(doc, Status::PluginError("family '" + fam.name + "' set a block site on block " + std::to_string(b) +
+                                           ", which is not a natural-parameter block with alpha_bar 1"));
+    }
+    if (!std::isfinite(block_site_[b])) return Skip("non-finite block site on block " + std::to_string(b), &out);
+  }
+  // The block sites actually applied: the change of lambda off the support.
+  const Site* const old_site = site;
+  block_delta_.assign(nb, 0.0);
+  for (uint32_t b = 0; b < num_param_blocks_; ++b) {
+    double u = block_site_[b];
+    switch (options_.engine) {
+      case SepEngine::kSep:
+        block_delta_[b] = n_ * damping_ * u;
+        break;
+      case SepEngine::kEp: {
+        double u_old = 0;
+        if (old_site) {
+          for (const auto& [ob, ov] : old_site->blocks) u_old = ob == b ? ov : u_old;
+        }
+        u = (1.0 - damping_) * u_old + damping_ * u;  // damped, as the support entries
+        block_site_[b] = u;
+        block_delta_[b] = u - u_old;
+        break;
+      }
+      case SepEngine::kAdf:
+        block_delta_[b] = u;
+        break;
+    }
+  }
 
   // 4. The new posterior at the support, checked before anything is written.
   mu_new_.resize(cnt);
@@ -284,21 +326,37 @@ Status SepLearner::Learn(const trib_document& doc, SepOutcome* outcome) {
     decay = 1.0 - eps;
     for (uint32_t b = 0; b < num_param_blocks_; ++b) {
       trib_block& blk = mblocks[b];
+      // Off the support: mu <- decay mu + eps u_b (eq. 11 with the block site).
+      const double add = eps * block_site_[b];
       if (decay <= 0 || blk.scale * decay < kMinScale) {
-        // Fold the scale into raw (O(block), rare): mu <- decay * mu.
-        for (uint64_t i = blk.offset; i < blk.offset + blk.size; ++i) wraw[i] = decay * (blk.scale * wraw[i]);
+        // Fold the map into raw (O(block), rare).
+        const double sh = blk.shift * blk.alpha_bar;
+        for (uint64_t i = blk.offset; i < blk.offset + blk.size; ++i) {
+          wraw[i] = decay * (blk.scale * wraw[i] + sh) + add;
+        }
         blk.scale = 1.0;
+        blk.shift = 0.0;
         materialized = true;
       } else {
         blk.scale *= decay;
+        blk.shift = decay * blk.shift + add;  // add != 0 only where alpha_bar = 1
       }
     }
+  } else {
+    for (uint32_t b = 0; b < num_param_blocks_; ++b) mblocks[b].shift += block_delta_[b] / n_;
   }
-  for (size_t j = 0; j < cnt; ++j) wraw[idx[j]] = mu_new_[j] / mblocks[block_of_[j]].scale;
+  for (size_t j = 0; j < cnt; ++j) {
+    const trib_block& blk = mblocks[block_of_[j]];
+    wraw[idx[j]] = (mu_new_[j] - blk.shift * blk.alpha_bar) / blk.scale;
+  }
   if (options_.engine == SepEngine::kEp) {
     Site& s = sites_[doc.index];
     s.index.assign(idx, idx + cnt);
     s.value.assign(site_new_.begin(), site_new_.end());
+    s.blocks.clear();
+    for (uint32_t b = 0; b < num_param_blocks_; ++b) {
+      if (block_site_[b] != 0.0) s.blocks.emplace_back(b, block_site_[b]);
+    }
   }
 
   // 6. The family's caches.
@@ -309,7 +367,8 @@ Status SepLearner::Learn(const trib_document& doc, SepOutcome* outcome) {
     Status st = m.Rebuild(step);
     if (!st.ok()) return Fail(doc, st);
   } else {
-    trib_sep_step step{sizeof(trib_sep_step), n_, decay, ls.updates, static_cast<uint32_t>(options_.engine)};
+    trib_sep_step step{sizeof(trib_sep_step), n_, decay, ls.updates, static_cast<uint32_t>(options_.engine),
+                       block_delta_.data(), nb};
     view = m.stats().View();
     rc = hooks_->commit(m.family_model(), &view, idx, mu_old_.data(), cnt, &step, &err);
     if (rc != TRIB_OK) return Fail(doc, PluginStatus(rc, err, fam, "sep commit"));

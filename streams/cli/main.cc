@@ -49,8 +49,10 @@ class DecodedStream {
       }
       if (*eof) return Status::OK();
       std::string new_class;
-      st = decoder_.Decode(proto_, reader_->documents_read() - 1, model->schema(), learning, out, &new_class,
-                           &counters_);
+      // A latent family's labels only name documents for evaluation: unknown
+      // ones are added (to the schema only) at evaluation too.
+      st = decoder_.Decode(proto_, reader_->documents_read() - 1, model->schema(),
+                           learning || model->latent_outputs(), out, &new_class, &counters_);
       if (st.ok() && !new_class.empty()) {
         st = model->AddClass(new_class);
         if (st.ok()) {

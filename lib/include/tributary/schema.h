@@ -24,8 +24,8 @@ struct FeatureSpecInfo {
 
 class ModelSchema {
  public:
-  // Validates: unique non-empty term names, unique class names, at least one
-  // class unless open_classes, categorical features with >= 1 category.
+  // Validates: unique non-empty term names, unique class names, categorical
+  // features with >= 1 category. Zero classes is valid (unlabelled streams).
   static Result<ModelSchema> FromProto(const v1::Schema& proto);
   void ToProto(v1::Schema* out) const;
 
@@ -35,6 +35,7 @@ class ModelSchema {
   const std::vector<std::string>& vocabulary() const { return vocabulary_; }
   const std::vector<std::string>& classes() const { return classes_; }
   bool open_classes() const { return open_classes_; }
+  void set_open_classes(bool open) { open_classes_ = open; }
   const std::vector<FeatureSpecInfo>& features() const { return features_; }
   uint32_t num_reals() const { return num_reals_; }
   const std::vector<uint32_t>& categorical_cardinalities() const { return cat_card_; }

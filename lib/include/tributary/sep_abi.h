@@ -11,8 +11,9 @@
  * The math (thesis §1.4-1.5; DESIGN.md). The approximate posterior q(theta)
  * is in an exponential family with natural parameters lambda in R^P. The
  * engine keeps, in the model's statistics entries [0, P) (in mu form,
- * mu[i] = scale * raw[i] of its block: the family's blocks there have
- * nu = 0 and alpha_bar = 0), a vector mu such that
+ * mu[i] = scale * raw[i] + shift * alpha_bar of its block: the family's blocks there have
+ * nu = 0; alpha_bar is 0, or 1 for blocks that take block-uniform sites, see
+ * trib_sep_outcome), a vector mu such that
  *
  *     lambda = lambda0 + N * mu                                   (eq. 8, 50-54)
  *
@@ -37,7 +38,7 @@
  * entries whose tilted marginal differs from the cavity (e.g. the mixing
  * weights and the parameters of the document's terms). Everything per
  * document costs O(support); the SEP decay of the other entries is applied
- * lazily through the block scale (the engine re-materialises a block when
+ * lazily through the block scale and shift (the engine re-materialises a block when
  * its scale would underflow). Entries [P, stats size) belong to the family
  * (e.g. a seed fixing the prior); the engine never writes or decays them.
  *
@@ -79,6 +80,17 @@ typedef struct trib_sep_outcome {
    * contribution to an approximate log evidence: exact for ADF, where
    * log p(X) ~ sum_i log Z_i). NaN if the family does not estimate it. */
   double log_z;
+  /* Block-uniform sites, set up by the engine: block_site[b] for each of the
+   * num_blocks statistics blocks, zero on entry. A family may set
+   * block_site[b] = u for a block whose alpha_bar is 1: the document's site
+   * is then u (in natural-parameter units) on every entry of block b outside
+   * the support, e.g. the effect of a document on the parameters of all the
+   * terms it does not contain, applied in O(1) through the block's lazy
+   * shift. Blocks with alpha_bar != 1 must keep 0. The engine cannot check
+   * the feasibility of those entries in O(document): use block sites only
+   * for parameters whose feasible set is R (e.g. h = tau m of a Gaussian). */
+  double* block_site;
+  uint32_t num_blocks;
 } trib_sep_outcome;
 
 /* Step information for commit(). */
@@ -89,6 +101,11 @@ typedef struct trib_sep_step {
                       the touched list (SEP: 1 - eps; EP, ADF: 1) */
   uint64_t t;      /* updates applied before this one */
   uint32_t engine; /* TRIB_SEP_ENGINE_* */
+  /* num_blocks values: the change of lambda applied to every entry of each
+   * block outside the support, besides the decay (the block sites: SEP
+   * N eps u, EP u - u_old, ADF u). */
+  const double* block_delta;
+  uint32_t num_blocks;
 } trib_sep_step;
 
 #define TRIB_SEP_ENGINE_SEP 0u

@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <memory>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "tributary/model.h"
@@ -126,6 +127,7 @@ class SepLearner {
   struct Site {
     std::vector<uint64_t> index;
     std::vector<double> value;
+    std::vector<std::pair<uint32_t, double>> blocks;  // block-uniform sites (sep_abi.h)
   };
 
   SepLearner() = default;
@@ -149,6 +151,7 @@ class SepLearner {
   std::vector<double> support_prior_;
   std::vector<double> cavity_, lambda_new_, mu_old_, mu_new_, site_new_, posterior_;
   std::vector<uint32_t> block_of_;
+  std::vector<double> block_site_, block_delta_;
 };
 
 }  // namespace tributary
