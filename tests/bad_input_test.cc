@@ -209,6 +209,60 @@ TEST_F(BadInputTest, NanRealFeatureNamed) {
   EXPECT_THAT(out, HasSubstr("document #2 (id 'sensor-7'): real feature 1 is inf"));
 }
 
+// ABI 1.2 features: a COUNT feature must be an integer >= 0; missing_features
+// must name a feature; a family that needs every feature (gaussian) refuses a
+// document with a missing one, naming it, and --skip-bad skips it.
+TEST_F(BadInputTest, CountFeaturesAndMissingValues) {
+  v1::StreamHeader h = NewStreamHeader();
+  *h.mutable_schema() = testing::RealSchema(2, 2);
+  h.mutable_schema()->mutable_features(1)->set_kind(v1::FeatureSpec::COUNT);
+  v1::Document ok;
+  ok.set_label("c0");
+  ok.add_reals(1.5);
+  ok.add_reals(3.0);
+  v1::Document ok1 = ok;
+  ok1.set_label("c1");
+  ok1.set_reals(0, -2.0);
+  v1::Document fractional = ok;
+  fractional.set_id("f");
+  fractional.set_reals(1, 2.5);
+  v1::Document negative = ok;
+  negative.set_reals(1, -1.0);
+  v1::Document missing_out_of_range = ok;
+  missing_out_of_range.add_missing_features(2);
+  v1::Document missing = ok;
+  missing.set_id("gap");
+  missing.add_missing_features(0);
+  missing.set_reals(0, std::nan(""));  // a placeholder is not validated
+  std::string out;
+  const std::string train =
+      testing::ProgramPath() + " train -q --family gaussian --loss nll --out " + dir_ + "/g.trib --in ";
+  struct Case {
+    std::vector<v1::Document> docs;
+    const char* expect;
+  };
+  for (const auto& c :
+       {Case{{ok, ok1, fractional}, "document #2 (id 'f'): count feature 1 is 2.5, expected an integer >= 0"},
+        Case{{ok, ok1, negative}, "document #2: count feature 1 is -1, expected an integer >= 0"},
+        Case{{ok, ok1, missing_out_of_range}, "document #2: missing_features[0] is 2, expected < 2"},
+        Case{{ok, ok1, missing}, "document #2 (id 'gap')"}}) {
+    std::string p = Write("f.pb", h, c.docs);
+    EXPECT_EQ(testing::RunCommand(train + p, &out, true), 1) << c.expect;
+    EXPECT_THAT(out, HasSubstr(c.expect));
+  }
+  EXPECT_THAT(out, HasSubstr("real feature 0 is missing; gaussian needs every feature"));
+  // Skipped with --skip-bad: the model equals the one trained without it.
+  ASSERT_EQ(testing::RunCommand(train + Write("a.pb", h, {ok, ok1, missing, ok}) + " --skip-bad --n 3", &out, true), 0)
+      << out;
+  auto with_skip = Model::Load(dir_ + "/g.trib", testing::BuiltinRegistry());
+  ASSERT_TRUE(with_skip.ok());
+  EXPECT_EQ((*with_skip)->learner_state().skipped_documents, 1u);
+  ASSERT_EQ(testing::RunCommand(train + Write("b.pb", h, {ok, ok1, ok}) + " --n 3", &out, true), 0) << out;
+  auto without = Model::Load(dir_ + "/g.trib", testing::BuiltinRegistry());
+  ASSERT_TRUE(without.ok());
+  EXPECT_EQ((*with_skip)->stats().raw(), (*without)->stats().raw());
+}
+
 TEST_F(BadInputTest, EmptyStreamAndHeaderOnlyStream) {
   std::string empty = dir_ + "/empty.pb";
   std::ofstream(empty).close();

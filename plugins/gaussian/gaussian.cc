@@ -259,6 +259,10 @@ int CheckDocument(const Model& m, const trib_document* d, trib_error* err) {
                 d->num_reals);
   }
   for (uint32_t j = 0; j < m.J; ++j) {
+    if (d->real_missing && d->real_missing[j]) {
+      return Fail(err, TRIB_ERR_INVALID_DOCUMENT,
+                  "real feature %u is missing; gaussian needs every feature (mmnb handles missing values)", j);
+    }
     if (!(std::fabs(d->reals[j]) <= kMaxAbsX)) {
       return Fail(err, TRIB_ERR_INVALID_DOCUMENT, "real feature %u is %g; gaussian supports |x| <= %g", j, d->reals[j],
                   kMaxAbsX);
