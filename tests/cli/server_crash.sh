@@ -32,15 +32,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-PY=
-for p in python3 /usr/bin/python3; do
-  if command -v "$p" >/dev/null && "$p" -c 'import google.protobuf' 2>/dev/null; then PY=$p; break; fi
-done
-[[ -n "$PY" ]] || { echo "FAIL: no python3 with google.protobuf (apt-get install python3-protobuf)" >&2; exit 1; }
-export TRIBUTARY_PROTO="$SRC/proto/tributary/v1/tributary.proto"
-export TRIBUTARY_PB2_DIR="$dir/pb2"
-export PYTHONPATH="$SRC/examples/python-client${PYTHONPATH:+:$PYTHONPATH}"
-export PYTHONDONTWRITEBYTECODE=1  # keep the source tree clean
+# shellcheck source=lib/python_env.sh
+source "$SRC/tests/cli/lib/python_env.sh"
 
 # The stream: 6,000 documents of three topics (overlapping vocabularies).
 "$PY" - "$dir/train.tsv" <<'EOF'
