@@ -49,6 +49,8 @@ struct LearnFlags {
   std::string schedule = "inverse";       // inverse | poly | constant
   double lambda = -1;                     // < 0: the loss's default
   double tau0 = 1.0, kappa = 0.7, rho = 0.01;
+  std::string engine = "sdem";  // sdem | sep | ep | adf
+  double damping = 0;           // SEP eps / EP delta; 0: the engine's default
   uint32_t epochs = 1;
   double n = 0;  // 0: the stream length
   bool shuffle = false;

@@ -14,6 +14,7 @@
 #include "serve.h"
 #include "tributary/convert.h"
 #include "tributary/metrics.h"
+#include "tributary/sep_engine.h"
 
 namespace tributary::cli {
 namespace {
@@ -51,8 +52,8 @@ class DecodedStream {
       std::string new_class;
       // A latent family's labels only name documents for evaluation: unknown
       // ones are added (to the schema only) at evaluation too.
-      st = decoder_.Decode(proto_, reader_->documents_read() - 1, model->schema(),
-                           learning || model->latent_outputs(), out, &new_class, &counters_);
+      st = decoder_.Decode(proto_, reader_->documents_read() - 1, model->schema(), learning || model->latent_outputs(),
+                           out, &new_class, &counters_);
       if (st.ok() && !new_class.empty()) {
         st = model->AddClass(new_class);
         if (st.ok()) {
@@ -136,7 +137,12 @@ void SavePartial(const Model& model, const std::string& out) {
 
 // ---- train -----------------------------------------------------------------
 
-int RunTrain(const LearnFlags& f, const std::string& in, const std::string& out) {
+int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& out) {
+  LearnFlags f = flags;
+  const bool ep_family = f.engine != "sdem";
+  // SEP / EP / ADF use no loss; the snapshot records nll (the posterior they
+  // approximate is the likelihood's) whatever --loss says.
+  if (ep_family) f.loss = "nll";
   auto first = DocumentReader::Open(in, f.max_frame_bytes);
   if (!first.ok()) return ReportError(first.status());
   auto length = StreamLength(**first, in, f);
@@ -148,14 +154,37 @@ int RunTrain(const LearnFlags& f, const std::string& in, const std::string& out)
   if (f.epochs > 1 && in == "-" && !f.shuffle) {
     return ReportError(Status::InvalidArgument("--epochs > 1 needs a file (or --shuffle), not standard input"));
   }
-  auto lr = SdemLearner::Create(model.get(), f.seed);
-  if (!lr.ok()) return ReportError(lr.status());
-  std::unique_ptr<SdemLearner> learner = std::move(lr).value();
+  std::unique_ptr<SdemLearner> learner;
+  std::unique_ptr<SepLearner> sep;
+  if (ep_family) {
+    auto engine = ParseSepEngine(f.engine);
+    if (!engine.ok()) return ReportError(engine.status());
+    SepOptions so;
+    so.engine = *engine;
+    so.effective_size = model->learner_state().effective_size;
+    so.damping = f.damping;
+    so.seed = f.seed;
+    auto sl = SepLearner::Create(model.get(), so);
+    if (!sl.ok()) return ReportError(sl.status());
+    sep = std::move(sl).value();
+  } else {
+    auto lr = SdemLearner::Create(model.get(), f.seed);
+    if (!lr.ok()) return ReportError(lr.status());
+    learner = std::move(lr).value();
+  }
+  // A new class (open schema) changes a classifier's layout: a new learner.
+  auto renew = [&]() -> Status {
+    if (sep) return Status::OK();  // latent families only name their classes
+    auto l2 = SdemLearner::Create(model.get(), f.seed);
+    if (!l2.ok()) return l2.status();
+    learner = std::move(l2).value();
+    return Status::OK();
+  };
   BadInput bad;
   Progress progress("train", f.quiet);
   uint64_t seen = 0;
   auto learn_one = [&](const DocumentBuffer& doc) -> Status {
-    Status st = learner->Learn(doc.View());
+    Status st = sep ? sep->Learn(doc.View()) : learner->Learn(doc.View());
     if (!st.ok()) {
       if (f.skip_bad && (st.IsInvalidDocument() || st.code() == Status::Code::kNumeric)) {
         bad.Record(st);
@@ -184,9 +213,7 @@ int RunTrain(const LearnFlags& f, const std::string& in, const std::string& out)
       if (!st.ok()) return fail(st);
       if (eof) break;
       if (grew) {
-        auto l2 = SdemLearner::Create(model.get(), f.seed);
-        if (!l2.ok()) return fail(l2.status());
-        learner = std::move(l2).value();
+        if (Status g = renew(); !g.ok()) return fail(g);
       }
       docs.push_back(doc);
     }
@@ -211,9 +238,7 @@ int RunTrain(const LearnFlags& f, const std::string& in, const std::string& out)
         }
         if (eof) break;
         if (grew) {
-          auto l2 = SdemLearner::Create(model.get(), f.seed);
-          if (!l2.ok()) return fail(l2.status());
-          learner = std::move(l2).value();
+          if (Status g = renew(); !g.ok()) return fail(g);
         }
         st = learn_one(doc);
         if (!st.ok()) return fail(st);
@@ -228,7 +253,14 @@ int RunTrain(const LearnFlags& f, const std::string& in, const std::string& out)
   }
   Status st = model->Save(out);
   if (!st.ok()) return ReportError(st);
-  if (!f.quiet) {
+  if (!f.quiet && sep) {
+    const auto& c = sep->counters();
+    std::cerr << "trained " << model->family().name << " by " << f.engine << " on " << seen << " documents ("
+              << f.epochs << " pass(es), N = " << sep->effective_size() << ", damping " << sep->damping() << ", "
+              << c.skipped_infeasible << " infeasible updates skipped"
+              << (f.engine == "ep" ? ", " + std::to_string(sep->SiteBytes()) + " bytes of sites" : std::string())
+              << ") in " << Fmt(secs, 3) << " s -> " << out << std::endl;
+  } else if (!f.quiet) {
     const auto& ls = model->learner_state();
     std::cerr << "trained " << model->family().name << "/" << model->loss_plugin()->name << " on " << seen
               << " document updates (" << f.epochs << " epoch(s), " << ls.schedule.ToString()
@@ -239,6 +271,8 @@ int RunTrain(const LearnFlags& f, const std::string& in, const std::string& out)
 }
 
 // ---- eval --------------------------------------------------------------------
+
+Status AddPosteriorSummary(const Model& m, json* j);
 
 // Clustering quality and document-completion perplexity of a model whose
 // outputs are latent components or topics (trib_family_vtable.outputs).
@@ -331,6 +365,7 @@ int RunEval(const std::string& model_path, const std::string& in, bool as_json, 
     j["cluster_sizes"] = sizes;
     j["mean_proportions"] = weights;
     j["cluster_labels"] = mapping;
+    if (Status st = AddPosteriorSummary(*model, &j); !st.ok()) return ReportError(st);
   } else {
     j["labelled"] = metrics.labelled();
     j["accuracy"] = num(metrics.accuracy());
@@ -507,6 +542,11 @@ int RunPrequential(const LearnFlags& f, const std::string& in, uint64_t every, b
   if (!mr.ok()) return ReportError(mr.status());
   first->reset();
   auto model = std::move(mr).value();
+  if (model->latent_outputs()) {
+    return ReportError(Status::InvalidArgument(
+        "prequential measures classification accuracy, but family '" + model->family().name +
+        "' learns latent components (labels are ignored); use train, then eval for clustering metrics"));
+  }
   auto lr = SdemLearner::Create(model.get(), f.seed);
   if (!lr.ok()) return ReportError(lr.status());
   auto learner = std::move(lr).value();
@@ -627,6 +667,31 @@ int RunPlugins(bool as_json) {
   return kExitOk;
 }
 
+// ---- posterior summary (SEP families) -----------------------------------------------
+
+// Adds the family's summary (sep_abi.h `summary`) to `j`: model-wide vectors
+// as j[name], per-component ones as j["components"][k][name].
+Status AddPosteriorSummary(const Model& m, json* j) {
+  struct Ctx {
+    json* j;
+  } ctx{j};
+  auto visit = [](void* c, const char* name, uint32_t component, const double* values, size_t count) {
+    json& out = *static_cast<Ctx*>(c)->j;
+    json v = json::array();
+    for (size_t i = 0; i < count; ++i) v.push_back(values[i]);
+    if (component == UINT32_MAX) {
+      out[name] = v;
+    } else {
+      json& comps = out["components"];
+      if (!comps.is_array()) comps = json::array();
+      while (comps.size() <= component) comps.push_back(json::object());
+      comps[component][name] = v;
+    }
+  };
+  auto r = SepLearner::Summary(m, visit, &ctx);
+  return r.status();
+}
+
 // ---- inspect -------------------------------------------------------------------------
 
 int RunInspect(const std::string& path, bool as_json) {
@@ -665,6 +730,9 @@ int RunInspect(const std::string& path, bool as_json) {
   j["loss_options"] = lopts;
   j["outputs"] = m.num_outputs();
   j["outputs_kind"] = m.latent_outputs() ? "latent" : "classes";
+  // The posterior summary of families trained by SEP / EP / ADF (mixing
+  // weights, per-component means and variances).
+  if (Status st = AddPosteriorSummary(m, &j); !st.ok()) return ReportError(st);
   if (as_json) {
     std::cout << j.dump() << std::endl;
   } else {
@@ -715,7 +783,14 @@ int Main(int argc, char** argv) {
   std::string t_in, t_out;
   auto* t = app.add_subcommand("train", "learn a model from a stream with sdEM");
   AddLearnFlags(t, &tf);
-  t->add_option("--epochs", tf.epochs, "passes over the stream")->capture_default_str()->check(CLI::PositiveNumber);
+  t->add_option("--engine", tf.engine, "sdem, or sep / ep / adf for families with SEP hooks (emsd-, edcm-mixture)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"sdem", "sep", "ep", "adf"}));
+  t->add_option("--damping", tf.damping,
+                "SEP: eps of the damped site update (default 1/N); EP: site damping (default 1)");
+  t->add_option("--epochs", tf.epochs, "passes over the stream (EP: sweeps)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   t->add_flag("--shuffle", tf.shuffle, "shuffle the documents (in memory) before each epoch");
   t->add_option("--in", t_in, "training stream (.pb, - for stdin)")->required();
   t->add_option("--out", t_out, "model snapshot to write")->required();

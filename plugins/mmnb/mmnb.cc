@@ -1,0 +1,974 @@
+// Family "mmnb": mixed-membership naive Bayes (Shan & Banerjee 2010) over the
+// dense features of the schema, learned online by sdEM.
+//
+// Model (§3, eq. 5): per document, memberships pi ~ Dirichlet(alpha); every
+// non-missing feature j draws its own component z_j ~ discrete(pi) and its
+// value from that component's distribution for feature j:
+//   REAL feature         Gaussian  N(x; m_jc, s2_jc)           (MMNB-Gaussian, eq. 7)
+//   COUNT feature        Poisson   x log l_jc - l_jc - log x!  (MMNB-Poisson, §7.2.1)
+//   CATEGORICAL feature  discrete  p_jc(r)                     (MMNB-Discrete, eq. 8)
+// Missing features are left out of the document's likelihood, of its local
+// step and of its statistics (the paper's "marginal" NB, eq. 4). Terms of a
+// bag of words are ignored.
+//
+// Local step per document (variational, §4.1 / §5.1), one of
+//   inference=standard  eq. 13-14: gamma_c = alpha + sum_j phi_jc,
+//                       phi_jc ∝ exp(Psi(gamma_c)) p(x_j | theta_jc);
+//   inference=fast      eq. 23-24: gamma_c = alpha + m phi_c,
+//                       phi_c ∝ exp(Psi(gamma_c)) (prod_j p(x_j | theta_jc))^(1/m),
+// iterated from gamma = alpha + m/K until max_c |d gamma_c| < tol or
+// max_iters. (Psi(sum_l gamma_l) is common to every c and cancels.)
+//
+// Statistics (sdEM, Table 2 with the variational expectations standing in
+// for E_z[s], §3.5): per feature j and component c the expected sufficient
+// statistics of the feature's distribution, with phi_jc (standard) or phi_c
+// (fast) as the weight of the document's value in component c:
+//   Gaussian  N_jc = E[sum phi], S_jc = E[sum phi x], V_jc = E[sum phi x^2]
+//   Poisson   N_jc, S_jc
+//   discrete  M_jcr = E[sum phi 1(x = r)]
+// (eq. 16-20 / 25-28 as running averages). theta(mu):
+//   m = S/N, s2 = V/N - m^2;  l = S/N;  p_jc(r) = M_jcr / T_jc, T_jc = sum_r M_jcr.
+// Every block has nu = 0; the priors are pseudo-statistics abar (Dirichlet
+// eq. 20 smoothing eps for M; Normal-Gamma with s pseudo-observations of
+// mean 0 and variance v for (N, S, V); Gamma with s pseudo-observations of
+// rate r for the Poisson (N, S)), so under nll with rho_t = 1/(1+t) and
+// n = number of documents the statistics are the MAP estimates' averages.
+// Layout: one block per statistic kind, feature-major, each (feature,
+// category) a run of K components, so a document touches (3G + 2P + C) runs
+// of K entries.
+//
+// Outputs. Default: TRIB_OUTPUTS_LATENT with K outputs, trained with nll on
+// unlabelled documents (labels ignored): score_c = log(gamma_c / sum gamma) +
+// L, where L is the evidence lower bound (eq. 47 / 54) estimating log p(x);
+// accumulate weights the document by the sum of the loss's weights.
+//
+// discriminative=1 (DMMNB, §6.2-6.3, App. A.4): outputs are the schema's T
+// classes; y ~ softmax(eta_1' zbar, ..., eta_{T-1}' zbar, 0) with zbar the
+// mean of the z_j. The label's expected log-likelihood is bounded by eq. 42
+// / 43 with the variational xi (Table 2 (c)), and enters the local step as the
+// extra term (1/m) (eta_yc - sum_h exp(eta_hc) / xi) of phi (Table 2 (a)).
+// eta has the closed form of §6.3, eta_hc = log(A_hc / B_c) with
+//   A_hc = E[sum zbar_c 1(y = h)]  (h < T - 1),   B_c = E[sum zbar_c / xi],
+// two more blocks of statistics (abar = label_prior each, so eta starts at 0:
+// uniform classes). score_y runs the local step conditioned on y and writes
+// its lower bound on log p(x, y); accumulate pushes sum_y w_y E[s | x, y].
+// Trained with nll on labelled documents this is the paper's variational EM
+// for DMMNB, online; ncll / hinge also work (the check-step absorbs negative
+// weights).
+//
+// Check-step (sdEM Algorithm 1): the data part of every count-like statistic
+// stays >= 0 (raw >= 0, i.e. mu >= shift * abar > 0: N, Poisson S, M, A, B),
+// as Algorithm 2 does for word counts; for the Gaussian, after N,
+//   V_jc >= (1 + 5e-14) S_jc^2 / N_jc + (rho/n) s v
+// as in the "gaussian" family (repaired a few ulps above the bound). With
+// nu = 0 an untouched entry moves only to f mu + rho abar / n, 0 < f <= 1,
+// which keeps all of these (V - (1+e) S^2/N grows by rho s v/n at least).
+// With rho = 0 (creation, snapshot load) feasible statistics are unchanged.
+//
+// Options: components (alias topics) K >= 1 (default 5); inference
+// standard|fast; max_iters (default 100); tol (default 1e-4); alpha (> 0,
+// default 1/K); prior s (> 0, default 1); prior_variance v (default 1);
+// prior_rate r (default 1); smoothing eps (default 1); discriminative 0|1;
+// label_prior (default 1); init_spread (default 1: the spread of the random
+// initial component means and proportions, in prior standard deviations);
+// warmup W (default 0): the first W sdEM steps use the fast local step even
+// with inference=standard. Fast's single phi per document ties a document's
+// features to the same components, which avoids the local optimum where the
+// standard step matches components differently in different features (seen
+// on 2 of 5 initialisation seeds in tests/mmnb_family_test.cc without it).
+// Schedules: with rho_0 = 1 (the nll default) the first document overwrites
+// the random initialisation and every component starts from it; use e.g.
+// --schedule poly --tau0 10 --kappa 0.7.
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tributary/plugin_sdk.h"
+
+namespace {
+
+using tributary::sdk::Fail;
+using tributary::sdk::Guard;
+using tributary::sdk::Mu;
+using tributary::sdk::RawFor;
+
+const trib_host_api* g_host = nullptr;
+
+inline double LogGamma(double x) { return g_host->lgamma(x); }
+inline double Digamma(double x) { return g_host->digamma(x); }
+
+constexpr double kAcceptRel = 5e-14;
+constexpr double kTargetRel = 1e-13;
+constexpr double kRepairVarGap = 1e-8;
+constexpr double kMaxAbsX = 1e100;
+constexpr double kLog2Pi = 1.8378770664093454836;
+
+// Statistic kinds, in layout order.
+enum Kind : uint32_t { kGN = 0, kGS, kGV, kPN, kPS, kCat, kLA, kLB, kNumKinds };
+
+enum FeatureType : uint8_t { kGauss = 0, kPoisson = 1, kCategorical = 2 };
+
+struct Model {
+  uint32_t K = 5;
+  uint32_t G = 0, P = 0, C = 0;  // Gaussian, Poisson, categorical features
+  uint32_t num_reals = 0;
+  uint32_t T = 0;  // classes
+  bool discriminative = false;
+  bool fast = false;
+  uint32_t max_iters = 100;
+  double tol = 1e-4;
+  double alpha = -1;  // < 0: 1/K
+  double prior = 1.0;
+  double prior_variance = 1.0;
+  double prior_rate = 1.0;
+  double smoothing = 1.0;
+  double label_prior = 1.0;
+  double init_spread = 1.0;
+  uint64_t warmup = 0;  // documents learned with the fast step before the standard one
+  // real index -> (type, slot within its type)
+  std::vector<uint8_t> real_type;
+  std::vector<uint32_t> real_slot;
+  std::vector<uint32_t> card;     // categorical cardinalities
+  std::vector<uint64_t> cat_off;  // absolute offset of categorical j (C + 1 entries)
+  uint64_t off[kNumKinds + 1] = {};
+  int block_of[kNumKinds] = {-1, -1, -1, -1, -1, -1, -1, -1};
+  uint32_t num_blocks = 0;
+  // Cache: raw totals R_jc = sum_r raw M_jcr, so T_jc = scale R_jc + shift eps r_j.
+  std::vector<double> cat_total;
+  double n = 1.0;        // effective data-set size, from the last rebuild / commit
+  uint64_t updates = 0;  // sdEM steps applied so far (trib_step.t), for warmup
+  // The local step in use now: eq. 23-24 when fast or still warming up.
+  bool FastNow() const { return fast || updates < warmup; }
+
+  uint32_t H() const { return T > 0 ? T - 1 : 0; }
+  uint32_t Outputs() const { return discriminative ? T : K; }
+};
+
+// One present feature of the current document.
+struct Feature {
+  uint8_t type;
+  uint32_t slot;  // index within its type
+  double x;       // value (Gaussian, Poisson)
+  uint32_t cat;   // category (categorical)
+};
+
+struct State {
+  // Cache of the last scored document (score -> accumulate).
+  bool valid = false;
+  bool fast = false;  // the local step used for this document
+  uint64_t doc_index = 0;
+  const void* doc_ptr = nullptr;
+  std::vector<Feature> feats;
+  std::vector<double> ll;     // m x K: log p(x_j | theta_jc)
+  std::vector<double> llsum;  // K: sum_j ll
+  // Per inference slot s (1 for latent outputs, T for classes):
+  std::vector<double> phi;    // s x (m x K) standard, s x K fast
+  std::vector<double> gamma;  // s x K
+  std::vector<double> zbar;   // s x K
+  std::vector<double> xi;     // s
+  // Label parameters of the current model: eta (H x K), e = exp(eta), sum_h e_hc.
+  std::vector<double> eta, eexp, esum;
+  std::vector<double> work, work2, dig, q;
+};
+
+inline Model* M(trib_family_model* m) { return tributary::sdk::As<Model>(m); }
+inline const Model* M(const trib_family_model* m) { return tributary::sdk::As<Model>(m); }
+
+double Alpha(const Model& m) { return m.alpha > 0 ? m.alpha : 1.0 / static_cast<double>(m.K); }
+
+bool ParsePositive(const std::string& val, double* out) {
+  double v = 0;
+  if (!tributary::sdk::ParseDouble(val.c_str(), &v) || !(v > 0) || v > 1e100) return false;
+  *out = v;
+  return true;
+}
+
+bool ParseCount(const std::string& val, uint32_t lo, uint32_t hi, uint32_t* out) {
+  if (val.empty() || val.size() > 9) return false;
+  uint32_t v = 0;
+  for (char ch : val) {
+    if (ch < '0' || ch > '9') return false;
+    v = v * 10 + static_cast<uint32_t>(ch - '0');
+  }
+  if (v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+constexpr const char* kKnownOptions =
+    "components, topics, inference, max_iters, tol, alpha, prior, prior_variance, prior_rate, smoothing, "
+    "discriminative, label_prior, init_spread, warmup";
+
+int Create(const trib_schema* schema, const trib_option* opts, size_t num_opts, trib_family_model** out,
+           trib_error* err) {
+  return Guard(err, [&] {
+    auto m = std::make_unique<Model>();
+    std::string components_seen, topics_seen;
+    for (size_t i = 0; i < num_opts; ++i) {
+      const std::string key = opts[i].key ? opts[i].key : "";
+      const std::string val = opts[i].value ? opts[i].value : "";
+      auto bad = [&](const char* expected) {
+        return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option %s='%s': expected %s", key.c_str(), val.c_str(), expected);
+      };
+      if (key == "components" || key == "topics") {
+        if (!ParseCount(val, 1, 100000, &m->K)) return bad("an integer in [1, 100000]");
+        (key == "components" ? components_seen : topics_seen) = val;
+      } else if (key == "inference") {
+        if (val == "standard") {
+          m->fast = false;
+        } else if (val == "fast") {
+          m->fast = true;
+        } else {
+          return bad("'standard' (eq. 13-14) or 'fast' (eq. 23-24)");
+        }
+      } else if (key == "max_iters") {
+        if (!ParseCount(val, 1, 100000, &m->max_iters)) return bad("an integer in [1, 100000]");
+      } else if (key == "tol") {
+        if (!ParsePositive(val, &m->tol)) return bad("a number > 0");
+      } else if (key == "alpha") {
+        if (!ParsePositive(val, &m->alpha)) return bad("a number > 0");
+      } else if (key == "prior") {
+        if (!ParsePositive(val, &m->prior)) return bad("a number > 0");
+      } else if (key == "prior_variance") {
+        if (!ParsePositive(val, &m->prior_variance)) return bad("a number > 0");
+      } else if (key == "prior_rate") {
+        if (!ParsePositive(val, &m->prior_rate)) return bad("a number > 0");
+      } else if (key == "smoothing") {
+        if (!ParsePositive(val, &m->smoothing)) return bad("a number > 0");
+      } else if (key == "label_prior") {
+        if (!ParsePositive(val, &m->label_prior)) return bad("a number > 0");
+      } else if (key == "warmup") {
+        uint32_t v = 0;
+        if (!ParseCount(val, 0, 1000000000, &v)) return bad("an integer in [0, 1e9]");
+        m->warmup = v;
+      } else if (key == "init_spread") {
+        double v = 0;
+        if (!tributary::sdk::ParseDouble(val.c_str(), &v) || v < 0 || v > 1e6) return bad("a number in [0, 1e6]");
+        m->init_spread = v;
+      } else if (key == "discriminative") {
+        if (val == "0" || val == "false") {
+          m->discriminative = false;
+        } else if (val == "1" || val == "true") {
+          m->discriminative = true;
+        } else {
+          return bad("0 or 1");
+        }
+      } else {
+        return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "unknown option '%s' for family mmnb (known: %s)", key.c_str(),
+                    kKnownOptions);
+      }
+    }
+    if (!components_seen.empty() && !topics_seen.empty() && components_seen != topics_seen) {
+      return Fail(err, TRIB_ERR_INVALID_ARGUMENT,
+                  "options components='%s' and topics='%s' disagree (both set the number of components)",
+                  components_seen.c_str(), topics_seen.c_str());
+    }
+    // Features.
+    m->num_reals = schema->num_reals;
+    m->C = schema->num_categoricals;
+    m->real_type.resize(m->num_reals);
+    m->real_slot.resize(m->num_reals);
+    for (uint32_t i = 0; i < m->num_reals; ++i) {
+      const uint32_t kind = schema->real_kinds ? schema->real_kinds[i] : static_cast<uint32_t>(TRIB_FEATURE_REAL);
+      if (kind == TRIB_FEATURE_REAL) {
+        m->real_type[i] = kGauss;
+        m->real_slot[i] = m->G++;
+      } else if (kind == TRIB_FEATURE_COUNT) {
+        m->real_type[i] = kPoisson;
+        m->real_slot[i] = m->P++;
+      } else {
+        return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "mmnb: real feature %u has unsupported kind %u", i, kind);
+      }
+    }
+    if (m->num_reals == 0 && m->C == 0) {
+      return Fail(err, TRIB_ERR_INVALID_ARGUMENT,
+                  "mmnb needs dense features in the schema (REAL, COUNT or CATEGORICAL; bag-of-words terms are "
+                  "ignored), found none");
+    }
+    m->card.assign(schema->categorical_cardinalities, schema->categorical_cardinalities + m->C);
+    for (uint32_t j = 0; j < m->C; ++j) {
+      if (m->card[j] == 0) {
+        return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "mmnb: categorical feature %u has no categories", j);
+      }
+    }
+    m->T = schema->num_classes;
+    if (m->discriminative && m->T < 2) {
+      return Fail(err, TRIB_ERR_INVALID_ARGUMENT,
+                  "mmnb discriminative=1 needs >= 2 classes in the schema (the label term of DMMNB), found %u", m->T);
+    }
+    // Layout.
+    const uint64_t K = m->K;
+    uint64_t sizes[kNumKinds] = {};
+    sizes[kGN] = sizes[kGS] = sizes[kGV] = K * m->G;
+    sizes[kPN] = sizes[kPS] = K * m->P;
+    uint64_t cats = 0;
+    for (uint32_t c : m->card) cats += c;
+    sizes[kCat] = K * cats;
+    if (m->discriminative) {
+      sizes[kLA] = K * m->H();
+      sizes[kLB] = K;
+    }
+    uint64_t o = 0;
+    m->num_blocks = 0;
+    for (uint32_t k = 0; k < kNumKinds; ++k) {
+      m->off[k] = o;
+      if (sizes[k] > 0) m->block_of[k] = static_cast<int>(m->num_blocks++);
+      o += sizes[k];
+    }
+    m->off[kNumKinds] = o;
+    m->cat_off.resize(m->C + 1);
+    uint64_t co = m->off[kCat];
+    for (uint32_t j = 0; j < m->C; ++j) {
+      m->cat_off[j] = co;
+      co += K * m->card[j];
+    }
+    m->cat_off[m->C] = co;
+    m->cat_total.assign(static_cast<size_t>(K) * m->C, 0.0);
+    *out = reinterpret_cast<trib_family_model*>(m.release());
+    return TRIB_OK;
+  });
+}
+
+double AbarOf(const Model& m, uint32_t kind) {
+  switch (kind) {
+    case kGN:
+    case kPN:
+      return m.prior;
+    case kGS:
+      return 0.0;  // prior mean 0
+    case kGV:
+      return m.prior * m.prior_variance;
+    case kPS:
+      return m.prior * m.prior_rate;
+    case kCat:
+      return m.smoothing;
+    default:
+      return m.label_prior;
+  }
+}
+
+int Layout(const trib_family_model* mm, trib_block* blocks, uint32_t* num, trib_error* err) {
+  const Model* m = M(mm);
+  if (blocks == nullptr) {
+    *num = m->num_blocks;
+    return TRIB_OK;
+  }
+  if (*num < m->num_blocks) return Fail(err, TRIB_ERR_INTERNAL, "layout needs room for %u blocks", m->num_blocks);
+  for (uint32_t k = 0; k < kNumKinds; ++k) {
+    if (m->block_of[k] < 0) continue;
+    blocks[m->block_of[k]] = trib_block{m->off[k], m->off[k + 1] - m->off[k], 0.0, AbarOf(*m, k), 1.0, 0.0};
+  }
+  *num = m->num_blocks;
+  return TRIB_OK;
+}
+
+int Outputs(const trib_family_model* mm, uint32_t* kind, uint32_t* count, trib_error*) {
+  const Model* m = M(mm);
+  *kind = m->discriminative ? TRIB_OUTPUTS_CLASSES : TRIB_OUTPUTS_LATENT;
+  *count = m->Outputs();
+  return TRIB_OK;
+}
+
+inline uint32_t B(const Model& m, uint32_t kind) { return static_cast<uint32_t>(m.block_of[kind]); }
+
+// Random symmetry breaking (all components at the prior would stay identical
+// forever): component c of Gaussian feature g gets mean spread * sqrt(v) * u
+// with u ~ N(0, 1) and keeps variance v; Poisson rates and categorical
+// pseudo-counts get factors in [1 - spread/2, 1 + spread/2] (at least 0).
+int InitStats(trib_family_model* mm, trib_stats* s, uint64_t seed, trib_error* err) {
+  return Guard(err, [&] {
+    Model* m = M(mm);
+    std::mt19937_64 rng(seed ^ 0x6d6d6e62ull);
+    auto uniform = [&] { return (static_cast<double>(rng() >> 11) + 0.5) * 0x1.0p-53; };
+    auto normal = [&] {
+      const double u1 = uniform(), u2 = uniform();
+      return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+    };
+    const double sp = m->init_spread;
+    const uint64_t K = m->K;
+    for (uint64_t i = 0; i < K * m->G; ++i) {
+      const double mean = sp * std::sqrt(m->prior_variance) * normal();
+      s->raw[m->off[kGS] + i] = m->prior * mean;
+      s->raw[m->off[kGV] + i] = m->prior * mean * mean;
+    }
+    for (uint64_t i = 0; i < K * m->P; ++i) {
+      s->raw[m->off[kPS] + i] = std::max(0.0, m->prior * m->prior_rate * sp * (uniform() - 0.5));
+    }
+    for (uint64_t i = m->off[kCat]; i < m->off[kCat + 1]; ++i) {
+      s->raw[i] = std::max(0.0, m->smoothing * sp * (uniform() - 0.5));
+    }
+    return TRIB_OK;
+  });
+}
+
+// A few ulps of the largest magnitude involved in mu = scale*raw + shift*abar.
+inline double Ulps(const trib_stats& s, uint32_t b, double target) {
+  const trib_block& blk = s.blocks[b];
+  return 16.0 * DBL_EPSILON * (2.0 * std::fabs(blk.shift * blk.alpha_bar) + std::fabs(target));
+}
+
+// The Gaussian check of (g, c): N already non-negative in raw; V against S.
+int CheckGauss(const Model& m, trib_stats* s, uint64_t gc, double r, trib_error* err) {
+  const uint32_t bn = B(m, kGN), bs = B(m, kGS), bv = B(m, kGV);
+  const double n = Mu(*s, bn, m.off[kGN] + gc);
+  const double sv = Mu(*s, bs, m.off[kGS] + gc);
+  const double v = Mu(*s, bv, m.off[kGV] + gc);
+  const double q = sv * sv / n;
+  if (!std::isfinite(n) || !std::isfinite(sv) || !std::isfinite(v) || !std::isfinite(q) || !(n > 0)) {
+    return Fail(err, TRIB_ERR_NUMERIC,
+                "statistics of Gaussian feature %llu, component %llu are not finite or N <= 0 (N = %g, S = %g, V = %g)",
+                static_cast<unsigned long long>(gc / m.K), static_cast<unsigned long long>(gc % m.K), n, sv, v);
+  }
+  const double rv = r * s->blocks[bv].alpha_bar;
+  if (!(v >= q + kAcceptRel * q + rv) || !(v > q)) {
+    const double gap = rv > 0 ? rv : kRepairVarGap * n;
+    const double target = q + kTargetRel * q + gap;
+    const uint64_t i = m.off[kGV] + gc;
+    s->raw[i] = RawFor(*s, bv, target + Ulps(*s, bv, target));
+    const double nv = Mu(*s, bv, i);
+    if (!(nv > q) || !std::isfinite(nv)) {
+      return Fail(err, TRIB_ERR_NUMERIC,
+                  "cannot restore a positive variance for Gaussian feature %llu (N = %g, V = %g)",
+                  static_cast<unsigned long long>(gc / m.K), n, nv);
+    }
+  }
+  return TRIB_OK;
+}
+
+inline uint32_t KindOf(const Model& m, uint64_t i) {
+  uint32_t k = 0;
+  while (k + 1 < kNumKinds && i >= m.off[k + 1]) ++k;
+  return k;
+}
+
+// Categorical feature of an index in the categorical block.
+inline uint32_t CatFeatureOf(const Model& m, uint64_t i) {
+  auto it = std::upper_bound(m.cat_off.begin(), m.cat_off.end(), i);
+  return static_cast<uint32_t>((it - m.cat_off.begin()) - 1);
+}
+
+inline void ClampRaw(double* raw) {
+  if (!(*raw >= 0)) *raw = std::isnan(*raw) ? *raw : 0.0;
+}
+
+// rebuild() gets t = updates so far (creation, load) or the step's t (a
+// re-materialised step), commit() the step's t: after the step, t + 1 steps.
+void CacheStep(Model* m, const trib_step* step, bool after_step) {
+  if (!step) return;
+  if (step->n > 0 && std::isfinite(step->n)) m->n = step->n;
+  m->updates = step->t + (after_step ? 1 : 0);
+}
+
+// Check-step on everything and the totals, O(model).
+int Rebuild(trib_family_model* mm, trib_stats* s, const trib_step* step, trib_error* err) {
+  return Guard(err, [&] {
+    Model* m = M(mm);
+    CacheStep(m, step, step && step->rho > 0);
+    const double r = (step && step->n > 0 && step->rho > 0) ? step->rho / step->n : 0.0;
+    for (uint64_t i = 0; i < s->size; ++i) {
+      if (!std::isfinite(s->raw[i])) {
+        return Fail(err, TRIB_ERR_NUMERIC, "statistic %llu is not finite (%g)", static_cast<unsigned long long>(i),
+                    s->raw[i]);
+      }
+    }
+    for (uint32_t k : {kGN, kPN, kPS, kCat, kLA, kLB}) {
+      for (uint64_t i = m->off[k]; i < m->off[k + 1]; ++i) ClampRaw(&s->raw[i]);
+    }
+    const uint64_t K = m->K;
+    for (uint64_t gc = 0; gc < K * m->G; ++gc) {
+      int rc = CheckGauss(*m, s, gc, r, err);
+      if (rc != TRIB_OK) return rc;
+    }
+    std::fill(m->cat_total.begin(), m->cat_total.end(), 0.0);
+    for (uint32_t j = 0; j < m->C; ++j) {
+      double* tot = m->cat_total.data() + static_cast<size_t>(j) * K;
+      for (uint32_t rr = 0; rr < m->card[j]; ++rr) {
+        const double* row = s->raw + m->cat_off[j] + rr * K;
+        for (uint64_t c = 0; c < K; ++c) tot[c] += row[c];
+      }
+    }
+    return TRIB_OK;
+  });
+}
+
+// Check-step on the touched entries and the categorical totals, O(count).
+// Accumulate writes each Gaussian feature's N run before its V run, so V is
+// checked against the N of this step's check.
+int Commit(trib_family_model* mm, trib_stats* s, const uint64_t* idx, const double* old_raw, size_t count,
+           const trib_step* step, trib_error* err) {
+  return Guard(err, [&] {
+    Model* m = M(mm);
+    CacheStep(m, step, true);
+    const double r = (step && step->n > 0 && step->rho > 0) ? step->rho / step->n : 0.0;
+    const uint64_t K = m->K;
+    uint64_t cat_lo = 1, cat_hi = 0;  // current categorical feature's range
+    double* tot = nullptr;
+    for (size_t t = 0; t < count; ++t) {
+      const uint64_t i = idx[t];
+      const uint32_t kind = KindOf(*m, i);
+      switch (kind) {
+        case kGS:
+          break;
+        case kGV: {
+          int rc = CheckGauss(*m, s, i - m->off[kGV], r, err);
+          if (rc != TRIB_OK) return rc;
+          break;
+        }
+        case kCat: {
+          if (i < cat_lo || i >= cat_hi) {
+            const uint32_t j = CatFeatureOf(*m, i);
+            cat_lo = m->cat_off[j];
+            cat_hi = m->cat_off[j + 1];
+            tot = m->cat_total.data() + static_cast<size_t>(j) * K;
+          }
+          ClampRaw(&s->raw[i]);
+          tot[(i - cat_lo) % K] += s->raw[i] - old_raw[t];
+          break;
+        }
+        default:
+          ClampRaw(&s->raw[i]);
+          break;
+      }
+      if (!std::isfinite(s->raw[i])) {
+        return Fail(err, TRIB_ERR_NUMERIC, "statistic %llu became %g", static_cast<unsigned long long>(i), s->raw[i]);
+      }
+    }
+    return TRIB_OK;
+  });
+}
+
+int StateCreate(const trib_family_model*, uint64_t, trib_family_state** out, trib_error* err) {
+  return Guard(err, [&] {
+    *out = reinterpret_cast<trib_family_state*>(new State());
+    return TRIB_OK;
+  });
+}
+
+// Collects the present features and log p(x_j | theta_jc) for every c.
+int Prepare(const Model& m, const trib_stats& s, const trib_document* d, State* st, trib_error* err) {
+  if (d->num_reals != m.num_reals || d->num_categoricals != m.C) {
+    return Fail(err, TRIB_ERR_INVALID_DOCUMENT,
+                "mmnb expects %u real/count and %u categorical features, found %u and %u", m.num_reals, m.C,
+                d->num_reals, d->num_categoricals);
+  }
+  st->feats.clear();
+  for (uint32_t i = 0; i < m.num_reals; ++i) {
+    if (d->real_missing && d->real_missing[i]) continue;
+    const double x = d->reals[i];
+    if (!(std::fabs(x) <= kMaxAbsX)) {
+      return Fail(err, TRIB_ERR_INVALID_DOCUMENT, "real feature %u is %g; mmnb supports |x| <= %g", i, x, kMaxAbsX);
+    }
+    if (m.real_type[i] == kPoisson && !(x >= 0 && x == std::floor(x))) {
+      return Fail(err, TRIB_ERR_INVALID_DOCUMENT, "count feature %u is %g, expected an integer >= 0", i, x);
+    }
+    st->feats.push_back(Feature{m.real_type[i], m.real_slot[i], x, 0});
+  }
+  for (uint32_t j = 0; j < m.C; ++j) {
+    if (d->categorical_missing && d->categorical_missing[j]) continue;
+    if (d->categoricals[j] >= m.card[j]) {
+      return Fail(err, TRIB_ERR_INVALID_DOCUMENT, "categorical feature %u is %u, expected < %u", j, d->categoricals[j],
+                  m.card[j]);
+    }
+    st->feats.push_back(Feature{kCategorical, j, 0.0, d->categoricals[j]});
+  }
+  const uint32_t K = m.K;
+  const size_t mf = st->feats.size();
+  st->ll.resize(mf * K);
+  st->llsum.assign(K, 0.0);
+  for (size_t f = 0; f < mf; ++f) {
+    const Feature& ft = st->feats[f];
+    double* ll = st->ll.data() + f * K;
+    if (ft.type == kGauss) {
+      const uint64_t base = static_cast<uint64_t>(ft.slot) * K;
+      const uint32_t bn = B(m, kGN), bs = B(m, kGS), bv = B(m, kGV);
+      for (uint32_t c = 0; c < K; ++c) {
+        const double n = Mu(s, bn, m.off[kGN] + base + c);
+        const double mean = Mu(s, bs, m.off[kGS] + base + c) / n;
+        const double var = Mu(s, bv, m.off[kGV] + base + c) / n - mean * mean;
+        if (!(var > 0) || !std::isfinite(var)) {
+          return Fail(err, TRIB_ERR_NUMERIC, "variance of Gaussian feature %u, component %u is %g, expected > 0",
+                      ft.slot, c, var);
+        }
+        const double dx = ft.x - mean;
+        ll[c] = -0.5 * (kLog2Pi + std::log(var) + dx * dx / var);
+      }
+    } else if (ft.type == kPoisson) {
+      const uint64_t base = static_cast<uint64_t>(ft.slot) * K;
+      const uint32_t bn = B(m, kPN), bs = B(m, kPS);
+      const double lfact = LogGamma(ft.x + 1.0);
+      for (uint32_t c = 0; c < K; ++c) {
+        const double rate = Mu(s, bs, m.off[kPS] + base + c) / Mu(s, bn, m.off[kPN] + base + c);
+        if (!(rate > 0) || !std::isfinite(rate)) {
+          return Fail(err, TRIB_ERR_NUMERIC, "rate of count feature %u, component %u is %g, expected > 0", ft.slot, c,
+                      rate);
+        }
+        ll[c] = ft.x * std::log(rate) - rate - lfact;
+      }
+    } else {
+      const uint32_t bc = B(m, kCat);
+      const trib_block& blk = s.blocks[bc];
+      const double row_prior = blk.shift * blk.alpha_bar;
+      const double tot_prior = row_prior * m.card[ft.slot];
+      const double* row = s.raw + m.cat_off[ft.slot] + static_cast<uint64_t>(ft.cat) * K;
+      const double* tot = m.cat_total.data() + static_cast<size_t>(ft.slot) * K;
+      for (uint32_t c = 0; c < K; ++c) {
+        const double num = blk.scale * row[c] + row_prior;
+        const double den = blk.scale * tot[c] + tot_prior;
+        if (!(num > 0) || !(den >= num) || !std::isfinite(den)) {
+          return Fail(err, TRIB_ERR_NUMERIC,
+                      "categorical feature %u, component %u: count %g of %g is not a probability", ft.slot, c, num,
+                      den);
+        }
+        ll[c] = std::log(num) - std::log(den);
+      }
+    }
+    for (uint32_t c = 0; c < K; ++c) st->llsum[c] += ll[c];
+  }
+  // Label parameters eta_hc = log(A_hc / B_c) (§6.3).
+  if (m.discriminative) {
+    const uint32_t H = m.H();
+    st->eta.resize(static_cast<size_t>(H) * K);
+    st->eexp.resize(static_cast<size_t>(H) * K);
+    st->esum.assign(K, 0.0);
+    const uint32_t ba = B(m, kLA), bb = B(m, kLB);
+    for (uint32_t c = 0; c < K; ++c) {
+      const double bc = Mu(s, bb, m.off[kLB] + c);
+      for (uint32_t h = 0; h < H; ++h) {
+        const double a = Mu(s, ba, m.off[kLA] + static_cast<uint64_t>(h) * K + c);
+        if (!(a > 0) || !(bc > 0) || !std::isfinite(a) || !std::isfinite(bc)) {
+          return Fail(err, TRIB_ERR_NUMERIC, "label statistics A = %g, B = %g of component %u are not positive", a, bc,
+                      c);
+        }
+        const double e = a / bc;
+        st->eta[static_cast<size_t>(h) * K + c] = std::log(e);
+        st->eexp[static_cast<size_t>(h) * K + c] = e;
+        st->esum[c] += e;
+      }
+    }
+  }
+  return TRIB_OK;
+}
+
+// Softmax of logits[0..K) into out; returns nothing (logits finite).
+inline void Softmax(const double* logits, uint32_t K, double* out) {
+  double mx = logits[0];
+  for (uint32_t c = 1; c < K; ++c) mx = std::max(mx, logits[c]);
+  double z = 0;
+  for (uint32_t c = 0; c < K; ++c) z += (out[c] = std::exp(logits[c] - mx));
+  const double inv = 1.0 / z;
+  for (uint32_t c = 0; c < K; ++c) out[c] *= inv;
+}
+
+// The local variational step for inference slot `slot`, conditioned on class
+// y (discriminative, y >= 0) or not (y = -1). Returns the lower bound L on
+// log p(x) (log p(x, y) with a label).
+double Infer(const Model& m, State* st, uint32_t slot, int64_t y) {
+  const uint32_t K = m.K;
+  const uint32_t H = m.H();
+  const size_t mf = st->feats.size();
+  const double md = static_cast<double>(mf);
+  const double alpha = Alpha(m);
+  double* gamma = st->gamma.data() + static_cast<size_t>(slot) * K;
+  double* zbar = st->zbar.data() + static_cast<size_t>(slot) * K;
+  double* phi = st->phi.data() + static_cast<size_t>(slot) * (st->fast ? K : mf * K);
+  double& xi = st->xi[slot];
+  st->work.resize(K);
+  st->work2.resize(K);
+  st->dig.resize(K);
+  double* lab = st->work2.data();  // label term of phi (Table 2 (a)), per c
+  const bool label = m.discriminative && y >= 0;
+  // Start: phi uniform, gamma = alpha + m / K.
+  for (uint32_t c = 0; c < K; ++c) {
+    gamma[c] = alpha + md / K;
+    zbar[c] = 1.0 / K;
+    lab[c] = 0.0;
+  }
+  if (st->fast) {
+    for (uint32_t c = 0; c < K; ++c) phi[c] = 1.0 / K;
+  } else {
+    std::fill(phi, phi + mf * K, 1.0 / K);
+  }
+  xi = 1.0;
+  auto update_xi = [&] {
+    // xi = 1 + sum_h sum_c zbar_c exp(eta_hc)  (Table 2 (c)); then the label term
+    // of phi: eta_yc - sum_h exp(eta_hc) / xi.
+    double acc = 0;
+    for (uint32_t c = 0; c < K; ++c) acc += zbar[c] * st->esum[c];
+    xi = 1.0 + acc;
+    for (uint32_t c = 0; c < K; ++c) {
+      const double ey = (y < static_cast<int64_t>(H)) ? st->eta[static_cast<size_t>(y) * K + c] : 0.0;
+      lab[c] = ey - st->esum[c] / xi;
+    }
+  };
+  if (mf > 0) {
+    for (uint32_t it = 0; it < m.max_iters; ++it) {
+      if (label) update_xi();
+      for (uint32_t c = 0; c < K; ++c) st->dig[c] = Digamma(gamma[c]);
+      double* newg = st->work.data();
+      for (uint32_t c = 0; c < K; ++c) newg[c] = alpha;
+      if (st->fast) {
+        // eq. 24: phi_c ∝ exp(Psi(gamma_c) + (1/m) sum_j log p(x_j | theta_jc) [+ (1/m) label]).
+        double* lg = st->dig.data();
+        for (uint32_t c = 0; c < K; ++c) lg[c] = st->dig[c] + (st->llsum[c] + lab[c]) / md;
+        Softmax(lg, K, phi);
+        // eq. 23: gamma_c = alpha + m phi_c.
+        for (uint32_t c = 0; c < K; ++c) {
+          newg[c] += md * phi[c];
+          zbar[c] = phi[c];
+        }
+      } else {
+        // eq. 14: phi_jc ∝ exp(Psi(gamma_c)) p(x_j | theta_jc) [exp(label_c / m)].
+        std::vector<double>& lg = st->q;
+        lg.resize(K);
+        for (size_t f = 0; f < mf; ++f) {
+          const double* ll = st->ll.data() + f * K;
+          double* ph = phi + f * K;
+          for (uint32_t c = 0; c < K; ++c) lg[c] = st->dig[c] + ll[c] + lab[c] / md;
+          Softmax(lg.data(), K, ph);
+          for (uint32_t c = 0; c < K; ++c) newg[c] += ph[c];  // eq. 13
+        }
+        for (uint32_t c = 0; c < K; ++c) zbar[c] = (newg[c] - alpha) / md;
+      }
+      double change = 0;
+      for (uint32_t c = 0; c < K; ++c) {
+        change = std::max(change, std::fabs(newg[c] - gamma[c]));
+        gamma[c] = newg[c];
+      }
+      if (change < m.tol) break;
+    }
+    if (label) update_xi();
+  } else if (label) {
+    update_xi();  // no features: zbar stays uniform
+  }
+  // The lower bound (eq. 47 / 54, plus eq. 42 / 43 with a label).
+  double gsum = 0;
+  for (uint32_t c = 0; c < K; ++c) gsum += gamma[c];
+  const double dsum = Digamma(gsum);
+  double L = LogGamma(alpha * K) - K * LogGamma(alpha) - LogGamma(gsum);
+  for (uint32_t c = 0; c < K; ++c) {
+    const double elog = Digamma(gamma[c]) - dsum;  // E[log pi_c]
+    // (alpha - 1) E + sum_j phi_jc E - (gamma - 1) E = (alpha + n_c - gamma_c) E
+    const double nc = md * zbar[c];
+    L += (alpha + nc - gamma[c]) * elog + LogGamma(gamma[c]);
+  }
+  if (st->fast) {
+    for (uint32_t c = 0; c < K; ++c) {
+      if (phi[c] > 0) L += phi[c] * (st->llsum[c] - md * std::log(phi[c]));
+    }
+  } else {
+    for (size_t f = 0; f < mf; ++f) {
+      const double* ll = st->ll.data() + f * K;
+      const double* ph = phi + f * K;
+      for (uint32_t c = 0; c < K; ++c) {
+        if (ph[c] > 0) L += ph[c] * (ll[c] - std::log(ph[c]));
+      }
+    }
+  }
+  if (label) {
+    // sum_c zbar_c (eta_yc - sum_h e_hc / xi) + 1 - 1/xi - log xi.
+    double t = 1.0 - 1.0 / xi - std::log(xi);
+    for (uint32_t c = 0; c < K; ++c) t += zbar[c] * lab[c];
+    L += t;
+  }
+  return L;
+}
+
+int Score(const trib_family_model* mm, const trib_stats* s, trib_family_state* ss, const trib_document* d, double* out,
+          trib_error* err) {
+  return Guard(err, [&] {
+    const Model* m = M(mm);
+    State* st = reinterpret_cast<State*>(ss);
+    st->valid = false;
+    int rc = Prepare(*m, *s, d, st, err);
+    if (rc != TRIB_OK) return rc;
+    const uint32_t K = m->K;
+    const uint32_t slots = m->discriminative ? m->T : 1;
+    const size_t mf = st->feats.size();
+    st->fast = m->FastNow();
+    st->phi.resize(static_cast<size_t>(slots) * (st->fast ? K : mf * K));
+    st->gamma.resize(static_cast<size_t>(slots) * K);
+    st->zbar.resize(static_cast<size_t>(slots) * K);
+    st->xi.resize(slots);
+    if (m->discriminative) {
+      for (uint32_t y = 0; y < m->T; ++y) out[y] = Infer(*m, st, y, y);
+    } else {
+      const double L = Infer(*m, st, 0, -1);
+      double gsum = 0;
+      for (uint32_t c = 0; c < K; ++c) gsum += st->gamma[c];
+      // log E[pi_c] + L: softmax = memberships, log-sum-exp = L (the LATENT contract).
+      for (uint32_t c = 0; c < K; ++c) out[c] = std::log(st->gamma[c] / gsum) + L;
+    }
+    for (uint32_t k = 0; k < m->Outputs(); ++k) {
+      if (!std::isfinite(out[k])) {
+        return Fail(err, TRIB_ERR_NUMERIC, "score of output %u is %g", k, out[k]);
+      }
+    }
+    st->valid = true;
+    st->doc_index = d->index;
+    st->doc_ptr = d;
+    return TRIB_OK;
+  });
+}
+
+// Appends sum_k w_k E[s | x (, y = k)] (Table 2): per present feature the
+// component weights q_jc = sum_y w_y phi^(y)_jc times the feature's
+// statistics, plus the label statistics A, B in discriminative mode.
+int Accumulate(const trib_family_model* mm, const trib_stats* s, trib_family_state* ss, const trib_document* d,
+               const double* w, trib_delta* delta, trib_error* err) {
+  return Guard(err, [&] {
+    const Model* m = M(mm);
+    State* st = reinterpret_cast<State*>(ss);
+    if (!st->valid || st->doc_index != d->index || st->doc_ptr != d) {
+      // Not right after score() on this document: redo the local step.
+      std::vector<double> tmp(m->Outputs());
+      int rc = Score(mm, s, ss, d, tmp.data(), err);
+      if (rc != TRIB_OK) return rc;
+    }
+    const uint32_t K = m->K;
+    const size_t mf = st->feats.size();
+    const uint32_t slots = m->discriminative ? m->T : 1;
+    // Slot weights.
+    std::vector<double>& sw = st->work;
+    sw.assign(slots, 0.0);
+    if (m->discriminative) {
+      for (uint32_t y = 0; y < m->T; ++y) sw[y] = w[y];
+    } else {
+      double tot = 0;
+      for (uint32_t k = 0; k < K; ++k) tot += w[k];
+      sw[0] = tot;
+    }
+    bool any = false;
+    for (uint32_t y = 0; y < slots; ++y) any |= sw[y] != 0.0;
+    if (!any) return TRIB_OK;
+    // q: m x K (standard) or K (fast) combined component weights.
+    const size_t qn = st->fast ? K : mf * K;
+    std::vector<double>& q = st->q;
+    q.assign(qn, 0.0);
+    for (uint32_t y = 0; y < slots; ++y) {
+      if (sw[y] == 0.0) continue;
+      const double* phi = st->phi.data() + static_cast<size_t>(y) * qn;
+      for (size_t i = 0; i < qn; ++i) q[i] += sw[y] * phi[i];
+    }
+    size_t need = delta->size;
+    for (const Feature& f : st->feats) need += (f.type == kGauss ? 3u : f.type == kPoisson ? 2u : 1u) * K;
+    if (m->discriminative) need += static_cast<size_t>(m->H() + 1) * K;
+    if (need > delta->capacity && delta->grow(delta, need) != 0) {
+      return Fail(err, TRIB_ERR_NO_MEMORY, "cannot grow delta to %zu entries", need);
+    }
+    size_t p = delta->size;
+    auto run = [&](uint64_t base, const double* qq, double mult) {
+      for (uint32_t c = 0; c < K; ++c) {
+        delta->index[p] = base + c;
+        delta->value[p++] = qq[c] * mult;
+      }
+    };
+    for (size_t fi = 0; fi < mf; ++fi) {
+      const Feature& f = st->feats[fi];
+      const double* qq = st->fast ? q.data() : q.data() + fi * K;
+      const uint64_t base = static_cast<uint64_t>(f.slot) * K;
+      if (f.type == kGauss) {
+        // N run before V run: Commit checks V against the clamped N.
+        run(m->off[kGN] + base, qq, 1.0);
+        run(m->off[kGS] + base, qq, f.x);
+        run(m->off[kGV] + base, qq, f.x * f.x);
+      } else if (f.type == kPoisson) {
+        run(m->off[kPN] + base, qq, 1.0);
+        run(m->off[kPS] + base, qq, f.x);
+      } else {
+        run(m->cat_off[f.slot] + static_cast<uint64_t>(f.cat) * K, qq, 1.0);
+      }
+    }
+    if (m->discriminative) {
+      // A_hc += w_h zbar^(h)_c (h < T - 1);  B_c += sum_y w_y zbar^(y)_c / xi^(y).
+      const uint32_t H = m->H();
+      for (uint32_t h = 0; h < H; ++h) {
+        const double* zb = st->zbar.data() + static_cast<size_t>(h) * K;
+        run(m->off[kLA] + static_cast<uint64_t>(h) * K, zb, sw[h]);
+      }
+      std::vector<double>& bsum = st->work2;
+      bsum.assign(K, 0.0);
+      for (uint32_t y = 0; y < m->T; ++y) {
+        if (sw[y] == 0.0) continue;
+        const double* zb = st->zbar.data() + static_cast<size_t>(y) * K;
+        for (uint32_t c = 0; c < K; ++c) bsum[c] += sw[y] * zb[c] / st->xi[y];
+      }
+      run(m->off[kLB], bsum.data(), 1.0);
+    }
+    delta->size = p;
+    st->valid = false;
+    return TRIB_OK;
+  });
+}
+
+// Each present feature is one "token" of the paper's perplexity (eq. 44).
+double PerplexityTokens(const trib_family_model* mm, const trib_document* d) {
+  const Model* m = M(mm);
+  double n = 0;
+  for (uint32_t i = 0; i < m->num_reals && i < d->num_reals; ++i) n += !(d->real_missing && d->real_missing[i]);
+  for (uint32_t j = 0; j < m->C && j < d->num_categoricals; ++j) {
+    n += !(d->categorical_missing && d->categorical_missing[j]);
+  }
+  return n;
+}
+
+// The categorical totals are kept incrementally by Commit; a resumed model
+// must continue with the same running sums (ABI 1.1).
+int ExportCache(const trib_family_model* mm, double* out, size_t* size, trib_error*) {
+  const Model* m = M(mm);
+  *size = m->cat_total.size();
+  if (out != nullptr) std::copy(m->cat_total.begin(), m->cat_total.end(), out);
+  return TRIB_OK;
+}
+
+int ImportCache(trib_family_model* mm, const double* in, size_t size, trib_error* err) {
+  Model* m = M(mm);
+  if (size != m->cat_total.size()) {
+    return Fail(err, TRIB_ERR_INVALID_ARGUMENT,
+                "cache has %zu values, expected %zu (categorical features x components)", size, m->cat_total.size());
+  }
+  for (size_t i = 0; i < size; ++i) {
+    if (!std::isfinite(in[i])) {
+      return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "cache value %zu is %g, expected a finite total", i, in[i]);
+    }
+  }
+  std::copy(in, in + size, m->cat_total.begin());
+  return TRIB_OK;
+}
+
+}  // namespace
+
+TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_FAMILY, "mmnb", "1.0.0",
+                             "mixed-membership naive Bayes over Gaussian, Poisson and categorical features "
+                             "(Shan & Banerjee 2010; optional DMMNB label term)");
+
+extern "C" TRIB_PLUGIN_EXPORT int tributary_plugin_init(const trib_host_api* host, trib_plugin_vtable* out,
+                                                        trib_error* err) {
+  if (host == nullptr || host->abi_major != TRIB_ABI_MAJOR || host->lgamma == nullptr || host->digamma == nullptr) {
+    return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "host ABI mismatch (mmnb needs the host's lgamma and digamma)");
+  }
+  g_host = host;
+  trib_family_vtable& v = out->family;
+  std::memset(&v, 0, sizeof(v));
+  v.struct_size = sizeof(trib_family_vtable);
+  v.create = Create;
+  v.destroy = tributary::sdk::DestroyModel<Model>;
+  v.clone = tributary::sdk::CloneModel<Model>;
+  v.layout = Layout;
+  v.init_stats = InitStats;
+  v.rebuild = Rebuild;
+  v.state_create = StateCreate;
+  v.state_destroy = tributary::sdk::DestroyState<State>;
+  v.score = Score;
+  v.accumulate = Accumulate;
+  v.commit = Commit;
+  v.perplexity_tokens = PerplexityTokens;
+  v.export_cache = ExportCache;
+  v.import_cache = ImportCache;
+  v.outputs = Outputs;
+  return TRIB_OK;
+}
