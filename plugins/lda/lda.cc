@@ -1,0 +1,736 @@
+// Family "lda": latent Dirichlet allocation learned online from an unlabelled
+// stream by sdEM with latent variables (Masegosa et al. 2014, §3.4-3.5 and
+// Table 2, NLL row), which for LDA is Hoffman et al.'s online variational
+// Bayes with one document per step.
+//
+// Model (Blei's notes 2013, §3): K topics beta_k ~ Dir_V(eta); per document
+// theta ~ Dir_K(alpha), z_i ~ Mult(theta), w_i ~ Mult(beta_{z_i}).
+//
+// Statistics: one block of K x V expected topic-word counts per document,
+// term-major (mu[w*K + k]) so that a document touches |d| runs of K doubles:
+//   block 0  mu_kw   nu = 0, abar = eta.
+// The variational Dirichlet of topic k (eq. 35) is lambda_kw = n mu_kw, n the
+// effective corpus size (trib_step.n, cached by rebuild/commit): with the NLL
+// loss (c = 1, w = softmax(scores), sum 1) the engine's step
+//   mu <- (1 - rho) mu + rho (sum_i n_w phi_wk + eta/n)
+// is, multiplied by n, lambda <- (1 - rho) lambda + rho (eta + n E[s_d]):
+// Hoffman's online update, and with rho_t = 1/(1+t) and n = D the average of
+// eq. 35's document terms plus the prior. The block's lazy map
+// mu = scale raw + shift eta keeps the decay O(1) per step; the per-topic
+// totals lambda_k = n (scale R_k + shift eta V), R_k = sum_w raw_kw, are kept
+// incrementally in commit() (O(entries touched)) and saved in snapshots
+// (export_cache / import_cache).
+//
+// Local step (score), option inference:
+//  vi     mean-field fixed point (eq. 34, 37):
+//           gamma_k = alpha + sum_w n_w phi_wk,
+//           phi_wk propto exp(psi(gamma_k)) exp(psi(lambda_kw) - psi(lambda_k)),
+//         in the product form of Hoffman's code (phi is never stored during
+//         the iterations: two K x |d| products per iteration), from
+//         gamma = alpha + |d|/K until the mean |change of gamma| < vi_tol or
+//         vi_max_iter iterations. score() writes log E[theta_k] + the
+//         document's ELBO (a lower bound on log p(x)).
+//  gibbs  collapsed Gibbs over the document's topic assignments with the
+//         topics fixed at E[beta_kw] = lambda_kw / lambda_k (eq. 30 with theta
+//         collapsed; sdEM Appendix B, eq. 19): the first sweep samples
+//         sequentially from the counts so far (Appendix B's initialisation),
+//         then gibbs_burnin sweeps, then gibbs_samples sweeps whose topic
+//         counts are averaged into E_z[s]. score() writes log E[theta_k] +
+//         sum_w n_w log sum_k E[theta_k] E[beta_kw].
+// Per document the cost is O(|d| K) per iteration / sweep; the vocabulary
+// never enters (E[log beta] needs psi(lambda_k), K values, and psi(lambda_kw)
+// only for the document's terms).
+//
+// Check-step: mu > 0 for every entry (a touched entry that is not is set to
+// the step's prior mass rho eta / n, as Algorithm 2's N = max(N, 0) but with
+// the prior kept); untouched entries move by the map mu' = f mu + rho eta / n
+// with f > 0, which keeps them > 0 (a step with f <= 0 re-materialises the
+// block and calls rebuild, which checks everything). Under NLL the deltas are
+// >= 0, so the check only ever repairs rounding.
+//
+// Options: topics=K (default 10), alpha (document-topic prior, default 1/K),
+// eta or prior (topic-word prior, default 1/K), inference=vi|gibbs (vi),
+// vi_max_iter (50), vi_tol (1e-3), gibbs_burnin (10), gibbs_samples (10),
+// init_mass (1) and init_shape (100): the random start (see InitStats).
+// Only the terms of a document are used: its reals and categoricals are
+// ignored. The schema's classes only label documents for evaluation.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "lda_math.h"
+#include "tributary/plugin_sdk.h"
+
+namespace {
+
+using tributary::lda::ExpDigamma;
+using tributary::sdk::Fail;
+using tributary::sdk::Guard;
+
+const trib_host_api* g_host = nullptr;  // kept from init (valid while loaded)
+
+enum class Inference { kVi, kGibbs };
+
+struct Model {
+  uint32_t K = 10;
+  uint64_t V = 0;
+  double alpha = -1;  // < 0 until set: 1/K
+  double eta = -1;    // < 0 until set: 1/K
+  Inference inference = Inference::kVi;
+  uint32_t vi_max_iter = 50;
+  double vi_tol = 1e-3;
+  uint32_t gibbs_burnin = 10;
+  uint32_t gibbs_samples = 10;
+  double init_mass = 1.0;         // sum over topics and terms of mu_0
+  double init_shape = 100.0;      // shape of the Gamma noise of mu_0
+  double n = 1.0;                 // effective corpus size (trib_step.n)
+  std::vector<double> raw_total;  // R[k] = sum_w raw[w*K + k]
+};
+
+// Per-thread scratch; also carries the local step's results from score() to
+// accumulate() for the same document.
+struct State {
+  std::mt19937_64 rng;
+  // Which document the cached local results belong to.
+  bool valid = false;
+  uint64_t doc_index = 0;
+  const uint32_t* doc_terms = nullptr;
+  uint32_t doc_num_terms = 0;
+  // Topic factors of the current document, K each.
+  std::vector<double> inv_total;  // 1 / lambda_k (gibbs) or exp(-psi(lambda_k)) (vi)
+  std::vector<double> gamma, last_gamma, et, acc, theta;
+  // |d| x K: vi: exp(E[log beta_kw]); gibbs: E[beta_kw], then phi.
+  std::vector<double> rows;
+  std::vector<double> phinorm;  // |d|
+  // gibbs
+  std::vector<uint32_t> tok_term, tok_z;
+  std::vector<double> tok_w, ndk, ndk_sum, cdf;
+  bool phi_ready = false;  // rows hold phi (gibbs) instead of exp(E log beta) (vi)
+};
+
+inline Model* M(trib_family_model* m) { return tributary::sdk::As<Model>(m); }
+inline const Model* M(const trib_family_model* m) { return tributary::sdk::As<Model>(m); }
+
+double Digamma(double x) { return g_host->digamma(x); }
+double LogGamma(double x) { return g_host->lgamma(x); }
+
+bool ParseCount(const std::string& text, uint64_t lo, uint64_t hi, uint32_t* out) {
+  if (text.empty() || text.size() > 12) return false;
+  uint64_t v = 0;
+  for (char ch : text) {
+    if (ch < '0' || ch > '9') return false;
+    v = v * 10 + static_cast<uint64_t>(ch - '0');
+  }
+  if (v < lo || v > hi) return false;
+  *out = static_cast<uint32_t>(v);
+  return true;
+}
+
+int Create(const trib_schema* schema, const trib_option* opts, size_t num, trib_family_model** out, trib_error* err) {
+  return Guard(err, [&] {
+    if (schema->vocab_size == 0)
+      return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "lda needs a vocabulary (vocab_size is 0)");
+    auto m = std::make_unique<Model>();
+    m->V = schema->vocab_size;
+    for (size_t i = 0; i < num; ++i) {
+      const std::string key = opts[i].key ? opts[i].key : "";
+      const std::string val = opts[i].value ? opts[i].value : "";
+      auto positive = [&](double* target) {
+        if (!tributary::sdk::ParseDouble(val.c_str(), target) || !(*target > 0) || *target > 1e100) {
+          return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option %s='%s': expected a number > 0 and <= 1e100", key.c_str(),
+                      val.c_str());
+        }
+        return TRIB_OK;
+      };
+      int rc = TRIB_OK;
+      if (key == "topics") {
+        if (!ParseCount(val, 1, 100000, &m->K)) {
+          return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option topics='%s': expected an integer in 1..100000",
+                      val.c_str());
+        }
+      } else if (key == "alpha") {
+        rc = positive(&m->alpha);
+      } else if (key == "eta" || key == "prior") {
+        rc = positive(&m->eta);
+      } else if (key == "init_mass") {
+        rc = positive(&m->init_mass);
+      } else if (key == "init_shape") {
+        rc = positive(&m->init_shape);
+      } else if (key == "inference") {
+        if (val == "vi") {
+          m->inference = Inference::kVi;
+        } else if (val == "gibbs") {
+          m->inference = Inference::kGibbs;
+        } else {
+          return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option inference='%s': expected vi or gibbs", val.c_str());
+        }
+      } else if (key == "vi_max_iter") {
+        if (!ParseCount(val, 1, 100000, &m->vi_max_iter)) {
+          return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option vi_max_iter='%s': expected an integer in 1..100000",
+                      val.c_str());
+        }
+      } else if (key == "vi_tol") {
+        if (!tributary::sdk::ParseDouble(val.c_str(), &m->vi_tol) || !(m->vi_tol >= 0)) {
+          return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option vi_tol='%s': expected a number >= 0", val.c_str());
+        }
+      } else if (key == "gibbs_burnin") {
+        if (!ParseCount(val, 0, 100000, &m->gibbs_burnin)) {
+          return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option gibbs_burnin='%s': expected an integer in 0..100000",
+                      val.c_str());
+        }
+      } else if (key == "gibbs_samples") {
+        if (!ParseCount(val, 1, 100000, &m->gibbs_samples)) {
+          return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option gibbs_samples='%s': expected an integer in 1..100000",
+                      val.c_str());
+        }
+      } else {
+        return Fail(err, TRIB_ERR_INVALID_ARGUMENT,
+                    "unknown option '%s' for family lda (known: topics, alpha, eta, prior, inference, vi_max_iter, "
+                    "init_mass, init_shape, "
+                    "vi_tol, gibbs_burnin, gibbs_samples)",
+                    key.c_str());
+      }
+      if (rc != TRIB_OK) return rc;
+    }
+    if (m->V > UINT64_MAX / m->K / 2) {
+      return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "topics x vocabulary (%u x %llu) is too large", m->K,
+                  static_cast<unsigned long long>(m->V));
+    }
+    if (m->alpha < 0) m->alpha = 1.0 / m->K;
+    if (m->eta < 0) m->eta = 1.0 / m->K;
+    m->raw_total.assign(m->K, 0.0);
+    *out = reinterpret_cast<trib_family_model*>(m.release());
+    return TRIB_OK;
+  });
+}
+
+int Layout(const trib_family_model* mm, trib_block* blocks, uint32_t* num, trib_error* err) {
+  const Model* m = M(mm);
+  if (blocks == nullptr) {
+    *num = 1;
+    return TRIB_OK;
+  }
+  if (*num < 1) return Fail(err, TRIB_ERR_INTERNAL, "layout needs room for 1 block");
+  blocks[0] = trib_block{0, m->V * m->K, 0.0, m->eta, 1.0, 1.0};
+  *num = 1;
+  return TRIB_OK;
+}
+
+int Outputs(const trib_family_model* mm, uint32_t* kind, uint32_t* count, trib_error*) {
+  *kind = TRIB_OUTPUTS_LATENT;
+  *count = M(mm)->K;
+  return TRIB_OK;
+}
+
+// Uniform double in [0, 1) from 53 random bits (no library distribution, so
+// the same seed gives the same numbers everywhere).
+inline double Uniform(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
+
+// Symmetry breaking: mu_0[w, k] = init_mass g_wk / (K V) with g ~ Gamma(init_shape, 1)
+// (mean 1), i.e. raw = mu_0 - eta (the block starts at scale = shift = 1).
+// In lambda = n mu terms the start weighs as much as init_mass tokens per
+// document of the whole corpus, whatever the vocabulary size.
+int InitStats(trib_family_model* mm, trib_stats* s, uint64_t seed, trib_error* err) {
+  return Guard(err, [&] {
+    const Model* m = M(mm);
+    std::mt19937_64 rng(seed ^ 0x6c6461u);  // "lda"
+    std::gamma_distribution<double> gamma(m->init_shape, 1.0 / m->init_shape);
+    const uint64_t size = m->V * m->K;
+    const double unit = m->init_mass / static_cast<double>(size);
+    for (uint64_t i = 0; i < size; ++i) s->raw[i] = unit * std::max(gamma(rng), 1e-3) - m->eta;
+    return TRIB_OK;
+  });
+}
+
+// The value an infeasible entry is repaired to: the prior mass rho eta / n that
+// the step added to every entry (with rho = 0, e.g. an edited snapshot, a
+// tiny fraction of eta).
+inline double Floor(const Model& m, const trib_step& step) {
+  return step.rho > 0 ? step.rho * m.eta / step.n : m.eta * 1e-12;
+}
+// raw such that mu = floor, nudged up so that the lazy map reads back > 0.
+inline double RawForFloor(const trib_block& blk, double floor) {
+  double r = (floor - blk.shift * blk.alpha_bar) / blk.scale;
+  while (!(blk.scale * r + blk.shift * blk.alpha_bar > 0)) r = std::nextafter(r, INFINITY) + std::fabs(r) * 1e-15;
+  return r;
+}
+
+int Rebuild(trib_family_model* mm, trib_stats* s, const trib_step* step, trib_error* err) {
+  return Guard(err, [&] {
+    Model* m = M(mm);
+    if (!(step->n > 0) || !std::isfinite(step->n)) {
+      return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "effective corpus size n = %g, expected a finite number > 0",
+                  step->n);
+    }
+    const uint32_t K = m->K;
+    const trib_block& blk = s->blocks[0];
+    const double floor = Floor(*m, *step);
+    std::vector<double> total(K, 0.0);
+    for (uint64_t w = 0; w < m->V; ++w) {
+      double* row = s->raw + w * K;
+      for (uint32_t k = 0; k < K; ++k) {
+        if (!std::isfinite(row[k])) {
+          return Fail(err, TRIB_ERR_NUMERIC, "statistic of topic %u, term %llu is %g", k,
+                      static_cast<unsigned long long>(w), row[k]);
+        }
+        // Check-step: feasible values stay bit for bit.
+        if (!(blk.scale * row[k] + blk.shift * blk.alpha_bar > 0)) row[k] = RawForFloor(blk, floor);
+        total[k] += row[k];
+      }
+    }
+    m->raw_total = std::move(total);
+    m->n = step->n;
+    return TRIB_OK;
+  });
+}
+
+int StateCreate(const trib_family_model*, uint64_t seed, trib_family_state** out, trib_error* err) {
+  return Guard(err, [&] {
+    auto* st = new State();
+    st->rng.seed(seed);
+    *out = reinterpret_cast<trib_family_state*>(st);
+    return TRIB_OK;
+  });
+}
+
+// ---- Kernels over K ------------------------------------------------------------
+
+typedef double v2d __attribute__((vector_size(16)));
+inline v2d Load2(const double* p) {
+  v2d v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void Store2(double* p, v2d v) { std::memcpy(p, &v, sizeof v); }
+
+// sum_k a[k] b[k], four partial sums (a fixed order: deterministic).
+inline double Dot(const double* a, const double* b, uint32_t K) {
+  v2d s0 = {0, 0}, s1 = {0, 0};
+  uint32_t k = 0;
+  for (; k + 4 <= K; k += 4) {
+    s0 += Load2(a + k) * Load2(b + k);
+    s1 += Load2(a + k + 2) * Load2(b + k + 2);
+  }
+  double s = (s0[0] + s1[0]) + (s0[1] + s1[1]);
+  for (; k < K; ++k) s += a[k] * b[k];
+  return s;
+}
+
+// y[k] += c x[k]
+inline void Axpy(double c, const double* x, double* y, uint32_t K) {
+  const v2d cc = {c, c};
+  uint32_t k = 0;
+  for (; k + 2 <= K; k += 2) Store2(y + k, Load2(y + k) + cc * Load2(x + k));
+  if (k < K) y[k] += c * x[k];
+}
+
+// lambda_kw = a raw + b, lambda_k = a R_k + b V with a = n scale, b = n shift eta.
+struct LambdaMap {
+  double a, b;
+};
+inline LambdaMap MapOf(const Model& m, const trib_stats& s) {
+  const trib_block& blk = s.blocks[0];
+  return {m.n * blk.scale, m.n * blk.shift * blk.alpha_bar};
+}
+// Positive even if rounding in the lazy map gave 0 (never negative: raw >= 0).
+inline double Positive(double x) { return x > 1e-300 ? x : 1e-300; }
+
+// ---- Local step: mean-field VI --------------------------------------------------
+
+// Fills st->rows with exp(E[log beta_kw]) for the document's terms.
+void ExpElogBeta(const Model& m, const trib_stats& s, const uint32_t* ids, uint32_t T, State* st) {
+  const uint32_t K = m.K;
+  const LambdaMap f = MapOf(m, s);
+  st->inv_total.resize(K);
+  for (uint32_t k = 0; k < K; ++k) {
+    const double lk = Positive(f.a * m.raw_total[k] + f.b * static_cast<double>(m.V));
+    st->inv_total[k] = std::exp(-Digamma(lk));
+  }
+  st->rows.resize(static_cast<size_t>(T) * K);
+  for (uint32_t j = 0; j < T; ++j) {
+    const double* raw = s.raw + static_cast<uint64_t>(ids[j]) * K;
+    double* row = st->rows.data() + static_cast<size_t>(j) * K;
+    for (uint32_t k = 0; k < K; ++k) row[k] = ExpDigamma(Positive(f.a * raw[k] + f.b)) * st->inv_total[k];
+  }
+}
+
+// exp(E[log theta_k]) = exp(psi(gamma_k) - psi(sum gamma)) into st->et.
+void ExpElogTheta(uint32_t K, State* st) {
+  double sum = 0;
+  for (uint32_t k = 0; k < K; ++k) sum += st->gamma[k];
+  const double norm = 1.0 / ExpDigamma(sum);
+  for (uint32_t k = 0; k < K; ++k) st->et[k] = ExpDigamma(st->gamma[k]) * norm;
+}
+
+// phinorm_j = sum_k exp(E log theta_k) exp(E log beta_kw) (floored so that
+// n_w / phinorm stays finite when every topic gives the term ~0).
+void PhiNorm(uint32_t K, uint32_t T, State* st) {
+  for (uint32_t j = 0; j < T; ++j) {
+    const double p = Dot(st->et.data(), st->rows.data() + static_cast<size_t>(j) * K, K);
+    st->phinorm[j] = p > 1e-300 ? p : 1e-300;
+  }
+}
+
+// The gamma/phi fixed point (eq. 34 and 37) on st->rows; leaves gamma, et and
+// phinorm consistent with each other.
+void ViFixedPoint(const Model& m, const trib_document& d, State* st) {
+  const uint32_t K = m.K, T = d.num_terms;
+  st->gamma.assign(K, m.alpha + d.total_count / K);
+  st->last_gamma.resize(K);
+  st->et.resize(K);
+  st->acc.resize(K);
+  st->phinorm.resize(T);
+  ExpElogTheta(K, st);
+  PhiNorm(K, T, st);
+  for (uint32_t it = 0; it < m.vi_max_iter; ++it) {
+    std::fill(st->acc.begin(), st->acc.end(), 0.0);
+    for (uint32_t j = 0; j < T; ++j) {
+      Axpy(d.term_counts[j] / st->phinorm[j], st->rows.data() + static_cast<size_t>(j) * K, st->acc.data(), K);
+    }
+    st->last_gamma.swap(st->gamma);
+    double change = 0;
+    for (uint32_t k = 0; k < K; ++k) {
+      st->gamma[k] = m.alpha + st->et[k] * st->acc[k];
+      change += std::fabs(st->gamma[k] - st->last_gamma[k]);
+    }
+    ExpElogTheta(K, st);
+    PhiNorm(K, T, st);
+    if (change < m.vi_tol * K) break;
+  }
+}
+
+// Per-document ELBO (Hoffman et al.'s bound without the topics' terms):
+//   sum_w n_w log phinorm_w + sum_k [(alpha - gamma_k) E log theta_k
+//   + lgamma(gamma_k) - lgamma(alpha)] + lgamma(K alpha) - lgamma(sum gamma).
+double DocumentElbo(const Model& m, const trib_document& d, const State& st) {
+  const uint32_t K = m.K;
+  double elbo = 0;
+  for (uint32_t j = 0; j < d.num_terms; ++j) elbo += d.term_counts[j] * std::log(st.phinorm[j]);
+  double gsum = 0;
+  for (uint32_t k = 0; k < K; ++k) gsum += st.gamma[k];
+  const double psum = Digamma(gsum);
+  for (uint32_t k = 0; k < K; ++k) {
+    elbo += (m.alpha - st.gamma[k]) * (Digamma(st.gamma[k]) - psum) + LogGamma(st.gamma[k]);
+  }
+  elbo += LogGamma(K * m.alpha) - K * LogGamma(m.alpha) - LogGamma(gsum);
+  return elbo;
+}
+
+// ---- Local step: collapsed Gibbs -------------------------------------------------
+
+// Fills st->rows with E[beta_kw] = lambda_kw / lambda_k.
+void MeanBeta(const Model& m, const trib_stats& s, const uint32_t* ids, uint32_t T, State* st) {
+  const uint32_t K = m.K;
+  const LambdaMap f = MapOf(m, s);
+  st->inv_total.resize(K);
+  for (uint32_t k = 0; k < K; ++k) {
+    st->inv_total[k] = 1.0 / Positive(f.a * m.raw_total[k] + f.b * static_cast<double>(m.V));
+  }
+  st->rows.resize(static_cast<size_t>(T) * K);
+  for (uint32_t j = 0; j < T; ++j) {
+    const double* raw = s.raw + static_cast<uint64_t>(ids[j]) * K;
+    double* row = st->rows.data() + static_cast<size_t>(j) * K;
+    for (uint32_t k = 0; k < K; ++k) row[k] = Positive(f.a * raw[k] + f.b) * st->inv_total[k];
+  }
+}
+
+inline uint32_t SampleTopic(const double* p, uint32_t K, std::vector<double>& cdf, std::mt19937_64& rng) {
+  double c = 0;
+  for (uint32_t k = 0; k < K; ++k) {
+    c += p[k];
+    cdf[k] = c;
+  }
+  const double u = Uniform(rng) * c;
+  uint32_t k = 0;
+  while (k + 1 < K && cdf[k] <= u) ++k;
+  return k;
+}
+
+// p(z_i = k | z_-i) propto (alpha + n_dk^-i) E[beta_k,w_i] (eq. 30 / App. B
+// eq. 19). Each term of count c becomes ceil(c) tokens of weight c / ceil(c)
+// (exact for integer counts). Leaves in st->rows the per-term topic shares
+// phi_wk (sum_k phi_wk = 1) averaged over the sample sweeps, and in st->theta
+// E[theta_k] from the averaged topic counts.
+void GibbsLocal(const Model& m, const trib_document& d, State* st) {
+  const uint32_t K = m.K, T = d.num_terms;
+  st->tok_term.clear();
+  st->tok_w.clear();
+  for (uint32_t j = 0; j < T; ++j) {
+    const double c = d.term_counts[j];
+    const double reps = std::max(1.0, std::ceil(c));
+    if (reps > 1e7) throw std::length_error("a term count above 1e7 is too large for gibbs inference");
+    const double w = c / reps;
+    for (uint32_t r = 0; r < static_cast<uint32_t>(reps); ++r) {
+      st->tok_term.push_back(j);
+      st->tok_w.push_back(w);
+    }
+  }
+  const size_t N = st->tok_term.size();
+  st->tok_z.assign(N, 0);
+  st->ndk.assign(K, 0.0);
+  st->ndk_sum.assign(K, 0.0);
+  st->cdf.resize(K);
+  st->acc.resize(K);
+  std::vector<double> counts(static_cast<size_t>(T) * K, 0.0);
+  auto probs = [&](uint32_t j) {
+    const double* row = st->rows.data() + static_cast<size_t>(j) * K;
+    for (uint32_t k = 0; k < K; ++k) st->acc[k] = (m.alpha + st->ndk[k]) * row[k];
+  };
+  for (size_t i = 0; i < N; ++i) {  // sequential initialisation
+    probs(st->tok_term[i]);
+    const uint32_t z = SampleTopic(st->acc.data(), K, st->cdf, st->rng);
+    st->tok_z[i] = z;
+    st->ndk[z] += st->tok_w[i];
+  }
+  const uint32_t sweeps = m.gibbs_burnin + m.gibbs_samples;
+  for (uint32_t sweep = 0; sweep < sweeps; ++sweep) {
+    for (size_t i = 0; i < N; ++i) {
+      const double w = st->tok_w[i];
+      st->ndk[st->tok_z[i]] -= w;
+      probs(st->tok_term[i]);
+      const uint32_t z = SampleTopic(st->acc.data(), K, st->cdf, st->rng);
+      st->tok_z[i] = z;
+      st->ndk[z] += w;
+    }
+    if (sweep >= m.gibbs_burnin) {
+      for (size_t i = 0; i < N; ++i) counts[static_cast<size_t>(st->tok_term[i]) * K + st->tok_z[i]] += st->tok_w[i];
+      for (uint32_t k = 0; k < K; ++k) st->ndk_sum[k] += st->ndk[k];
+    }
+  }
+  const double S = m.gibbs_samples;
+  st->theta.resize(K);
+  const double denom = K * m.alpha + d.total_count;
+  for (uint32_t k = 0; k < K; ++k) st->theta[k] = (m.alpha + st->ndk_sum[k] / S) / denom;
+  // log p(x) estimate needs E[beta] before rows become phi.
+  st->phinorm.resize(T);
+  for (uint32_t j = 0; j < T; ++j) {
+    st->phinorm[j] = Positive(Dot(st->theta.data(), st->rows.data() + static_cast<size_t>(j) * K, K));
+  }
+  for (uint32_t j = 0; j < T; ++j) {
+    const double inv = 1.0 / (S * d.term_counts[j]);
+    double* row = st->rows.data() + static_cast<size_t>(j) * K;
+    for (uint32_t k = 0; k < K; ++k) row[k] = counts[static_cast<size_t>(j) * K + k] * inv;
+  }
+}
+
+// Runs the configured local step on `d`; results stay in `st`.
+void LocalStep(const Model& m, const trib_stats& s, const trib_document& d, State* st) {
+  st->valid = false;
+  if (m.inference == Inference::kVi) {
+    ExpElogBeta(m, s, d.term_ids, d.num_terms, st);
+    ViFixedPoint(m, d, st);
+    st->theta.resize(m.K);
+    double gsum = 0;
+    for (uint32_t k = 0; k < m.K; ++k) gsum += st->gamma[k];
+    for (uint32_t k = 0; k < m.K; ++k) st->theta[k] = st->gamma[k] / gsum;
+    st->phi_ready = false;
+  } else {
+    MeanBeta(m, s, d.term_ids, d.num_terms, st);
+    GibbsLocal(m, d, st);
+    st->phi_ready = true;
+  }
+}
+
+// log E[theta_k] + an estimate of log p(x): their softmax is the document's
+// topic proportions and their log-sum-exp the estimate (ABI LATENT contract).
+int Score(const trib_family_model* mm, const trib_stats* s, trib_family_state* ss, const trib_document* d, double* out,
+          trib_error* err) {
+  return Guard(err, [&] {
+    const Model* m = M(mm);
+    auto* st = reinterpret_cast<State*>(ss);
+    LocalStep(*m, *s, *d, st);
+    double logpx = 0;
+    if (m->inference == Inference::kVi) {
+      logpx = DocumentElbo(*m, *d, *st);
+    } else {
+      for (uint32_t j = 0; j < d->num_terms; ++j) logpx += d->term_counts[j] * std::log(st->phinorm[j]);
+    }
+    for (uint32_t k = 0; k < m->K; ++k) out[k] = std::log(st->theta[k]) + logpx;
+    st->valid = true;
+    st->doc_index = d->index;
+    st->doc_terms = d->term_ids;
+    st->doc_num_terms = d->num_terms;
+    return TRIB_OK;
+  });
+}
+
+// sum_k w_k times the document's E[s]: (sum_k w_k) n_w phi_wk into the row of
+// each term (Table 2, NLL with latent topics; eq. 35's document term).
+int Accumulate(const trib_family_model* mm, const trib_stats* s, trib_family_state* ss, const trib_document* d,
+               const double* w, trib_delta* delta, trib_error* err) {
+  return Guard(err, [&] {
+    const Model* m = M(mm);
+    auto* st = reinterpret_cast<State*>(ss);
+    const uint32_t K = m->K;
+    double wsum = 0;
+    for (uint32_t k = 0; k < K; ++k) wsum += w[k];
+    if (wsum == 0 || d->num_terms == 0) return TRIB_OK;
+    if (!st->valid || st->doc_index != d->index || st->doc_terms != d->term_ids || st->doc_num_terms != d->num_terms) {
+      LocalStep(*m, *s, *d, st);  // not right after score() on this document
+    }
+    st->valid = false;
+    const size_t need = delta->size + static_cast<size_t>(d->num_terms) * K;
+    if (need > delta->capacity && delta->grow(delta, need) != 0) {
+      return Fail(err, TRIB_ERR_NO_MEMORY, "cannot grow delta to %zu entries", need);
+    }
+    uint64_t* index = delta->index;
+    double* value = delta->value;
+    size_t p = delta->size;
+    for (uint32_t j = 0; j < d->num_terms; ++j) {
+      const uint64_t base = static_cast<uint64_t>(d->term_ids[j]) * K;
+      const double* row = st->rows.data() + static_cast<size_t>(j) * K;
+      if (st->phi_ready) {  // gibbs: rows are phi
+        const double c = wsum * d->term_counts[j];
+        for (uint32_t k = 0; k < K; ++k) {
+          index[p + k] = base + k;
+          value[p + k] = c * row[k];
+        }
+      } else {  // vi: phi_wk = et_k row_k / phinorm_w
+        const double c = wsum * d->term_counts[j] / st->phinorm[j];
+        for (uint32_t k = 0; k < K; ++k) {
+          index[p + k] = base + k;
+          value[p + k] = c * st->et[k] * row[k];
+        }
+      }
+      p += K;
+    }
+    delta->size = p;
+    return TRIB_OK;
+  });
+}
+
+// Check-step on the touched entries (raw >= 0) and the totals R_k.
+int Commit(trib_family_model* mm, trib_stats* s, const uint64_t* idx, const double* old_raw, size_t count,
+           const trib_step* step, trib_error*) {
+  Model* m = M(mm);
+  const uint64_t K = m->K;
+  double* raw = s->raw;
+  double* total = m->raw_total.data();
+  const trib_block& blk = s->blocks[0];
+  const double scale = blk.scale, prior = blk.shift * blk.alpha_bar;
+  uint64_t row_base = 0;
+  bool have_row = false;
+  for (size_t j = 0; j < count; ++j) {
+    const uint64_t i = idx[j];
+    if (!have_row || i - row_base >= K) {  // one division per term, not per entry
+      row_base = i - i % K;
+      have_row = true;
+    }
+    // mu > 0: NLL steps only add (w, phi >= 0), so this repairs only what
+    // rounding or a loss with negative weights could push to <= 0.
+    if (!(scale * raw[i] + prior > 0)) raw[i] = RawForFloor(blk, Floor(*m, *step));
+    total[i - row_base] += raw[i] - old_raw[j];
+  }
+  m->n = step->n;
+  return TRIB_OK;
+}
+
+// p(w | topic k) = E[beta_kw] = lambda_kw / lambda_k.
+int ComponentTerms(const trib_family_model* mm, const trib_stats* s, uint32_t k, double* out, trib_error* err) {
+  return Guard(err, [&] {
+    const Model* m = M(mm);
+    if (k >= m->K) return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "topic %u >= topics %u", k, m->K);
+    const LambdaMap f = MapOf(*m, *s);
+    const double inv = 1.0 / Positive(f.a * m->raw_total[k] + f.b * static_cast<double>(m->V));
+    for (uint64_t w = 0; w < m->V; ++w) out[w] = Positive(f.a * s->raw[w * m->K + k] + f.b) * inv;
+    return TRIB_OK;
+  });
+}
+
+// Document completion: theta from the observed half (the configured local
+// step), then sum over held-out tokens of log sum_k theta_k E[beta_kw].
+int Completion(const trib_family_model* mm, const trib_stats* s, trib_family_state* ss, const trib_document* observed,
+               const trib_document* heldout, double* log_prob, trib_error* err) {
+  return Guard(err, [&] {
+    const Model* m = M(mm);
+    auto* st = reinterpret_cast<State*>(ss);
+    const uint32_t K = m->K;
+    if (observed->num_terms > 0) {
+      LocalStep(*m, *s, *observed, st);
+    } else {
+      st->theta.assign(K, 1.0 / K);
+    }
+    st->valid = false;
+    const LambdaMap f = MapOf(*m, *s);
+    st->inv_total.resize(K);
+    for (uint32_t k = 0; k < K; ++k) {
+      st->inv_total[k] = st->theta[k] / Positive(f.a * m->raw_total[k] + f.b * static_cast<double>(m->V));
+    }
+    double lp = 0;
+    for (uint32_t j = 0; j < heldout->num_terms; ++j) {
+      const double* raw = s->raw + static_cast<uint64_t>(heldout->term_ids[j]) * K;
+      double p = 0;
+      for (uint32_t k = 0; k < K; ++k) p += Positive(f.a * raw[k] + f.b) * st->inv_total[k];
+      lp += heldout->term_counts[j] * std::log(p);
+    }
+    *log_prob = lp;
+    return TRIB_OK;
+  });
+}
+
+// R_k is a running sum kept by Commit; recomputing it in Rebuild sums in
+// another order, so snapshots carry it for bit-exact resumption.
+int ExportCache(const trib_family_model* mm, double* out, size_t* size, trib_error*) {
+  const Model* m = M(mm);
+  *size = m->K;
+  if (out != nullptr) std::copy(m->raw_total.begin(), m->raw_total.end(), out);
+  return TRIB_OK;
+}
+
+int ImportCache(trib_family_model* mm, const double* in, size_t size, trib_error* err) {
+  Model* m = M(mm);
+  if (size != m->K)
+    return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "cache has %zu values, expected %u (topics)", size, m->K);
+  for (size_t i = 0; i < size; ++i) {
+    if (!std::isfinite(in[i])) {
+      return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "cache value %zu is %g, expected a finite total", i, in[i]);
+    }
+  }
+  std::copy(in, in + size, m->raw_total.begin());
+  return TRIB_OK;
+}
+
+}  // namespace
+
+#ifndef TRIB_LDA_VERSION
+#define TRIB_LDA_VERSION "1.0.0"
+#endif
+TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_FAMILY, "lda", TRIB_LDA_VERSION,
+                             "latent Dirichlet allocation, online (sdEM = online VB; VI or collapsed Gibbs)");
+
+extern "C" TRIB_PLUGIN_EXPORT int tributary_plugin_init(const trib_host_api* host, trib_plugin_vtable* out,
+                                                        trib_error* err) {
+  if (host == nullptr || host->abi_major != TRIB_ABI_MAJOR) {
+    return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "host ABI mismatch");
+  }
+  if (host->struct_size < offsetof(trib_host_api, digamma) + sizeof(host->digamma) || host->digamma == nullptr ||
+      host->lgamma == nullptr) {
+    return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "the host offers no digamma/lgamma");
+  }
+  g_host = host;
+  trib_family_vtable& v = out->family;
+  std::memset(&v, 0, sizeof(v));
+  v.struct_size = sizeof(trib_family_vtable);
+  v.create = Create;
+  v.destroy = tributary::sdk::DestroyModel<Model>;
+  v.clone = tributary::sdk::CloneModel<Model>;
+  v.layout = Layout;
+  v.init_stats = InitStats;
+  v.rebuild = Rebuild;
+  v.state_create = StateCreate;
+  v.state_destroy = tributary::sdk::DestroyState<State>;
+  v.score = Score;
+  v.accumulate = Accumulate;
+  v.commit = Commit;
+  v.export_cache = ExportCache;
+  v.import_cache = ImportCache;
+  v.outputs = Outputs;
+  v.component_terms = ComponentTerms;
+  v.completion = Completion;
+  return TRIB_OK;
+}
