@@ -22,8 +22,8 @@ std::string Num(double v) {
 
 // Block of entry i (binary search over the block offsets).
 uint32_t BlockOf(const std::vector<trib_block>& blocks, uint64_t i) {
-  auto it = std::upper_bound(blocks.begin(), blocks.end(), i,
-                             [](uint64_t v, const trib_block& b) { return v < b.offset; });
+  auto it =
+      std::upper_bound(blocks.begin(), blocks.end(), i, [](uint64_t v, const trib_block& b) { return v < b.offset; });
   return static_cast<uint32_t>(it - blocks.begin()) - 1;
 }
 
@@ -162,6 +162,7 @@ Status SepLearner::Skip(const std::string& reason, SepOutcome* outcome) {
 size_t SepLearner::SiteBytes() const {
   // Each table node holds the key, the Site and a next pointer; plus one
   // bucket pointer per bucket.
+  if (sites_.empty()) return 0;
   size_t bytes = sites_.bucket_count() * sizeof(void*);
   for (const auto& [key, site] : sites_) {
     bytes += sizeof(key) + sizeof(Site) + sizeof(void*);
@@ -368,7 +369,7 @@ Status SepLearner::Learn(const trib_document& doc, SepOutcome* outcome) {
     if (!st.ok()) return Fail(doc, st);
   } else {
     trib_sep_step step{sizeof(trib_sep_step), n_, decay, ls.updates, static_cast<uint32_t>(options_.engine),
-                       block_delta_.data(), nb};
+                       block_delta_.data(),   nb};
     view = m.stats().View();
     rc = hooks_->commit(m.family_model(), &view, idx, mu_old_.data(), cnt, &step, &err);
     if (rc != TRIB_OK) return Fail(doc, PluginStatus(rc, err, fam, "sep commit"));
