@@ -348,6 +348,22 @@ TEST(MultinomialMixtureTest, ProgramTrainsEvaluatesAndDescribesComponents) {
     ++n;
   }
   EXPECT_EQ(n, 500);
+  // Without schedule flags a latent family gets the forgetting schedule that
+  // keeps its random initialisation (rho_0 < 1); explicit flags win.
+  ASSERT_EQ(testing::RunCommand(T + " train -q --family multinomial-mixture --loss nll --components 3 --in " + dir +
+                                    "/train.pb --out " + dir + "/d.trib && " + T + " inspect --json --model " + dir +
+                                    "/d.trib",
+                                &out, true),
+            0)
+      << out;
+  EXPECT_EQ(json::parse(out)["schedule"], "rho_t = (10 + t)^-0.7") << out;
+  ASSERT_EQ(testing::RunCommand(
+                T + " train -q --family multinomial-mixture --loss nll --components 3 --lambda 1 --in " + dir +
+                    "/train.pb --out " + dir + "/d.trib && " + T + " inspect --json --model " + dir + "/d.trib",
+                &out, true),
+            0)
+      << out;
+  EXPECT_EQ(json::parse(out)["schedule"], "rho_t = (1 + 1 t)^-1") << out;
   // A loss that needs labels is refused with the reason; infer on a classifier too.
   EXPECT_NE(testing::RunCommand(T + " train -q --family multinomial-mixture --loss ncll --components 3 --in " + dir +
                                     "/train.pb --out " + dir + "/x.trib",

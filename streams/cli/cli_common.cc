@@ -104,6 +104,15 @@ Result<std::unique_ptr<Model>> NewModelFromFlags(const LearnFlags& f, const Plug
   ls.schedule.tau0 = f.tau0;
   ls.schedule.kappa = f.kappa;
   ls.schedule.rho = f.rho;
+  if ((*model)->latent_outputs() && !f.schedule_given) {
+    // A latent family starts from a random, symmetry-breaking initialisation
+    // that rho_0 = 1 would overwrite with the first document's statistics:
+    // default to a forgetting schedule that starts below 1 (online EM,
+    // Cappe & Moulines 2009; Hoffman et al. 2010 use the same form).
+    ls.schedule.kind = StepSchedule::Kind::kPolynomial;
+    ls.schedule.tau0 = kLatentTau0;
+    ls.schedule.kappa = kLatentKappa;
+  }
   TRIB_RETURN_IF_ERROR(ls.schedule.Validate());
   if (f.n > 0) {
     ls.effective_size = f.n;

@@ -47,6 +47,7 @@ struct LearnFlags {
   uint32_t topics = 0;                    // family option "topics" when > 0
   uint32_t components = 0;                // family option "components" when > 0
   std::string schedule = "inverse";       // inverse | poly | constant
+  bool schedule_given = false;            // --schedule/--lambda/--tau0/--kappa/--rho given
   double lambda = -1;                     // < 0: the loss's default
   double tau0 = 1.0, kappa = 0.7, rho = 0.01;
   std::string engine = "sdem";  // sdem | sep | ep | adf
@@ -59,6 +60,11 @@ struct LearnFlags {
   uint32_t max_frame_bytes = kDefaultMaxFrameBytes;
   bool quiet = false;
 };
+
+// The step schedule of latent families when the command line sets none:
+// rho_t = (tau0 + t)^-kappa.
+constexpr double kLatentTau0 = 10.0;
+constexpr double kLatentKappa = 0.7;
 
 // Builds a fresh model for the stream `header` from the flags.
 Result<std::unique_ptr<Model>> NewModelFromFlags(const LearnFlags& flags, const PluginRegistry& registry,

@@ -876,6 +876,11 @@ int Main(int argc, char** argv) {
     return app.exit(err) == 0 ? kExitOk : kExitUsage;
   }
   if (*c) return RunConvert(conv, conv_quiet);
+  for (auto& [cmd, flags] : {std::pair<CLI::App*, LearnFlags*>{t, &tf}, {q, &qf}, {sv, &sf.learn}}) {
+    for (const char* opt : {"--schedule", "--lambda", "--tau0", "--kappa", "--rho"}) {
+      if (const CLI::Option* o = cmd->get_option_no_throw(opt)) flags->schedule_given |= o->count() > 0;
+    }
+  }
   if (*t) return RunTrain(tf, t_in, t_out);
   if (*e) return RunEval(e_model, e_in, e_json, e_skip, e_frame);
   if (*p) return RunPredict(p_model, p_in, p_format, p_out, p_skip, p_frame, false);
