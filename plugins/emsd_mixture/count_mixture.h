@@ -9,90 +9,103 @@
 // a = alpha_j the shape (EDCM's beta in ch. 2's notation), b = beta_j the
 // scale. EDCM is EMSD with b = 1.
 //
-// Approximate posterior (eq. 17-18, 47-49): q(pi) Dirichlet, q(a_jw) and
-// q(b_jw) independent Gaussians (diagonal, as the thesis uses "at inference
-// time"). Natural parameters, laid out so a document's support is |d| runs
-// of K*G consecutive entries:
-//   block 0  pi:     eta_k = a_k - 1                              K entries
-//   block 1  gauss:  (tau, h = tau m) of alpha_kw [, of beta_kw] G*K*V entries
-//                    at K + (w K + k) G + {0, 1 [, 2, 3]}, G = 2 or 4
-//   block 2  seed:   the init seed (family-owned, never touched by the engine)
-// The engine keeps lambda = lambda0 + N mu (sep_abi.h); all blocks have
-// nu = 0 and alpha_bar = 0.
+// Approximate posterior. q(pi) is Dirichlet (eq. 17, 47). DEVIATION from
+// the thesis (eq. 18, 48-49 use Gaussians): q(alpha_kw) and q(beta_kw) are
+// independent *Gamma* distributions. Two reasons:
+//  * a Gaussian puts mass on alpha < 0, where eq. 45 is undefined; the
+//    evidence a document carries about the terms it does NOT contain (they
+//    enter only through s) pushes their means down without bound, and a
+//    Gaussian site on alpha then drives them negative (measured: means ->
+//    -inf with the previous Gaussian implementation);
+//  * with Gamma factors EMSD is conjugate up to G(s)/G(s+n): a_w multiplies
+//    Gamma(a, b) into Gamma(a + 1, b), b_w^-x into Gamma(a - x, b), and the
+//    normaliser, linearised in s at the tilted distribution
+//        G(s)/G(s+n) ~ const * exp(c s),  c = E~[psi(s) - psi(s+n)] < 0,
+//    multiplies every Gamma(a, b) of the component into Gamma(a, b - c):
+//    the *same* change of the rate for every term. So the evidence about
+//    all absent terms is one number per component, applied in O(1) through
+//    the rate block's lazy shift (a block-uniform site, sep_abi.h), and the
+//    rate only grows, so positivity is never at risk.
+// Natural parameters, laid out so a document's support is |d| runs of K*G
+// consecutive entries (G = 2, or 4 when the scale is learned):
+//   block 0        pi:    eta_k = a_k - 1                          K entries
+//   block 1 + kG + c:     c = 0: shape_kw - 1 of alpha_kw,
+//                         c = 1: -rate_kw of alpha_kw (alpha_bar = 1: the
+//                                block-uniform site of absent terms),
+//                         c = 2, 3: the same for beta_kw           V entries each
+//   last block     seed:  the init seed (family-owned, never touched)
+// The engine keeps lambda = lambda0 + N mu (sep_abi.h).
 //
-// Prior lambda0: Dirichlet(pi_prior) on pi; N(m0_kw, shape_prior_variance) on
-// alpha_kw with m0_kw = shape_prior_mean * exp(init_jitter * u_kw), u_kw a
-// hash of (seed, k, w) uniform in [-1, 1] (the thesis's "random values for
-// the prior means", §3.4.1): this is the components' symmetry breaking, and
-// it is reproducible from the seed stored in block 2 (so a loaded snapshot
-// has the same prior); N(scale_prior_mean, scale_prior_variance) on beta.
+// Prior lambda0: Dirichlet(pi_prior) on pi; Gamma with mean m0_kw =
+// shape_prior_mean * exp(init_jitter * u_kw) and variance
+// shape_prior_variance on alpha_kw, u_kw a hash of (seed, k, w) uniform in
+// [-1, 1] (the thesis's "random values for the prior means", §3.4.1: the
+// components' symmetry breaking, reproducible from the seed stored in the
+// last block); Gamma(mean scale_prior_mean, variance scale_prior_variance)
+// on beta_kw.
 //
 // Moment matching (eq. 26-35, 60-64) for one document, cavity given:
-//  * Z_i = sum_j E[pi_j] E_j, E_j = E_cavity[EMSD(x | a_j, b_j)] (eq. 27-29),
-//    by Monte Carlo with S cavity samples (antithetic pairs, shared by the
-//    components; samples made positive by reflection, |theta|, i.e. the
-//    likelihood is read at |theta| so the tilted distribution stays a proper
-//    density on R). s = sum of the document's sampled a_w plus the rest of
-//    the vocabulary, sampled from N(T_j - sum_doc m, U_j - sum_doc v) where
-//    T_j, U_j are the posterior totals of means and variances (cached).
-//  * E_j is estimated factorised, E[G(s)/G(s+n)] prod_w E[a_w] prod_w E[b_w^-x],
-//    each factor a mean over the same S samples: a product of S-sample means
-//    has far lower variance than the mean of S products once documents have
-//    more than a handful of distinct terms.
-//  * Tilted moments of each coordinate: the tilted marginal is
-//    (1 - r_j) cavity + r_j cavity * l_jw / E[l_jw] (r_j the responsibility
-//    a_j E_j / Z_i), with per-coordinate importance weights
-//    l = |a_w| G(s)/G(s+n) for a shape, |b_w|^-x_w for a scale (the other
-//    coordinates' factors are integrated out under the cavity, which is what a
-//    factorised q can represent). Mean and variance are written as the exact
-//    cavity moments plus weighted-minus-plain sample moments of the centred
-//    draws (a control variate: an uninformative document changes nothing,
-//    without Monte Carlo noise):
-//      mean = m + r D1,  var = v + r D2 - r^2 D1^2,
-//      D1 = sum_s (w_s - 1/S) c_s,  D2 = sum_s (w_s - 1/S) c_s^2,  c_s = theta_s - m.
-//    This gives the new mean and *covariance* directly (DESIGN.md: eq. 35 and
-//    63-64 are misprinted as precisions); lambda_new = (1/var, mean/var).
+//  * E_j = E_cavity[EMSD(x | a_j, b_j)] (eq. 27-29) factorises exactly into
+//      prod_w E[a_w] * prod_w E[b_w^-x_w] * E~[G(s)/G(s+n)],
+//    the last expectation under the cavity tilted by the present shapes
+//    (each Gamma(a + 1, b)); s is a sum of independent Gammas whose mean and
+//    variance come from the cached posterior totals T_j = sum_w E[alpha_jw],
+//    U_j = sum_w Var[alpha_jw] (corrected at the document's terms to the
+//    cavity), and is integrated with S deterministic quadrature points of the
+//    log-normal with those moments (option samples = S). No Monte Carlo: a
+//    given cavity always gives the same site.
+//  * r_j = E[pi_j] E_j / Z_i (eq. 29). The tilted marginal of a present
+//    shape is (1 - r) Gamma(a, b) + r Gamma(a + 1, b - c_j); of a learned
+//    scale (1 - r) Gamma(a, b) + r Gamma(a - x_w, b). Each is projected on a
+//    Gamma by matching E[theta] and E[log theta], the Gamma's sufficient
+//    statistics (Minka's Newton iteration for log a - psi(a) = y).
+//  * Absent shapes: the tilted marginal (1 - r) Gamma(a, b) + r Gamma(a, b -
+//    c) is replaced by its first-order (in c) projection Gamma(a, b - r c):
+//    the block site u_j = r_j c_j on the -rate block of component j (exact as
+//    |c| / b -> 0, which holds after a few documents, b growing with every
+//    document).
 //  * Dirichlet (eq. 30, 33, 60): match E[log pi_k] of the tilted mixture
-//    sum_j r_j Dir(a + e_j):  psi(a'_k) - psi(sum a') =
-//    psi(a_k) + r_k / a_k - psi(A) - 1/A, solved by Minka's fixed point
-//    Newton's method (Minka 2000; its fixed point a'_k <- psi^-1(psi(sum a')
-//    + t_k) converges too slowly when sum a' ~ N).
+//    sum_j r_j Dir(a + e_j) by Newton's method (Minka 2000, "Estimating a
+//    Dirichlet distribution", §1).
+// Cost per document: O(K (|d| + S)) special-function evaluations.
 //
-// Locality: the document's evidence about terms it does not contain enters
-// only through s; that effect on their (tiny, O(n / s)) marginals is not
-// propagated to them, which keeps a document's support (and cost) at
-// K + |d| K G entries. The totals T_j, U_j are updated incrementally in
-// commit and recomputed in full every `refresh` updates (the SEP decay moves
-// untouched entries a little towards the prior between refreshes).
+// The totals T_j, U_j are updated in commit: exactly at the document's
+// terms, to first order for the block site; and recomputed in full
+// (O(K V)) when the rates moved by more than 5% since the last refresh
+// (frequent only while the rates are small, i.e. the first documents), when
+// the SEP decay since the last refresh exceeds 5%, and every `refresh`
+// updates.
 //
 // Scale (EMSD only). eq. 45 grows without bound as b_w -> 0 for every
-// observed term, so the likelihood does not identify the scale: a Gaussian
-// site on b has negative precision and the posterior precision eventually
-// turns non-positive (the engine then skips the update). The default is
-// therefore scale=fixed (b = 1, the value the thesis's synthetic data use,
-// §3.4.1: the family is then EDCM with EMSD's option names);
-// scale=learn keeps Gaussian sites on b_jw as the thesis describes, with a
-// tight prior (scale_prior_variance, default 0.01).
+// observed term, so the likelihood does not identify the scale: the shape of
+// its Gamma decreases by r x_w per document and eventually reaches 0 (the
+// engine then skips the update). The default is therefore scale=fixed (b =
+// 1, the value the thesis's synthetic data use, §3.4.1: the family is then
+// EDCM with EMSD's option names); scale=learn keeps Gamma sites on b_jw with
+// a tight prior (scale_prior_variance, default 0.01).
 //
 // score(): log p(z = k, x) = log E[pi_k] + log EMSD(x | E[a_k], E[b_k]) with
 // s = T_k (posterior means; K outputs, TRIB_OUTPUTS_LATENT).
 //
-// Options: components=K (2), samples=S (100, >= 2), pi_prior (1; "prior" is
-// an alias), shape_prior_mean (0.5), shape_prior_variance (1), init_jitter
-// (0.5), refresh (1000; 0 = only at rebuild), and for emsd-mixture scale=fixed|
-// learn (fixed), scale_prior_mean (1), scale_prior_variance (0.01).
+// Options: components=K (2), samples=S (32, >= 2, quadrature points for s),
+// pi_prior (1; "prior" is an alias), shape_prior_mean (0.5),
+// shape_prior_variance (1), init_jitter (0.5), refresh (1000; 0 = only when
+// the rates or the decay moved), absent=propagate|ignore (propagate; ignore
+// drops the evidence of absent terms, for comparison), and for emsd-mixture
+// scale=fixed|learn (fixed), scale_prior_mean (1), scale_prior_variance
+// (0.01).
 #ifndef TRIBUTARY_PLUGINS_COUNT_MIXTURE_H_
 #define TRIBUTARY_PLUGINS_COUNT_MIXTURE_H_
 
 #include <algorithm>
 #include <boost/math/special_functions/digamma.hpp>
+#include <boost/math/special_functions/erf.hpp>
 #include <boost/math/special_functions/trigamma.hpp>
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -110,6 +123,9 @@ inline const trib_host_api* g_host = nullptr;
 
 constexpr uint32_t kBlockPi = 0;
 constexpr double kTiny = 1e-300;
+// Refresh the totals when the rates moved by more than this fraction of the
+// smallest rate, or the SEP decay since the last refresh exceeds it.
+constexpr double kDrift = 0.05;
 
 inline double Lgamma(double x) { return g_host ? g_host->lgamma(x) : std::lgamma(x); }
 inline double Digamma(double x) { return g_host ? g_host->digamma(x) : boost::math::digamma(x); }
@@ -127,28 +143,33 @@ struct Model {
   const char* name = "emsd-mixture";
   uint32_t K = 2;
   uint64_t V = 0;
-  uint32_t S = 100;
+  uint32_t S = 32;
   bool learn_scale = false;
-  uint32_t G = 2;  // natural parameters per (term, component)
+  bool absent = true;  // propagate the evidence of absent terms (block sites)
+  uint32_t G = 2;      // natural parameters per (term, component)
   double pi_prior = 1.0;
-  double shape_mean = 0.5;
-  double shape_var = 1.0;
+  double shape_mean = 0;  // 0: 1.5 / V (prior E[s] = 1.5)
+  double shape_var = 0;   // 0: 4 shape_mean^2 (Gamma shape 1/4)
   double scale_mean = 1.0;
   double scale_var = 0.01;
   double jitter = 0.5;
   uint64_t refresh = 1000;
-  bool absent_shift = false;  // option absent=shift (experimental)
-  uint64_t P = 0;             // K + G K V
+  uint64_t P = 0;  // K + G K V
   // Caches: N, the prior's seed, posterior totals of the shapes.
   double n = 1.0;
   uint64_t seed = 0;
   std::vector<double> total_mean;  // T_k = sum_w E[alpha_kw]
   std::vector<double> total_var;   // U_k = sum_w Var[alpha_kw]
+  std::vector<double> min_rate;    // smallest rate of component k at the last refresh
+  std::vector<double> rate_moved;  // |change of the rates| since then
+  double decay_since = 1.0;        // product of SEP decays since then
   uint64_t commits = 0;
+  uint64_t refreshes = 0;
+  std::vector<double> z;  // S standard normal quadrature points (quantile midpoints)
   std::vector<double> scratch;
 
-  // Entry of parameter c (0 tau_alpha, 1 h_alpha, 2 tau_beta, 3 h_beta) of
-  // component k, term w; block 1 + k G + c holds (k, c) for all terms.
+  // Entry of parameter c (0: shape - 1 of alpha, 1: -rate of alpha, 2, 3: of
+  // beta) of component k, term w; block 1 + k G + c holds (k, c) for all terms.
   uint64_t Gauss(uint64_t w, uint32_t k, uint32_t c) const { return K + (static_cast<uint64_t>(k) * G + c) * V + w; }
   uint32_t GaussBlock(uint32_t k, uint32_t c) const { return 1 + k * G + c; }
   uint32_t SeedBlock() const { return 1 + K * G; }
@@ -157,7 +178,8 @@ struct Model {
     const double u = static_cast<double>(h >> 11) * 0x1.0p-53 * 2.0 - 1.0;
     return shape_mean * std::exp(jitter * u);
   }
-  // lambda0 at entry i < P.
+  // lambda0 at entry i < P: Gamma(mean m, variance v) has shape m^2 / v and
+  // rate m / v.
   double Prior(uint64_t i) const {
     if (i < K) return pi_prior - 1.0;
     const uint64_t r = i - K;
@@ -166,31 +188,27 @@ struct Model {
     const uint32_t k = static_cast<uint32_t>(kc / G);
     const uint64_t w = r % V;
     switch (c) {
-      case 0:
-        return 1.0 / shape_var;
+      case 0: {
+        const double m = ShapePriorMean(k, w);
+        return m * m / shape_var - 1.0;
+      }
       case 1:
-        return ShapePriorMean(k, w) / shape_var;
+        return -ShapePriorMean(k, w) / shape_var;
       case 2:
-        return 1.0 / scale_var;
+        return scale_mean * scale_mean / scale_var - 1.0;
       default:
-        return scale_mean / scale_var;
+        return -scale_mean / scale_var;
     }
   }
 };
 
 struct State {
-  std::mt19937_64 rng;
-  std::normal_distribution<double> normal{0.0, 1.0};
-  std::vector<double> z;       // S x (d + 1) standard normal draws, antithetic
-  std::vector<double> mA, sA;  // per (t, k): cavity mean and sd of alpha
-  std::vector<double> mB, sB;  // per (t, k): of beta
-  std::vector<double> rest_m, rest_s;
-  std::vector<double> gs;      // S: log G(s)/G(s+n)
-  std::vector<double> stot;    // S: s
-  std::vector<double> gamma;   // K
-  std::vector<double> lw;      // S: log weights
-  std::vector<double> d1, d2;  // per (t, k, param): D1, D2
-  std::vector<double> log_e;   // K
+  std::vector<double> ca, cb;     // per (t, k): cavity shape and rate of alpha
+  std::vector<double> da, db;     // per (t, k): of beta
+  std::vector<double> mean, var;  // K: tilted moments of s
+  std::vector<double> c;          // K: slope of log G(s)/G(s+n) at the tilted s
+  std::vector<double> log_e;      // K
+  std::vector<double> gs, ws;     // S
   std::vector<double> a_cav, a_new, target, grad;
 };
 
@@ -207,6 +225,11 @@ inline uint32_t BlockOf(const Model& m, uint64_t i) {
 inline double Posterior(const Model& m, const trib_stats& s, uint64_t i) {
   return m.Prior(i) + m.n * MuAt(s, i, BlockOf(m, i));
 }
+// Gamma (shape, rate) from the natural parameters at entries i, i + V.
+inline void GammaAt(const Model& m, const trib_stats& s, uint64_t i, double* shape, double* rate) {
+  *shape = Posterior(m, s, i) + 1.0;
+  *rate = -Posterior(m, s, i + m.V);
+}
 
 inline bool ParseUint(const std::string& v, uint64_t lo, uint64_t hi, uint64_t* out) {
   if (v.empty() || v.size() > 12) return false;
@@ -217,6 +240,34 @@ inline bool ParseUint(const std::string& v, uint64_t lo, uint64_t hi, uint64_t* 
   }
   if (x < lo || x > hi) return false;
   *out = x;
+  return true;
+}
+
+// Projects sum_j w_j Gamma(a_j, b_j) (two components) on one Gamma by
+// matching E[theta] and E[log theta]: log a - psi(a) = log E[theta] -
+// E[log theta] =: y, b = a / E[theta] (Minka, "Estimating a Gamma
+// distribution", 2002: Newton on 1/a). `start` is a starting shape.
+// Returns false if the moments are degenerate.
+inline bool ProjectGamma(double w0, double a0, double b0, double w1, double a1, double b1, double start, double* shape,
+                         double* rate) {
+  const double m = w0 * a0 / b0 + w1 * a1 / b1;
+  const double lm = w0 * (Digamma(a0) - std::log(b0)) + w1 * (Digamma(a1) - std::log(b1));
+  const double y = std::log(m) - lm;
+  if (!(y > 0) || !std::isfinite(y) || !(m > 0)) return false;
+  double a = start > 0 ? start : 0.5 / y;
+  for (int it = 0; it < 50; ++it) {
+    const double f = std::log(a) - Digamma(a) - y;
+    const double fp = 1.0 / a - Trigamma(a);
+    double inv = 1.0 / a + f / (a * a * fp);
+    if (!(inv > 0)) inv = 0.5 / a;  // keep a positive (Newton from far above)
+    const double next = 1.0 / inv;
+    const double change = std::fabs(next - a) / a;
+    a = next;
+    if (!(change >= 1e-13)) break;
+  }
+  if (!(a > 0) || !std::isfinite(a)) return false;
+  *shape = a;
+  *rate = a / m;
   return true;
 }
 
@@ -260,11 +311,11 @@ inline int Create(Flavor flavor, const trib_schema* schema, const trib_option* o
       }
       if (key == "absent") {
         if (val == "ignore") {
-          m->absent_shift = false;
-        } else if (val == "shift") {
-          m->absent_shift = true;
+          m->absent = false;
+        } else if (val == "propagate") {
+          m->absent = true;
         } else {
-          return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option absent='%s': expected ignore or shift", val.c_str());
+          return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option absent='%s': expected propagate or ignore", val.c_str());
         }
         continue;
       }
@@ -304,6 +355,8 @@ inline int Create(Flavor flavor, const trib_schema* schema, const trib_option* o
                     val.c_str(), allow_zero ? ">=" : ">");
       }
     }
+    if (m->shape_mean == 0) m->shape_mean = std::min(0.5, 1.5 / static_cast<double>(m->V));
+    if (m->shape_var == 0) m->shape_var = 4.0 * m->shape_mean * m->shape_mean;
     m->G = m->learn_scale ? 4 : 2;
     const long double p = static_cast<long double>(m->K) * m->G * static_cast<long double>(m->V) + m->K;
     if (p > 1e10L) {
@@ -314,6 +367,13 @@ inline int Create(Flavor flavor, const trib_schema* schema, const trib_option* o
     m->P = m->K + static_cast<uint64_t>(m->G) * m->K * m->V;
     m->total_mean.assign(m->K, 0.0);
     m->total_var.assign(m->K, 0.0);
+    m->min_rate.assign(m->K, 0.0);
+    m->rate_moved.assign(m->K, 0.0);
+    // Quadrature for s: the S quantile midpoints of N(0, 1), equal weights.
+    m->z.resize(m->S);
+    for (uint32_t i = 0; i < m->S; ++i) {
+      m->z[i] = std::sqrt(2.0) * boost::math::erf_inv(2.0 * (i + 0.5) / m->S - 1.0);
+    }
     *out = reinterpret_cast<trib_family_model*>(m.release());
     return TRIB_OK;
   });
@@ -330,8 +390,8 @@ inline int Layout(const trib_family_model* mm, trib_block* blocks, uint32_t* num
   blocks[kBlockPi] = trib_block{0, m->K, 0.0, 0.0, 1.0, 0.0};
   for (uint32_t k = 0; k < m->K; ++k) {
     for (uint32_t c = 0; c < m->G; ++c) {
-      // alpha_bar = 1 on h_alpha: the block-uniform site of the terms a
-      // document does not contain (see the header comment) lives in its shift.
+      // alpha_bar = 1 on -rate of alpha: the block-uniform site of the terms
+      // a document does not contain (see the header comment) is its shift.
       blocks[m->GaussBlock(k, c)] = trib_block{m->Gauss(0, k, c), m->V, 0.0, c == 1 ? 1.0 : 0.0, 1.0, 0.0};
     }
   }
@@ -351,23 +411,29 @@ inline int InitStats(trib_family_model* mm, trib_stats* s, uint64_t seed, trib_e
   });
 }
 
-// Recomputes T_k, U_k from all statistics (O(model)); checks feasibility.
+// Recomputes T_k, U_k and the smallest rates from all statistics
+// (O(K V)); checks feasibility.
 inline int RefreshTotals(Model* m, const trib_stats& s, trib_error* err) {
-  std::vector<double> tm(m->K, 0.0), tv(m->K, 0.0);
-  for (uint64_t w = 0; w < m->V; ++w) {
-    for (uint32_t k = 0; k < m->K; ++k) {
-      const uint64_t i = m->Gauss(w, k, 0);
-      const double tau = Posterior(*m, s, i), h = Posterior(*m, s, i + m->V);
-      if (!(tau > 0) || !std::isfinite(tau) || !std::isfinite(h)) {
-        return Fail(err, TRIB_ERR_NUMERIC, "posterior precision of the shape of component %u, term %llu is %g", k,
-                    static_cast<unsigned long long>(w), tau);
+  std::vector<double> tm(m->K, 0.0), tv(m->K, 0.0), mr(m->K, INFINITY);
+  for (uint32_t k = 0; k < m->K; ++k) {
+    for (uint64_t w = 0; w < m->V; ++w) {
+      double a, b;
+      GammaAt(*m, s, m->Gauss(w, k, 0), &a, &b);
+      if (!(a > 0) || !(b > 0) || !std::isfinite(a) || !std::isfinite(b)) {
+        return Fail(err, TRIB_ERR_NUMERIC, "posterior Gamma of the shape of component %u, term %llu is (%g, %g)", k,
+                    static_cast<unsigned long long>(w), a, b);
       }
-      tm[k] += h / tau;
-      tv[k] += 1.0 / tau;
+      tm[k] += a / b;
+      tv[k] += a / (b * b);
+      mr[k] = std::min(mr[k], b);
     }
   }
   m->total_mean.swap(tm);
   m->total_var.swap(tv);
+  m->min_rate.swap(mr);
+  std::fill(m->rate_moved.begin(), m->rate_moved.end(), 0.0);
+  m->decay_since = 1.0;
+  ++m->refreshes;
   return TRIB_OK;
 }
 
@@ -386,11 +452,10 @@ inline int Rebuild(trib_family_model* mm, trib_stats* s, const trib_step* step, 
     }
     if (m->learn_scale) {
       for (uint64_t i = 0; i < static_cast<uint64_t>(m->K) * m->V; ++i) {
-        const uint64_t t = m->Gauss(i % m->V, static_cast<uint32_t>(i / m->V), 2);
-        const double tau = Posterior(*m, *s, t);
-        if (!(tau > 0) || !std::isfinite(tau) || !std::isfinite(Posterior(*m, *s, t + m->V))) {
-          return Fail(err, TRIB_ERR_NUMERIC, "posterior precision of a scale parameter (entry %llu) is %g",
-                      static_cast<unsigned long long>(t), tau);
+        double a, b;
+        GammaAt(*m, *s, m->Gauss(i % m->V, static_cast<uint32_t>(i / m->V), 2), &a, &b);
+        if (!(a > 0) || !(b > 0) || !std::isfinite(a) || !std::isfinite(b)) {
+          return Fail(err, TRIB_ERR_NUMERIC, "posterior Gamma of a scale parameter is (%g, %g)", a, b);
         }
       }
     }
@@ -398,11 +463,9 @@ inline int Rebuild(trib_family_model* mm, trib_stats* s, const trib_step* step, 
   });
 }
 
-inline int StateCreate(const trib_family_model*, uint64_t seed, trib_family_state** out, trib_error* err) {
+inline int StateCreate(const trib_family_model*, uint64_t, trib_family_state** out, trib_error* err) {
   return Guard(err, [&] {
-    auto* st = new State();
-    st->rng.seed(SplitMix64(seed ^ 0x5e9a11ce5e9a11ceull));
-    *out = reinterpret_cast<trib_family_state*>(st);
+    *out = reinterpret_cast<trib_family_state*>(new State());
     return TRIB_OK;
   });
 }
@@ -435,12 +498,12 @@ inline int Score(const trib_family_model* mm, const trib_stats* s, trib_family_s
       const double tot = std::max(m.total_mean[k], kTiny);
       double acc = std::log(a / A) + c0 + Lgamma(tot) - Lgamma(tot + n);
       for (uint32_t t = 0; t < d->num_terms; ++t) {
-        const uint64_t i = m.Gauss(d->term_ids[t], k, 0);
-        const double alpha = Posterior(m, *s, i + m.V) / Posterior(m, *s, i);
-        acc += std::log(std::max(alpha, kTiny));
+        double sa, ra;
+        GammaAt(m, *s, m.Gauss(d->term_ids[t], k, 0), &sa, &ra);
+        acc += std::log(std::max(sa / ra, kTiny));
         if (m.learn_scale) {
-          const double beta = Posterior(m, *s, i + 3 * m.V) / Posterior(m, *s, i + 2 * m.V);
-          acc -= d->term_counts[t] * std::log(std::max(beta, kTiny));
+          GammaAt(m, *s, m.Gauss(d->term_ids[t], k, 2), &sa, &ra);
+          acc -= d->term_counts[t] * std::log(std::max(sa / ra, kTiny));
         }
       }
       if (std::isnan(acc) || acc == INFINITY) {
@@ -475,15 +538,16 @@ inline int Outputs(const trib_family_model* mm, uint32_t* kind, uint32_t* count,
 }
 
 // p(term | k) = E[alpha_kw] / T_k (the expected proportions of a DCM with
-// those shapes), negative means read as 0.
+// those shapes).
 inline int ComponentTerms(const trib_family_model* mm, const trib_stats* s, uint32_t k, double* out, trib_error* err) {
   return Guard(err, [&] {
     const Model& m = *M(mm);
     if (k >= m.K) return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "component %u >= %u", k, m.K);
     double tot = 0;
     for (uint64_t w = 0; w < m.V; ++w) {
-      const uint64_t i = m.Gauss(w, k, 0);
-      out[w] = std::max(0.0, Posterior(m, *s, i + m.V) / Posterior(m, *s, i));
+      double a, b;
+      GammaAt(m, *s, m.Gauss(w, k, 0), &a, &b);
+      out[w] = std::max(0.0, a / b);
       tot += out[w];
     }
     if (!(tot > 0)) return Fail(err, TRIB_ERR_NUMERIC, "component %u has no positive shape", k);
@@ -492,29 +556,38 @@ inline int ComponentTerms(const trib_family_model* mm, const trib_stats* s, uint
   });
 }
 
+// Cache: T (K), U (K), smallest rates (K), rates moved (K), decay since the
+// last refresh, commits.
 inline int ExportCache(const trib_family_model* mm, double* out, size_t* size, trib_error*) {
   const Model& m = *M(mm);
-  const size_t need = 2 * static_cast<size_t>(m.K) + 1;
+  const size_t need = 4 * static_cast<size_t>(m.K) + 2;
   if (out == nullptr) {
     *size = need;
     return TRIB_OK;
   }
-  std::memcpy(out, m.total_mean.data(), m.K * sizeof(double));
-  std::memcpy(out + m.K, m.total_var.data(), m.K * sizeof(double));
-  out[2 * m.K] = static_cast<double>(m.commits);
+  const size_t K = m.K;
+  std::memcpy(out, m.total_mean.data(), K * sizeof(double));
+  std::memcpy(out + K, m.total_var.data(), K * sizeof(double));
+  std::memcpy(out + 2 * K, m.min_rate.data(), K * sizeof(double));
+  std::memcpy(out + 3 * K, m.rate_moved.data(), K * sizeof(double));
+  out[4 * K] = m.decay_since;
+  out[4 * K + 1] = static_cast<double>(m.commits);
   *size = need;
   return TRIB_OK;
 }
 
 inline int ImportCache(trib_family_model* mm, const double* in, size_t size, trib_error* err) {
   Model& m = *M(mm);
-  if (size != 2 * static_cast<size_t>(m.K) + 1) {
-    return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "cache has %zu values, expected %zu", size,
-                2 * static_cast<size_t>(m.K) + 1);
+  const size_t K = m.K;
+  if (size != 4 * K + 2) {
+    return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "cache has %zu values, expected %zu", size, 4 * K + 2);
   }
-  std::memcpy(m.total_mean.data(), in, m.K * sizeof(double));
-  std::memcpy(m.total_var.data(), in + m.K, m.K * sizeof(double));
-  m.commits = static_cast<uint64_t>(in[2 * m.K]);
+  std::memcpy(m.total_mean.data(), in, K * sizeof(double));
+  std::memcpy(m.total_var.data(), in + K, K * sizeof(double));
+  std::memcpy(m.min_rate.data(), in + 2 * K, K * sizeof(double));
+  std::memcpy(m.rate_moved.data(), in + 3 * K, K * sizeof(double));
+  m.decay_since = in[4 * K];
+  m.commits = static_cast<uint64_t>(in[4 * K + 1]);
   return TRIB_OK;
 }
 
@@ -549,27 +622,6 @@ inline int Support(const trib_family_model* mm, const trib_stats*, const trib_do
   });
 }
 
-// Per-coordinate tilt statistics (see the header comment): for draws
-// theta_s = m + sd z_s with log weights lw_s, D1 = sum (w_s - 1/S) c_s and
-// D2 = sum (w_s - 1/S) c_s^2 with c_s = sd z_s; returns log mean exp(lw).
-inline double Tilt(const double* lw, const double* z, size_t stride, uint32_t S, double sd, double* d1, double* d2) {
-  double mx = -INFINITY;
-  for (uint32_t s = 0; s < S; ++s) mx = std::max(mx, lw[s]);
-  double tot = 0;
-  for (uint32_t s = 0; s < S; ++s) tot += std::exp(lw[s] - mx);
-  const double inv_s = 1.0 / S;
-  double a1 = 0, a2 = 0;
-  for (uint32_t s = 0; s < S; ++s) {
-    const double w = std::exp(lw[s] - mx) / tot - inv_s;
-    const double c = sd * z[s * stride];
-    a1 += w * c;
-    a2 += w * c * c;
-  }
-  *d1 = a1;
-  *d2 = a2;
-  return mx + std::log(tot * inv_s);
-}
-
 inline int MomentMatch(const trib_family_model* mm, const trib_stats* s, trib_family_state* ss, const trib_document* d,
                        const uint64_t* index, const double* cavity, size_t count, double* lambda_new,
                        trib_sep_outcome* out, trib_error* err) {
@@ -595,110 +647,78 @@ inline int MomentMatch(const trib_family_model* mm, const trib_stats* s, trib_fa
       if (!(st.a_cav[k] > 0)) return skip("cavity Dirichlet parameter of component %u is %g <= 0", st.a_cav[k], k);
       A += st.a_cav[k];
     }
-    // Cavity Gaussians (eq. 24-25 / 56-59), and the rest of s per component.
+    // Cavity Gammas (eq. 24-25 / 56-59) and the moments of s per component
+    // under the cavity tilted by the present shapes (Gamma(a + 1, b)): the
+    // posterior totals with the document's terms replaced.
     const size_t TK = static_cast<size_t>(D) * K;
-    st.mA.resize(TK);
-    st.sA.resize(TK);
-    st.mB.resize(G == 4 ? TK : 0);
-    st.sB.resize(G == 4 ? TK : 0);
-    st.rest_m.assign(K, 0.0);
-    st.rest_s.assign(K, 0.0);
-    for (uint32_t k = 0; k < K; ++k) {
-      st.rest_m[k] = m.total_mean[k];
-      st.rest_s[k] = m.total_var[k];
-    }
+    st.ca.resize(TK);
+    st.cb.resize(TK);
+    st.da.resize(G == 4 ? TK : 0);
+    st.db.resize(G == 4 ? TK : 0);
+    st.mean.assign(K, 0.0);
+    st.var.assign(K, 0.0);
+    std::vector<double>& rest_m = st.target;  // reused: K
+    std::vector<double>& rest_v = st.grad;
+    rest_m.assign(m.total_mean.begin(), m.total_mean.end());
+    rest_v.assign(m.total_var.begin(), m.total_var.end());
+    const double n = d->total_count, c0 = CountConstant(d);
+    st.log_e.assign(K, c0);
     for (uint32_t t = 0; t < D; ++t) {
       for (uint32_t k = 0; k < K; ++k) {
-        const size_t j = K + (static_cast<size_t>(t) * K + k) * G;
-        const double tau = cavity[j], h = cavity[j + 1];
-        if (!(tau > 0)) return skip("cavity precision of a shape of component %u is %g <= 0", tau, k);
-        st.mA[t * K + k] = h / tau;
-        st.sA[t * K + k] = std::sqrt(1.0 / tau);
+        const size_t j = K + (static_cast<size_t>(t) * K + k) * G, tk = t * K + k;
+        const double a = cavity[j] + 1.0, b = -cavity[j + 1];
+        if (!(a > 0)) return skip("cavity shape of a shape parameter of component %u is %g <= 0", a, k);
+        if (!(b > 0)) return skip("cavity rate of a shape parameter of component %u is %g <= 0", b, k);
+        st.ca[tk] = a;
+        st.cb[tk] = b;
+        st.mean[k] += (a + 1.0) / b;
+        st.var[k] += (a + 1.0) / (b * b);
+        st.log_e[k] += std::log(a / b);  // E[alpha_w]
+        double pa, pb;
+        GammaAt(m, *s, index[j], &pa, &pb);
+        rest_m[k] -= pa / pb;
+        rest_v[k] -= pa / (pb * pb);
         if (G == 4) {
-          const double tb = cavity[j + 2], hb = cavity[j + 3];
-          if (!(tb > 0)) return skip("cavity precision of a scale of component %u is %g <= 0", tb, k);
-          st.mB[t * K + k] = hb / tb;
-          st.sB[t * K + k] = std::sqrt(1.0 / tb);
+          const double x = d->term_counts[t];
+          const double sa = cavity[j + 2] + 1.0, sb = -cavity[j + 3];
+          if (!(sb > 0)) return skip("cavity rate of a scale parameter of component %u is %g <= 0", sb, k);
+          // E[beta^-x] = b^x G(a - x) / G(a) needs a > x (eq. 45's b^-x).
+          if (!(sa > x)) return skip("cavity shape of a scale parameter of component %u is %g <= the count", sa, k);
+          st.da[tk] = sa;
+          st.db[tk] = sb;
+          st.log_e[k] += x * std::log(sb) + Lgamma(sa - x) - Lgamma(sa);
         }
-        const uint64_t i = index[j];
-        const double ptau = Posterior(m, *s, i);
-        st.rest_m[k] -= Posterior(m, *s, i + m.V) / ptau;
-        st.rest_s[k] -= 1.0 / ptau;
       }
     }
-    for (uint32_t k = 0; k < K; ++k) {
-      st.rest_m[k] = std::max(st.rest_m[k], 0.0);
-      st.rest_s[k] = std::sqrt(std::max(st.rest_s[k], 0.0));
-    }
-    // Standard normal draws, antithetic pairs, shared by the components:
-    // column t < D for the document's shapes, column D for the rest of s.
-    // Scales (if learned) reuse the shapes' draws mirrored (-z), which keeps
-    // their estimates independent of the shapes' in sign.
-    const size_t stride = D + 1;
-    st.z.resize(static_cast<size_t>(S) * stride);
-    const uint32_t half = S / 2;
-    for (uint32_t r = 0; r < half; ++r) {
-      for (size_t c = 0; c < stride; ++c) {
-        const double z = st.normal(st.rng);
-        st.z[r * stride + c] = z;
-        st.z[(r + half) * stride + c] = -z;
-      }
-    }
-    if (S % 2 == 1) {
-      for (size_t c = 0; c < stride; ++c) st.z[(S - 1) * stride + c] = 0.0;
-    }
-    const double n = d->total_count, c0 = CountConstant(d);
+    // E~[G(s)/G(s+n)] by S quadrature points of the log-normal with the
+    // moments of s, and c_k = E~[psi(s) - psi(s+n)] weighted by G(s)/G(s+n):
+    // the slope of log G(s)/G(s+n) at the tilted s.
+    st.c.resize(K);
     st.gs.resize(S);
-    st.stot.resize(S);
-    st.gamma.resize(K);
-    st.lw.resize(S);
-    st.d1.assign(TK * (G / 2), 0.0);
-    st.d2.assign(TK * (G / 2), 0.0);
-    st.log_e.resize(K);
+    st.ws.resize(S);
     for (uint32_t k = 0; k < K; ++k) {
-      // log G(s)/G(s+n) per sample (eq. 45's normaliser).
+      const double mean = st.mean[k] + std::max(rest_m[k], 0.0);
+      const double var = st.var[k] + std::max(rest_v[k], 0.0);
+      const double s2 = std::log1p(var / (mean * mean));
+      const double mu = std::log(mean) - 0.5 * s2, sd = std::sqrt(s2);
+      double mx = -INFINITY;
       for (uint32_t r = 0; r < S; ++r) {
-        const double* zr = &st.z[r * stride];
-        double tot = std::max(st.rest_m[k] + st.rest_s[k] * zr[D], 0.0);
-        for (uint32_t t = 0; t < D; ++t) tot += std::max(st.mA[t * K + k] + st.sA[t * K + k] * zr[t], 0.0);
-        tot = std::max(tot, kTiny);
-        st.stot[r] = tot;
-        st.gs[r] = Lgamma(tot) - Lgamma(tot + n);
+        const double sv = std::max(std::exp(mu + sd * m.z[r]), kTiny);
+        st.ws[r] = sv;
+        st.gs[r] = Lgamma(sv) - Lgamma(sv + n);
+        mx = std::max(mx, st.gs[r]);
       }
-      double log_e = c0 + LogMeanExp(st.gs.data(), S);
-      {
-        // gamma_k = d/ds log E[G(s)/G(s+n)] = E_w[psi(s) - psi(s+n)], the
-        // weights w ~ G(s)/G(s+n): the first-order site on h of every shape
-        // of component k the document does not contain (block site).
-        double mx = -INFINITY, tw = 0, acc = 0;
-        for (uint32_t r = 0; r < S; ++r) mx = std::max(mx, st.gs[r]);
-        for (uint32_t r = 0; r < S; ++r) {
-          const double w = std::exp(st.gs[r] - mx);
-          tw += w;
-          acc += w * (Digamma(st.stot[r]) - Digamma(st.stot[r] + n));
-        }
-        st.gamma[k] = acc / tw;
+      double tw = 0, acc = 0;
+      for (uint32_t r = 0; r < S; ++r) {
+        const double w = std::exp(st.gs[r] - mx);
+        tw += w;
+        acc += w * (Digamma(st.ws[r]) - Digamma(st.ws[r] + n));
       }
-      for (uint32_t t = 0; t < D; ++t) {
-        const double ma = st.mA[t * K + k], sa = st.sA[t * K + k];
-        // E|alpha| factor of E_j (without G, which is counted once above).
-        for (uint32_t r = 0; r < S; ++r) st.lw[r] = std::log(std::max(ma + sa * st.z[r * stride + t], kTiny));
-        log_e += LogMeanExp(st.lw.data(), S);
-        for (uint32_t r = 0; r < S; ++r) st.lw[r] += st.gs[r];
-        Tilt(st.lw.data(), &st.z[t], stride, S, sa, &st.d1[(t * K + k) * (G / 2)], &st.d2[(t * K + k) * (G / 2)]);
-        if (G == 4) {
-          const double mb = st.mB[t * K + k], sb = st.sB[t * K + k], x = d->term_counts[t];
-          for (uint32_t r = 0; r < S; ++r) {
-            st.lw[r] = -x * std::log(std::max(mb - sb * st.z[r * stride + t], kTiny));
-          }
-          // Draws are -z: D1 flips sign (D2 does not).
-          double b1 = 0, b2 = 0;
-          log_e += Tilt(st.lw.data(), &st.z[t], stride, S, sb, &b1, &b2);
-          st.d1[(t * K + k) * 2 + 1] = -b1;
-          st.d2[(t * K + k) * 2 + 1] = b2;
-        }
+      st.c[k] = acc / tw;
+      st.log_e[k] += mx + std::log(tw / S);
+      if (!(st.c[k] <= 0) || !std::isfinite(st.log_e[k])) {
+        return skip("the normaliser of component %u is degenerate (%g)", st.log_e[k], k);
       }
-      st.log_e[k] = log_e;
     }
     // Z_i and the responsibilities (eq. 29).
     std::vector<double>& lr = st.log_e;  // becomes log(a_k / A) + log E_k
@@ -706,33 +726,33 @@ inline int MomentMatch(const trib_family_model* mm, const trib_stats* s, trib_fa
     const double log_z = sdk::LogSumExp(lr.data(), K);
     if (!std::isfinite(log_z)) return skip("log Z of the document is not finite (component %u, %g)", log_z, 0);
     out->log_z = log_z;
-    // Gaussians: new mean and covariance of the tilted marginals.
-    for (uint32_t t = 0; t < D; ++t) {
-      for (uint32_t k = 0; k < K; ++k) {
-        const double r = std::exp(lr[k] - log_z);
-        const size_t j = K + (static_cast<size_t>(t) * K + k) * G;
+    // Present terms: project the tilted marginals on Gammas (eq. 61-64 with
+    // Gamma moments, see the header comment).
+    for (uint32_t k = 0; k < K; ++k) {
+      const double r = std::exp(lr[k] - log_z), c = st.c[k];
+      for (uint32_t t = 0; t < D; ++t) {
+        const size_t j = K + (static_cast<size_t>(t) * K + k) * G, tk = t * K + k;
         for (uint32_t p = 0; p < G / 2; ++p) {
-          const double mc = p == 0 ? st.mA[t * K + k] : st.mB[t * K + k];
-          const double sc = p == 0 ? st.sA[t * K + k] : st.sB[t * K + k];
-          const double D1 = st.d1[(t * K + k) * (G / 2) + p], D2 = st.d2[(t * K + k) * (G / 2) + p];
-          const double mean = mc + r * D1;
-          const double var = sc * sc + r * D2 - r * r * D1 * D1;
-          if (!(var > 0) || !std::isfinite(var) || !std::isfinite(mean)) {
-            return skip("tilted variance of component %u is %g", var, k);
+          if (r < 1e-12) {  // the document says nothing about component k
+            lambda_new[j + 2 * p] = cavity[j + 2 * p];
+            lambda_new[j + 2 * p + 1] = cavity[j + 2 * p + 1];
+            continue;
           }
-          lambda_new[j + 2 * p] = 1.0 / var;
-          lambda_new[j + 2 * p + 1] = mean / var;
+          const double a = p == 0 ? st.ca[tk] : st.da[tk], b = p == 0 ? st.cb[tk] : st.db[tk];
+          const double a1 = p == 0 ? a + 1.0 : a - d->term_counts[t], b1 = p == 0 ? b - c : b;
+          double na, nb;
+          if (!ProjectGamma(1.0 - r, a, b, r, a1, b1, p == 0 ? a + r : a1, &na, &nb)) {
+            return skip("the tilted marginal of a parameter of component %u is degenerate (r = %g)", r, k);
+          }
+          lambda_new[j + 2 * p] = na - 1.0;
+          lambda_new[j + 2 * p + 1] = -nb;
         }
       }
-    }
-    // The terms the document does not contain (block sites on h_alpha).
-    for (uint32_t k = 0; k < K; ++k) {
+      // Absent terms: rate += r |c| for all of them (block site on -rate).
       const uint32_t b = m.GaussBlock(k, 1);
-      if (m.absent_shift && out->block_site != nullptr && b < out->num_blocks) {
-        out->block_site[b] = std::exp(lr[k] - log_z) * st.gamma[k];
-      }
+      if (m.absent && out->block_site != nullptr && b < out->num_blocks) out->block_site[b] = r * c;
     }
-    // Dirichlet: match E[log pi] (eq. 60) by Minka's fixed point.
+    // Dirichlet: match E[log pi] (eq. 60) by Newton's method.
     st.target.resize(K);
     st.a_new.resize(K);
     const double psiA = Digamma(A) + 1.0 / A;
@@ -742,8 +762,7 @@ inline int MomentMatch(const trib_family_model* mm, const trib_stats* s, trib_fa
       st.a_new[k] = st.a_cav[k] + r;
     }
     // Newton's method with the Hessian diag(-psi'(a_k)) + psi'(sum a) 1 1^T
-    // (Minka 2000, "Estimating a Dirichlet distribution", §1), from
-    // a_cav + r, which is already close: a few iterations to 1e-13.
+    // (Minka 2000, §1), from a_cav + r, which is already close.
     st.grad.resize(K);
     for (int it = 0; it < 100; ++it) {
       double sum = 0;
@@ -756,16 +775,16 @@ inline int MomentMatch(const trib_family_model* mm, const trib_stats* s, trib_fa
         num += st.grad[k] / q;
         den += 1.0 / q;
       }
-      const double b = num / den;
+      const double bb = num / den;
       double change = 0, step = 1.0;
       for (int halve = 0; halve < 60; ++halve) {
         bool ok = true;
-        for (uint32_t k = 0; k < K; ++k) ok &= st.a_new[k] - step * (st.grad[k] - b) / -Trigamma(st.a_new[k]) > 0;
+        for (uint32_t k = 0; k < K; ++k) ok &= st.a_new[k] - step * (st.grad[k] - bb) / -Trigamma(st.a_new[k]) > 0;
         if (ok) break;
         step *= 0.5;
       }
       for (uint32_t k = 0; k < K; ++k) {
-        const double delta = step * (st.grad[k] - b) / -Trigamma(st.a_new[k]);
+        const double delta = step * (st.grad[k] - bb) / -Trigamma(st.a_new[k]);
         st.a_new[k] -= delta;
         change = std::max(change, std::fabs(delta) / st.a_new[k]);
       }
@@ -794,11 +813,15 @@ inline int Feasible(const trib_family_model* mm, const uint64_t* index, const do
       if (!(v + 1.0 > 0))
         return Fail(err, TRIB_ERR_NUMERIC, "Dirichlet parameter of component %llu would be %g",
                     static_cast<unsigned long long>(i), v + 1.0);
-    } else if (((i - m.K) / m.V) % 2 == 0 && !(v > 0)) {
-      const uint64_t kc = (i - m.K) / m.V;
-      return Fail(err, TRIB_ERR_NUMERIC, "precision of the %s of component %llu, term %llu would be %g",
-                  kc % m.G == 0 ? "shape" : "scale", static_cast<unsigned long long>(kc / m.G),
-                  static_cast<unsigned long long>((i - m.K) % m.V), v);
+      continue;
+    }
+    const uint64_t kc = (i - m.K) / m.V;
+    const uint32_t c = static_cast<uint32_t>(kc % m.G);
+    const bool shape = c % 2 == 0;
+    if (shape ? !(v + 1.0 > 0) : !(v < 0)) {
+      return Fail(err, TRIB_ERR_NUMERIC, "Gamma %s of the %s of component %llu, term %llu would be %g",
+                  shape ? "shape" : "rate", c < 2 ? "shape" : "scale", static_cast<unsigned long long>(kc / m.G),
+                  static_cast<unsigned long long>((i - m.K) % m.V), shape ? v + 1.0 : -v);
     }
   }
   return TRIB_OK;
@@ -813,34 +836,42 @@ inline int SepCommit(trib_family_model* mm, const trib_stats* s, const uint64_t*
       m->n = step->n;
       return RefreshTotals(m, *s, err);
     }
+    m->decay_since *= step->decay;
     // Support entries: exact old -> new. The support lists, per term, the G
-    // entries of each component in order, so (tau, h) of a shape are
+    // entries of each component in order, so (shape, -rate) of a shape are
     // adjacent in the list (their indices differ by V).
     const uint32_t K = m->K, G = m->G;
     if (count < K || (count - K) % (static_cast<size_t>(K) * G) != 0) return RefreshTotals(m, *s, err);
-    std::vector<double>& inv_tau_support = m->scratch;
-    inv_tau_support.assign(K, 0.0);
+    std::vector<double>& var_support = m->scratch;
+    var_support.assign(K, 0.0);
     for (size_t j = K; j + 1 < count; j += G) {
       const uint64_t i = index[j];
       const uint32_t k = static_cast<uint32_t>(((j - K) / G) % K);
       if (index[j + 1] != i + m->V || i != m->Gauss((i - K) % m->V, k, 0)) return RefreshTotals(m, *s, err);
-      const double to = m->Prior(i) + m->n * old_mu[j], ho = m->Prior(i + m->V) + m->n * old_mu[j + 1];
-      const double tn = Posterior(*m, *s, i), hn = Posterior(*m, *s, i + m->V);
-      m->total_mean[k] += hn / tn - ho / to;
-      m->total_var[k] += 1.0 / tn - 1.0 / to;
-      inv_tau_support[k] += 1.0 / tn;
+      const double ao = m->Prior(i) + m->n * old_mu[j] + 1.0, bo = -(m->Prior(i + m->V) + m->n * old_mu[j + 1]);
+      double an, bn;
+      GammaAt(*m, *s, i, &an, &bn);
+      m->total_mean[k] += an / bn - ao / bo;
+      m->total_var[k] += an / (bn * bn) - ao / (bo * bo);
+      var_support[k] += an / (bn * bn);
     }
-    // The other terms: their h moved by the block site, d lambda, so their
-    // means by d lambda / tau (the decay's drift is left to the refresh).
+    // The other terms: their -rate moved by the block delta d, so their means
+    // a / b by d a / b^2 to first order; a refresh follows once the rates
+    // moved by more than kDrift of the smallest one.
+    bool refresh = m->refresh > 0 && m->commits % m->refresh == 0;
     if (step->block_delta != nullptr) {
       for (uint32_t k = 0; k < K; ++k) {
         const uint32_t b = m->GaussBlock(k, 1);
         if (b < step->num_blocks && step->block_delta[b] != 0.0) {
-          m->total_mean[k] += step->block_delta[b] * std::max(0.0, m->total_var[k] - inv_tau_support[k]);
+          const double dl = step->block_delta[b];
+          m->total_mean[k] += dl * std::max(0.0, m->total_var[k] - var_support[k]);
+          m->rate_moved[k] += std::fabs(dl);
+          refresh |= m->rate_moved[k] > kDrift * m->min_rate[k];
         }
       }
     }
-    if (m->refresh > 0 && m->commits % m->refresh == 0) return RefreshTotals(m, *s, err);
+    refresh |= m->decay_since < 1.0 - kDrift;
+    if (refresh) return RefreshTotals(m, *s, err);
     return TRIB_OK;
   });
 }
@@ -852,7 +883,7 @@ inline int Summary(const trib_family_model* mm, const trib_stats* s, trib_sep_su
     std::vector<double> v(m.K);
     double A = 0;
     for (uint32_t k = 0; k < m.K; ++k) A += Posterior(m, *s, k) + 1.0;
-    for (uint32_t k = 0; k < m.K; ++k) v[k] = (Posterior(m, *s, k) + 1.0) / A;  // eq. 40
+    for (uint32_t k = 0; k < m.K; ++k) v[k] = (Posterior(m, *s, k) + 1.0) / A;  // E[pi_k] (§3.4.1)
     if (sink->put(sink, "mixing_weight", UINT32_MAX, v.data(), v.size()) != 0) return TRIB_ERR_INTERNAL;
     std::vector<double> mean(m.V), var(m.V);
     // EDCM's single parameter is beta in ch. 2's notation; EMSD's shape is alpha.
@@ -860,20 +891,20 @@ inline int Summary(const trib_family_model* mm, const trib_stats* s, trib_sep_su
     const char* shape_var = emsd ? "alpha_variance" : "beta_variance";
     for (uint32_t k = 0; k < m.K; ++k) {
       for (uint64_t w = 0; w < m.V; ++w) {
-        const uint64_t i = m.Gauss(w, k, 0);
-        const double tau = Posterior(m, *s, i);
-        mean[w] = Posterior(m, *s, i + m.V) / tau;
-        var[w] = 1.0 / tau;
+        double a, b;
+        GammaAt(m, *s, m.Gauss(w, k, 0), &a, &b);
+        mean[w] = a / b;
+        var[w] = a / (b * b);
       }
       if (sink->put(sink, shape_mean, k, mean.data(), m.V) != 0) return TRIB_ERR_INTERNAL;
       if (sink->put(sink, shape_var, k, var.data(), m.V) != 0) return TRIB_ERR_INTERNAL;
       if (emsd) {
         for (uint64_t w = 0; w < m.V; ++w) {
           if (m.learn_scale) {
-            const uint64_t i = m.Gauss(w, k, 2);
-            const double tau = Posterior(m, *s, i);
-            mean[w] = Posterior(m, *s, i + m.V) / tau;
-            var[w] = 1.0 / tau;
+            double a, b;
+            GammaAt(m, *s, m.Gauss(w, k, 2), &a, &b);
+            mean[w] = a / b;
+            var[w] = a / (b * b);
           } else {
             mean[w] = 1.0;
             var[w] = 0.0;
