@@ -134,7 +134,7 @@ Posterior Summarize(const Model& m) {
   auto visit = [](void* ctx, const char* name, uint32_t k, const double* v, size_t n) {
     auto* post = static_cast<Posterior*>(ctx);
     const std::string nm = name;
-    if (nm == "mixing_weight") post->pi.assign(v, v + n);
+    if (nm == "mixing_weights") post->pi.assign(v, v + n);
     if (nm == "alpha_mean") {
       if (post->shape_mean.size() <= k) post->shape_mean.resize(k + 1);
       post->shape_mean[k].assign(v, v + n);

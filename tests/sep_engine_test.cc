@@ -132,7 +132,7 @@ double Accuracy(const Model& m, const Corpus& c) {
 std::vector<double> MixingWeights(const Model& m) {
   std::vector<double> pi;
   auto visit = [](void* ctx, const char* name, uint32_t, const double* v, size_t n) {
-    if (std::strcmp(name, "mixing_weight") == 0) static_cast<std::vector<double>*>(ctx)->assign(v, v + n);
+    if (std::strcmp(name, "mixing_weights") == 0) static_cast<std::vector<double>*>(ctx)->assign(v, v + n);
   };
   auto r = SepLearner::Summary(m, visit, &pi);
   EXPECT_TRUE(r.ok() && r.value());

@@ -884,7 +884,7 @@ inline int Summary(const trib_family_model* mm, const trib_stats* s, trib_sep_su
     double A = 0;
     for (uint32_t k = 0; k < m.K; ++k) A += Posterior(m, *s, k) + 1.0;
     for (uint32_t k = 0; k < m.K; ++k) v[k] = (Posterior(m, *s, k) + 1.0) / A;  // E[pi_k] (§3.4.1)
-    if (sink->put(sink, "mixing_weight", UINT32_MAX, v.data(), v.size()) != 0) return TRIB_ERR_INTERNAL;
+    if (sink->put(sink, "mixing_weights", UINT32_MAX, v.data(), v.size()) != 0) return TRIB_ERR_INTERNAL;
     std::vector<double> mean(m.V), var(m.V);
     // EDCM's single parameter is beta in ch. 2's notation; EMSD's shape is alpha.
     const char* shape_mean = emsd ? "alpha_mean" : "beta_mean";

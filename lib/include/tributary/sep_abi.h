@@ -114,7 +114,7 @@ typedef struct trib_sep_step {
 
 /* Receives named vectors from summary(): `component` is the component index
  * or UINT32_MAX for a model-wide vector. Returns 0 on success. The names are
- * the family's; the conventional ones for mixtures are "mixing_weight" (K
+ * the family's; the conventional ones for mixtures are "mixing_weights" (K
  * values, E[pi]), and per component "<param>_mean" / "<param>_variance". */
 typedef struct trib_sep_summary_sink {
   void* host;
@@ -170,7 +170,7 @@ typedef struct trib_sep_hooks {
                 size_t count, const trib_sep_step* step, trib_error* err);
 
   /* Optional: the posterior summary `tributary inspect` prints (mixtures:
-   * "mixing_weight", "<param>_mean", "<param>_variance"). O(model). */
+   * "mixing_weights", "<param>_mean", "<param>_variance"). O(model). */
   int (*summary)(const trib_family_model* model, const trib_stats* stats, trib_sep_summary_sink* sink, trib_error* err);
 } trib_sep_hooks;
 
