@@ -1,0 +1,204 @@
+// The CVB0 sweep kernel of the "lda" family, in a header so that the tests
+// can check that its SSE2 and AVX2 builds give the same bits.
+#ifndef TRIBUTARY_PLUGINS_LDA_LDA_CVB0_H_
+#define TRIBUTARY_PLUGINS_LDA_LDA_CVB0_H_
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace tributary::lda {
+
+// Stochastic CVB0 (Foulds et al. 2013; the zero-order collapsed update, eq. 7
+// of the supervised-LDA paper with one class): with the topics fixed at their
+// point estimate beta_kw = lambda_kw / lambda_k (lda.cc, MeanBeta),
+//   phi_wk propto beta_kw (N_dk^{-w} + alpha),   N_dk = sum_w n_w phi_wk,
+// where N_dk^{-w} = N_dk - u_w phi_wk leaves out the token's own share
+// (u_w = min(1, n_w): one token of the term, or all of a fractional count).
+// Gauss-Seidel sweeps over the distinct terms, N_dk updated right after each
+// pair of terms. The first sweep starts from phi = 0, N = 0, i.e. it assigns the terms
+// one after the other given the ones before (the sequential start of collapsed
+// Gibbs, sdEM Appendix B); then sweeps until max_k |change of N_dk| over a
+// sweep < cvb0_tol or cvb0_max_iter sweeps (the first one included). No special
+// function: 7 flops per (term, topic) per sweep, one division per term.
+//
+// The kernel works on chunks of 4 topics (W = 2: two SSE2 vectors, W = 4: one
+// AVX vector) with the same 4 partial sums and no fused multiply-add, so both
+// widths give the same bits: a model does not depend on the CPU it ran on.
+//
+// Arguments: beta and phi are T x K (term-major, K contiguous), nk, last K,
+// norm T (the last sweep's normaliser of each term), counts T. phi and nk
+// must start at 0 (the first sweep is then the sequential start). Returns
+// the number of sweeps run.
+template <int W>
+struct VecOf;
+template <>
+struct VecOf<2> {
+  typedef double type __attribute__((vector_size(16)));
+};
+template <>
+struct VecOf<4> {
+  typedef double type __attribute__((vector_size(32)));
+};
+
+template <int W>
+__attribute__((always_inline)) inline uint32_t Cvb0SweepsT(const double* beta, double* phi, double* nk, double* last,
+                                                           double* norm, const double* counts, uint32_t T, uint32_t K,
+                                                           double alpha, uint32_t max_iter, double tol) {
+  using V = typename VecOf<W>::type;
+  constexpr int H = 4 / W;  // vectors per chunk of 4 topics
+  const V vz = {};
+  const V va = vz + alpha;
+  const uint32_t K4 = K & ~3u;
+  uint32_t it = 0;
+  while (it < max_iter) {
+    ++it;
+    std::memcpy(last, nk, K * sizeof(double));
+    // Terms two at a time: both read the same N_dk (each without its own
+    // share), then both update it. The two chains of sums and divisions are
+    // independent, so the CPU overlaps them (one term at a time waits on the
+    // division of the term before); it converges like term-by-term updates.
+    uint32_t j = 0;
+    for (; j + 1 < T; j += 2) {
+      const double* b0 = beta + static_cast<size_t>(j) * K;
+      const double* b1 = b0 + K;
+      double* p0 = phi + static_cast<size_t>(j) * K;
+      double* p1 = p0 + K;
+      const double c0 = counts[j], u0 = c0 < 1 ? c0 : 1.0;
+      const double c1 = counts[j + 1], u1 = c1 < 1 ? c1 : 1.0;
+      const V vc0 = vz + c0, vu0 = vz + u0, vc1 = vz + c1, vu1 = vz + u1;
+      V acc0[H], acc1[H];
+      for (int h = 0; h < H; ++h) acc0[h] = acc1[h] = vz;
+      for (uint32_t k = 0; k < K4; k += 4) {
+        for (int h = 0; h < H; ++h) {
+          V o0, o1, n, bb0, bb1;
+          std::memcpy(&o0, p0 + k + h * W, sizeof(V));
+          std::memcpy(&o1, p1 + k + h * W, sizeof(V));
+          std::memcpy(&n, nk + k + h * W, sizeof(V));
+          std::memcpy(&bb0, b0 + k + h * W, sizeof(V));
+          std::memcpy(&bb1, b1 + k + h * W, sizeof(V));
+          const V q0 = bb0 * ((n - vu0 * o0) + va);
+          const V q1 = bb1 * ((n - vu1 * o1) + va);
+          n = (n - vc0 * o0) - vc1 * o1;
+          std::memcpy(nk + k + h * W, &n, sizeof(V));
+          std::memcpy(p0 + k + h * W, &q0, sizeof(V));
+          std::memcpy(p1 + k + h * W, &q1, sizeof(V));
+          acc0[h] += q0;
+          acc1[h] += q1;
+        }
+      }
+      double l0[4], l1[4];
+      std::memcpy(l0, acc0, sizeof l0);
+      std::memcpy(l1, acc1, sizeof l1);
+      double s0 = (l0[0] + l0[1]) + (l0[2] + l0[3]);
+      double s1 = (l1[0] + l1[1]) + (l1[2] + l1[3]);
+      for (uint32_t k = K4; k < K; ++k) {
+        const double q0 = b0[k] * ((nk[k] - u0 * p0[k]) + alpha);
+        const double q1 = b1[k] * ((nk[k] - u1 * p1[k]) + alpha);
+        nk[k] = (nk[k] - c0 * p0[k]) - c1 * p1[k];
+        p0[k] = q0;
+        p1[k] = q1;
+        s0 += q0;
+        s1 += q1;
+      }
+      s0 = s0 > 1e-300 ? s0 : 1e-300;
+      s1 = s1 > 1e-300 ? s1 : 1e-300;
+      norm[j] = s0;
+      norm[j + 1] = s1;
+      const double inv0 = 1.0 / s0, inv1 = 1.0 / s1;
+      const V vi0 = vz + inv0, vi1 = vz + inv1;
+      for (uint32_t k = 0; k < K4; k += W) {
+        V q0, q1, n;
+        std::memcpy(&q0, p0 + k, sizeof(V));
+        std::memcpy(&q1, p1 + k, sizeof(V));
+        std::memcpy(&n, nk + k, sizeof(V));
+        q0 = q0 * vi0;
+        q1 = q1 * vi1;
+        n = (n + vc0 * q0) + vc1 * q1;
+        std::memcpy(p0 + k, &q0, sizeof(V));
+        std::memcpy(p1 + k, &q1, sizeof(V));
+        std::memcpy(nk + k, &n, sizeof(V));
+      }
+      for (uint32_t k = K4; k < K; ++k) {
+        p0[k] = p0[k] * inv0;
+        p1[k] = p1[k] * inv1;
+        nk[k] = (nk[k] + c0 * p0[k]) + c1 * p1[k];
+      }
+    }
+    if (j < T) {  // the last term of an odd count, alone
+      const double* b = beta + static_cast<size_t>(j) * K;
+      double* ph = phi + static_cast<size_t>(j) * K;
+      const double c = counts[j], u = c < 1 ? c : 1.0;
+      const V vc = vz + c, vu = vz + u;
+      // p_k = beta_kw ((N_dk - u phi_wk) + alpha) into phi; N_dk -= c phi_wk.
+      V acc[H];
+      for (int h = 0; h < H; ++h) acc[h] = vz;
+      for (uint32_t k = 0; k < K4; k += 4) {
+        for (int h = 0; h < H; ++h) {
+          V old, n, bb;
+          std::memcpy(&old, ph + k + h * W, sizeof(V));
+          std::memcpy(&n, nk + k + h * W, sizeof(V));
+          std::memcpy(&bb, b + k + h * W, sizeof(V));
+          const V p = bb * ((n - vu * old) + va);
+          n = n - vc * old;
+          std::memcpy(nk + k + h * W, &n, sizeof(V));
+          std::memcpy(ph + k + h * W, &p, sizeof(V));
+          acc[h] += p;
+        }
+      }
+      double lanes[4];
+      std::memcpy(lanes, acc, sizeof lanes);
+      double s = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+      for (uint32_t k = K4; k < K; ++k) {
+        const double p = b[k] * ((nk[k] - u * ph[k]) + alpha);
+        nk[k] = nk[k] - c * ph[k];
+        ph[k] = p;
+        s += p;
+      }
+      s = s > 1e-300 ? s : 1e-300;
+      norm[j] = s;
+      const double inv = 1.0 / s;
+      const V vi = vz + inv;
+      // phi_wk = p_k / s; N_dk += c phi_wk.
+      for (uint32_t k = 0; k < K4; k += W) {
+        V p, n;
+        std::memcpy(&p, ph + k, sizeof(V));
+        std::memcpy(&n, nk + k, sizeof(V));
+        p = p * vi;
+        n = n + vc * p;
+        std::memcpy(ph + k, &p, sizeof(V));
+        std::memcpy(nk + k, &n, sizeof(V));
+      }
+      for (uint32_t k = K4; k < K; ++k) {
+        ph[k] = ph[k] * inv;
+        nk[k] = nk[k] + c * ph[k];
+      }
+    }
+    double change = 0;
+    for (uint32_t k = 0; k < K; ++k) change = std::max(change, std::fabs(nk[k] - last[k]));
+    if (it > 1 && change < tol) break;
+  }
+  return it;
+}
+
+using Cvb0SweepsFn = uint32_t (*)(const double*, double*, double*, double*, double*, const double*, uint32_t, uint32_t,
+                                  double, uint32_t, double);
+inline uint32_t Cvb0SweepsSse2(const double* beta, double* phi, double* nk, double* last, double* norm,
+                               const double* counts, uint32_t T, uint32_t K, double alpha, uint32_t max_iter,
+                               double tol) {
+  return Cvb0SweepsT<2>(beta, phi, nk, last, norm, counts, T, K, alpha, max_iter, tol);
+}
+#if defined(__x86_64__) && defined(__GNUC__)
+#define TRIB_LDA_HAVE_AVX2 1
+__attribute__((target("avx2"))) inline uint32_t Cvb0SweepsAvx2(const double* beta, double* phi, double* nk,
+                                                               double* last, double* norm, const double* counts,
+                                                               uint32_t T, uint32_t K, double alpha, uint32_t max_iter,
+                                                               double tol) {
+  return Cvb0SweepsT<4>(beta, phi, nk, last, norm, counts, T, K, alpha, max_iter, tol);
+}
+#endif
+}  // namespace tributary::lda
+
+#endif  // TRIBUTARY_PLUGINS_LDA_LDA_CVB0_H_
