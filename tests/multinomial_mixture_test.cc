@@ -356,7 +356,7 @@ TEST(MultinomialMixtureTest, ProgramTrainsEvaluatesAndDescribesComponents) {
                                 &out, true),
             0)
       << out;
-  EXPECT_EQ(json::parse(out)["schedule"], "rho_t = (10 + t)^-0.7") << out;
+  EXPECT_EQ(json::parse(out)["schedule"], "rho_t = (256 + t)^-0.7") << out;
   ASSERT_EQ(testing::RunCommand(
                 T + " train -q --family multinomial-mixture --loss nll --components 3 --lambda 1 --in " + dir +
                     "/train.pb --out " + dir + "/d.trib && " + T + " inspect --json --model " + dir + "/d.trib",

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <boost/crc.hpp>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -13,6 +12,7 @@
 #include <sstream>
 #include <vector>
 
+#include "tributary/checksum.h"
 #include "tributary/model.h"
 #include "tributary/v1/tributary.pb.h"
 
@@ -24,11 +24,7 @@ constexpr char kMagic[8] = {'T', 'R', 'I', 'B', 'S', 'N', 'A', 'P'};
 constexpr uint32_t kFormatVersion = 1;
 constexpr size_t kHeaderSize = 8 + 4 + 8;
 
-uint32_t Crc32(const std::string& data) {
-  boost::crc_32_type crc;
-  crc.process_bytes(data.data(), data.size());
-  return crc.checksum();
-}
+uint32_t Crc32(const std::string& data) { return tributary::Crc32(data.data(), data.size()); }
 
 void PutLE(std::string* out, uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));

@@ -63,7 +63,7 @@ struct LearnFlags {
 
 // The step schedule of latent families when the command line sets none:
 // rho_t = (tau0 + t)^-kappa.
-constexpr double kLatentTau0 = 10.0;
+constexpr double kLatentTau0 = 256.0;
 constexpr double kLatentKappa = 0.7;
 
 // Builds a fresh model for the stream `header` from the flags.

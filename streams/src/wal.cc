@@ -1,11 +1,12 @@
 #include "tributary/wal.h"
 
+#include "tributary/checksum.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <google/protobuf/io/coded_stream.h>
 #include <algorithm>
-#include <boost/crc.hpp>
 #include <cerrno>
 #include <cinttypes>
 #include <cstring>
@@ -18,12 +19,6 @@ namespace tributary {
 namespace fs = std::filesystem;
 
 namespace {
-
-uint32_t Crc32(const char* data, size_t n) {
-  boost::crc_32_type crc;
-  crc.process_bytes(data, n);
-  return crc.checksum();
-}
 
 class PosixWalFile : public WalFile {
  public:
