@@ -14,8 +14,8 @@
 # snapshot), and "training" = that minus the same process on a stream of the
 # same schema with one document (start-up, start and snapshot cost the same
 # there). Wall-clock figures are printed too. Ratios are computed from the
-# numbers of this run. Schedule: LDA_SCHEDULE (default: the recommended
-# --schedule poly --tau0 1024 --kappa 0.8).
+# numbers of this run. Schedule: LDA_SCHEDULE (default: none, i.e. the
+# program's default for latent families, rho_t = (256 + t)^-0.7).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-$ROOT/build}
@@ -47,7 +47,7 @@ open(sys.argv[2], "wb").write(data[:pos])
 EOF
 NDOCS=$(wc -l < "$W/train.tsv")
 echo "documents: $NDOCS train, $(wc -l < "$W/test.tsv") test; K = $K; fastest of $REPEATS runs"
-read -r -a SCHED <<< "${LDA_SCHEDULE:---schedule poly --tau0 1024 --kappa 0.8}"
+read -r -a SCHED <<< "${LDA_SCHEDULE:-}"
 
 # Runs a command REPEATS times on core 0; prints "cpu_seconds wall_seconds" of the fastest.
 measure() {
