@@ -265,6 +265,32 @@ TEST(MultinomialMixtureTest, LabelsAreIgnoredInTrainingAndSeedsAreDeterministic)
   EXPECT_NE(b->stats().raw(), c->stats().raw()) << "another seed, another initialisation";
 }
 
+// The check-step under deliberately large steps (constant rho = 1 and 0.9,
+// tiny n): every statistic stays finite and feasible (mu >= its prior part).
+TEST(MultinomialMixtureTest, HugeStepsKeepStatisticsFiniteAndFeasible) {
+  const Truth truth = MakeTruth(51);
+  const auto docs = Sample(truth, 300, 40, 52, false);
+  for (double rho : {1.0, 0.9}) {
+    auto m = NewMixture(9, 0.5);
+    ASSERT_TRUE(m);
+    m->learner_state().schedule.kind = StepSchedule::Kind::kConstant;
+    m->learner_state().schedule.rho = rho;
+    Train(m.get(), docs, 1, 9);
+    const auto& st = m->stats();
+    for (uint64_t i = 0; i < st.size(); ++i) {
+      const double mu = st.Mu(i);
+      ASSERT_TRUE(std::isfinite(mu) && mu > 0) << "entry " << i << " = " << mu << " at rho " << rho;
+    }
+    std::vector<double> p;
+    for (uint32_t k = 0; k < kK; ++k) {
+      ASSERT_TRUE(m->ComponentTerms(k, &p).ok());
+      double sum = 0;
+      for (double x : p) sum += x;
+      EXPECT_NEAR(sum, 1.0, 1e-9);
+    }
+  }
+}
+
 TEST(MultinomialMixtureTest, RefusesLossesThatNeedLabelsAndBadOptions) {
   auto m = NewMixture(1, 10, "ncll");
   ASSERT_TRUE(m);
