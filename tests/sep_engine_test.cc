@@ -400,7 +400,8 @@ TEST(SepEngineTest, OptionsAreChecked) {
                                               {{"samples", "1"}},
                                               {{"bogus", "1"}},
                                               {{"shape_prior_variance", "-1"}},
-                                              {{"scale", "sometimes"}}}) {
+                                              {{"scale", "sometimes"}},
+                                              {{"burn_in", "soon"}}}) {
     auto m = Model::Create(BuiltinFamily("emsd-mixture"), nullptr, schema.value(), bad);
     EXPECT_FALSE(m.ok()) << bad[0].first;
   }
