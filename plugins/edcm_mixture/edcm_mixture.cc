@@ -2,7 +2,9 @@
 // exponential-family approximation to the Dirichlet compound multinomial,
 // thesis ch. 2, eq. 14-16) over bag-of-words count vectors, trained by EP (or
 // SEP / ADF) through the hooks of sep_abi.h: a Dirichlet site on the mixing
-// weights and a diagonal Gaussian site per component on beta (eq. 17-18).
+// weights and, per component and term, a Gamma site on the EDCM parameter
+// (the thesis's diagonal Gaussian sites, eq. 17-18, cannot stay positive; see
+// count_mixture.h).
 // The implementation is shared with emsd-mixture (EDCM is EMSD with unit
 // scale); see ../emsd_mixture/count_mixture.h for the model and the options.
 #include "../emsd_mixture/count_mixture.h"
