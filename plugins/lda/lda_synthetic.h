@@ -1,5 +1,6 @@
-// A known LDA for tests and benchmarks of the "lda" family (header-only, no
-// library types): topics beta_k ~ Dir_V(eta), documents theta ~ Dir_K(alpha)
+// A known LDA for tests and benchmarks of the "lda" family (header-only; the
+// matching uses the library's HungarianAssign, so include it only where
+// libtributary is linked): topics beta_k ~ Dir_V(eta), documents theta ~ Dir_K(alpha)
 // with L tokens each (Blei's notes 2013, §3, the generative process), and the
 // mean L1 distance between learned and true topics after optimal (Hungarian)
 // matching of the topics.
@@ -9,9 +10,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <random>
 #include <vector>
+
+#include "tributary/metrics.h"
 
 namespace tributary::lda {
 
@@ -76,68 +78,21 @@ inline SyntheticCorpus GenerateLda(uint64_t seed, uint32_t K, uint32_t V, uint32
   return c;
 }
 
-// Minimum-cost perfect matching of a square cost matrix (Hungarian method,
-// O(n^3)); returns the total cost.
-inline double MinCostMatching(const std::vector<std::vector<double>>& cost) {
-  const size_t n = cost.size();
-  const double inf = std::numeric_limits<double>::infinity();
-  std::vector<double> u(n + 1, 0), v(n + 1, 0);
-  std::vector<size_t> p(n + 1, 0), way(n + 1, 0);
-  for (size_t i = 1; i <= n; ++i) {
-    p[0] = i;
-    size_t j0 = 0;
-    std::vector<double> minv(n + 1, inf);
-    std::vector<char> used(n + 1, 0);
-    do {
-      used[j0] = 1;
-      const size_t i0 = p[j0];
-      double delta = inf;
-      size_t j1 = 0;
-      for (size_t j = 1; j <= n; ++j) {
-        if (used[j]) continue;
-        const double cur = cost[i0 - 1][j - 1] - u[i0] - v[j];
-        if (cur < minv[j]) {
-          minv[j] = cur;
-          way[j] = j0;
-        }
-        if (minv[j] < delta) {
-          delta = minv[j];
-          j1 = j;
-        }
-      }
-      for (size_t j = 0; j <= n; ++j) {
-        if (used[j]) {
-          u[p[j]] += delta;
-          v[j] -= delta;
-        } else {
-          minv[j] -= delta;
-        }
-      }
-      j0 = j1;
-    } while (p[j0] != 0);
-    do {
-      const size_t j1 = way[j0];
-      p[j0] = p[j1];
-      j0 = j1;
-    } while (j0 != 0);
-  }
-  double total = 0;
-  for (size_t j = 1; j <= n; ++j) total += cost[p[j] - 1][j - 1];
-  return total;
-}
-
 // Mean L1 distance between learned topics (K x V, rows p(w | k)) and the true
 // ones after optimal matching.
 inline double MeanMatchedL1(const std::vector<std::vector<double>>& learned, const SyntheticCorpus& c) {
-  std::vector<std::vector<double>> cost(c.K, std::vector<double>(c.K));
+  std::vector<double> cost(size_t{c.K} * c.K);
   for (uint32_t a = 0; a < c.K; ++a) {
     for (uint32_t b = 0; b < c.K; ++b) {
       double l1 = 0;
       for (uint32_t w = 0; w < c.V; ++w) l1 += std::fabs(learned[a][w] - c.topics[b][w]);
-      cost[a][b] = l1;
+      cost[size_t{a} * c.K + b] = l1;
     }
   }
-  return MinCostMatching(cost) / c.K;
+  const std::vector<int64_t> match = HungarianAssign(cost, c.K, c.K);
+  double total = 0;
+  for (uint32_t a = 0; a < c.K; ++a) total += cost[size_t{a} * c.K + static_cast<size_t>(match[a])];
+  return total / c.K;
 }
 
 }  // namespace tributary::lda
