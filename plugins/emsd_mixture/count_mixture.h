@@ -984,21 +984,14 @@ int CreateFlavor(const trib_schema* schema, const trib_option* opts, size_t n, t
 
 template <Flavor F>
 int Init(const trib_host_api* host, trib_plugin_vtable* out, trib_error* err) {
-  if (host == nullptr || host->abi_major != TRIB_ABI_MAJOR) {
-    return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "host ABI mismatch");
-  }
+  if (int rc = sdk::BeginFamilyVtable<Model, State>(host, out, err); rc != TRIB_OK) return rc;
   g_host = host;
   trib_family_vtable& v = out->family;
-  std::memset(&v, 0, sizeof(v));
-  v.struct_size = sizeof(trib_family_vtable);
   v.create = CreateFlavor<F>;
-  v.destroy = sdk::DestroyModel<Model>;
-  v.clone = sdk::CloneModel<Model>;
   v.layout = Layout;
   v.init_stats = InitStats;
   v.rebuild = Rebuild;
   v.state_create = StateCreate;
-  v.state_destroy = sdk::DestroyState<State>;
   v.score = Score;
   v.accumulate = Accumulate;
   v.commit = Commit;

@@ -415,19 +415,12 @@ TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_FAMILY, "gaussian", "1.0.0",
 
 extern "C" TRIB_PLUGIN_EXPORT int tributary_plugin_init(const trib_host_api* host, trib_plugin_vtable* out,
                                                         trib_error* err) {
-  if (host == nullptr || host->abi_major != TRIB_ABI_MAJOR) {
-    return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "host ABI mismatch");
-  }
+  if (int rc = tributary::sdk::BeginFamilyVtable<Model, State>(host, out, err); rc != TRIB_OK) return rc;
   trib_family_vtable& v = out->family;
-  std::memset(&v, 0, sizeof(v));
-  v.struct_size = sizeof(trib_family_vtable);
   v.create = Create;
-  v.destroy = tributary::sdk::DestroyModel<Model>;
-  v.clone = tributary::sdk::CloneModel<Model>;
   v.layout = Layout;
   v.rebuild = Rebuild;
   v.state_create = StateCreate;
-  v.state_destroy = tributary::sdk::DestroyState<State>;
   v.score = Score;
   v.accumulate = Accumulate;
   v.commit = Commit;

@@ -902,9 +902,7 @@ TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_FAMILY, "lda", TRIB_LDA_VERSION,
 
 extern "C" TRIB_PLUGIN_EXPORT int tributary_plugin_init(const trib_host_api* host, trib_plugin_vtable* out,
                                                         trib_error* err) {
-  if (host == nullptr || host->abi_major != TRIB_ABI_MAJOR) {
-    return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "host ABI mismatch");
-  }
+  if (int rc = tributary::sdk::BeginFamilyVtable<Model, State>(host, out, err); rc != TRIB_OK) return rc;
   if (host->struct_size < offsetof(trib_host_api, digamma) + sizeof(host->digamma) || host->digamma == nullptr ||
       host->lgamma == nullptr) {
     return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "the host offers no digamma/lgamma");
@@ -915,16 +913,11 @@ extern "C" TRIB_PLUGIN_EXPORT int tributary_plugin_init(const trib_host_api* hos
   if (__builtin_cpu_supports("avx2")) g_cvb0_sweeps = Cvb0SweepsAvx2;
 #endif
   trib_family_vtable& v = out->family;
-  std::memset(&v, 0, sizeof(v));
-  v.struct_size = sizeof(trib_family_vtable);
   v.create = Create;
-  v.destroy = tributary::sdk::DestroyModel<Model>;
-  v.clone = tributary::sdk::CloneModel<Model>;
   v.layout = Layout;
   v.init_stats = InitStats;
   v.rebuild = Rebuild;
   v.state_create = StateCreate;
-  v.state_destroy = tributary::sdk::DestroyState<State>;
   v.score = Score;
   v.accumulate = Accumulate;
   v.commit = Commit;

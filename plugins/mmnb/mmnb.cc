@@ -951,18 +951,14 @@ extern "C" TRIB_PLUGIN_EXPORT int tributary_plugin_init(const trib_host_api* hos
   if (host == nullptr || host->abi_major != TRIB_ABI_MAJOR || host->lgamma == nullptr || host->digamma == nullptr) {
     return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "host ABI mismatch (mmnb needs the host's lgamma and digamma)");
   }
+  if (int rc = tributary::sdk::BeginFamilyVtable<Model, State>(host, out, err); rc != TRIB_OK) return rc;
   g_host = host;
   trib_family_vtable& v = out->family;
-  std::memset(&v, 0, sizeof(v));
-  v.struct_size = sizeof(trib_family_vtable);
   v.create = Create;
-  v.destroy = tributary::sdk::DestroyModel<Model>;
-  v.clone = tributary::sdk::CloneModel<Model>;
   v.layout = Layout;
   v.init_stats = InitStats;
   v.rebuild = Rebuild;
   v.state_create = StateCreate;
-  v.state_destroy = tributary::sdk::DestroyState<State>;
   v.score = Score;
   v.accumulate = Accumulate;
   v.commit = Commit;

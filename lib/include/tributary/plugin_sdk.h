@@ -73,6 +73,24 @@ void DestroyState(trib_family_state* s) {
   delete reinterpret_cast<S*>(s);
 }
 
+// The part of tributary_plugin_init every family shares: refuses a host of
+// another ABI major version, zeroes out->family, sets its struct_size and the
+// destroy / clone / state_destroy of model type M (deep copy through its copy
+// constructor) and state type S. The caller then sets its own functions.
+template <typename M, typename S>
+int BeginFamilyVtable(const trib_host_api* host, trib_plugin_vtable* out, trib_error* err) {
+  if (host == nullptr || host->abi_major != TRIB_ABI_MAJOR) {
+    return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "host ABI mismatch");
+  }
+  trib_family_vtable& v = out->family;
+  std::memset(&v, 0, sizeof(v));
+  v.struct_size = sizeof(trib_family_vtable);
+  v.destroy = DestroyModel<M>;
+  v.clone = CloneModel<M>;
+  v.state_destroy = DestroyState<S>;
+  return TRIB_OK;
+}
+
 // mu[i] for entry i of block b (see trib_block).
 inline double Mu(const trib_stats& s, uint32_t b, uint64_t i) {
   const trib_block& blk = s.blocks[b];
