@@ -225,15 +225,25 @@ void Print(uint64_t seed, const RunResult& r, double bayes) {
 // mixture), so E[pi] of the true mixture cannot be recovered from EMSD and
 // the Bayes-optimal EMSD accuracy at the true parameters is only ~0.57.
 // What SEP must (and does) achieve: an EMSD fit at least as likely as the
-// truth, which is the single-component maximum of eq. 45.
+// truth, which is the single-component maximum of eq. 45, and the issue's
+// criterion E[pi] within 0.03 of (1/3, 1/3, 1/3) for every seed. Read the
+// latter with the former: the three components SEP learns are nearly the
+// same distribution (the single-component optimum), so the documents'
+// responsibilities stay near E[pi] and E[pi] stays near uniform; the
+// assignment accuracy is reported (0.33 for these seeds: argmax picks one
+// component for nearly everything), not asserted. The thesis's Table 3
+// (E[pi] 0.335 / 0.332 / 0.333) does not say how long its count vectors
+// were; with length 10 and the shapes above nothing better is identifiable
+// from EMSD.
 TEST(EmsdMixtureTest, Table3ThesisShapesFitEmsdBetterThanTheTruth) {
-  for (uint64_t seed : {1, 2, 3}) {
+  for (uint64_t seed : {1, 2, 3, 4, 5}) {
     Corpus c = SampleDcm(kTable3, 70, 10, 100 + seed);
     const auto [bayes, true_ll] = TrueEmsd(c, kTable3);
     RunResult r = Train(c, kTable3, seed, kSanitized ? 5 : 20);
     Print(seed, r, bayes);
     std::printf("  EMSD log-lik/doc at the true parameters %.4f\n", true_ll);
     EXPECT_GT(r.log_lik, true_ll) << "seed " << seed;
+    EXPECT_LT(r.max_pi_error, 0.03) << "seed " << seed;
     EXPECT_EQ(r.skipped, 0u);
     EXPECT_LT(bayes, 0.65);  // the data identify the components only weakly under EMSD
   }

@@ -381,6 +381,66 @@ Status SepLearner::Learn(const trib_document& doc, SepOutcome* outcome) {
   return Status::OK();
 }
 
+Result<double> SepLearner::LogPredictive(const Model& model, ScoringState* state, const trib_document& doc) {
+  const Plugin& fam = model.family();
+  const trib_sep_hooks* hooks = fam.family().sep;
+  if (hooks == nullptr) {
+    return Status::InvalidArgument("family '" + fam.name + "' has no SEP/EP hooks: no approximate log evidence");
+  }
+  if (state == nullptr) return Status::InvalidArgument("LogPredictive: no scoring state");
+  struct Scratch {
+    std::vector<uint64_t> index;
+    std::vector<double> prior;
+  } scratch;
+  scratch.index.resize(64);
+  scratch.prior.resize(64);
+  auto grow = [](trib_delta* d, size_t min_capacity) -> int {
+    auto* s = static_cast<Scratch*>(d->host);
+    const size_t cap = std::max(min_capacity, d->capacity * 2);
+    try {
+      s->index.resize(cap);
+      s->prior.resize(cap);
+    } catch (...) {
+      return TRIB_ERR_NO_MEMORY;
+    }
+    d->index = s->index.data();
+    d->value = s->prior.data();
+    d->capacity = cap;
+    return TRIB_OK;
+  };
+  trib_error err{};
+  trib_delta d{scratch.index.data(), scratch.prior.data(), 0, scratch.index.size(), &scratch, grow};
+  trib_stats view = model.stats().ConstView();
+  const std::string name = DocumentName(doc.index, doc.id ? doc.id : "");
+  int rc = hooks->support(model.family_model(), &view, &doc, &d, &err);
+  if (rc != TRIB_OK) return PluginStatus(rc, err, fam, "sep support").WithContext(name);
+  const uint64_t P = hooks->num_params(model.family_model());
+  const double n = model.learner_state().effective_size;
+  const auto& blocks = model.stats().blocks();
+  const std::vector<double>& raw = model.stats().raw();
+  std::vector<double> posterior(d.size), lambda_new(d.size);
+  uint32_t b = 0;
+  for (size_t j = 0; j < d.size; ++j) {
+    const uint64_t i = d.index[j];
+    if (i >= P) {
+      return Status::PluginError("family '" + fam.name + "' listed support entry " + std::to_string(i) +
+                                 " >= its number of natural parameters " + std::to_string(P))
+          .WithContext(name);
+    }
+    if (i < blocks[b].offset || i >= blocks[b].offset + blocks[b].size) b = BlockOf(blocks, i);
+    // lambda = lambda0 + N mu (sep_abi.h): the posterior is the cavity.
+    posterior[j] = d.value[j] + n * (blocks[b].scale * raw[i] + blocks[b].shift * blocks[b].alpha_bar);
+    if (!std::isfinite(posterior[j])) return std::nan("");
+  }
+  std::vector<double> block_site(blocks.size(), 0.0);
+  trib_sep_outcome so{sizeof(trib_sep_outcome), 0, NAN, block_site.data(), static_cast<uint32_t>(blocks.size())};
+  rc = hooks->moment_match(model.family_model(), &view, state->get(), &doc, d.index, posterior.data(), d.size,
+                           lambda_new.data(), &so, &err);
+  if (rc != TRIB_OK) return PluginStatus(rc, err, fam, "sep moment_match").WithContext(name);
+  if (so.skip) return std::nan("");
+  return so.log_z;
+}
+
 namespace {
 struct SinkAdapter {
   trib_sep_summary_sink sink;

@@ -257,7 +257,7 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
     const auto& c = sep->counters();
     std::cerr << "trained " << model->family().name << " by " << f.engine << " on " << seen << " documents ("
               << f.epochs << " pass(es), N = " << sep->effective_size() << ", damping " << sep->damping() << ", "
-              << c.skipped_infeasible << " infeasible updates skipped"
+              << c.skipped_infeasible << " infeasible updates skipped, sum of log Z_i " << Fmt(c.log_evidence, 8)
               << (f.engine == "ep" ? ", " + std::to_string(sep->SiteBytes()) + " bytes of sites" : std::string())
               << ") in " << Fmt(secs, 3) << " s -> " << out << std::endl;
   } else if (!f.quiet) {
@@ -280,12 +280,23 @@ struct LatentEval {
   explicit LatentEval(const Model& m)
       : clusters(m.num_outputs(), static_cast<uint32_t>(m.schema().classes().size())),
         probs(m.num_outputs()),
-        mass(m.num_outputs(), 0.0) {}
+        mass(m.num_outputs(), 0.0),
+        sep(SepLearner::Supports(m.family())) {}
   Status Add(const Model& m, const trib_document& v, const double* scores, ScoringState* state) {
     log_px += Posterior(scores, m.num_outputs(), probs.data());
     for (uint32_t k = 0; k < m.num_outputs(); ++k) mass[k] += probs[k];
     clusters.Add(static_cast<uint32_t>(std::max_element(probs.begin(), probs.end()) - probs.begin()), v.label);
     tokens += m.PerplexityTokens(v);
+    if (sep) {
+      // The approximate log evidence of the evaluated documents under the
+      // posterior (SepLearner::LogPredictive: log E_q[p(x | theta)]).
+      auto lz = SepLearner::LogPredictive(m, state, v);
+      if (!lz.ok()) return lz.status();
+      if (std::isfinite(lz.value())) {
+        log_evidence += lz.value();
+        ++evidence_documents;
+      }
+    }
     if (!m.has_completion()) return Status::OK();
     SplitForCompletion(v, &observed, &heldout);
     if (heldout.term_ids.empty() || observed.term_ids.empty()) return Status::OK();  // nothing to score
@@ -302,6 +313,9 @@ struct LatentEval {
   ClusteringMetrics clusters;
   std::vector<double> probs, mass;
   double log_px = 0, tokens = 0, completion_log_prob = 0, completion_tokens = 0;
+  const bool sep;  // the family has SEP hooks: approximate log evidence
+  double log_evidence = 0;
+  uint64_t evidence_documents = 0;  // documents whose log Z the family could estimate
   DocumentBuffer observed, heldout;
 };
 
@@ -365,6 +379,16 @@ int RunEval(const std::string& model_path, const std::string& in, bool as_json, 
     j["cluster_sizes"] = sizes;
     j["mean_proportions"] = weights;
     j["cluster_labels"] = mapping;
+    if (lat->sep) {
+      // Sum over the evaluated documents of log E_q[p(x | theta)] (NaN-free:
+      // documents whose site the family could not compute are left out and
+      // counted in documents - log_evidence_documents).
+      j["log_evidence"] = lat->evidence_documents > 0 ? json(lat->log_evidence) : json(nullptr);
+      j["log_evidence_per_document"] = lat->evidence_documents > 0
+                                           ? json(lat->log_evidence / static_cast<double>(lat->evidence_documents))
+                                           : json(nullptr);
+      j["log_evidence_documents"] = lat->evidence_documents;
+    }
     if (Status st = AddPosteriorSummary(*model, &j); !st.ok()) return ReportError(st);
   } else {
     j["labelled"] = metrics.labelled();
@@ -390,8 +414,13 @@ int RunEval(const std::string& model_path, const std::string& in, bool as_json, 
               << "recall        " << Fmt(lat->clusters.recall(), 4) << "\n"
               << "perplexity    " << Fmt(lat->perplexity(), 6)
               << (model->has_completion() ? "  (document completion)\n" : "  (per word)\n") << "cluster_sizes "
-              << j["cluster_sizes"].dump() << "\n"
-              << "unseen_terms  " << c.unseen_terms << "\n"
+              << j["cluster_sizes"].dump() << "\n";
+    if (j.contains("mixing_weights")) std::cout << "mixing_weights " << j["mixing_weights"].dump() << "  (E[pi])\n";
+    if (lat->sep && lat->evidence_documents > 0) {
+      std::cout << "log_evidence  " << Fmt(lat->log_evidence, 8) << "  (approximate, sum of log E_q[p(x | theta)]; "
+                << Fmt(lat->log_evidence / static_cast<double>(lat->evidence_documents), 6) << " per document)\n";
+    }
+    std::cout << "unseen_terms  " << c.unseen_terms << "\n"
               << "skipped       " << bad.skipped << std::endl;
     return kExitOk;
   }
@@ -736,7 +765,27 @@ int RunInspect(const std::string& path, bool as_json) {
   if (as_json) {
     std::cout << j.dump() << std::endl;
   } else {
-    for (auto& [k, v] : j.items()) std::cout << k << "\t" << v.dump() << "\n";
+    // Long vectors (a component's V shape means) are cut to their first
+    // values in the text form; --json prints them whole.
+    constexpr size_t kShow = 8;
+    auto shorten = [](const json& v) {
+      if (!v.is_array() || v.size() <= kShow) return v.dump();
+      json head = json::array();
+      for (size_t i = 0; i < kShow; ++i) head.push_back(v[i]);
+      std::string d = head.dump();
+      d.insert(d.size() - 1, ",... (" + std::to_string(v.size()) + " values; --json for all)");
+      return d;
+    };
+    for (auto& [k, v] : j.items()) {
+      if (k != "components") {
+        std::cout << k << "\t" << shorten(v) << "\n";
+        continue;
+      }
+      for (size_t c = 0; c < v.size(); ++c) {
+        for (auto& [name, vec] : v[c].items())
+          std::cout << "component " << c << " " << name << "\t" << shorten(vec) << "\n";
+      }
+    }
     std::cout.flush();
   }
   return kExitOk;
@@ -757,7 +806,7 @@ int RunConvert(const ConvertOptions& o, bool quiet) {
 }  // namespace
 
 int Main(int argc, char** argv) {
-  CLI::App app{"Tributary: online learning of probabilistic models from document streams (sdEM)"};
+  CLI::App app{"Tributary: online learning of probabilistic models from document streams (sdEM, SEP)"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "tributary 0.1.0");
 
@@ -781,13 +830,23 @@ int Main(int argc, char** argv) {
   // train
   LearnFlags tf;
   std::string t_in, t_out;
-  auto* t = app.add_subcommand("train", "learn a model from a stream with sdEM");
+  auto* t = app.add_subcommand("train", "learn a model from a stream (sdEM, or SEP / EP / ADF with --engine)");
   AddLearnFlags(t, &tf);
   t->add_option("--engine", tf.engine, "sdem, or sep / ep / adf for families with SEP hooks (emsd-, edcm-mixture)")
       ->capture_default_str()
       ->check(CLI::IsMember({"sdem", "sep", "ep", "adf"}));
   t->add_option("--damping", tf.damping,
-                "SEP: eps of the damped site update (default 1/N); EP: site damping (default 1)");
+                "SEP: eps of the damped site update (default 1/N); EP: site damping (default 1); in (0, 1]")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            char* end = nullptr;
+            const double d = std::strtod(v.c_str(), &end);
+            if (end == v.c_str() || *end != '\0' || !(d > 0 && d <= 1)) {
+              return "--damping: expected a number in (0, 1], found '" + v + "'";
+            }
+            return "";
+          },
+          "(0, 1]"));
   t->add_option("--epochs", tf.epochs, "passes over the stream (EP: sweeps)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

@@ -118,6 +118,21 @@ class SepLearner {
   uint64_t num_params() const { return num_params_; }
   Model* model() { return model_; }
 
+  // The family's log Z of `doc` with the posterior q itself as the cavity:
+  // log E_q[p(doc | theta)], the document's approximate log predictive
+  // density under the current posterior (thesis eq. 27-29 with nothing
+  // removed). Summed over a set of documents it is the approximate log
+  // evidence of that set given what the model has learned, the number
+  // `tributary eval` reports as log_evidence. Calls only the family's
+  // support and moment_match hooks, so the model is not modified and
+  // concurrent scorers are safe (sep_abi.h). `state` comes from
+  // model.NewScoringState(). Returns NaN if the family does not estimate
+  // log Z, or if it cannot compute this document's site (its skip reason is
+  // dropped: eval counts such documents, see LogEvidence below).
+  // Errors: the family has no SEP hooks; INVALID_DOCUMENT from the family,
+  // naming the document.
+  static Result<double> LogPredictive(const Model& model, ScoringState* state, const trib_document& doc);
+
   // Calls the family's optional summary hook; false if it has none.
   // Visits (name, component or UINT32_MAX, values).
   using SummaryVisitor = void (*)(void* ctx, const char* name, uint32_t component, const double* values, size_t count);
