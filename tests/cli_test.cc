@@ -162,6 +162,41 @@ TEST_F(CliTest, SameSeedSameModelBitForBit) {
 
 // --loss-opt reaches the loss (ABI 1.2 options), is kept in the snapshot, and
 // a bad key or value is refused naming it.
+// A live stream on standard input: train and prequential read it once (the
+// header and the documents through the same reader; standard input cannot
+// be reopened) and learn exactly what they learn from the file.
+TEST_F(CliTest, StandardInputIsReadOnceAndLearnsLikeTheFile) {
+  const std::string s = MakeStream("s.pb", 300, 9);
+  std::string out;
+  ASSERT_EQ(Run("train -q --in " + s + " --out " + dir_ + "/file.trib", &out, true), 0) << out;
+  ASSERT_EQ(
+      testing::RunCommand(
+          "cat " + s + " | " + testing::ProgramPath() + " train -q --in - --out " + dir_ + "/stdin.trib", &out, true),
+      0)
+      << out;
+  EXPECT_EQ(ReadAll(dir_ + "/file.trib"), ReadAll(dir_ + "/stdin.trib"));
+  ASSERT_EQ(testing::RunCommand("cat " + s + " | " + testing::ProgramPath() + " train -q --shuffle --epochs 2 --in - " +
+                                    "--out " + dir_ + "/stdin2.trib",
+                                &out, true),
+            0)
+      << out;
+  ASSERT_EQ(Run("train -q --shuffle --epochs 2 --in " + s + " --out " + dir_ + "/file2.trib", &out, true), 0) << out;
+  EXPECT_EQ(ReadAll(dir_ + "/file2.trib"), ReadAll(dir_ + "/stdin2.trib"));
+  std::string from_file, from_stdin;
+  ASSERT_EQ(Run("prequential --json --every 100 --in " + s, &from_file), 0);
+  ASSERT_EQ(testing::RunCommand("cat " + s + " | " + testing::ProgramPath() + " prequential --json --every 100 --in -",
+                                &from_stdin),
+            0);
+  EXPECT_EQ(from_file, from_stdin);
+  EXPECT_EQ(json::parse(from_stdin)["documents"], 300) << from_stdin;
+  // Several passes need the file (or --shuffle, which keeps the documents).
+  EXPECT_EQ(testing::RunCommand(
+                "cat " + s + " | " + testing::ProgramPath() + " train -q --epochs 2 --in - --out " + dir_ + "/x.trib",
+                &out, true),
+            1);
+  EXPECT_THAT(out, HasSubstr("--epochs > 1 needs a file"));
+}
+
 TEST_F(CliTest, LossOptionsReachTheLossAndTheSnapshot) {
   std::string s = MakeStream("s.pb", 300, 4);
   std::string out;

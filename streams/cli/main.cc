@@ -28,10 +28,23 @@ class DecodedStream {
   static Result<std::unique_ptr<DecodedStream>> Open(const std::string& path, uint32_t max_frame, const Model& model) {
     auto r = DocumentReader::Open(path, max_frame);
     if (!r.ok()) return r.status();
-    auto d = DocumentDecoder::Create(model.schema(), (*r)->header().schema());
-    if (!d.ok()) return d.status().WithContext("stream '" + path + "'");
-    std::unique_ptr<DecodedStream> s(new DecodedStream(std::move(r).value(), std::move(d).value()));
+    return Open(std::move(r).value(), model);
+  }
+  // Over a reader that has read the header and nothing else (standard input
+  // cannot be opened twice: the reader that read the header must be reused).
+  static Result<std::unique_ptr<DecodedStream>> Open(std::unique_ptr<DocumentReader> r, const Model& model) {
+    auto d = DocumentDecoder::Create(model.schema(), r->header().schema());
+    if (!d.ok()) return d.status().WithContext("stream '" + r->path() + "'");
+    std::unique_ptr<DecodedStream> s(new DecodedStream(std::move(r), std::move(d).value()));
     return s;
+  }
+  // The first pass reuses `first` (the reader that read the header; needed
+  // for standard input), later passes reopen the file.
+  static Result<std::unique_ptr<DecodedStream>> OpenPass(std::unique_ptr<DocumentReader>* first,
+                                                         const std::string& path, uint32_t max_frame,
+                                                         const Model& model) {
+    if (*first) return Open(std::move(*first), model);
+    return Open(path, max_frame, model);
   }
 
   // Next decoded document. *eof at the end. Bad documents are skipped and
@@ -150,7 +163,7 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
   auto mr = NewModelFromFlags(f, Registry(), (*first)->header(), *length);
   if (!mr.ok()) return ReportError(mr.status());
   std::unique_ptr<Model> model = std::move(mr).value();
-  first->reset();
+  std::unique_ptr<DocumentReader> reader = std::move(first).value();
   if (f.epochs > 1 && in == "-" && !f.shuffle) {
     return ReportError(Status::InvalidArgument("--epochs > 1 needs a file (or --shuffle), not standard input"));
   }
@@ -205,7 +218,7 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
   if (f.shuffle) {
     // Decode once into memory, then shuffle per epoch (Algorithm 1, line 0).
     std::vector<DocumentBuffer> docs;
-    auto ds = DecodedStream::Open(in, f.max_frame_bytes, *model);
+    auto ds = DecodedStream::OpenPass(&reader, in, f.max_frame_bytes, *model);
     if (!ds.ok()) return ReportError(ds.status());
     for (;;) {
       bool eof = false, grew = false;
@@ -227,7 +240,7 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
     }
   } else {
     for (uint32_t e = 0; e < f.epochs; ++e) {
-      auto ds = DecodedStream::Open(in, f.max_frame_bytes, *model);
+      auto ds = DecodedStream::OpenPass(&reader, in, f.max_frame_bytes, *model);
       if (!ds.ok()) return fail(ds.status());
       for (;;) {
         bool eof = false, grew = false;
@@ -569,7 +582,6 @@ int RunPrequential(const LearnFlags& f, const std::string& in, uint64_t every, b
   if (!length.ok()) return ReportError(length.status());
   auto mr = NewModelFromFlags(f, Registry(), (*first)->header(), *length);
   if (!mr.ok()) return ReportError(mr.status());
-  first->reset();
   auto model = std::move(mr).value();
   if (model->latent_outputs()) {
     return ReportError(Status::InvalidArgument(
@@ -579,7 +591,7 @@ int RunPrequential(const LearnFlags& f, const std::string& in, uint64_t every, b
   auto lr = SdemLearner::Create(model.get(), f.seed);
   if (!lr.ok()) return ReportError(lr.status());
   auto learner = std::move(lr).value();
-  auto ds = DecodedStream::Open(in, f.max_frame_bytes, *model);
+  auto ds = DecodedStream::Open(std::move(first).value(), *model);
   if (!ds.ok()) return ReportError(ds.status());
   ClassificationMetrics total(model->num_outputs());
   uint64_t window_docs = 0, window_correct = 0;
