@@ -16,6 +16,7 @@
 #include "test_util.h"
 #include "tributary/document.h"
 #include "tributary/model.h"
+#include "tributary/plugin_registry.h"
 #include "tributary/schema.h"
 #include "tributary/sdem_learner.h"
 #include "tributary/sep_engine.h"
@@ -350,6 +351,71 @@ TEST(SepEngineTest, LogPredictiveIsLogZWithThePosteriorAsCavity) {
   auto r = SepLearner::LogPredictive(*mnb.value(), mst.value().get(), c.docs[0].View());
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("'multinomial'"), std::string::npos) << r.status().ToString();
+}
+
+// A commit that fails is undone: the engine restores the block maps and the
+// support values and rebuilds the family's caches, so the model is bit for
+// bit as before the document; a NUMERIC refusal is counted as a skip and
+// the stream goes on, any other error is returned naming the document. The
+// fixture family refuses every update touching term 0 (NUMERIC) or term 1
+// (INTERNAL) in commit, after the engine has already written mu.
+TEST(SepEngineTest, FailedCommitIsUndone) {
+  auto fam = LoadPluginFile(std::string(TRIBUTARY_FIXTURE_PLUGIN_DIR) + "/sep_commit_fails.so", TRIB_KIND_FAMILY);
+  ASSERT_TRUE(fam.ok()) << fam.status().ToString();
+  auto schema = ModelSchema::FromProto(TextSchema(kVocab, kK));
+  auto mr = Model::Create(fam.value(), nullptr, schema.value(), {{"components", "3"}}, 1);
+  ASSERT_TRUE(mr.ok()) << mr.status().ToString();
+  auto m = std::move(mr).value();
+  Corpus c = Separated(40, 20, 31);
+  for (SepEngine engine : {SepEngine::kSep, SepEngine::kEp}) {
+    auto l = NewLearner(m.get(), engine, static_cast<double>(c.docs.size()));
+    auto st = m->NewScoringState();
+    ASSERT_TRUE(st.ok());
+    uint64_t refused = 0, broken = 0;
+    for (const auto& d : c.docs) {
+      const trib_document v = d.View();
+      bool has0 = false, has1 = false;
+      for (uint32_t t = 0; t < v.num_terms; ++t) {
+        has0 |= v.term_ids[t] == 0;
+        has1 |= v.term_ids[t] == 1;
+      }
+      const std::vector<double> raw = m->stats().raw();
+      const auto blocks = m->stats().blocks();
+      std::vector<double> before(kK), after(kK);
+      ASSERT_TRUE(m->Score(v, st.value().get(), before.data()).ok());
+      const uint64_t updates = m->learner_state().updates;
+      SepOutcome o;
+      Status s = l->Learn(v, &o);
+      if (has0 || has1) {
+        if (has0) {
+          ASSERT_TRUE(s.ok()) << s.ToString();
+          EXPECT_TRUE(o.skipped);
+          EXPECT_NE(o.skip_reason.find("fixture: refused term 0"), std::string::npos) << o.skip_reason;
+          ++refused;
+        } else {
+          ASSERT_FALSE(s.ok());
+          EXPECT_NE(s.message().find("fixture: broken on term 1"), std::string::npos) << s.ToString();
+          EXPECT_NE(s.ToString().find("document #"), std::string::npos) << s.ToString();
+          ++broken;
+        }
+        EXPECT_EQ(m->stats().raw(), raw);
+        for (size_t b = 0; b < blocks.size(); ++b) {
+          EXPECT_EQ(m->stats().blocks()[b].scale, blocks[b].scale);
+          EXPECT_EQ(m->stats().blocks()[b].shift, blocks[b].shift);
+        }
+        EXPECT_EQ(m->learner_state().updates, updates);
+        ASSERT_TRUE(m->Score(v, st.value().get(), after.data()).ok());
+        for (uint32_t k = 0; k < kK; ++k) EXPECT_NEAR(after[k], before[k], 1e-9 * std::fabs(before[k]));
+      } else {
+        ASSERT_TRUE(s.ok()) << s.ToString();
+        EXPECT_FALSE(o.skipped) << o.skip_reason;
+      }
+    }
+    EXPECT_GT(refused, 0u);
+    EXPECT_GT(broken, 0u);
+    EXPECT_EQ(l->counters().skipped_infeasible, refused);
+    ExpectFinite(*m);
+  }
 }
 
 // Damaging updates are skipped and counted; nothing becomes NaN or inf and

@@ -310,6 +310,20 @@ Status SepLearner::Learn(const trib_document& doc, SepOutcome* outcome) {
   rc = hooks_->feasible(m.family_model(), idx, posterior_.data(), cnt, &err);
   if (rc == TRIB_ERR_NUMERIC) return Skip("infeasible posterior: " + ErrText(err), &out);
   if (rc != TRIB_OK) return Fail(doc, PluginStatus(rc, err, fam, "sep feasible"));
+  // Entries off the support that a block site moves: the family's bound
+  // (block_feasible), since feasible() above only saw the support.
+  if (hooks_->struct_size >= offsetof(trib_sep_hooks, block_feasible) + sizeof(hooks_->block_feasible) &&
+      hooks_->block_feasible != nullptr) {
+    const double block_decay = options_.engine == SepEngine::kSep ? 1.0 - eps : 1.0;
+    for (uint32_t b = 0; b < num_param_blocks_; ++b) {
+      if (block_delta_[b] == 0.0) continue;
+      view = m.stats().View();
+      rc = hooks_->block_feasible(m.family_model(), &view, b, block_decay, block_delta_[b], &err);
+      if (rc == TRIB_ERR_NUMERIC)
+        return Skip("infeasible block site on block " + std::to_string(b) + ": " + ErrText(err), &out);
+      if (rc != TRIB_OK) return Fail(doc, PluginStatus(rc, err, fam, "sep block_feasible"));
+    }
+  }
   // SEP also decays every other entry towards zero, i.e. lambda towards the
   // prior: (1 - eps) lambda + eps lambda0 stays feasible (convex feasible
   // sets, see sep_abi.h) for eps in (0, 1]; for eps > 1 that is an
@@ -318,9 +332,13 @@ Status SepLearner::Learn(const trib_document& doc, SepOutcome* outcome) {
     return Skip("SEP damping " + Num(eps) + " > 1 would move untouched entries past the prior", &out);
   }
 
-  // 5. Apply.
+  // 5. Apply (the previous block maps and support values are kept, so that a
+  // failing commit can be undone).
   auto& mblocks = m.stats().mutable_blocks();
   std::vector<double>& wraw = m.stats().raw();
+  saved_blocks_.assign(mblocks.begin(), mblocks.begin() + num_param_blocks_);
+  raw_old_.resize(cnt);
+  for (size_t j = 0; j < cnt; ++j) raw_old_[j] = wraw[idx[j]];
   bool materialized = false;
   double decay = 1.0;
   if (options_.engine == SepEngine::kSep) {
@@ -350,15 +368,6 @@ Status SepLearner::Learn(const trib_document& doc, SepOutcome* outcome) {
     const trib_block& blk = mblocks[block_of_[j]];
     wraw[idx[j]] = (mu_new_[j] - blk.shift * blk.alpha_bar) / blk.scale;
   }
-  if (options_.engine == SepEngine::kEp) {
-    Site& s = sites_[doc.index];
-    s.index.assign(idx, idx + cnt);
-    s.value.assign(site_new_.begin(), site_new_.end());
-    s.blocks.clear();
-    for (uint32_t b = 0; b < num_param_blocks_; ++b) {
-      if (block_site_[b] != 0.0) s.blocks.emplace_back(b, block_site_[b]);
-    }
-  }
 
   // 6. The family's caches.
   LearnerState& ls = m.learner_state();
@@ -372,7 +381,29 @@ Status SepLearner::Learn(const trib_document& doc, SepOutcome* outcome) {
                        block_delta_.data(),   nb};
     view = m.stats().View();
     rc = hooks_->commit(m.family_model(), &view, idx, mu_old_.data(), cnt, &step, &err);
-    if (rc != TRIB_OK) return Fail(doc, PluginStatus(rc, err, fam, "sep commit"));
+    if (rc != TRIB_OK) {
+      // Undo: the block maps and the support values as they were, and the
+      // family's caches rebuilt from them (commit may have half-updated
+      // them). The model is then exactly as before the document. A NUMERIC
+      // refusal (an entry the family found infeasible) is a skip, counted;
+      // anything else is an error.
+      std::copy(saved_blocks_.begin(), saved_blocks_.end(), mblocks.begin());
+      for (size_t j = 0; j < cnt; ++j) wraw[idx[j]] = raw_old_[j];
+      trib_step rstep{0.0, n_, 0.0, ls.updates};
+      Status rb = m.Rebuild(rstep);
+      if (!rb.ok()) return Fail(doc, rb);
+      if (rc == TRIB_ERR_NUMERIC) return Skip("the family refused the update in commit: " + ErrText(err), &out);
+      return Fail(doc, PluginStatus(rc, err, fam, "sep commit"));
+    }
+  }
+  if (options_.engine == SepEngine::kEp) {
+    Site& s = sites_[doc.index];
+    s.index.assign(idx, idx + cnt);
+    s.value.assign(site_new_.begin(), site_new_.end());
+    s.blocks.clear();
+    for (uint32_t b = 0; b < num_param_blocks_; ++b) {
+      if (block_site_[b] != 0.0) s.blocks.emplace_back(b, block_site_[b]);
+    }
   }
   ++ls.updates;
   ++counters_.updates;

@@ -9,7 +9,7 @@
 // scale); see ../emsd_mixture/count_mixture.h for the model and the options.
 #include "../emsd_mixture/count_mixture.h"
 
-TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_FAMILY, "edcm-mixture", "1.1.0",
+TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_FAMILY, "edcm-mixture", "1.2.0",
                              "mixture of EDCM distributions over count vectors, learned by EP / SEP / ADF");
 
 extern "C" TRIB_PLUGIN_EXPORT int tributary_plugin_init(const trib_host_api* host, trib_plugin_vtable* out,

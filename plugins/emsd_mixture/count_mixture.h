@@ -67,14 +67,63 @@
 //  * Dirichlet (eq. 30, 33, 60): match E[log pi_k] of the tilted mixture
 //    sum_j r_j Dir(a + e_j) by Newton's method (Minka 2000, "Estimating a
 //    Dirichlet distribution", §1).
-// Cost per document: O(K (|d| + S)) special-function evaluations.
+// Cost per document: O(K (|d| + S)) special-function evaluations, plus
+// O(K |d| P^2) arithmetic for the totals (see "Totals").
 //
-// The totals T_j, U_j are updated in commit: exactly at the document's
-// terms, to first order for the block site; and recomputed in full
-// (O(K V)) when the rates moved by more than 5% since the last refresh
-// (frequent only while the rates are small, i.e. the first documents), when
-// the SEP decay since the last refresh exceeds 5%, and every `refresh`
-// updates.
+// Totals (version 1.2.0; 1.2.0 also adds the block_feasible hook below). T_k = sum_w a_w / b_w and U_k = sum_w a_w /
+// b_w^2 (shape a_w, rate b_w of alpha_kw) are needed by every document, and a document moves all V terms: the block
+// site adds Delta to every absent rate, and the SEP decay moves every (a, b) towards the prior (a0, b0): lambda -
+// lambda0 <- decay (lambda - lambda0). So between two O(V) recomputations ("refreshes") of component k, every term not
+// in a support since then is, exactly,
+//     a = a0 + D x,   b = b0 + D y + Delta,   i.e.  a = a' - e x,
+//     b = b' + h,  h = Delta - e y,  e = 1 - D,  a' = a0 + x, b' = b0 + y,
+// with (a', b') its values at the refresh (the "frame" of k), D the product
+// of the decays and Delta the decayed sum of the block deltas since then
+// (SEP: Delta <- decay Delta - block_delta; EP / ADF: decay 1). A term in a
+// support is removed at its old values and re-added at its new ones with
+// x = (a - a0) / D, y = (b - b0 - Delta) / D, so the same form holds for it.
+// Hence T_k = sum_w (a' - e x) / (b' + h), expanded in h / b' to order P:
+//     1 / (b' + h) = sum_{p<=P} (-h)^p / b'^(p+1)  +  (-h / b')^(P+1) / (b' + h),
+// (-h)^p = (-1)^p sum_q C(p, q) Delta^(p-q) (-e)^q y^q, which needs only the
+// moments A[p][q] = sum_w a' y^q / b'^(p+1) and X[p][q] = sum_w x y^q /
+// b'^(p+1) (q <= p <= P + 1; U likewise from 1 / (b' + h)^2 = sum_{p<=P}
+// (p + 1) (-h)^p / b'^(p+2) + remainder). A support term updates them in
+// O(P^2); T and U cost O(P^2) per component and document. The remainder is
+// bounded rigorously: with g = 1 - e - max(0, -Delta) / min_w b' (then b'
+// + h >= g b', as y < b' because b0 > 0; Delta < 0 happens with EP, when a
+// block site is replaced by a smaller one), n = P + 1, and |h|^n <= (1 + th)^P
+// |Delta|^n + (1 + 1/th)^P (e |y|)^n for any th > 0,
+//     |T~ - T| <= [(1+th)^P |Delta|^n (B0 + e B1) + (1+1/th)^P e^n (B2 + e B3)] / g
+//     |U~ - U| <= 2 (P + 2) [the same with C0..C3] / g^2
+// where B0..B3 = sum_w (a', |x|, a' |y|^n, |x| |y|^n) / b'^(P+2) and C0..C3
+// the same over b'^(P+3) (for z = h / b' >= -(1 - g): |1/(1+z) - its
+// Taylor polynomial| <= |z|^n / g, the U remainder <= 2 (P + 2) |z|^n / g^2).
+// Component k is refreshed (O(V)) when a bound exceeds 1e-8 T_k (resp.
+// 1e-6 U_k; U only sets the spread of the log-normal of s), when g < 0.5,
+// when D < 0.5, or when a term's b' is not > 0. The 1e-8 bound moves
+// log G(T) - log G(T + n), and so score() and every moment match, by at most
+// n 1e-8 nats (tests/count_mixture_totals_test.cc checks 1e-6 relative).
+// P = 9 (kOrder). A few terms with small rates would dominate the bound (a
+// rate shrunk by the projection of a present term with an intermediate
+// responsibility: measured 0.05-0.2 next to typical rates ~1 in
+// near-prior components, 30-400 in the others; their number grows with the
+// vocabulary): the E = clamp(V / 64, 16, 256) smallest reference rates of
+// each component are kept exactly instead, (a0, x, b0, y) per term, summed
+// in O(E) per document; a support term whose new b' is below the largest of
+// them joins them while there is room. (A support term held exactly is
+// found by a scan of the E held by its component; at most K E / V <= K / 64
+// of the terms are held, so the scans cost O(K) per document term.)
+// Consequences (bench/sep_bench.cc, K = 10, L = 50): a component is
+// refreshed when its shift reaches ~15% ((1e-8)^(1/10)) of its typical
+// rate; rates grow linearly with the documents a component absorbs, so that
+// happens O(log t) times, and the amortised O(V / t) per document vanishes
+// as the stream grows. Previously (first order in Delta, the decay ignored until
+// 5%, a refresh of all K components when any component's rates moved by 5%
+// of its smallest rate) the smallest rate, not the bulk, set the refresh
+// rate: with 10-term documents every 4th document refreshed all K V totals,
+// and the totals were off by up to 2e-3 (T) and 10% (U).
+// Besides, a full refresh runs every max(refresh, V) updates (rounding
+// only: O(K) amortised) and whenever N changes.
 //
 // Scale (EMSD only). eq. 45 grows without bound as b_w -> 0 for every
 // observed term, so the likelihood does not identify the scale: the shape of
@@ -122,7 +171,9 @@
 // Options: components=K (2), samples=S (32, >= 2, quadrature points for s),
 // pi_prior (1; "prior" is an alias), shape_prior_mean (0.1),
 // shape_prior_variance (= shape_prior_mean), init_jitter (0.5), refresh
-// (1000; 0 = only when the rates or the decay moved), burn_in=auto|B (auto:
+// (1000: a full recomputation of the totals every max(refresh, V) updates, a
+// guard against rounding, see "Totals"; 0 = only when the error bound asks
+// for it), burn_in=auto|B (auto:
 // min(100, floor(N / 10)) updates with responsibilities 1/K; 0 = none),
 // absent=propagate|ignore (propagate; ignore
 // drops the evidence of absent terms, for comparison), and for emsd-mixture
@@ -134,6 +185,7 @@
 #include <algorithm>
 #include <boost/math/special_functions/digamma.hpp>
 #include <boost/math/special_functions/erf.hpp>
+#include <boost/math/special_functions/gamma.hpp>
 #include <boost/math/special_functions/trigamma.hpp>
 #include <cfloat>
 #include <cmath>
@@ -157,13 +209,36 @@ inline const trib_host_api* g_host = nullptr;
 
 constexpr uint32_t kBlockPi = 0;
 constexpr double kTiny = 1e-300;
-// Refresh the totals when the rates moved by more than this fraction of the
-// smallest rate, or the SEP decay since the last refresh exceeds it.
-constexpr double kDrift = 0.05;
+// Totals between refreshes (header comment, "Totals"): order P of the
+// series in (shift, decay) and the relative error bounds that trigger a
+// refresh of a component's totals (the number of smallest-rate terms held
+// exactly instead is Model::exact_cap).
+constexpr int kOrder = 9;
+constexpr double kTolMean = 1e-8;  // |T~ - T| <= kTolMean T
+constexpr double kTolVar = 1e-6;   // |U~ - U| <= kTolVar U
+// Moments per component: A[p][q], X[p][q] (0 <= q <= p <= P + 1), then the
+// eight bound moments B0..B3, C0..C3.
+constexpr int kTri = (kOrder + 2) * (kOrder + 3) / 2;
+constexpr int kMoments = 2 * kTri + 8;
+constexpr int Tri(int p, int q) { return p * (p + 1) / 2 + q; }
 
-inline double Lgamma(double x) { return g_host ? g_host->lgamma(x) : std::lgamma(x); }
-inline double Digamma(double x) { return g_host ? g_host->digamma(x) : boost::math::digamma(x); }
-inline double Trigamma(double x) { return boost::math::trigamma(x); }
+// Double-precision Boost special functions. The host's lgamma / digamma
+// (g_host) promote double to long double: digamma's rational approximations
+// run in x87 arithmetic, and lgamma goes through gamma_imp, whose pow is
+// then powl (the "powl" of bench/SEP_RESULTS.md's profile of short
+// documents: perf shows HostLgamma -> lgamma_imp<long double> -> gamma_imp ->
+// powl, called from the quadrature over s in MomentMatch). Double keeps a
+// few ulps, far below the quadrature's error. Domain errors return NaN and
+// poles inf, which the callers check.
+using DoublePolicy =
+    boost::math::policies::policy<boost::math::policies::promote_double<false>,
+                                  boost::math::policies::domain_error<boost::math::policies::ignore_error>,
+                                  boost::math::policies::pole_error<boost::math::policies::ignore_error>,
+                                  boost::math::policies::overflow_error<boost::math::policies::ignore_error>,
+                                  boost::math::policies::evaluation_error<boost::math::policies::ignore_error>>;
+inline double Lgamma(double x) { return boost::math::lgamma(x, DoublePolicy()); }
+inline double Digamma(double x) { return boost::math::digamma(x, DoublePolicy()); }
+inline double Trigamma(double x) { return boost::math::trigamma(x, DoublePolicy()); }
 
 inline uint64_t SplitMix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
@@ -195,13 +270,29 @@ struct Model {
   uint64_t seed = 0;
   std::vector<double> total_mean;  // T_k = sum_w E[alpha_kw]
   std::vector<double> total_var;   // U_k = sum_w Var[alpha_kw]
-  std::vector<double> min_rate;    // smallest rate of component k at the last refresh
-  std::vector<double> rate_moved;  // |change of the rates| since then
-  double decay_since = 1.0;        // product of SEP decays since then
+  // The frame of component k since its last refresh (header comment,
+  // "Totals"): kMoments moments, the product D of the decays, the shift
+  // Delta of the rates, the smallest reference rate.
+  std::vector<double> moments;  // K * kMoments
+  std::vector<double> frame_decay, frame_shift, frame_min_rate;
+  // The exact terms of component k: term ids and (a0, x, b0, y) (at most
+  // exact_cap), the admission threshold on the reference rate, and per term the
+  // number of components holding it exactly.
+  struct Exact {
+    std::vector<uint32_t> w;
+    std::vector<double> p;  // 4 per term
+    double tau = 0;
+  };
+  std::vector<Exact> exact;
+  std::vector<uint32_t> exact_count;
+  uint32_t exact_cap = 16;  // clamp(V / 64, 16, 256)
   uint64_t commits = 0;
-  uint64_t refreshes = 0;
-  std::vector<double> z;  // S standard normal quadrature points (quantile midpoints)
-  std::vector<double> scratch;
+  uint64_t refreshes = 0;            // full recomputations (all components)
+  uint64_t drift_refreshes = 0;      // one component, its error bound exceeded
+  std::vector<double> z;             // S standard normal quadrature points (quantile midpoints)
+  std::vector<double> scratch;       // V: prior means during a refresh
+  std::vector<unsigned char> stale;  // K: components to refresh in commit
+  std::vector<double> support_m0;    // prior means of the support terms in commit
 
   // Entry of parameter c (0: shape - 1 of alpha, 1: -rate of alpha, 2, 3: of
   // beta) of component k, term w; block 1 + k G + c holds (k, c) for all terms.
@@ -417,8 +508,13 @@ inline int Create(Flavor flavor, const trib_schema* schema, const trib_option* o
     m->P = m->K + static_cast<uint64_t>(m->G) * m->K * m->V;
     m->total_mean.assign(m->K, 0.0);
     m->total_var.assign(m->K, 0.0);
-    m->min_rate.assign(m->K, 0.0);
-    m->rate_moved.assign(m->K, 0.0);
+    m->moments.assign(static_cast<size_t>(m->K) * kMoments, 0.0);
+    m->frame_decay.assign(m->K, 1.0);
+    m->frame_shift.assign(m->K, 0.0);
+    m->frame_min_rate.assign(m->K, INFINITY);
+    m->exact.assign(m->K, Model::Exact{});
+    m->exact_count.assign(m->V, 0);
+    m->exact_cap = static_cast<uint32_t>(std::clamp<uint64_t>(m->V / 64, 16, 256));
     // Quadrature for s: the S quantile midpoints of N(0, 1), equal weights.
     m->z.resize(m->S);
     for (uint32_t i = 0; i < m->S; ++i) {
@@ -461,28 +557,210 @@ inline int InitStats(trib_family_model* mm, trib_stats* s, uint64_t seed, trib_e
   });
 }
 
-// Recomputes T_k, U_k and the smallest rates from all statistics
-// (O(K V)); checks feasibility.
-inline int RefreshTotals(Model* m, const trib_stats& s, trib_error* err) {
-  std::vector<double> tm(m->K, 0.0), tv(m->K, 0.0), mr(m->K, INFINITY);
-  for (uint32_t k = 0; k < m->K; ++k) {
-    for (uint64_t w = 0; w < m->V; ++w) {
-      double a, b;
-      GammaAt(*m, s, m->Gauss(w, k, 0), &a, &b);
-      if (!(a > 0) || !(b > 0) || !std::isfinite(a) || !std::isfinite(b)) {
-        return Fail(err, TRIB_ERR_NUMERIC, "posterior Gamma of the shape of component %u, term %llu is (%g, %g)", k,
-                    static_cast<unsigned long long>(w), a, b);
-      }
-      tm[k] += a / b;
-      tv[k] += a / (b * b);
-      mr[k] = std::min(mr[k], b);
+// Reference values of a term with current shape a, rate b and prior (a0,
+// b0) in the frame of component k (header comment, "Totals"): a = a0 + D x,
+// b = b0 + D y + Delta, and b' = b0 + y.
+struct Ref {
+  double x, y, ar, br;
+};
+inline Ref RefOf(const Model& m, uint32_t k, double a, double b, double a0, double b0) {
+  const double D = m.frame_decay[k], x = (a - a0) / D, y = (b - b0 - m.frame_shift[k]) / D;
+  return Ref{x, y, a0 + x, b0 + y};
+}
+
+// Adds (sign +1) or removes (-1) a term to / from the series moments of
+// component k. Returns false if b' is not > 0 (the series cannot represent
+// the term: the caller refreshes the component).
+inline bool SeriesTerm(Model* m, uint32_t k, const Ref& r, double sign) {
+  if (!(r.br > 0) || !std::isfinite(r.br) || !std::isfinite(r.ar)) return false;
+  double* mo = &m->moments[static_cast<size_t>(k) * kMoments];
+  constexpr int n = kOrder + 1;
+  double inv[kOrder + 3], yq[kOrder + 2];
+  const double ib = 1.0 / r.br;
+  inv[0] = ib;
+  yq[0] = 1.0;
+  for (int p = 1; p <= kOrder + 2; ++p) inv[p] = inv[p - 1] * ib;  // 1 / b'^(p+1)
+  for (int p = 1; p <= kOrder + 1; ++p) yq[p] = yq[p - 1] * r.y;   // y^p
+  for (int p = 0; p <= kOrder + 1; ++p) {
+    const double fa = sign * r.ar * inv[p];
+    for (int q = 0; q <= p; ++q) mo[Tri(p, q)] += fa * yq[q];
+  }
+  if (r.x != 0) {  // x = 0 for the terms no document has touched (most, at a refresh)
+    for (int p = 0; p <= kOrder + 1; ++p) {
+      const double fx = sign * r.x * inv[p];
+      for (int q = 0; q <= p; ++q) mo[kTri + Tri(p, q)] += fx * yq[q];
     }
   }
-  m->total_mean.swap(tm);
-  m->total_var.swap(tv);
-  m->min_rate.swap(mr);
-  std::fill(m->rate_moved.begin(), m->rate_moved.end(), 0.0);
-  m->decay_since = 1.0;
+  const double ax = std::fabs(r.x), yn = std::fabs(yq[n]);
+  double* bm = mo + 2 * kTri;
+  for (int c = 0; c < 2; ++c) {  // B: 1 / b'^(P+2); C: 1 / b'^(P+3)
+    const double ip = sign * inv[kOrder + 1 + c];
+    bm[4 * c + 0] += r.ar * ip;
+    bm[4 * c + 1] += ax * ip;
+    bm[4 * c + 2] += r.ar * yn * ip;
+    bm[4 * c + 3] += ax * yn * ip;
+  }
+  if (sign > 0) m->frame_min_rate[k] = std::min(m->frame_min_rate[k], r.br);
+  return true;
+}
+
+inline int ExactSlot(const Model& m, uint32_t k, uint64_t w) {
+  if (m.exact_count[w] == 0) return -1;
+  const auto& ids = m.exact[k].w;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] == w) return static_cast<int>(i);
+  }
+  return -1;
+}
+inline void ExactRemove(Model* m, uint32_t k, int slot) {
+  Model::Exact& ex = m->exact[k];
+  const size_t last = ex.w.size() - 1, i = static_cast<size_t>(slot);
+  --m->exact_count[ex.w[i]];
+  ex.w[i] = ex.w[last];
+  for (int c = 0; c < 4; ++c) ex.p[4 * i + c] = ex.p[4 * last + c];
+  ex.w.pop_back();
+  ex.p.resize(4 * last);
+}
+// Adds a term: to the exact terms if its reference rate is below the
+// threshold and there is room, else to the series.
+inline bool AddTerm(Model* m, uint32_t k, uint64_t w, double a, double b, double a0, double b0) {
+  const Ref r = RefOf(*m, k, a, b, a0, b0);
+  Model::Exact& ex = m->exact[k];
+  if (!(r.br >= ex.tau) && ex.w.size() < m->exact_cap && std::isfinite(r.x) && std::isfinite(r.y)) {
+    ex.w.push_back(static_cast<uint32_t>(w));
+    ex.p.insert(ex.p.end(), {a0, r.x, b0, r.y});
+    ++m->exact_count[w];
+    return true;
+  }
+  return SeriesTerm(m, k, r, 1.0);
+}
+
+// T_k and U_k at the frame's (D, Delta): the series plus the exact terms;
+// false if the error bound exceeds kTolMean T or kTolVar U (header
+// comment, "Totals").
+inline bool FrameTotals(Model* m, uint32_t k) {
+  const double* mo = &m->moments[static_cast<size_t>(k) * kMoments];
+  const double D = m->frame_decay[k], e = 1.0 - D, dl = m->frame_shift[k];
+  constexpr int n = kOrder + 1;
+  double dp[kOrder + 2], ep[kOrder + 2], binom[kOrder + 1][kOrder + 1];
+  dp[0] = ep[0] = 1.0;
+  for (int p = 1; p <= kOrder + 1; ++p) {
+    dp[p] = dp[p - 1] * dl;
+    ep[p] = ep[p - 1] * -e;
+  }
+  for (int p = 0; p <= kOrder; ++p) {
+    binom[p][0] = binom[p][p] = 1.0;
+    for (int q = 1; q < p; ++q) binom[p][q] = binom[p - 1][q - 1] + binom[p - 1][q];
+  }
+  // (-h)^p / b'^(p+1) (T) and (p + 1) (-h)^p / b'^(p+2) (U), h = Delta - e y,
+  // expanded in Delta and e.
+  double t = 0, u = 0;
+  for (int p = 0; p <= kOrder; ++p) {
+    double tp = 0, up = 0;
+    for (int q = 0; q <= p; ++q) {
+      const double c = binom[p][q] * dp[p - q] * ep[q];
+      tp += c * (mo[Tri(p, q)] - e * mo[kTri + Tri(p, q)]);
+      up += c * (mo[Tri(p + 1, q)] - e * mo[kTri + Tri(p + 1, q)]);
+    }
+    const double sgn = p % 2 == 0 ? 1.0 : -1.0;
+    t += sgn * tp;
+    u += sgn * (p + 1) * up;
+  }
+  double err_t = 0, err_u = 0;
+  const double g = 1.0 - e - std::max(0.0, -dl) / m->frame_min_rate[k];
+  if (!(g >= 0.5)) {
+    err_t = err_u = INFINITY;
+  } else {
+    // |h|^n <= (1 + th)^P |Delta|^n + (1 + 1/th)^P (e |y|)^n for any th > 0.
+    const double* bm = mo + 2 * kTri;
+    const double d1 = std::fabs(dp[n]), e1 = std::fabs(ep[n]);
+    err_t = err_u = INFINITY;
+    for (double th : {1e-4, 1e-3, 1e-2, 0.1, 1.0, 10.0, 100.0}) {
+      const double f = std::pow(1.0 + th, kOrder) * d1, h = std::pow(1.0 + 1.0 / th, kOrder) * e1;
+      err_t = std::min(err_t, (f * (bm[0] + e * bm[1]) + h * (bm[2] + e * bm[3])) / g);
+      err_u = std::min(err_u, 2.0 * (kOrder + 2) * (f * (bm[4] + e * bm[5]) + h * (bm[6] + e * bm[7])) / (g * g));
+    }
+  }
+  // The exact terms.
+  const Model::Exact& ex = m->exact[k];
+  bool ok = true;
+  for (size_t i = 0; i < ex.w.size(); ++i) {
+    const double* q = &ex.p[4 * i];
+    const double a = q[0] + D * q[1], b = q[2] + D * q[3] + dl;
+    ok &= a > 0 && b > 0;
+    t += a / b;
+    u += a / (b * b);
+  }
+  m->total_mean[k] = t;
+  m->total_var[k] = u;
+  return ok && t > 0 && u > 0 && err_t <= kTolMean * t && err_u <= kTolVar * u;
+}
+
+// Recomputes the moments and exact terms of component k from all statistics
+// (O(V)) and restarts its frame (D = 1, Delta = 0); checks feasibility.
+inline int RefreshComponent(Model* m, const trib_stats& s, uint32_t k, trib_error* err) {
+  std::fill(m->moments.begin() + static_cast<size_t>(k) * kMoments,
+            m->moments.begin() + static_cast<size_t>(k + 1) * kMoments, 0.0);
+  m->frame_decay[k] = 1.0;
+  m->frame_shift[k] = 0.0;
+  m->frame_min_rate[k] = INFINITY;
+  Model::Exact& ex = m->exact[k];
+  for (uint32_t w : ex.w) --m->exact_count[w];
+  ex.w.clear();
+  ex.p.clear();
+  const uint32_t b0 = m->GaussBlock(k, 0), b1 = m->GaussBlock(k, 1);
+  const trib_block &blk0 = s.blocks[b0], &blk1 = s.blocks[b1];
+  const double sh0 = blk0.shift * blk0.alpha_bar, sh1 = blk1.shift * blk1.alpha_bar;
+  const uint64_t i0 = m->Gauss(0, k, 0), i1 = m->Gauss(0, k, 1);
+  // Pass 1: the prior means and the exact_cap smallest rates (a max-heap).
+  std::vector<double>& prior = m->scratch;
+  prior.resize(m->V);
+  std::vector<std::pair<double, uint32_t>> heap;
+  heap.reserve(m->exact_cap + 1);
+  for (uint64_t w = 0; w < m->V; ++w) {
+    const double m0 = m->ShapePriorMean(k, w), pa = m0 * m0 / m->shape_var, pb = m0 / m->shape_var;
+    prior[w] = m0;
+    const double a = pa + m->n * (blk0.scale * s.raw[i0 + w] + sh0);
+    const double b = pb - m->n * (blk1.scale * s.raw[i1 + w] + sh1);
+    if (!(a > 0) || !(b > 0) || !std::isfinite(a) || !std::isfinite(b)) {
+      return Fail(err, TRIB_ERR_NUMERIC, "posterior Gamma of the shape of component %u, term %llu is (%g, %g)", k,
+                  static_cast<unsigned long long>(w), a, b);
+    }
+    if (heap.size() < m->exact_cap || b < heap.front().first) {
+      heap.emplace_back(b, static_cast<uint32_t>(w));
+      std::push_heap(heap.begin(), heap.end());
+      if (heap.size() > m->exact_cap) {
+        std::pop_heap(heap.begin(), heap.end());
+        heap.pop_back();
+      }
+    }
+  }
+  // The threshold: the largest rate held exactly (none if V <= exact_cap: all
+  // terms are exact).
+  ex.tau = heap.size() < m->V ? heap.front().first : INFINITY;
+  for (const auto& hw : heap) prior[hw.second] = -prior[hw.second];  // mark
+  // Pass 2: the series over the other terms, then the exact terms.
+  for (uint64_t w = 0; w < m->V; ++w) {
+    const double m0 = std::fabs(prior[w]), pa = m0 * m0 / m->shape_var, pb = m0 / m->shape_var;
+    const double a = pa + m->n * (blk0.scale * s.raw[i0 + w] + sh0);
+    const double b = pb - m->n * (blk1.scale * s.raw[i1 + w] + sh1);
+    if (prior[w] < 0) {
+      ex.w.push_back(static_cast<uint32_t>(w));
+      ex.p.insert(ex.p.end(), {pa, a - pa, pb, b - pb});
+      ++m->exact_count[w];
+    } else {
+      SeriesTerm(m, k, Ref{a - pa, b - pb, a, b}, 1.0);
+    }
+  }
+  FrameTotals(m, k);  // D = 1, Delta = 0: the series is exact
+  return TRIB_OK;
+}
+
+// Recomputes all components (O(K V)).
+inline int RefreshTotals(Model* m, const trib_stats& s, trib_error* err) {
+  for (uint32_t k = 0; k < m->K; ++k) {
+    if (int rc = RefreshComponent(m, s, k, err); rc != TRIB_OK) return rc;
+  }
   ++m->refreshes;
   return TRIB_OK;
 }
@@ -606,8 +884,12 @@ inline int ComponentTerms(const trib_family_model* mm, const trib_stats* s, uint
   });
 }
 
-// Cache: T (K), U (K), smallest rates (K), rates moved (K), decay since the
-// last refresh, commits.
+// Cache: T (K), U (K), the frames' smallest reference rates (K) and shifts
+// (K), 1 (formerly the decay since the last refresh), commits: the layout of
+// version 1.1.0. Import restores T, U (so that a loaded model scores exactly
+// as the saved one) and the update count; Model::Load runs rebuild() first,
+// which restarts the frames at the loaded statistics, and the imported T, U
+// are within the bound of those.
 inline int ExportCache(const trib_family_model* mm, double* out, size_t* size, trib_error*) {
   const Model& m = *M(mm);
   const size_t need = 4 * static_cast<size_t>(m.K) + 2;
@@ -618,9 +900,9 @@ inline int ExportCache(const trib_family_model* mm, double* out, size_t* size, t
   const size_t K = m.K;
   std::memcpy(out, m.total_mean.data(), K * sizeof(double));
   std::memcpy(out + K, m.total_var.data(), K * sizeof(double));
-  std::memcpy(out + 2 * K, m.min_rate.data(), K * sizeof(double));
-  std::memcpy(out + 3 * K, m.rate_moved.data(), K * sizeof(double));
-  out[4 * K] = m.decay_since;
+  std::memcpy(out + 2 * K, m.frame_min_rate.data(), K * sizeof(double));
+  std::memcpy(out + 3 * K, m.frame_shift.data(), K * sizeof(double));
+  out[4 * K] = 1.0;
   out[4 * K + 1] = static_cast<double>(m.commits);
   *size = need;
   return TRIB_OK;
@@ -634,9 +916,6 @@ inline int ImportCache(trib_family_model* mm, const double* in, size_t size, tri
   }
   std::memcpy(m.total_mean.data(), in, K * sizeof(double));
   std::memcpy(m.total_var.data(), in + K, K * sizeof(double));
-  std::memcpy(m.min_rate.data(), in + 2 * K, K * sizeof(double));
-  std::memcpy(m.rate_moved.data(), in + 3 * K, K * sizeof(double));
-  m.decay_since = in[4 * K];
   m.commits = static_cast<uint64_t>(in[4 * K + 1]);
   return TRIB_OK;
 }
@@ -890,42 +1169,65 @@ inline int SepCommit(trib_family_model* mm, const trib_stats* s, const uint64_t*
       m->n = step->n;
       return RefreshTotals(m, *s, err);
     }
-    m->decay_since *= step->decay;
-    // Support entries: exact old -> new. The support lists, per term, the G
-    // entries of each component in order, so (shape, -rate) of a shape are
-    // adjacent in the list (their indices differ by V).
+    // Periodic full recomputation, a safety net against rounding only (the
+    // frames bound the truncation error): at least every max(refresh, V)
+    // updates, O(K) amortised per update.
+    if (m->refresh > 0 && m->commits % std::max<uint64_t>(m->refresh, m->V) == 0) return RefreshTotals(m, *s, err);
     const uint32_t K = m->K, G = m->G;
     if (count < K || (count - K) % (static_cast<size_t>(K) * G) != 0) return RefreshTotals(m, *s, err);
-    std::vector<double>& var_support = m->scratch;
-    var_support.assign(K, 0.0);
+    // The support lists, per term, the G entries of each component in order,
+    // so (shape, -rate) of a shape are adjacent (their indices differ by V).
     for (size_t j = K; j + 1 < count; j += G) {
       const uint64_t i = index[j];
       const uint32_t k = static_cast<uint32_t>(((j - K) / G) % K);
       if (index[j + 1] != i + m->V || i != m->Gauss((i - K) % m->V, k, 0)) return RefreshTotals(m, *s, err);
-      const double ao = m->Prior(i) + m->n * old_mu[j] + 1.0, bo = -(m->Prior(i + m->V) + m->n * old_mu[j + 1]);
-      double an, bn;
-      GammaAt(*m, *s, i, &an, &bn);
-      m->total_mean[k] += an / bn - ao / bo;
-      m->total_var[k] += an / (bn * bn) - ao / (bo * bo);
-      var_support[k] += an / (bn * bn);
     }
-    // The other terms: their -rate moved by the block delta d, so their means
-    // a / b by d a / b^2 to first order; a refresh follows once the rates
-    // moved by more than kDrift of the smallest one.
-    bool refresh = m->refresh > 0 && m->commits % m->refresh == 0;
-    if (step->block_delta != nullptr) {
-      for (uint32_t k = 0; k < K; ++k) {
-        const uint32_t b = m->GaussBlock(k, 1);
-        if (b < step->num_blocks && step->block_delta[b] != 0.0) {
-          const double dl = step->block_delta[b];
-          m->total_mean[k] += dl * std::max(0.0, m->total_var[k] - var_support[k]);
-          m->rate_moved[k] += std::fabs(dl);
-          refresh |= m->rate_moved[k] > kDrift * m->min_rate[k];
-        }
+    // 1. Remove the support terms' old values in the old frames. A term the
+    //    series cannot represent marks its component for a refresh.
+    std::vector<unsigned char>& stale = m->stale;  // 1: refresh component k
+    stale.assign(K, 0);
+    std::vector<double>& prior_mean = m->support_m0;  // per j / G
+    prior_mean.resize(count / G + 1);
+    for (size_t j = K; j + 1 < count; j += G) {
+      const uint64_t i = index[j];
+      const uint32_t k = static_cast<uint32_t>(((j - K) / G) % K);
+      const uint64_t w = (i - K) % m->V;
+      const double m0 = prior_mean[j / G] = m->ShapePriorMean(k, w);
+      if (stale[k] != 0) continue;
+      if (const int slot = ExactSlot(*m, k, w); slot >= 0) {
+        ExactRemove(m, k, slot);
+        continue;
       }
+      const double pa = m0 * m0 / m->shape_var, pb = m0 / m->shape_var;
+      const double ao = pa + m->n * old_mu[j], bo = pb - m->n * old_mu[j + 1];
+      if (!SeriesTerm(m, k, RefOf(*m, k, ao, bo, pa, pb), -1.0)) stale[k] = 1;
     }
-    refresh |= m->decay_since < 1.0 - kDrift;
-    if (refresh) return RefreshTotals(m, *s, err);
+    // 2. Advance the frames: every other entry decayed (a - a0 and b - b0 by
+    //    the factor `decay`) and the rates moved by the block delta.
+    for (uint32_t k = 0; k < K; ++k) {
+      m->frame_decay[k] *= step->decay;
+      m->frame_shift[k] *= step->decay;
+      const uint32_t b = m->GaussBlock(k, 1);
+      if (step->block_delta != nullptr && b < step->num_blocks) m->frame_shift[k] -= step->block_delta[b];
+      if (!(m->frame_decay[k] > 0.5)) stale[k] = 1;
+    }
+    // 3. Add the support terms' new values in the new frames.
+    for (size_t j = K; j + 1 < count; j += G) {
+      const uint64_t i = index[j];
+      const uint32_t k = static_cast<uint32_t>(((j - K) / G) % K);
+      if (stale[k] != 0) continue;
+      const uint64_t w = (i - K) % m->V;
+      const double m0 = prior_mean[j / G], pa = m0 * m0 / m->shape_var, pb = m0 / m->shape_var;
+      const double an = pa + m->n * MuAt(*s, i, m->GaussBlock(k, 0));
+      const double bn = pb - m->n * MuAt(*s, i + m->V, m->GaussBlock(k, 1));
+      if (!AddTerm(m, k, w, an, bn, pa, pb)) stale[k] = 1;
+    }
+    // 4. The totals, or a refresh of the components whose bound is exceeded.
+    for (uint32_t k = 0; k < K; ++k) {
+      if (stale[k] == 0 && FrameTotals(m, k)) continue;
+      ++m->drift_refreshes;
+      if (int rc = RefreshComponent(m, *s, k, err); rc != TRIB_OK) return rc;
+    }
     return TRIB_OK;
   });
 }
@@ -972,8 +1274,46 @@ inline int Summary(const trib_family_model* mm, const trib_stats* s, trib_sep_su
   });
 }
 
+// block_feasible (sep_abi.h): the only block sites are on the -rate block
+// of each component's shapes (absent terms' evidence, "Moment matching").
+// The new rate of an off-support term is b0 + decay (b - b0) - delta >=
+// decay b - delta (b0 > 0), and b >= L_k, a lower bound on component k's
+// current rates from the totals' frame ("Totals"): a series term has b =
+// b0 + D y + Delta = D b' + (1 - D) b0 + Delta >= D min b' + Delta, with
+// frame_min_rate[k] <= min b' (never raised between refreshes); the exact
+// terms are evaluated one by one (O(E)). Conservative: a refused update
+// might have been feasible; it is counted as skipped. Needed for EP, where
+// a replaced block site can shrink (SEP and ADF only add r c < 0 to -rate,
+// i.e. raise every rate).
+inline int BlockFeasible(const trib_family_model* mm, const trib_stats*, uint32_t block, double decay, double delta,
+                         trib_error* err) {
+  return Guard(err, [&] {
+    const Model& m = *M(mm);
+    if (delta == 0.0) return TRIB_OK;
+    for (uint32_t k = 0; k < m.K; ++k) {
+      if (block != m.GaussBlock(k, 1)) continue;
+      if (delta <= 0.0) return TRIB_OK;  // -rate falls: every rate grows (decay moves towards the prior)
+      const double D = m.frame_decay[k], dl = m.frame_shift[k];
+      double lower = D * m.frame_min_rate[k] + dl;
+      const Model::Exact& ex = m.exact[k];
+      for (size_t i = 0; i < ex.w.size(); ++i) {
+        const double* q = &ex.p[4 * i];
+        lower = std::min(lower, q[2] + D * q[3] + dl);
+      }
+      if (!(decay * lower - delta > 0)) {
+        return Fail(err, TRIB_ERR_NUMERIC,
+                    "the block site would lower every absent term's rate in component %u by %g, but a rate may be as "
+                    "small as %g",
+                    k, delta, decay * lower);
+      }
+      return TRIB_OK;
+    }
+    return Fail(err, TRIB_ERR_NUMERIC, "unexpected block site %g on block %u", delta, block);
+  });
+}
+
 inline const trib_sep_hooks kSepHooks = {
-    sizeof(trib_sep_hooks), NumParams, Support, MomentMatch, Feasible, SepCommit, Summary,
+    sizeof(trib_sep_hooks), NumParams, Support, MomentMatch, Feasible, SepCommit, Summary, BlockFeasible,
 };
 
 template <Flavor F>

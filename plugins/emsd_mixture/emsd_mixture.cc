@@ -5,7 +5,7 @@
 // model, the moment matching and the options.
 #include "count_mixture.h"
 
-TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_FAMILY, "emsd-mixture", "1.1.0",
+TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_FAMILY, "emsd-mixture", "1.2.0",
                              "mixture of EMSD distributions over count vectors, learned by SEP / EP / ADF");
 
 extern "C" TRIB_PLUGIN_EXPORT int tributary_plugin_init(const trib_host_api* host, trib_plugin_vtable* out,

@@ -47,8 +47,10 @@
  *   2. the engine computes the cavity at those entries
  *   3. moment_match(doc, cavity) -> lambda_new at the same entries, or a skip
  *   4. the engine forms the new posterior at those entries and asks
- *      feasible(); an infeasible one is skipped and counted, never applied
- *   5. the engine writes mu and calls commit() with the touched entries.
+ *      feasible(), and block_feasible() for each block a block site moves;
+ *      an infeasible one is skipped and counted, never applied
+ *   5. the engine writes mu and calls commit() with the touched entries; if
+ *      commit fails the engine restores mu and calls rebuild().
  * Steps 1-4 do not modify the model. A skipped or failed document leaves the
  * model exactly as it was.
  *
@@ -172,6 +174,24 @@ typedef struct trib_sep_hooks {
   /* Optional: the posterior summary `tributary inspect` prints (mixtures:
    * "mixing_weights", "<param>_mean", "<param>_variance"). O(model). */
   int (*summary)(const trib_family_model* model, const trib_stats* stats, trib_sep_summary_sink* sink, trib_error* err);
+
+  /* Optional (read only if struct_size covers it; required in practice for
+   * families that set block sites on parameters with a bounded feasible set,
+   * e.g. the -rate of a Gamma). Before a document's update is applied, for
+   * each natural-parameter block b whose entries outside the support would
+   * move, the engine asks whether every such entry stays feasible when
+   *     lambda <- lambda0 + decay * (lambda - lambda0) + delta
+   * (decay: the SEP decay 1 - eps, 1 for EP and ADF; delta: the block-site
+   * change, step.block_delta[b]). TRIB_OK: feasible; TRIB_ERR_NUMERIC: not
+   * (or not provably, e.g. from a cached bound), and the engine skips and
+   * counts the document, leaving the model as it was. Must not modify the
+   * model; O(1) per block is expected. Why it is needed: with EP a block
+   * site can be replaced by a smaller one (u - u_old of either sign), so
+   * entries that other documents' explicit sites had moved close to the
+   * boundary can be pushed across it; the support-only check of feasible()
+   * cannot see them. */
+  int (*block_feasible)(const trib_family_model* model, const trib_stats* stats, uint32_t block, double decay,
+                        double delta, trib_error* err);
 } trib_sep_hooks;
 
 #ifdef __cplusplus

@@ -166,6 +166,8 @@ class SepLearner {
   std::vector<double> support_prior_;
   std::vector<double> cavity_, lambda_new_, mu_old_, mu_new_, site_new_, posterior_;
   std::vector<uint32_t> block_of_;
+  std::vector<trib_block> saved_blocks_;  // the natural-parameter block maps before an update (undo)
+  std::vector<double> raw_old_;           // the support's raw values before an update (undo)
   std::vector<double> block_site_, block_delta_;
 };
 
