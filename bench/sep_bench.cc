@@ -6,6 +6,8 @@
 //                              before the timed loop (the stream so far)
 //   BM_SepLearnNoRefresh       the same with option refresh=0 (no periodic
 //                              O(K V) recomputation of the shape totals)
+//   BM_SepLearnMonteCarlo      the same with option integration=montecarlo
+//                              (S = 32, 100 seeded draws of s)
 //   BM_EpLearn                 EP on the same documents, for comparison
 //                              (same per-document work, plus one stored site
 //                              per document: site_bytes_per_doc)
@@ -116,14 +118,18 @@ const std::vector<DocumentBuffer>& Docs(uint64_t V, uint32_t L) {
   return it->second;
 }
 
-std::unique_ptr<Model> NewModel(uint64_t V, uint32_t K, uint32_t S, bool refresh) {
+// Family options besides components and samples.
+enum Variant { kDefault = 0, kNoRefresh = 1, kMonteCarlo = 2 };
+
+std::unique_ptr<Model> NewModel(uint64_t V, uint32_t K, uint32_t S, Variant variant) {
   v1::Schema proto;
   proto.set_hashed_dim(V);
   for (uint32_t k = 0; k < kTopics; ++k) proto.add_class_names("c" + std::to_string(k));
   auto schema = ModelSchema::FromProto(proto);
   if (!schema.ok()) Die(schema.status().ToString());
   Options opts = {{"components", std::to_string(K)}, {"samples", std::to_string(S)}};
-  if (!refresh) opts.emplace_back("refresh", "0");
+  if (variant == kNoRefresh) opts.emplace_back("refresh", "0");
+  if (variant == kMonteCarlo) opts.emplace_back("integration", "montecarlo");
   auto m = Model::Create(Family("emsd-mixture"), nullptr, *schema, opts, 1);
   if (!m.ok()) Die(m.status().ToString());
   return std::move(m).value();
@@ -164,20 +170,20 @@ struct Warmed {
 };
 
 Warmed& Warm(const std::vector<int64_t>& key, uint64_t V, uint32_t K, uint32_t S, uint32_t L, uint64_t warm,
-             SepEngine engine, bool refresh) {
+             SepEngine engine, Variant variant) {
   static Warmed w;
   if (w.key == key && w.learner) return w;
   w.learner.reset();
   w.model.reset();
   w.key = key;
-  w.model = NewModel(V, K, S, refresh);
+  w.model = NewModel(V, K, S, variant);
   w.learner = NewLearner(w.model.get(), engine);
   const auto& docs = Docs(V, L);
   for (w.t = 0; w.t < warm; ++w.t) LearnOne(w.learner.get(), docs[w.t % kRing], w.t);
   return w;
 }
 
-void Run(benchmark::State& state, SepEngine engine, bool refresh) {
+void Run(benchmark::State& state, SepEngine engine, Variant variant) {
   const uint32_t S = static_cast<uint32_t>(state.range(0));
   const uint32_t K = static_cast<uint32_t>(state.range(1));
   const uint64_t V = static_cast<uint64_t>(state.range(2));
@@ -185,8 +191,8 @@ void Run(benchmark::State& state, SepEngine engine, bool refresh) {
   const uint64_t warm = static_cast<uint64_t>(state.range(4));
   const auto& docs = Docs(V, L);
   Warmed& w = Warm({state.range(0), state.range(1), state.range(2), state.range(3), state.range(4),
-                    static_cast<int64_t>(engine), refresh ? 1 : 0},
-                   V, K, S, L, warm, engine, refresh);
+                    static_cast<int64_t>(engine), static_cast<int64_t>(variant)},
+                   V, K, S, L, warm, engine, variant);
   SepLearner* learner = w.learner.get();
   const SepCounters before = learner->counters();
   const size_t sites_before = learner->SiteBytes();
@@ -209,9 +215,10 @@ void Run(benchmark::State& state, SepEngine engine, bool refresh) {
   }
 }
 
-void BM_SepLearn(benchmark::State& state) { Run(state, SepEngine::kSep, true); }
-void BM_SepLearnNoRefresh(benchmark::State& state) { Run(state, SepEngine::kSep, false); }
-void BM_EpLearn(benchmark::State& state) { Run(state, SepEngine::kEp, true); }
+void BM_SepLearn(benchmark::State& state) { Run(state, SepEngine::kSep, kDefault); }
+void BM_SepLearnNoRefresh(benchmark::State& state) { Run(state, SepEngine::kSep, kNoRefresh); }
+void BM_SepLearnMonteCarlo(benchmark::State& state) { Run(state, SepEngine::kSep, kMonteCarlo); }
+void BM_EpLearn(benchmark::State& state) { Run(state, SepEngine::kEp, kDefault); }
 
 // Arguments: S, K, V, L, warm. The reference point is S=32 K=10 V=10^4
 // L=50 warm=2000; each group varies one of them.
@@ -235,6 +242,12 @@ void VocabSweep(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_SepLearn)->Apply(Sweeps);
 BENCHMARK(BM_SepLearnNoRefresh)->Apply(VocabSweep);
+// integration=montecarlo: S seeded draws of s instead of S quadrature points.
+BENCHMARK(BM_SepLearnMonteCarlo)
+    ->ArgNames({"S", "K", "V", "L", "warm"})
+    ->Args({32, 10, 10000, 50, 2000})
+    ->Args({100, 10, 10000, 50, 2000})
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_EpLearn)
     ->ArgNames({"S", "K", "V", "L", "warm"})
     ->Args({32, 10, 10000, 50, 2000})

@@ -229,29 +229,34 @@ TEST(SepEngineTest, EpSiteMemoryGrowsLinearly) {
 // was correct; the disagreement seen before came from the family (Monte
 // Carlo noise in every site, Gaussian shapes going negative, absent terms
 // ignored), see count_mixture.h.
+// Also with integration=montecarlo (the thesis's S = 100 seeded draws of s
+// instead of the default quadrature).
 TEST(SepEngineTest, SepAgreesWithEpOnSmallData) {
-  for (uint64_t seed : {1, 2, 3}) {
-    Corpus c = Separated(60, 20, 20 + seed);
-    const double n = static_cast<double>(c.docs.size());
-    auto ms = NewModel("edcm-mixture", {}, seed);
-    auto me = NewModel("edcm-mixture", {}, seed);
-    auto ls = NewLearner(ms.get(), SepEngine::kSep, n, 0, seed);
-    auto le = NewLearner(me.get(), SepEngine::kEp, n, 0.5, seed);  // damped EP, as usual for mixtures
-    Sweep(ls.get(), c, 10, seed);
-    Sweep(le.get(), c, 10, seed);
-    const double acc_s = Accuracy(*ms, c), acc_e = Accuracy(*me, c);
-    const auto pi_s = MixingWeights(*ms), pi_e = MixingWeights(*me);
-    std::printf(
-        "seed %llu: accuracy SEP %.3f EP %.3f; sorted E[pi] SEP (%.3f %.3f %.3f) EP (%.3f %.3f %.3f); "
-        "skipped SEP %llu EP %llu\n",
-        static_cast<unsigned long long>(seed), acc_s, acc_e, pi_s[0], pi_s[1], pi_s[2], pi_e[0], pi_e[1], pi_e[2],
-        static_cast<unsigned long long>(ls->counters().skipped_infeasible),
-        static_cast<unsigned long long>(le->counters().skipped_infeasible));
-    EXPECT_NEAR(acc_s, acc_e, 0.02) << "seed " << seed;
-    for (uint32_t k = 0; k < kK; ++k) EXPECT_NEAR(pi_s[k], pi_e[k], 0.02) << "seed " << seed;
-    EXPECT_GT(acc_e, 0.9) << "seed " << seed;
-    ExpectFinite(*ms);
-    ExpectFinite(*me);
+  for (const Options& opt : {Options{}, Options{{"integration", "montecarlo"}}}) {
+    for (uint64_t seed : {1, 2, 3}) {
+      SCOPED_TRACE(opt.empty() ? "quadrature" : "montecarlo");
+      Corpus c = Separated(60, 20, 20 + seed);
+      const double n = static_cast<double>(c.docs.size());
+      auto ms = NewModel("edcm-mixture", opt, seed);
+      auto me = NewModel("edcm-mixture", opt, seed);
+      auto ls = NewLearner(ms.get(), SepEngine::kSep, n, 0, seed);
+      auto le = NewLearner(me.get(), SepEngine::kEp, n, 0.5, seed);  // damped EP, as usual for mixtures
+      Sweep(ls.get(), c, 10, seed);
+      Sweep(le.get(), c, 10, seed);
+      const double acc_s = Accuracy(*ms, c), acc_e = Accuracy(*me, c);
+      const auto pi_s = MixingWeights(*ms), pi_e = MixingWeights(*me);
+      std::printf(
+          "seed %llu: accuracy SEP %.3f EP %.3f; sorted E[pi] SEP (%.3f %.3f %.3f) EP (%.3f %.3f %.3f); "
+          "skipped SEP %llu EP %llu\n",
+          static_cast<unsigned long long>(seed), acc_s, acc_e, pi_s[0], pi_s[1], pi_s[2], pi_e[0], pi_e[1], pi_e[2],
+          static_cast<unsigned long long>(ls->counters().skipped_infeasible),
+          static_cast<unsigned long long>(le->counters().skipped_infeasible));
+      EXPECT_NEAR(acc_s, acc_e, 0.02) << "seed " << seed;
+      for (uint32_t k = 0; k < kK; ++k) EXPECT_NEAR(pi_s[k], pi_e[k], 0.02) << "seed " << seed;
+      EXPECT_GT(acc_e, 0.9) << "seed " << seed;
+      ExpectFinite(*ms);
+      ExpectFinite(*me);
+    }
   }
 }
 

@@ -52,8 +52,15 @@
 //    variance come from the cached posterior totals T_j = sum_w E[alpha_jw],
 //    U_j = sum_w Var[alpha_jw] (corrected at the document's terms to the
 //    cavity), and is integrated with S deterministic quadrature points of the
-//    log-normal with those moments (option samples = S). No Monte Carlo: a
-//    given cavity always gives the same site.
+//    log-normal with those moments (option samples = S): a given cavity
+//    always gives the same site. DEVIATION from the thesis (eq. 28: Monte
+//    Carlo with S samples of the cavity): with the first Monte Carlo
+//    implementation the sampling noise kept SEP and EP from agreeing on small
+//    data. integration=montecarlo restores the thesis's estimator on s: S
+//    (default 100) positive draws exp(mu + sd z), z ~ N(0, 1) from the
+//    learner's seeded generator (state_create's seed), the same draws for
+//    all components of a document (tests: EmsdMixtureTest.MonteCarlo...,
+//    SepEngineTest.SepAgreesWithEpOnSmallData with both).
 //  * r_j = E[pi_j] E_j / Z_i (eq. 29). The tilted marginal of a present
 //    shape is (1 - r) Gamma(a, b) + r Gamma(a + 1, b - c_j); of a learned
 //    scale (1 - r) Gamma(a, b) + r Gamma(a - x_w, b). Each is projected on a
@@ -168,7 +175,9 @@
 // score(): log p(z = k, x) = log E[pi_k] + log EMSD(x | E[a_k], E[b_k]) with
 // s = T_k (posterior means; K outputs, TRIB_OUTPUTS_LATENT).
 //
-// Options: components=K (2), samples=S (32, >= 2, quadrature points for s),
+// Options: components=K (2), samples=S (32, >= 2, quadrature points for s;
+// 100 Monte Carlo draws with integration=montecarlo),
+// integration=quadrature|montecarlo (quadrature),
 // pi_prior (1; "prior" is an alias), shape_prior_mean (0.1),
 // shape_prior_variance (= shape_prior_mean), init_jitter (0.5), refresh
 // (1000: a full recomputation of the totals every max(refresh, V) updates, a
@@ -192,6 +201,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -253,6 +263,8 @@ struct Model {
   uint32_t K = 2;
   uint64_t V = 0;
   uint32_t S = 32;
+  bool samples_given = false;  // samples=S was an option (else 32, or 100 for Monte Carlo)
+  bool monte_carlo = false;    // integration=montecarlo: S seeded log-normal draws instead of quadrature
   bool learn_scale = false;
   bool absent = true;  // propagate the evidence of absent terms (block sites)
   uint32_t G = 2;      // natural parameters per (term, component)
@@ -340,6 +352,9 @@ struct State {
   std::vector<double> log_e;      // K
   std::vector<double> gs, ws;     // S
   std::vector<double> a_cav, a_new, target, grad;
+  std::vector<double> z;  // integration=montecarlo: this document's standard normal draws
+  std::mt19937_64 rng;    // seeded by state_create (SepOptions::seed)
+  std::normal_distribution<double> normal;
 };
 
 inline Model* M(trib_family_model* m) { return sdk::As<Model>(m); }
@@ -430,6 +445,18 @@ inline int Create(Flavor flavor, const trib_schema* schema, const trib_option* o
                       val.c_str());
         }
         m->S = static_cast<uint32_t>(u);
+        m->samples_given = true;
+        continue;
+      }
+      if (key == "integration") {
+        if (val == "quadrature") {
+          m->monte_carlo = false;
+        } else if (val == "montecarlo") {
+          m->monte_carlo = true;
+        } else {
+          return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option integration='%s': expected quadrature or montecarlo",
+                      val.c_str());
+        }
         continue;
       }
       if (key == "refresh") {
@@ -487,7 +514,7 @@ inline int Create(Flavor flavor, const trib_schema* schema, const trib_option* o
       } else {
         return Fail(err, TRIB_ERR_INVALID_ARGUMENT,
                     "unknown option '%s' for family %s (known: components, samples, pi_prior, shape_prior_mean, "
-                    "shape_prior_variance, init_jitter, refresh, burn_in, absent%s)",
+                    "shape_prior_variance, init_jitter, refresh, burn_in, absent, integration%s)",
                     key.c_str(), m->name,
                     flavor == Flavor::kEmsd ? ", scale, scale_prior_mean, scale_prior_variance" : "");
       }
@@ -515,7 +542,9 @@ inline int Create(Flavor flavor, const trib_schema* schema, const trib_option* o
     m->exact.assign(m->K, Model::Exact{});
     m->exact_count.assign(m->V, 0);
     m->exact_cap = static_cast<uint32_t>(std::clamp<uint64_t>(m->V / 64, 16, 256));
-    // Quadrature for s: the S quantile midpoints of N(0, 1), equal weights.
+    // Quadrature for s: the S quantile midpoints of N(0, 1), equal weights
+    // (Monte Carlo draws its points per document, in the state).
+    if (m->monte_carlo && !m->samples_given) m->S = 100;  // the thesis's S (§3.3)
     m->z.resize(m->S);
     for (uint32_t i = 0; i < m->S; ++i) {
       m->z[i] = std::sqrt(2.0) * boost::math::erf_inv(2.0 * (i + 0.5) / m->S - 1.0);
@@ -791,9 +820,11 @@ inline int Rebuild(trib_family_model* mm, trib_stats* s, const trib_step* step, 
   });
 }
 
-inline int StateCreate(const trib_family_model*, uint64_t, trib_family_state** out, trib_error* err) {
+inline int StateCreate(const trib_family_model*, uint64_t seed, trib_family_state** out, trib_error* err) {
   return Guard(err, [&] {
-    *out = reinterpret_cast<trib_family_state*>(new State());
+    auto* st = new State();
+    st->rng.seed(SplitMix64(seed ^ 0x6d6f6e7465ull));
+    *out = reinterpret_cast<trib_family_state*>(st);
     return TRIB_OK;
   });
 }
@@ -1025,6 +1056,17 @@ inline int MomentMatch(const trib_family_model* mm, const trib_stats* s, trib_fa
     st.c.resize(K);
     st.gs.resize(S);
     st.ws.resize(S);
+    // integration=montecarlo: S positive draws s = exp(mu + sd z), z ~ N(0, 1)
+    // from the state's seeded generator, the same draws for every component
+    // of this document (common random numbers); the thesis's Monte Carlo
+    // estimate of Z_i (eq. 28), over s, the only part of E_j without a closed
+    // form.
+    const double* zr = m.z.data();
+    if (m.monte_carlo) {
+      st.z.resize(S);
+      for (uint32_t r = 0; r < S; ++r) st.z[r] = st.normal(st.rng);
+      zr = st.z.data();
+    }
     for (uint32_t k = 0; k < K; ++k) {
       const double mean = st.mean[k] + std::max(rest_m[k], 0.0);
       const double var = st.var[k] + std::max(rest_v[k], 0.0);
@@ -1032,7 +1074,7 @@ inline int MomentMatch(const trib_family_model* mm, const trib_stats* s, trib_fa
       const double mu = std::log(mean) - 0.5 * s2, sd = std::sqrt(s2);
       double mx = -INFINITY;
       for (uint32_t r = 0; r < S; ++r) {
-        const double sv = std::max(std::exp(mu + sd * m.z[r]), kTiny);
+        const double sv = std::max(std::exp(mu + sd * zr[r]), kTiny);
         st.ws[r] = sv;
         st.gs[r] = Lgamma(sv) - Lgamma(sv + n);
         mx = std::max(mx, st.gs[r]);
