@@ -186,6 +186,15 @@ TEST_F(SepCliTest, RefusalsAreSpecific) {
         << out;
     EXPECT_THAT(out, HasSubstr(std::string("--damping: expected a number in (0, 1], found '") + bad + "'"));
   }
+  // SEP with damping far above 1/N extrapolates every burn-in site past the
+  // feasible set: all updates skipped is an error, and no model is written.
+  EXPECT_EQ(Run("train --engine sep --family emsd-mixture --components 3 --damping 0.5 --in " + s + " --out " + dir_ +
+                    "/x.trib",
+                &out, true),
+            1)
+      << out;
+  EXPECT_THAT(out, HasSubstr("every one of the 30 updates would have left the feasible set and was skipped"));
+  EXPECT_THAT(out, HasSubstr("use a smaller --damping"));
   EXPECT_EQ(Run("train --engine gibbs --family emsd-mixture --in " + s + " --out " + dir_ + "/x.trib", &out, true), 2);
   EXPECT_EQ(Run("train --engine sep --family emsd-mixture --opt samples=1 --in " + s + " --out " + dir_ + "/x.trib",
                 &out, true),

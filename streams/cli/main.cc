@@ -264,6 +264,18 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
   if (seen == 0) {
     return ReportError(Status::InvalidArgument("'" + in + "': no document was learned (empty stream?)"));
   }
+  if (sep && sep->counters().updates == 0) {
+    // Every update was infeasible (e.g. SEP with --damping above 1/N
+    // extrapolates each site by N * damping): the model is still the prior.
+    std::string why = "every one of the " + std::to_string(sep->counters().skipped_infeasible) +
+                      " updates would have left the feasible set and was skipped; the model is still the prior";
+    if (f.engine == "sep" && sep->damping() * sep->effective_size() > 1.0) {
+      why += " (--damping " + Fmt(sep->damping(), 6) + " > 1/N = " + Fmt(1.0 / sep->effective_size(), 6) +
+             ": each site is applied " + Fmt(sep->damping() * sep->effective_size(), 4) +
+             " times over; use a smaller --damping)";
+    }
+    return ReportError(Status::Numeric("'" + in + "': " + why));
+  }
   Status st = model->Save(out);
   if (!st.ok()) return ReportError(st);
   if (!f.quiet && sep) {
@@ -847,8 +859,10 @@ int Main(int argc, char** argv) {
   t->add_option("--engine", tf.engine, "sdem, or sep / ep / adf for families with SEP hooks (emsd-, edcm-mixture)")
       ->capture_default_str()
       ->check(CLI::IsMember({"sdem", "sep", "ep", "adf"}));
-  t->add_option("--damping", tf.damping,
-                "SEP: eps of the damped site update (default 1/N); EP: site damping (default 1); in (0, 1]")
+  t->add_option(
+       "--damping", tf.damping,
+       "SEP: eps of the damped site update (default 1/N; above 1/N each site is applied N eps times over); EP: "
+       "site damping (default 1); in (0, 1]")
       ->check(CLI::Validator(
           [](std::string& v) -> std::string {
             char* end = nullptr;
