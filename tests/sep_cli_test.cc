@@ -168,6 +168,46 @@ TEST_F(SepCliTest, DampedEpSkipsInfeasibleBlockSitesInsteadOfFailing) {
   }
 }
 
+// --restarts R: R models (seeds s .. s + R - 1) learn side by side and the
+// one whose documents had the highest sum of log Z_i is kept: the kept
+// model is byte for byte the model that seed trains alone, and its seed is
+// the argmax of the sums the single-seed runs print. --restart-window W
+// decides after W documents.
+TEST_F(SepCliTest, RestartsKeepTheSeedWithTheHighestEvidence) {
+  const std::string s = MakeStream("s.pb", 450, 7);
+  std::string out;
+  auto sum_of_log_z = [](const std::string& text) {
+    const auto at = text.find("sum of log Z_i ");
+    EXPECT_NE(at, std::string::npos) << text;
+    return std::stod(text.substr(at + 15));
+  };
+  const std::string common = "train --engine sep --family emsd-mixture --components 3 --n 2000 --in " + s;
+  int best = 0;
+  double best_sum = -INFINITY;
+  for (int seed = 3; seed <= 6; ++seed) {
+    ASSERT_EQ(Run(common + " --seed " + std::to_string(seed) + " --out " + dir_ + "/s" + std::to_string(seed) + ".trib",
+                  &out, true),
+              0)
+        << out;
+    const double v = sum_of_log_z(out);
+    if (v > best_sum) {
+      best_sum = v;
+      best = seed;
+    }
+  }
+  ASSERT_EQ(Run(common + " --seed 3 --restarts 4 --out " + dir_ + "/r.trib", &out, true), 0) << out;
+  EXPECT_THAT(out, HasSubstr("restarts: kept seed " + std::to_string(best) + " of 4 after 450 documents"));
+  EXPECT_EQ(testing::RunCommand("cmp -s " + dir_ + "/r.trib " + dir_ + "/s" + std::to_string(best) + ".trib", &out), 0)
+      << "the kept model must be the one its seed trains alone";
+  ASSERT_EQ(Run(common + " --seed 3 --restarts 2 --restart-window 100 --out " + dir_ + "/w.trib", &out, true), 0)
+      << out;
+  EXPECT_THAT(out, HasSubstr("of 2 after 100 documents"));
+  EXPECT_THAT(out, HasSubstr("on 450 documents"));
+  EXPECT_EQ(Run("train --family multinomial --restarts 2 --in " + s + " --out " + dir_ + "/x.trib", &out, true), 1);
+  EXPECT_THAT(out, HasSubstr("--restarts needs --engine sep, ep or adf"));
+  EXPECT_EQ(Run(common + " --restarts 0 --out " + dir_ + "/x.trib", &out, true), 2);
+}
+
 // Refusals name what is wrong and leave no model behind.
 TEST_F(SepCliTest, RefusalsAreSpecific) {
   const std::string s = MakeStream("s.pb", 30, 4);

@@ -52,6 +52,8 @@ struct LearnFlags {
   double tau0 = 1.0, kappa = 0.7, rho = 0.01;
   std::string engine = "sdem";  // sdem | sep | ep | adf
   double damping = 0;           // SEP eps / EP delta; 0: the engine's default
+  uint32_t restarts = 1;        // SEP/EP/ADF: models with seeds seed .. seed + restarts - 1
+  uint64_t restart_window = 0;  // documents before keeping the best restart; 0: the first pass
   uint32_t epochs = 1;
   double n = 0;  // 0: the stream length
   bool shuffle = false;

@@ -9,6 +9,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 
 #include "cli_common.h"
 #include "serve.h"
@@ -167,19 +168,54 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
   if (f.epochs > 1 && in == "-" && !f.shuffle) {
     return ReportError(Status::InvalidArgument("--epochs > 1 needs a file (or --shuffle), not standard input"));
   }
+  if (f.restarts > 1 && !ep_family) {
+    return ReportError(
+        Status::InvalidArgument("--restarts needs --engine sep, ep or adf (sdEM has no evidence to "
+                                "choose a restart by)"));
+  }
   std::unique_ptr<SdemLearner> learner;
   std::unique_ptr<SepLearner> sep;
+  // Restarts (SEP / EP / ADF): replicas with seeds seed + 1, ... learn the
+  // same documents as the main model until the restart window closes; then
+  // the one whose documents had the highest approximate log evidence (the
+  // sum of their log Z_i, each computed before the document was learned:
+  // log p(x_i | x_1..i-1) under the approximation) is kept.
+  struct Replica {
+    std::unique_ptr<Model> model;
+    std::unique_ptr<SepLearner> sep;
+    uint64_t seed = 0;
+    double log_z = 0;     // sum of the finite log Z_i in the window
+    uint64_t scored = 0;  // documents with a finite log Z_i
+  };
+  std::vector<Replica> replicas;  // [0] is the main model while the window is open
   if (ep_family) {
     auto engine = ParseSepEngine(f.engine);
     if (!engine.ok()) return ReportError(engine.status());
-    SepOptions so;
-    so.engine = *engine;
-    so.effective_size = model->learner_state().effective_size;
-    so.damping = f.damping;
-    so.seed = f.seed;
-    auto sl = SepLearner::Create(model.get(), so);
-    if (!sl.ok()) return ReportError(sl.status());
-    sep = std::move(sl).value();
+    for (uint32_t r = 0; r < f.restarts; ++r) {
+      Replica rep;
+      rep.seed = f.seed + r;
+      if (r == 0) {
+        rep.model = std::move(model);
+      } else {
+        LearnFlags fr = f;
+        fr.seed = rep.seed;
+        auto mr2 = NewModelFromFlags(fr, Registry(), reader->header(), *length);
+        if (!mr2.ok()) return ReportError(mr2.status());
+        rep.model = std::move(mr2).value();
+      }
+      SepOptions so;
+      so.engine = *engine;
+      so.effective_size = rep.model->learner_state().effective_size;
+      so.damping = f.damping;
+      so.seed = rep.seed;
+      auto sl = SepLearner::Create(rep.model.get(), so);
+      if (!sl.ok()) return ReportError(sl.status());
+      rep.sep = std::move(sl).value();
+      replicas.push_back(std::move(rep));
+    }
+    model = std::move(replicas[0].model);
+    sep = std::move(replicas[0].sep);
+    if (f.restarts == 1) replicas.clear();
   } else {
     auto lr = SdemLearner::Create(model.get(), f.seed);
     if (!lr.ok()) return ReportError(lr.status());
@@ -187,7 +223,14 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
   }
   // A new class (open schema) changes a classifier's layout: a new learner.
   auto renew = [&]() -> Status {
-    if (sep) return Status::OK();  // latent families only name their classes
+    if (sep) {  // latent families only name their classes: the replicas get them too
+      for (size_t r = 1; r < replicas.size(); ++r) {
+        for (const auto& c : model->schema().classes()) {
+          if (replicas[r].model->schema().ClassIndex(c) < 0) TRIB_RETURN_IF_ERROR(replicas[r].model->AddClass(c));
+        }
+      }
+      return Status::OK();
+    }
     auto l2 = SdemLearner::Create(model.get(), f.seed);
     if (!l2.ok()) return l2.status();
     learner = std::move(l2).value();
@@ -196,8 +239,46 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
   BadInput bad;
   Progress progress("train", f.quiet);
   uint64_t seen = 0;
+  const uint64_t window = f.restart_window;
+  std::string restart_report;
+  // Keeps the replica with the highest sum of log Z_i (ties: the lower seed).
+  auto choose = [&]() {
+    size_t best = 0;
+    for (size_t r = 1; r < replicas.size(); ++r) {
+      const Replica &a = replicas[r], &b = replicas[best];
+      if (a.scored > b.scored || (a.scored == b.scored && a.log_z > b.log_z)) best = r;
+    }
+    std::ostringstream msg;
+    msg << "restarts: kept seed " << replicas[best].seed << " of " << replicas.size() << " after " << seen
+        << " documents (sum of log Z_i:";
+    for (const auto& r : replicas) msg << " seed " << r.seed << " " << Fmt(r.log_z, 8);
+    msg << ")";
+    restart_report = msg.str();
+    if (best != 0) {
+      model = std::move(replicas[best].model);
+      sep = std::move(replicas[best].sep);
+    }
+    replicas.clear();
+  };
   auto learn_one = [&](const DocumentBuffer& doc) -> Status {
-    Status st = sep ? sep->Learn(doc.View()) : learner->Learn(doc.View());
+    SepOutcome outcome;
+    Status st = sep ? sep->Learn(doc.View(), &outcome) : learner->Learn(doc.View());
+    if (st.ok() && !replicas.empty()) {
+      // replicas[0]'s model and learner live in `model` / `sep` meanwhile.
+      if (std::isfinite(outcome.log_z) && !outcome.skipped) {
+        replicas[0].log_z += outcome.log_z;
+        ++replicas[0].scored;
+      }
+      for (size_t r = 1; r < replicas.size(); ++r) {
+        SepOutcome o;
+        Status rs = replicas[r].sep->Learn(doc.View(), &o);
+        if (!rs.ok()) return rs.WithContext("restart with seed " + std::to_string(replicas[r].seed));
+        if (std::isfinite(o.log_z) && !o.skipped) {
+          replicas[r].log_z += o.log_z;
+          ++replicas[r].scored;
+        }
+      }
+    }
     if (!st.ok()) {
       if (f.skip_bad && (st.IsInvalidDocument() || st.code() == Status::Code::kNumeric)) {
         bad.Record(st);
@@ -207,7 +288,20 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
       return st;
     }
     progress.Tick(++seen);
+    if (!replicas.empty() && window > 0 && seen == window) {
+      replicas[0].model = std::move(model);
+      replicas[0].sep = std::move(sep);
+      choose();
+    }
     return Status::OK();
+  };
+  // The end of the first pass closes the window when --restart-window is 0
+  // (or longer than the pass).
+  auto end_of_pass = [&]() {
+    if (replicas.empty()) return;
+    replicas[0].model = std::move(model);
+    replicas[0].sep = std::move(sep);
+    choose();
   };
   auto fail = [&](const Status& st) {
     SavePartial(*model, out);
@@ -237,6 +331,7 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
         Status st = learn_one(d);
         if (!st.ok()) return fail(st);
       }
+      end_of_pass();
     }
   } else {
     for (uint32_t e = 0; e < f.epochs; ++e) {
@@ -256,6 +351,7 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
         st = learn_one(doc);
         if (!st.ok()) return fail(st);
       }
+      end_of_pass();
     }
   }
   progress.Done(seen);
@@ -278,6 +374,7 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
   }
   Status st = model->Save(out);
   if (!st.ok()) return ReportError(st);
+  if (!f.quiet && !restart_report.empty()) std::cerr << restart_report << std::endl;
   if (!f.quiet && sep) {
     const auto& c = sep->counters();
     std::cerr << "trained " << model->family().name << " by " << f.engine << " on " << seen << " documents ("
@@ -873,6 +970,14 @@ int Main(int argc, char** argv) {
             return "";
           },
           "(0, 1]"));
+  t->add_option("--restarts", tf.restarts,
+                "SEP/EP/ADF: learn with seeds seed .. seed + R - 1 side by side and keep the model whose documents "
+                "had the highest approximate log evidence (sum of log Z_i)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 64u));
+  t->add_option("--restart-window", tf.restart_window,
+                "documents after which the best restart is kept (default 0: the end of the first pass)")
+      ->capture_default_str();
   t->add_option("--epochs", tf.epochs, "passes over the stream (EP: sweeps)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
