@@ -254,10 +254,8 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
     for (const auto& r : replicas) msg << " seed " << r.seed << " " << Fmt(r.log_z, 8);
     msg << ")";
     restart_report = msg.str();
-    if (best != 0) {
-      model = std::move(replicas[best].model);
-      sep = std::move(replicas[best].sep);
-    }
+    model = std::move(replicas[best].model);  // replicas[0] holds the main model while choosing
+    sep = std::move(replicas[best].sep);
     replicas.clear();
   };
   auto learn_one = [&](const DocumentBuffer& doc) -> Status {
