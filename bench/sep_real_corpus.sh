@@ -52,8 +52,8 @@ prepare() {  # prepare CORPUS -> $W/CORPUS/{all,train,test}.pb
   mkdir -p "$d"
   case $c in
     bible)
-      python3 "$HERE/scripts/bible_testaments.py" --out "$d/all.tsv" --train "$d/train.tsv" --test "$d/test.tsv" \
-        --seed 1 2>/dev/null ;;
+      python3 "$HERE/scripts/bible_testaments.py" --out "$d/all.tsv" --books "$d/books.txt" --train "$d/train.tsv" \
+        --test "$d/test.tsv" --seed 1 2>/dev/null ;;
     fortunes)
       python3 "$HERE/scripts/fortunes_to_tsv.py" --train "$d/ftrain.tsv" --test "$d/ftest.tsv" --seed 1 2>/dev/null
       local pat
@@ -89,12 +89,21 @@ for c in $CORPORA; do
           echo "eval failed: $c / $name / seed $seed / $proto: $(head -c 300 "$W/err.txt")" >&2
           continue
         fi
+        if [ $proto = same ] && [ -f "$W/$c/books.txt" ]; then  # clusters by book (the Bible)
+          "$T" predict --model "$m" --in "$te" --skip-bad 2>/dev/null |
+            python3 -c 'import json, sys; print(json.dumps([json.loads(l)["predicted"] for l in sys.stdin]))' \
+            > "$W/$c/pred-$(echo "$name" | md5sum | cut -c1-8)-$seed.json"
+        fi
         python3 - "$W/eval.json" "$c" "$name" "$seed" "$proto" "$(echo "$t1 - $t0" | bc -l)" >> "$RESULTS" <<'EOF'
 import json, sys
 j = json.load(open(sys.argv[1]))
 print(json.dumps({"corpus": sys.argv[2], "model": sys.argv[3], "seed": int(sys.argv[4]), "proto": sys.argv[5],
                   "secs": float(sys.argv[6]), "accuracy": j["accuracy"], "precision": j["precision"],
-                  "recall": j["recall"], "sizes": j["cluster_sizes"]}))
+                  "recall": j["recall"], "sizes": j["cluster_sizes"],
+                  # SEP families: approximate log evidence per document (eval's log E_q[p(x | theta)]);
+                  # others (ML mixture): the plug-in log-likelihood per document.
+                  "evidence": j.get("log_evidence_per_document") or j.get("log_likelihood_per_document"),
+                  "evidence_kind": "evidence" if j.get("log_evidence_per_document") is not None else "plug-in"}))
 EOF
       done
     done
@@ -102,7 +111,7 @@ EOF
 done
 
 python3 - "$RESULTS" "$W" <<'EOF'
-import collections, json, sys
+import collections, json, os, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 work = sys.argv[2]
 def stat(v):
@@ -114,16 +123,60 @@ for corpus in dict.fromkeys(r["corpus"] for r in rows):
             continue
         what = "train = evaluate on all documents" if proto == "same" else "train on 80%, evaluate on the held-out 20%"
         print(f"\n**{corpus}**, {what} ({len(set(r['seed'] for r in sel))} seeds)\n")
-        print("| model | accuracy % | precision % | recall % | train s | degenerate (< 5%) | cluster sizes (first seed) |")
-        print("|---|---|---|---|---:|---:|---|")
+        print("| model | accuracy % | precision % | recall % | train s | degenerate (< 5%) | cluster sizes (first seed) "
+              "| log p / doc | best-evidence seed: accuracy / precision / recall % |")
+        print("|---|---|---|---|---:|---:|---|---:|---|")
         by = collections.OrderedDict()
         for r in sel:
             by.setdefault(r["model"], []).append(r)
         for model, rs in by.items():
             degenerate = sum(1 for r in rs if min(r["sizes"]) < 0.05 * sum(r["sizes"]))
+            # Model selection without labels: the seed whose model gives the evaluated documents the
+            # highest approximate log evidence (plug-in log-likelihood for the ML mixture).
+            best = max(rs, key=lambda r: r["evidence"] if r["evidence"] is not None else float("-inf"))
+            ev = [r["evidence"] for r in rs if r["evidence"] is not None]
+            evs = f"{sum(ev) / len(ev):.2f} ({rs[0]['evidence_kind']})" if ev else "-"
             print(f"| {model} | {stat([r['accuracy'] for r in rs])} | {stat([r['precision'] for r in rs])} | "
                   f"{stat([r['recall'] for r in rs])} | {sum(r['secs'] for r in rs) / len(rs):.2f} | "
-                  f"{degenerate}/{len(rs)} | {rs[0]['sizes']} |")
+                  f"{degenerate}/{len(rs)} | {rs[0]['sizes']} | {evs} | seed {best['seed']}: "
+                  f"{100 * best['accuracy']:.1f} / {100 * best['precision']:.1f} / {100 * best['recall']:.1f} |")
+        if sel and len({r["seed"] for r in sel}) > 1:
+            print("\nper seed (accuracy %, log p / doc):\n")
+            for model, rs in by.items():
+                cells = ", ".join(f"{r['seed']}: {100 * r['accuracy']:.1f} / {r['evidence']:.2f}"
+                                  for r in sorted(rs, key=lambda r: r["seed"]) if r["evidence"] is not None)
+                print(f"* {model}: {cells}")
+        # The Bible: where the best-evidence run of each model puts each group of books.
+        books = f"{work}/{corpus}/books.txt"
+        if proto == "same" and os.path.exists(books):
+            import hashlib
+            book = [l.strip() for l in open(books)]
+            groups = [("Law", "Ge Exo Lev Num Deu"), ("History", "Josh Jdgs Ruth 1Sm 2Sm 1Ki 2Ki 1Chr 2Chr Ezra Neh Est"),
+                      ("Poetry", "Job Psa Prv Eccl SSol"), ("Major prophets", "Isa Jer Lam Eze Dan"),
+                      ("Minor prophets", "Hos Joel Amos Obad Jonah Mic Nahum Hab Zep Hag Zec Mal"),
+                      ("Gospels, Acts", "Mat Mark Luke John Acts"),
+                      ("Epistles", "Rom 1Cor 2Cor Gal Eph Phi Col 1Th 2Th 1Tim 2Tim Titus Phmn Heb Jas 1Pet 2Pet 1Jn 2Jn 3Jn Jude"),
+                      ("Revelation", "Rev")]
+            print("\nchapters per cluster by group of books, best-evidence seed of each model "
+                  "(cluster 0 / cluster 1; the OT groups are the first five):\n")
+            print("| model (seed) | " + " | ".join(g for g, _ in groups) + " |")
+            print("|---|" + "---:|" * len(groups))
+            for model, rs in by.items():
+                best = max(rs, key=lambda r: r["evidence"] if r["evidence"] is not None else float("-inf"))
+                h = hashlib.md5((model + "\n").encode()).hexdigest()[:8]
+                pf = f"{work}/{corpus}/pred-{h}-{best['seed']}.json"
+                if not os.path.exists(pf):
+                    continue
+                pred = json.load(open(pf))
+                if len(pred) != len(book):
+                    continue  # documents skipped: the lines no longer match
+                names = sorted(set(pred))
+                cells = []
+                for _, members in groups:
+                    ms = set(members.split())
+                    cnt = collections.Counter(p for p, b in zip(pred, book) if b in ms)
+                    cells.append(" / ".join(str(cnt[n]) for n in names))
+                print(f"| {model} ({best['seed']}) | " + " | ".join(cells) + " |")
         # Majority baseline on the evaluated documents.
         path = f"{work}/{corpus}/{'all' if proto == 'same' else 'test'}.tsv"
         labels = collections.Counter(l.split("\t", 1)[0] for l in open(path) if "\t" in l)
