@@ -234,12 +234,14 @@ void Print(uint64_t seed, const RunResult& r, double bayes) {
 // component for nearly everything), not asserted. The thesis's Table 3
 // (E[pi] 0.335 / 0.332 / 0.333) does not say how long its count vectors
 // were; with length 10 and the shapes above nothing better is identifiable
-// from EMSD.
+// from EMSD. E[pi] gets there only with passes: after 5 passes it was still
+// 0.05-0.13 from uniform for these seeds (20 are used, as the thesis's EP
+// iterates "while not converged").
 TEST(EmsdMixtureTest, Table3ThesisShapesFitEmsdBetterThanTheTruth) {
   for (uint64_t seed : {1, 2, 3, 4, 5}) {
     Corpus c = SampleDcm(kTable3, 70, 10, 100 + seed);
     const auto [bayes, true_ll] = TrueEmsd(c, kTable3);
-    RunResult r = Train(c, kTable3, seed, kSanitized ? 5 : 20);
+    RunResult r = Train(c, kTable3, seed, 20);  // 20 passes under sanitizers too: E[pi] needs them
     Print(seed, r, bayes);
     std::printf("  EMSD log-lik/doc at the true parameters %.4f\n", true_ll);
     EXPECT_GT(r.log_lik, true_ll) << "seed " << seed;

@@ -12,6 +12,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "tributary/sep_engine.h"
 #include "tributary/server.h"
 #include "tributary/stream_io.h"
 
@@ -61,7 +62,13 @@ int RunServe(const ServeFlags& f) {
         return ReportError(
             Status::InvalidArgument("serve: pass --n, the effective data-set size (a live stream has no length)"));
       }
-      auto m = NewModelFromFlags(f.learn, Registry(), (*r)->header(), 0);
+      LearnFlags learn = f.learn;
+      if (f.engine != "sdem") {
+        // SEP / ADF record nll, the likelihood they approximate (as train does).
+        auto fam = Registry().Find(learn.family, TRIB_KIND_FAMILY);
+        if (fam.ok() && SepLearner::Supports(**fam)) learn.loss = "nll";
+      }
+      auto m = NewModelFromFlags(learn, Registry(), (*r)->header(), 0);
       if (!m.ok()) return ReportError(m.status());
       initial = std::move(m).value();
     } else {
@@ -71,6 +78,7 @@ int RunServe(const ServeFlags& f) {
     }
   }
   o.seed = f.learn.seed;
+  o.engine = f.engine;
   auto srv = Server::Start(o, std::move(initial));
   if (!srv.ok()) return ReportError(srv.status());
   (*srv)->HandleSignals();
@@ -293,11 +301,14 @@ void AddServeCommands(CLI::App* app, ServeFlags* s, ClientFlags* c, CLI::App** s
   sv->add_option("--loss", s->learn.loss, "loss plugin (new models)")->capture_default_str();
   sv->add_option("--prior", s->learn.prior, "family prior");
   sv->add_option("--opt", s->learn.options, "family option key=value");
+  sv->add_option("--topics", s->learn.topics, "number of topics (family option 'topics')");
+  sv->add_option("--components", s->learn.components, "number of mixture components (family option 'components')");
   sv->add_option("--lambda", s->learn.lambda, "step-size lambda (default: the loss's)");
   sv->add_option("--n", s->learn.n, "effective data-set size n (required for a new model)");
   sv->add_option("--seed", s->learn.seed, "learner seed")->capture_default_str();
-  sv->add_option("--engine", s->engine, "learning engine (sdem)")
-      ->check(CLI::IsMember({"sdem"}))
+  sv->add_option("--engine", s->engine,
+                 "learning engine: auto (SEP for families with SEP hooks, else sdEM), sdem, sep or adf")
+      ->check(CLI::IsMember({"auto", "sdem", "sep", "adf"}))
       ->capture_default_str();
   sv->add_option("--model", s->model, "start from this snapshot (when the data dir has none)");
   sv->add_option("--schema", s->schema, "start a new model with the schema of this stream's header");

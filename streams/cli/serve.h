@@ -12,7 +12,7 @@ namespace tributary::cli {
 struct ServeFlags {
   LearnFlags learn;
   ServerOptions server;
-  std::string engine = "sdem";
+  std::string engine = "auto";
   std::string model, schema, fsync = "interval", auth_token_file, port_file;
 };
 

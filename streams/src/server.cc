@@ -31,6 +31,7 @@
 #include "tributary/document.h"
 #include "tributary/metrics.h"
 #include "tributary/sdem_learner.h"
+#include "tributary/sep_engine.h"
 #include "tributary/v1/tributary.pb.h"
 
 namespace tributary {
@@ -200,6 +201,7 @@ struct Server::Impl {
   // recovery before it starts).
   std::unique_ptr<Model> model;
   std::unique_ptr<SdemLearner> learner;
+  std::unique_ptr<SepLearner> sep;  // instead of `learner` when the engine is SEP or ADF
   std::optional<DocumentDecoder> learner_decoder;
 
   mutable std::mutex pub_mu;
@@ -275,12 +277,22 @@ struct Server::Impl {
         auto dec = DocumentDecoder::Create(model->schema(), s);
         if (!dec.ok()) return dec.status();
         learner_decoder.emplace(std::move(dec).value());
-        auto l = SdemLearner::Create(model.get(), opt.seed);
-        if (!l.ok()) return l.status();
-        learner = std::move(l).value();
+        if (!sep) {  // a classifier's layout changed; latent (SEP) families only name their classes
+          auto l = SdemLearner::Create(model.get(), opt.seed);
+          if (!l.ok()) return l.status();
+          learner = std::move(l).value();
+        }
       }
     }
-    if (st.ok()) st = learner->Learn(buf.View());
+    if (st.ok() && sep) {
+      // An infeasible SEP / ADF update is skipped by the engine (the model
+      // unchanged); it is counted like a refused document.
+      SepOutcome o;
+      st = sep->Learn(buf.View(), &o);
+      if (st.ok() && o.skipped) st = Status::Numeric("SEP update skipped: " + o.skip_reason);
+    } else if (st.ok()) {
+      st = learner->Learn(buf.View());
+    }
     if (!st.ok()) {
       if (st.IsInvalidDocument() || st.code() == Status::Code::kNumeric) {
         counters.documents_skipped++;
@@ -1117,9 +1129,31 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, std:
   auto dec = DocumentDecoder::Create(s.model->schema(), schema);
   if (!dec.ok()) return dec.status();
   s.learner_decoder.emplace(std::move(dec).value());
-  auto l = SdemLearner::Create(s.model.get(), s.opt.seed);
-  if (!l.ok()) return l.status();
-  s.learner = std::move(l).value();
+  std::string engine = s.opt.engine;
+  const bool has_sep = SepLearner::Supports(s.model->family());
+  if (engine == "auto") engine = has_sep ? "sep" : "sdem";
+  if (engine == "sep" || engine == "adf") {
+    if (!has_sep) {
+      return Status::InvalidArgument("serve: family '" + s.model->family().name + "' cannot be trained with --engine " +
+                                     engine + ": it has no SEP hooks");
+    }
+    SepOptions so;
+    so.engine = engine == "sep" ? SepEngine::kSep : SepEngine::kAdf;
+    so.seed = s.opt.seed;  // N: the model's (effective_size 0 keeps it)
+    auto l = SepLearner::Create(s.model.get(), so);
+    if (!l.ok()) return l.status();
+    s.sep = std::move(l).value();
+  } else if (engine == "sdem") {
+    if (has_sep) {  // the count mixtures have no sdEM update: every document would fail
+      return Status::InvalidArgument("serve: family '" + s.model->family().name +
+                                     "' is trained by SEP or ADF, not sdEM (use --engine auto, sep or adf)");
+    }
+    auto l = SdemLearner::Create(s.model.get(), s.opt.seed);
+    if (!l.ok()) return l.status();
+    s.learner = std::move(l).value();
+  } else {
+    return Status::InvalidArgument("serve: unknown engine '" + s.opt.engine + "' (expected auto, sdem, sep or adf)");
+  }
   // 2. Replay the log tail.
   auto wal = WriteAheadLog::Open((std::filesystem::path(s.opt.data_dir) / "wal").string(), s.opt.wal_files);
   if (!wal.ok()) return wal.status();

@@ -52,7 +52,12 @@ struct ServerOptions {
   uint64_t snapshot_every_documents = 1000000;
   uint32_t snapshot_interval_s = 300;
   uint64_t wal_segment_bytes = 64u << 20;
-  uint64_t seed = 1;                    // the learner's seed (as `train --seed`)
+  uint64_t seed = 1;  // the learner's seed (as `train --seed`)
+  // "auto": SEP for families with SEP hooks (the count mixtures), else sdEM;
+  // "sdem", "sep" or "adf" to insist (EP is not offered: its sites grow with
+  // every document). Recovery replays the log with the same engine, so a
+  // restarted server must use the same one (auto does).
+  std::string engine = "auto";
   WalFileFactory* wal_files = nullptr;  // nullptr: POSIX files (tests inject faults here)
 };
 
