@@ -27,6 +27,14 @@ uint32_t BlockOf(const std::vector<trib_block>& blocks, uint64_t i) {
   return static_cast<uint32_t>(it - blocks.begin()) - 1;
 }
 
+// mu at entry i (sep_abi.h: scale * raw + shift * alpha_bar of its block).
+// `b` is a hint: the block of the previous entry, updated when i is outside it.
+double MuAt(const std::vector<trib_block>& blocks, const std::vector<double>& raw, uint64_t i, uint32_t* b) {
+  if (i < blocks[*b].offset || i >= blocks[*b].offset + blocks[*b].size) *b = BlockOf(blocks, i);
+  const trib_block& blk = blocks[*b];
+  return blk.scale * raw[i] + blk.shift * blk.alpha_bar;
+}
+
 std::string ErrText(const trib_error& err) {
   return std::string(err.message, strnlen(err.message, sizeof(err.message)));
 }
@@ -127,22 +135,20 @@ Result<std::unique_ptr<SepLearner>> SepLearner::Create(Model* model, const SepOp
   auto st = model->NewScoringState(options.seed);
   if (!st.ok()) return st.status();
   l->state_ = std::move(st).value();
-  l->support_index_.resize(256);
-  l->support_prior_.resize(256);
   return l;
 }
 
-int SepLearner::GrowDelta(trib_delta* d, size_t min_capacity) {
-  auto* self = static_cast<SepLearner*>(d->host);
+int SepLearner::SupportBuffer::Grow(trib_delta* d, size_t min_capacity) {
+  auto* self = static_cast<SupportBuffer*>(d->host);
   size_t cap = std::max(min_capacity, d->capacity * 2);
   try {
-    self->support_index_.resize(cap);
-    self->support_prior_.resize(cap);
+    self->index.resize(cap);
+    self->prior.resize(cap);
   } catch (...) {
     return TRIB_ERR_NO_MEMORY;
   }
-  d->index = self->support_index_.data();
-  d->value = self->support_prior_.data();
+  d->index = self->index.data();
+  d->value = self->prior.data();
   d->capacity = cap;
   return TRIB_OK;
 }
@@ -183,7 +189,7 @@ Status SepLearner::Learn(const trib_document& doc, SepOutcome* outcome) {
   err.message[0] = '\0';
 
   // 1. The support and the prior there.
-  trib_delta d{support_index_.data(), support_prior_.data(), 0, support_index_.size(), this, &GrowDelta};
+  trib_delta d = support_.Delta();
   trib_stats view = m.stats().View();
   int rc = hooks_->support(m.family_model(), &view, &doc, &d, &err);
   if (rc != TRIB_OK) return Fail(doc, PluginStatus(rc, err, fam, "sep support"));
@@ -224,9 +230,8 @@ Status SepLearner::Learn(const trib_document& doc, SepOutcome* outcome) {
     uint32_t b = 0;
     for (size_t j = 0; j < cnt; ++j) {
       const uint64_t i = idx[j];
-      if (i < blocks[b].offset || i >= blocks[b].offset + blocks[b].size) b = BlockOf(blocks, i);
+      const double mu = MuAt(blocks, raw, i, &b);
       block_of_[j] = b;
-      const double mu = blocks[b].scale * raw[i] + blocks[b].shift * blocks[b].alpha_bar;
       mu_old_[j] = mu;
       cavity_[j] = prior[j] + coef * mu - (site ? site->value[j] : 0.0);
       if (!std::isfinite(cavity_[j])) return Skip("cavity not finite at entry " + std::to_string(i), &out);
@@ -419,28 +424,9 @@ Result<double> SepLearner::LogPredictive(const Model& model, ScoringState* state
     return Status::InvalidArgument("family '" + fam.name + "' has no SEP/EP hooks: no approximate log evidence");
   }
   if (state == nullptr) return Status::InvalidArgument("LogPredictive: no scoring state");
-  struct Scratch {
-    std::vector<uint64_t> index;
-    std::vector<double> prior;
-  } scratch;
-  scratch.index.resize(64);
-  scratch.prior.resize(64);
-  auto grow = [](trib_delta* d, size_t min_capacity) -> int {
-    auto* s = static_cast<Scratch*>(d->host);
-    const size_t cap = std::max(min_capacity, d->capacity * 2);
-    try {
-      s->index.resize(cap);
-      s->prior.resize(cap);
-    } catch (...) {
-      return TRIB_ERR_NO_MEMORY;
-    }
-    d->index = s->index.data();
-    d->value = s->prior.data();
-    d->capacity = cap;
-    return TRIB_OK;
-  };
+  SupportBuffer support;
   trib_error err{};
-  trib_delta d{scratch.index.data(), scratch.prior.data(), 0, scratch.index.size(), &scratch, grow};
+  trib_delta d = support.Delta();
   trib_stats view = model.stats().ConstView();
   const std::string name = DocumentName(doc.index, doc.id ? doc.id : "");
   int rc = hooks->support(model.family_model(), &view, &doc, &d, &err);
@@ -458,9 +444,8 @@ Result<double> SepLearner::LogPredictive(const Model& model, ScoringState* state
                                  " >= its number of natural parameters " + std::to_string(P))
           .WithContext(name);
     }
-    if (i < blocks[b].offset || i >= blocks[b].offset + blocks[b].size) b = BlockOf(blocks, i);
     // lambda = lambda0 + N mu (sep_abi.h): the posterior is the cavity.
-    posterior[j] = d.value[j] + n * (blocks[b].scale * raw[i] + blocks[b].shift * blocks[b].alpha_bar);
+    posterior[j] = d.value[j] + n * MuAt(blocks, raw, i, &b);
     if (!std::isfinite(posterior[j])) return std::nan("");
   }
   std::vector<double> block_site(blocks.size(), 0.0);

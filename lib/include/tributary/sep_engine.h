@@ -148,7 +148,14 @@ class SepLearner {
   SepLearner() = default;
   Status Fail(const trib_document& doc, const Status& st) const;
   Status Skip(const std::string& reason, SepOutcome* outcome);
-  static int GrowDelta(trib_delta* d, size_t min_capacity);
+  // Where a family's support() writes (index, prior) pairs: a trib_delta
+  // over two vectors that grow on request. Learn and LogPredictive use it.
+  struct SupportBuffer {
+    std::vector<uint64_t> index = std::vector<uint64_t>(256);
+    std::vector<double> prior = std::vector<double>(256);
+    trib_delta Delta() { return trib_delta{index.data(), prior.data(), 0, index.size(), this, &Grow}; }
+    static int Grow(trib_delta* d, size_t min_capacity);
+  };
 
   Model* model_ = nullptr;
   const trib_sep_hooks* hooks_ = nullptr;
@@ -162,8 +169,7 @@ class SepLearner {
   std::unordered_map<uint64_t, Site> sites_;  // EP only, keyed by doc.index
 
   // Scratch, reused across documents.
-  std::vector<uint64_t> support_index_;
-  std::vector<double> support_prior_;
+  SupportBuffer support_;
   std::vector<double> cavity_, lambda_new_, mu_old_, mu_new_, site_new_, posterior_;
   std::vector<uint32_t> block_of_;
   std::vector<trib_block> saved_blocks_;  // the natural-parameter block maps before an update (undo)
