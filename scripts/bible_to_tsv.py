@@ -6,6 +6,10 @@ label is the genre of the book (law, history, wisdom, major-prophets,
 minor-prophets, gospels, acts, pauline-epistles, general-epistles,
 revelation) or, with --label testament, old/new. Shuffled with --seed and
 split per label into --train and --test (--test-fraction).
+
+--order canonical writes the training file in the Bible's own order (book,
+chapter, verse: the corpus's time order); the split and the test file are the
+same as with the default --order random, which shuffles the training file.
 """
 import argparse
 import collections
@@ -40,6 +44,8 @@ def main():
     ap.add_argument("--label", choices=["genre", "testament"], default="genre")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--test-fraction", type=float, default=0.2)
+    ap.add_argument("--order", choices=["random", "canonical"], default="random",
+                    help="order of the training file (default: %(default)s)")
     a = ap.parse_args()
     text = subprocess.run(["bible", "-f", "gen1:1-rev22:21"], check=True, capture_output=True, text=True).stdout
     chunks = []  # (label, text)
@@ -60,9 +66,9 @@ def main():
     if cur:
         chunks.append((cur_key, " ".join(cur)))
     by_label = collections.defaultdict(list)
-    for (book, _), body in chunks:
+    for i, ((book, _), body) in enumerate(chunks):
         label = BOOK_GENRE[book] if a.label == "genre" else ("new" if book in NEW else "old")
-        by_label[label].append(body)
+        by_label[label].append((i, body))  # i: canonical position, for --order canonical
     rng = random.Random(a.seed)
     train, test = [], []
     for label in sorted(by_label):
@@ -71,11 +77,13 @@ def main():
         n_test = max(1, int(round(len(docs) * a.test_fraction)))
         test += [(label, d) for d in docs[:n_test]]
         train += [(label, d) for d in docs[n_test:]]
-    rng.shuffle(train)
+    rng.shuffle(train)  # also for --order canonical: the test shuffle must draw the same numbers
     rng.shuffle(test)
+    if a.order == "canonical":
+        train.sort(key=lambda row: row[1][0])
     for path, rows in ((a.train, train), (a.test, test)):
         with open(path, "w") as f:
-            for label, body in rows:
+            for label, (_, body) in rows:
                 f.write(f"{label}\t{body}\n")
     print(f"bible_to_tsv: {len(chunks)} documents of {a.verses} verses, {len(by_label)} labels "
           f"({len(train)} train -> {a.train}, {len(test)} test -> {a.test})", file=sys.stderr)

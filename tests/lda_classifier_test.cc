@@ -143,11 +143,13 @@ std::vector<double> Beta(const Model& m, uint32_t k, uint32_t z, uint32_t Z) {
   return b;
 }
 
-// Every statistic finite, raw >= 0 (the check-step) and mu > 0.
+// Every statistic finite, raw >= -abar (the check-step: the data part
+// N = scale (raw + abar) >= 0) and mu > 0.
 void ExpectFeasible(const Model& m, const std::string& where) {
   for (uint64_t i = 0; i < m.stats().size(); ++i) {
     ASSERT_TRUE(std::isfinite(m.stats().raw()[i])) << where << ": raw[" << i << "]";
-    ASSERT_GE(m.stats().raw()[i], 0.0) << where << ": raw[" << i << "]";
+    const double abar = m.stats().blocks()[m.stats().BlockOf(i)].alpha_bar;
+    ASSERT_GE(m.stats().raw()[i], -abar) << where << ": raw[" << i << "]";
     ASSERT_TRUE(std::isfinite(m.stats().Mu(i))) << where << ": mu[" << i << "]";
     ASSERT_GT(m.stats().Mu(i), 0.0) << where << ": mu[" << i << "]";
   }
@@ -244,11 +246,12 @@ TEST(LdaClassifier, OtherTopicCounts) {
 // ---- One step against Table 2 ------------------------------------------------------
 
 // One NCLL step from the prior (c = 0, nu = 0: the map leaves mu alone, the
-// step adds rho w_k E[s_k]): C[y] gains rho (1 - p(y|x)), every wrong class's
-// negative step is clamped to raw 0 (check-step), and for each term of the
-// document the topic counts of class y sum to rho (1 - p(y|x)) n_w (the
-// expected topic assignments of its n_w occurrences sum to n_w). Terms not in
-// the document are untouched.
+// step adds rho w_k E[s_k]): C[y] gains rho (1 - p(y|x)), every wrong class
+// loses rho p(k|x) down to the check-step's floor N = 0 (raw = -abar: the
+// whole initial pseudo-count may go, Algorithm 5 lines 16 and 23), and for
+// each term of the document the topic counts of class y sum to
+// rho (1 - p(y|x)) n_w (the expected topic assignments of its n_w occurrences
+// sum to n_w). Terms not in the document are untouched.
 TEST(LdaClassifier, NcllStepFollowsTable2) {
   for (const char* share : {"1", "0"}) {
     SCOPED_TRACE(share);
@@ -266,18 +269,31 @@ TEST(LdaClassifier, NcllStepFollowsTable2) {
     const double step = out.rho * (1 - py);
     ASSERT_GT(step, 0);
     const auto& raw = model->stats().raw();
+    const double cabar = model->stats().blocks()[0].alpha_bar, wabar = model->stats().blocks()[1].alpha_bar;
     EXPECT_DOUBLE_EQ(raw[1], step);
-    EXPECT_EQ(raw[0], 0.0);
-    EXPECT_EQ(raw[2], 0.0);
+    for (uint32_t k : {0u, 2u}) EXPECT_DOUBLE_EQ(raw[k], std::max(-out.rho * std::exp(s[k] - lse), -cabar)) << k;
     for (auto [w, n] : std::vector<std::pair<uint32_t, double>>{{2, 3.0}, {17, 1.0}, {40, 2.0}}) {
-      double sum = 0;
+      double sum = 0, lost0 = 0, lost2 = 0;
       for (uint32_t z = 0; z < 3; ++z) {
         sum += raw[WordIndex(w, 1, z, 3)];
-        EXPECT_EQ(raw[WordIndex(w, 0, z, 3)], 0.0);
-        EXPECT_EQ(raw[WordIndex(w, 2, z, 3)], 0.0);
+        for (uint32_t k : {0u, 2u}) {
+          const double r = raw[WordIndex(w, k, z, 3)];
+          EXPECT_GE(r, -wabar);
+          EXPECT_LE(r, 0.0);
+        }
+        lost0 += raw[WordIndex(w, 0, z, 3)];
+        lost2 += raw[WordIndex(w, 2, z, 3)];
       }
       EXPECT_NEAR(sum, step * n, 1e-12) << "term " << w;
+      // Each wrong class loses rho p(k|x) n_w in all, less what the floor
+      // (3 topics x eta / Z) stops.
+      EXPECT_GE(lost0, std::max(-3 * wabar, -out.rho * std::exp(s[0] - lse) * n) - 1e-12) << "term " << w;
+      EXPECT_GE(lost2, std::max(-3 * wabar, -out.rho * std::exp(s[2] - lse) * n) - 1e-12) << "term " << w;
     }
+    // The floor fired: some entry lost its whole pseudo-count (raw = -abar).
+    bool at_floor = false;
+    for (uint32_t z = 0; z < 3; ++z) at_floor |= raw[WordIndex(2, 0, z, 3)] == -wabar;
+    EXPECT_TRUE(at_floor);
     for (uint32_t w : {0u, 3u, 39u, 59u})
       for (uint32_t k = 0; k < kClasses; ++k)
         for (uint32_t z = 0; z < 3; ++z) EXPECT_EQ(raw[WordIndex(w, k, z, 3)], 0.0);

@@ -196,7 +196,7 @@ TEST_F(SnapshotTest, DifferentPluginVersionRefusedNamingBoth) {
   reg.Scan();
   auto r = Model::Load(path_, reg);
   ASSERT_FALSE(r.ok());
-  EXPECT_THAT(r.status().message(), HasSubstr("version 1.0.0"));
+  EXPECT_THAT(r.status().message(), HasSubstr("version 1.1.0"));
   EXPECT_THAT(r.status().message(), HasSubstr("is version 2.0.0"));
 }
 

@@ -52,6 +52,17 @@ void SufficientStats::Materialize(uint32_t b) {
   blk.shift = 0.0;
 }
 
+void SufficientStats::Restart(uint32_t b, double f, double prior_step) {
+  // N = scale (raw + abar) becomes f N; gamma = shift - scale becomes
+  // f gamma + prior_step; with scale' = 1: raw' = f N - abar, shift' = gamma' + 1.
+  trib_block& blk = blocks_[b];
+  const double mult = f * blk.scale;
+  const double abar = blk.alpha_bar;
+  for (uint64_t i = blk.offset; i < blk.offset + blk.size; ++i) raw_[i] = mult * (raw_[i] + abar) - abar;
+  blk.shift = f * (blk.shift - blk.scale) + prior_step + 1.0;
+  blk.scale = 1.0;
+}
+
 trib_stats SufficientStats::View() {
   return trib_stats{raw_.data(), raw_.size(), static_cast<uint32_t>(blocks_.size()), blocks_.data()};
 }

@@ -182,12 +182,9 @@ Status SdemLearner::Learn(const trib_document& labelled_doc, LearnOutcome* outco
     const double f = 1.0 - rho * (c + blocks[b].nu / n);
     factors_[b] = f;
     if (f <= 0 || blocks[b].scale * f < kMinScale) {
-      // mu_new = f mu_old + rho abar/n: fold mu_old into raw, restart the map.
-      m.stats().Materialize(static_cast<uint32_t>(b));
-      auto& raw = m.stats().raw();
-      for (uint64_t i = blocks[b].offset; i < blocks[b].offset + blocks[b].size; ++i) raw[i] *= f;
-      blocks[b].scale = 1.0;
-      blocks[b].shift = rho / n;
+      // mu_new = f mu_old + rho abar/n folded into raw (scale restarts at 1;
+      // shift - scale stays the paper's gamma, see SufficientStats).
+      m.stats().Restart(static_cast<uint32_t>(b), f, rho / n);
       materialize_[b] = 1;
       any_materialized = true;
     } else {

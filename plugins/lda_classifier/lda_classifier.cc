@@ -56,10 +56,12 @@
 // Cost: distinct terms x topics x classes, never the vocabulary.
 //
 // Check-step (Algorithm 5 lines 16, 23 and Algorithm 6 line 6:
-// N = max(N, 0), C = max(C, 0) on the data part): raw >= 0 for every touched
-// entry, which keeps mu >= shift * abar > 0 (the prior mass added so far,
-// the paper's gamma in Normalize(N, gamma)), so every beta and p(k) stays
-// strictly positive and finite. nu = 0, so NCLL and hinge (c = 0) never decay
+// N = max(N, 0), C = max(C, 0) on the data part, N being the count without
+// the prior mass gamma the steps added, which starts at the prior and may be
+// taken away entirely): raw >= -abar for every touched entry (in the lazy map
+// N = scale (raw + abar), lib/include/tributary/model.h), which keeps
+// mu >= gamma * abar > 0 (the paper's gamma in Normalize(N, gamma)), so every
+// beta and p(k) stays strictly positive and finite. nu = 0, so NCLL and hinge (c = 0) never decay
 // the counts, and the block map alone keeps untouched entries feasible.
 //
 // Options:
@@ -234,8 +236,8 @@ int Layout(const trib_family_model* mm, trib_block* blocks, uint32_t* num, trib_
   return TRIB_OK;
 }
 
-// Check-step over everything (raw >= 0) and the totals. With rho = 0 feasible
-// statistics (raw >= 0) are left bit for bit.
+// Check-step over everything (raw >= -abar) and the totals. With rho = 0
+// feasible statistics are left bit for bit.
 int Rebuild(trib_family_model* mm, trib_stats* s, const trib_step*, trib_error* err) {
   return Guard(err, [&] {
     Model* m = M(mm);
@@ -246,8 +248,9 @@ int Rebuild(trib_family_model* mm, trib_stats* s, const trib_step*, trib_error* 
       }
     }
     m->raw_class_total = 0;
+    const double cfloor = -s->blocks[0].alpha_bar, wfloor = -s->blocks[1].alpha_bar;
     for (uint32_t k = 0; k < m->K; ++k) {
-      s->raw[k] = std::max(s->raw[k], 0.0);
+      s->raw[k] = std::max(s->raw[k], cfloor);
       m->raw_class_total += s->raw[k];
     }
     std::fill(m->raw_word_total.begin(), m->raw_word_total.end(), 0.0);
@@ -255,7 +258,7 @@ int Rebuild(trib_family_model* mm, trib_stats* s, const trib_step*, trib_error* 
     for (uint64_t w = 0; w < m->V; ++w) {
       double* row = s->raw + m->Row(static_cast<uint32_t>(w));
       for (uint64_t kz = 0; kz < KZ; ++kz) {
-        row[kz] = std::max(row[kz], 0.0);
+        row[kz] = std::max(row[kz], wfloor);
         total[kz] += row[kz];
       }
     }
@@ -487,9 +490,11 @@ int Commit(trib_family_model* mm, trib_stats* s, const uint64_t* idx, const doub
   double* raw = s->raw;
   double* total = m->raw_word_total.data();
   double class_total = m->raw_class_total;
+  const double cfloor = -s->blocks[0].alpha_bar, wfloor = -s->blocks[1].alpha_bar;
   for (size_t j = 0; j < count; ++j) {
     const uint64_t i = idx[j];
-    const double v = raw[i] > 0.0 ? raw[i] : 0.0;
+    const double floor = i < off ? cfloor : wfloor;
+    const double v = raw[i] > floor ? raw[i] : floor;
     raw[i] = v;
     if (i < off) {
       class_total += v - old_raw[j];
@@ -558,7 +563,7 @@ int Outputs(const trib_family_model* mm, uint32_t* kind, uint32_t* count, trib_e
 }  // namespace
 
 #ifndef TRIB_LDA_CLASSIFIER_VERSION
-#define TRIB_LDA_CLASSIFIER_VERSION "1.0.0"
+#define TRIB_LDA_CLASSIFIER_VERSION "1.1.0"
 #endif
 TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_FAMILY, "lda-classifier", TRIB_LDA_CLASSIFIER_VERSION,
                              "one LDA per class (sdEM Appendix B), online collapsed Gibbs local step");

@@ -8,6 +8,13 @@
 // 1-nat margin after a few updates and stop teaching the model; a margin of
 // the order of a few nats per ten tokens keeps them in play (see README,
 // "Accuracy on real text").
+//
+// Option `weights`: `table1` (default) is Table 1's s(y, x) - s(ybar, x),
+// w_y = +1, w_ybar = -1. `algorithm4` is the supplement's Algorithm 4 (lines
+// 14-22): w_y = 1 - p(y | x), w_ybar = -p(ybar | x), the NCLL weights of the
+// two classes alone, so a step shrinks as the model grows confident. The
+// condition for a step (the margin) is the same in both.
+#include <cmath>
 #include <new>
 
 #include "loss_common.h"
@@ -15,10 +22,11 @@
 namespace {
 struct HingeLoss {
   double margin = 1.0;
+  bool algorithm4 = false;  // weights=algorithm4
 };
 
-int WeightsMargin(double m, const double* s, uint32_t K, int64_t y, double* w, double* c, double* loss,
-                  trib_error* err) {
+int WeightsMargin(double m, bool algorithm4, const double* s, uint32_t K, int64_t y, double* w, double* c,
+                  double* loss, trib_error* err) {
   if (y < 0) return tributary::sdk::Fail(err, TRIB_ERR_INVALID_DOCUMENT, "hinge needs a labelled document");
   for (uint32_t k = 0; k < K; ++k) w[k] = 0.0;
   *c = 0.0;
@@ -31,14 +39,25 @@ int WeightsMargin(double m, const double* s, uint32_t K, int64_t y, double* w, d
   }
   const double margin = s[y] - s[ybar];
   if (margin > m) return TRIB_OK;
-  w[y] = 1.0;
-  w[ybar] = -1.0;
   *loss = m - margin;
+  if (!algorithm4) {
+    w[y] = 1.0;
+    w[ybar] = -1.0;
+    return TRIB_OK;
+  }
+  // p(k | x) = exp(s_k - logsumexp(s)).
+  double mx = s[0];
+  for (uint32_t k = 1; k < K; ++k) mx = s[k] > mx ? s[k] : mx;
+  double z = 0;
+  for (uint32_t k = 0; k < K; ++k) z += std::exp(s[k] - mx);
+  const double lse = mx + std::log(z);
+  w[y] = 1.0 - std::exp(s[y] - lse);
+  w[ybar] = -std::exp(s[ybar] - lse);
   return TRIB_OK;
 }
 
 int Weights(const double* s, uint32_t K, int64_t y, double* w, double* c, double* loss, trib_error* err) {
-  return WeightsMargin(1.0, s, K, y, w, c, loss, err);
+  return WeightsMargin(1.0, false, s, K, y, w, c, loss, err);
 }
 
 int Create(const trib_option* options, size_t num_options, trib_loss_model** out, trib_error* err) {
@@ -51,8 +70,19 @@ int Create(const trib_option* options, size_t num_options, trib_loss_model** out
           return tributary::sdk::Fail(err, TRIB_ERR_INVALID_ARGUMENT,
                                       "option margin='%s': expected a number > 0 (log-odds, nats)", options[i].value);
         }
+      } else if (std::strcmp(key, "weights") == 0) {
+        if (std::strcmp(options[i].value, "table1") == 0) {
+          h.algorithm4 = false;
+        } else if (std::strcmp(options[i].value, "algorithm4") == 0) {
+          h.algorithm4 = true;
+        } else {
+          return tributary::sdk::Fail(err, TRIB_ERR_INVALID_ARGUMENT,
+                                      "option weights='%s': expected 'table1' (+1/-1) or 'algorithm4' (1-p, -p)",
+                                      options[i].value);
+        }
       } else {
-        return tributary::sdk::Fail(err, TRIB_ERR_INVALID_ARGUMENT, "unknown option '%s' (hinge takes: margin)", key);
+        return tributary::sdk::Fail(err, TRIB_ERR_INVALID_ARGUMENT, "unknown option '%s' (hinge takes: margin, weights)",
+                                    key);
       }
     }
     *out = reinterpret_cast<trib_loss_model*>(new HingeLoss(h));
@@ -64,7 +94,8 @@ void Destroy(trib_loss_model* m) { delete reinterpret_cast<HingeLoss*>(m); }
 
 int WeightsWith(const trib_loss_model* m, const double* s, uint32_t K, int64_t y, double* w, double* c, double* loss,
                 trib_error* err) {
-  return WeightsMargin(reinterpret_cast<const HingeLoss*>(m)->margin, s, K, y, w, c, loss, err);
+  const auto* h = reinterpret_cast<const HingeLoss*>(m);
+  return WeightsMargin(h->margin, h->algorithm4, s, K, y, w, c, loss, err);
 }
 }  // namespace
 

@@ -9,8 +9,15 @@
 // The totals M[k] are kept incrementally in raw space (R[k] = sum_w raw),
 // so M[k] = scale * R[k] + shift * alpha * |W| costs O(1) after any step.
 // The Dirichlet prior in this parametrisation has nu = 0 (Appendix A), so
-// NCLL and hinge never decay the counts; the check-step is Algorithm 2's
-// N = max(N, 0) on the data part (raw >= 0), which keeps mu >= shift * abar.
+// NCLL and hinge never decay the counts. The check-step is Algorithm 2's
+// (lines 15 and 22): N = max(N, 0), where N is the count without the prior
+// mass gamma = alpha sum rho/n added by the steps, and Algorithm 3 scores with
+// N + gamma. N starts at alpha (line 1), so discriminative steps may take a
+// word's initial pseudo-count away entirely; mu = N + gamma alpha stays > 0.
+// In the engine's lazy map N = scale * (raw + abar) (model.h), so the clamp is
+// raw >= -abar for both blocks (the class block's abar is class_prior: the
+// paper adds the word prior's gamma to C too, the same value when both are 1).
+// Tests: tests/sdem_paper_reference_test.cc against a literal Algorithm 2-4.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -30,7 +37,7 @@ constexpr const char* kFamilyName = "multinomial-mixture";
 constexpr const char* kKnownOptions = "components, prior, class_prior, init_scale";
 #else
 constexpr const char* kFamilyName = "multinomial";
-constexpr const char* kKnownOptions = "prior, class_prior";
+constexpr const char* kKnownOptions = "prior, class_prior, floor";
 #endif
 
 struct Model {
@@ -42,6 +49,9 @@ struct Model {
   std::vector<double> raw_word_total;  // R[k] = sum_w raw N[w][k]
   double raw_class_total = 0;          // sum_k raw C[k]
   double init_scale = 1.0;             // mixture: random initial counts, in units of alpha
+  // floor=prior (1.0.0's check-step, kept as an option): discriminative steps
+  // (c = 0) never take a count below its initial pseudo-count (raw >= 0).
+  bool prior_floor = false;
 };
 
 struct State {
@@ -96,6 +106,14 @@ int Create(const trib_schema* schema, const trib_option* opts, size_t n, trib_fa
           return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option prior='%s': expected 'laplace', 'log' or a number > 0",
                       val.c_str());
         }
+      } else if (key == "floor") {
+        if (val == "paper") {
+          m->prior_floor = false;
+        } else if (val == "prior") {
+          m->prior_floor = true;
+        } else {
+          return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option floor='%s': expected 'paper' or 'prior'", val.c_str());
+        }
       } else if (key == "class_prior") {
         if (!tributary::sdk::ParseDouble(val.c_str(), &m->class_alpha) || m->class_alpha <= 0) {
           return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option class_prior='%s': expected a number > 0", val.c_str());
@@ -133,8 +151,9 @@ int Rebuild(trib_family_model* mm, trib_stats* s, const trib_step*, trib_error* 
   return Guard(err, [&] {
     Model* m = M(mm);
     m->raw_class_total = 0;
+    const double cfloor = -s->blocks[0].alpha_bar, wfloor = -s->blocks[1].alpha_bar;
     for (uint32_t k = 0; k < m->K; ++k) {
-      s->raw[k] = std::max(s->raw[k], 0.0);
+      s->raw[k] = std::max(s->raw[k], cfloor);
       m->raw_class_total += s->raw[k];
     }
     std::fill(m->raw_word_total.begin(), m->raw_word_total.end(), 0.0);
@@ -142,7 +161,7 @@ int Rebuild(trib_family_model* mm, trib_stats* s, const trib_step*, trib_error* 
     for (uint64_t w = 0; w < m->V; ++w) {
       double* row = r + w * m->K;
       for (uint32_t k = 0; k < m->K; ++k) {
-        row[k] = std::max(row[k], 0.0);
+        row[k] = std::max(row[k], wfloor);
         m->raw_word_total[k] += row[k];
       }
     }
@@ -481,22 +500,29 @@ int Accumulate(const trib_family_model* mm, const trib_stats*, trib_family_state
   return TRIB_OK;
 }
 
-// max(v, 0) without a branch (the sign is data-dependent: NCLL pushes many
-// entries below zero).
-inline double ClampNonNegative(double v) {
-  const v2d x = Splat(v);
-  return (x > Splat(0.0) ? x : Splat(0.0))[0];
+// max(v, floor) without a branch (which side is data-dependent: NCLL pushes
+// many entries below the floor).
+inline double ClampAbove(double v, double floor) {
+  const v2d x = Splat(v), f = Splat(floor);
+  return (x > f ? x : f)[0];
 }
 
-// Check-step (Algorithm 2 lines 15, 22: N = max(N, 0)) and totals.
+// Check-step (Algorithm 2 lines 15, 22: N = max(N, 0), i.e. raw >= -abar)
+// and totals.
+// With floor=prior a discriminative step (c = 0) clamps at raw >= 0 instead:
+// N >= scale abar, the initial pseudo-count is never taken away (1.0.0's rule;
+// NLL steps never reach either floor, so they use the paper's).
 int Commit(trib_family_model* mm, trib_stats* s, const uint64_t* idx, const double* old_raw, size_t count,
-           const trib_step*, trib_error*) {
+           const trib_step* step, trib_error*) {
   Model* m = M(mm);
   const uint32_t K = m->K;
   const uint64_t off = m->word_offset;
   double* __restrict raw = s->raw;
   double* __restrict total = m->raw_word_total.data();
   double class_total = m->raw_class_total;
+  const bool prior_floor = m->prior_floor && step->c == 0.0;
+  const double cfloor = prior_floor ? 0.0 : -s->blocks[0].alpha_bar;
+  const double wfloor = prior_floor ? 0.0 : -s->blocks[1].alpha_bar;
   // A whole run idx[j..j+K) = first, first + 1, ... (what Accumulate writes
   // when every class moves): checked with xor/or, which vectorises on SSE2
   // unlike a 64-bit ==.
@@ -517,13 +543,13 @@ int Commit(trib_family_model* mm, trib_stats* s, const uint64_t* idx, const doub
         uint32_t k = 0;
         for (; k + 2 <= K; k += 2) {
           v2d v = Load2(raw + k);
-          v = v > Splat(0.0) ? v : Splat(0.0);
+          v = v > Splat(cfloor) ? v : Splat(cfloor);
           std::memcpy(raw + k, &v, sizeof v);
           change += v - Load2(o + k);
         }
         double c = change[0] + change[1];
         if (k < K) {
-          const double v = ClampNonNegative(raw[k]);
+          const double v = ClampAbove(raw[k], cfloor);
           raw[k] = v;
           c += v - o[k];
         }
@@ -531,7 +557,7 @@ int Commit(trib_family_model* mm, trib_stats* s, const uint64_t* idx, const doub
         j += K;
         continue;
       }
-      const double v = ClampNonNegative(raw[i]);
+      const double v = ClampAbove(raw[i], cfloor);
       raw[i] = v;
       class_total += v - old_raw[j];
       ++j;
@@ -542,14 +568,14 @@ int Commit(trib_family_model* mm, trib_stats* s, const uint64_t* idx, const doub
       double* r = raw + i;
       const double* o = old_raw + j;
       for (uint32_t k = 0; k < K; ++k) {
-        const double v = r[k] > 0.0 ? r[k] : 0.0;
+        const double v = r[k] > wfloor ? r[k] : wfloor;
         r[k] = v;
         total[k] += v - o[k];
       }
       j += K;
       continue;
     }
-    const double v = ClampNonNegative(raw[i]);
+    const double v = ClampAbove(raw[i], wfloor);
     raw[i] = v;
     total[i - row_base] += v - old_raw[j];
     ++j;
@@ -671,7 +697,7 @@ int Completion(const trib_family_model* mm, const trib_stats* s, trib_family_sta
 }  // namespace
 
 #ifndef TRIB_MULTINOMIAL_VERSION
-#define TRIB_MULTINOMIAL_VERSION "1.0.0"
+#define TRIB_MULTINOMIAL_VERSION "1.1.0"
 #endif
 #ifdef TRIB_MULTINOMIAL_MIXTURE
 TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_FAMILY, "multinomial-mixture", TRIB_MULTINOMIAL_VERSION,

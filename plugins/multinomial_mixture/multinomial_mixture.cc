@@ -6,4 +6,8 @@
 // plus K = option `components` outputs, random symmetry-breaking initial
 // counts, p(term | component) for `tributary topics` and document completion.
 #define TRIB_MULTINOMIAL_MIXTURE 1
+// Online EM never pushes a count below its prior, so the multinomial check-step
+// change of 1.1.0 (raw >= -abar instead of >= 0) does not bind here: the
+// mixture keeps its version and its snapshots.
+#define TRIB_MULTINOMIAL_VERSION "1.0.0"
 #include "../multinomial/multinomial.cc"

@@ -27,7 +27,17 @@ using Options = std::vector<std::pair<std::string, std::string>>;
 // The global statistics mu, stored per block in the lazy affine form
 // mu[i] = scale * raw[i] + shift * alpha_bar, so that the decay
 // (1 - rho (c + nu/n)) and the prior term rho abar / n of every sdEM step
-// cost O(blocks) instead of O(model) (DESIGN.md, "Cost per document").
+// cost O(blocks) instead of O(model) (docs/design.md, "The lazy affine map").
+//
+// Invariant kept by Init, the learner's steps and Restart: shift - scale is
+// the paper's gamma, the prior mass the steps have added so far (sdEM
+// Algorithm 2 line 8, gamma <- gamma + rho/n, decayed by the NLL factor like
+// everything else), in units of alpha_bar. Then the data part of a statistic
+// (Algorithm 2's N, which starts at the prior alpha_bar and is clamped at 0 by
+// the check-step) is
+//     N[i] = mu[i] - gamma * alpha_bar = scale * (raw[i] + alpha_bar),
+// so the paper's check-step N >= 0 is raw[i] >= -alpha_bar in raw space,
+// whatever the block's scale and shift.
 class SufficientStats {
  public:
   Status Init(std::vector<trib_block> blocks);
@@ -47,7 +57,12 @@ class SufficientStats {
     return b.scale * raw_[i] + b.shift * b.alpha_bar;
   }
   // Rewrites block b so that scale = 1, shift = 0 (raw = mu). O(block size).
+  // Breaks the gamma invariant above: for export and tests only.
   void Materialize(uint32_t b);
+  // One step's map mu <- f mu + prior_step * alpha_bar applied to every raw
+  // entry of block b (O(block size)), leaving scale = 1 and the gamma
+  // invariant intact. Used when f <= 0 or the scale would underflow.
+  void Restart(uint32_t b, double f, double prior_step);
   trib_stats View();
   trib_stats ConstView() const;
 
