@@ -217,6 +217,7 @@ Result<std::unique_ptr<Model>> Model::Clone() const {
   m->num_outputs_ = num_outputs_;
   m->stats_ = stats_;
   m->learner_ = learner_;
+  m->training_report_ = training_report_;
   trib_error err{};
   int rc = family_->family().clone(fmodel_, &m->fmodel_, &err);
   if (rc != TRIB_OK) return PluginStatus(rc, err, *family_, "clone");

@@ -118,6 +118,7 @@ Status Model::Save(const std::string& path) const {
                                      cache.begin() + static_cast<std::ptrdiff_t>(std::min(n, cache.size())));
   }
   snap.set_created_by("tributary 0.1.0");
+  snap.set_training_report(training_report_);
   std::string payload;
   if (!snap.SerializeToString(&payload)) return Status::Internal("cannot serialize snapshot for '" + path + "'");
   std::string file(kMagic, sizeof(kMagic));
@@ -242,6 +243,7 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const Plugin
   m->learner_.schedule.tau0 = ls.schedule().tau0();
   m->learner_.schedule.kappa = ls.schedule().kappa();
   m->learner_.schedule.rho = ls.schedule().rho();
+  m->training_report_ = snap.training_report();
   // Caches only: the check-step leaves feasible statistics unchanged.
   trib_step step{0.0, m->learner_.effective_size, 0.0, m->learner_.updates};
   TRIB_RETURN_IF_ERROR(m->Rebuild(step).WithContext("snapshot '" + path + "'"));

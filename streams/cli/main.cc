@@ -16,6 +16,7 @@
 #include "tributary/convert.h"
 #include "tributary/metrics.h"
 #include "tributary/sep_engine.h"
+#include "tributary/trainer.h"
 
 namespace tributary::cli {
 namespace {
@@ -151,6 +152,169 @@ void SavePartial(const Model& model, const std::string& out) {
 
 // ---- train -----------------------------------------------------------------
 
+// The settings train's defaults try (trainer.h): the loss under a small grid
+// of priors (and margins, for the hinge loss) wherever the user fixed none,
+// and the generative NLL learner. Streaming keeps it to three learners.
+std::vector<CandidateSpec> DefaultCandidates(const LearnFlags& f, bool streaming) {
+  auto has_key = [](const std::vector<std::string>& kvs, const std::string& key) {
+    return std::any_of(kvs.begin(), kvs.end(), [&](const std::string& kv) { return kv.rfind(key + "=", 0) == 0; });
+  };
+  const bool prior_fixed = !f.prior.empty() || has_key(f.options, "prior");
+  const bool margin_search = f.loss == "hinge" && !has_key(f.loss_options, "margin");
+  std::vector<std::string> priors = {""};
+  if (!prior_fixed) priors = streaming ? std::vector<std::string>{"", "3"} : std::vector<std::string>{"", "3", "10"};
+  std::vector<std::string> margins = {""};
+  if (margin_search) margins = {"", "10"};
+  std::vector<CandidateSpec> out;
+  auto add = [&](const std::string& prior, const std::string& margin) {
+    CandidateSpec c;
+    c.loss = f.loss;
+    c.label = f.loss;
+    if (!prior.empty()) {
+      c.family_options.emplace_back("prior", prior);
+      c.label += " prior=" + prior;
+    } else if (!prior_fixed) {
+      c.label += " prior=default";
+    }
+    if (!margin.empty()) {
+      c.loss_options.emplace_back("margin", margin);
+      c.label += " margin=" + margin;
+    } else if (margin_search) {
+      c.label += " margin=1";
+    }
+    out.push_back(std::move(c));
+  };
+  if (streaming) {  // pairs, not the product: at most three learners in all
+    for (size_t i = 0; i < std::max(priors.size(), margins.size()); ++i) {
+      add(priors[std::min(i, priors.size() - 1)], margins[std::min(i, margins.size() - 1)]);
+    }
+  } else {
+    for (const auto& p : priors)
+      for (const auto& m : margins) add(p, m);
+  }
+  CandidateSpec nll;
+  nll.loss = "nll";
+  nll.label = "nll (generative)";
+  nll.generative = true;
+  out.push_back(std::move(nll));
+  return out;
+}
+
+// train without tuning flags, for a discriminative loss: candidates chosen on
+// the training stream (lib/include/tributary/trainer.h).
+int RunTrainSelect(const LearnFlags& f, const std::string& in, const std::string& out,
+                   std::unique_ptr<Model> schema_model, std::unique_ptr<DocumentReader> reader, uint64_t length) {
+  const bool streaming = in == "-" || f.epochs == 1;
+  const v1::StreamHeader header = reader->header();
+  TrainerConfig cfg;
+  cfg.candidates = DefaultCandidates(f, streaming);
+  cfg.epochs = f.epochs;
+  cfg.shuffle = !f.no_shuffle;
+  cfg.seed = f.seed;
+  Model* classes_from = schema_model.get();
+  ModelFactory factory = [&](const CandidateSpec& c) -> Result<std::unique_ptr<Model>> {
+    LearnFlags g = f;
+    g.loss = c.loss;
+    if (c.generative) {
+      g.lambda = -1;  // NLL's own default: exact averaging (batch MAP)
+      g.loss_options.clear();
+    }
+    for (const auto& [k, v] : c.family_options) {
+      if (k == "prior") g.prior = v;
+    }
+    for (const auto& [k, v] : c.loss_options) g.loss_options.push_back(k + "=" + v);
+    auto m = NewModelFromFlags(g, Registry(), header, length);
+    if (!m.ok()) return m.status();
+    if (classes_from != nullptr) {
+      for (const auto& name : classes_from->schema().classes()) {
+        if ((*m)->schema().ClassIndex(name) < 0) TRIB_RETURN_IF_ERROR((*m)->AddClass(name));
+      }
+    }
+    return m;
+  };
+  BadInput bad;
+  Progress progress("train", f.quiet);
+  uint64_t steps = 0;
+  auto start = std::chrono::steady_clock::now();
+  TrainReport report;
+  std::unique_ptr<Model> model;
+  uint64_t documents = 0;
+  DocumentBuffer doc;
+  if (!streaming) {
+    // Decode once into memory (labels as class indices of schema_model).
+    std::vector<DocumentBuffer> docs;
+    auto ds = DecodedStream::OpenPass(&reader, in, f.max_frame_bytes, *schema_model);
+    if (!ds.ok()) return ReportError(ds.status());
+    for (;;) {
+      bool eof = false, grew = false;
+      Status st = (*ds)->Next(schema_model.get(), true, f.skip_bad, &bad, &doc, &eof, &grew);
+      if (!st.ok()) return ReportError(st);
+      if (eof) break;
+      docs.push_back(doc);
+    }
+    documents = docs.size();
+    if (docs.empty()) return ReportError(Status::InvalidArgument("'" + in + "': no document was learned (empty stream?)"));
+    auto r = Trainer::TrainOffline(factory, cfg, docs, &report, [&] { progress.Tick(++steps); });
+    if (!r.ok()) return ReportError(r.status().WithContext("'" + in + "'"));
+    model = std::move(r).value();
+  } else {
+    classes_from = nullptr;  // the trainer's first candidate decodes the stream
+    auto tr = Trainer::Create(factory, cfg);
+    if (!tr.ok()) return ReportError(tr.status());
+    std::unique_ptr<Trainer> trainer = std::move(tr).value();
+    auto ds = DecodedStream::OpenPass(&reader, in, f.max_frame_bytes, *trainer->schema_model());
+    if (!ds.ok()) return ReportError(ds.status());
+    for (;;) {
+      bool eof = false, grew = false;
+      Status st = (*ds)->Next(trainer->schema_model(), true, f.skip_bad, &bad, &doc, &eof, &grew);
+      if (!st.ok()) return ReportError(st);
+      if (eof) break;
+      if (grew) {
+        if (Status g = trainer->SyncClasses(); !g.ok()) return ReportError(g);
+      }
+      st = trainer->Learn(doc);
+      if (!st.ok()) {
+        if (f.skip_bad && (st.IsInvalidDocument() || st.code() == Status::Code::kNumeric)) {
+          bad.Record(st);
+          continue;
+        }
+        return ReportError(st.WithContext("'" + in + "'"));
+      }
+      progress.Tick(++documents);
+    }
+    if (documents == 0) {
+      return ReportError(Status::InvalidArgument("'" + in + "': no document was learned (empty stream?)"));
+    }
+    auto r = trainer->Finish(&report);
+    if (!r.ok()) return ReportError(r.status().WithContext("'" + in + "'"));
+    model = std::move(r).value();
+  }
+  progress.Done(documents);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  PrintBad(bad);
+  model->learner_state().skipped_documents += bad.skipped;
+  model->set_training_report(report.ToJson());
+  Status st = model->Save(out);
+  if (!st.ok()) return ReportError(st);
+  if (!f.quiet) {
+    std::ostringstream os;
+    os << "chose '" << report.kept << "' on " << report.validation_documents << " held-out training documents ("
+       << report.mode << ";";
+    for (const auto& c : report.candidates) {
+      os << " " << c.label << ": " << Fmt(100 * c.validation_accuracy, 4) << "%";
+      if (report.mode == "offline") os << " after " << c.epochs << " pass(es)";
+      os << ",";
+    }
+    std::string line = os.str();
+    line.back() = ')';
+    std::cerr << line << "\ntrained " << model->family().name << "/" << model->loss_plugin()->name << " on "
+              << documents << " documents (" << report.final_epochs << " pass(es) of the kept setting, "
+              << report.document_updates << " updates while choosing) in " << Fmt(secs, 3) << " s -> " << out
+              << std::endl;
+  }
+  return kExitOk;
+}
+
 int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& out) {
   LearnFlags f = flags;
   const bool ep_family = f.engine != "sdem";
@@ -161,10 +325,39 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
   if (!first.ok()) return ReportError(first.status());
   auto length = StreamLength(**first, in, f);
   if (!length.ok()) return ReportError(length.status());
-  auto mr = NewModelFromFlags(f, Registry(), (*first)->header(), *length);
-  if (!mr.ok()) return ReportError(mr.status());
-  std::unique_ptr<Model> model = std::move(mr).value();
+  std::unique_ptr<Model> model;
+  if (!f.resume.empty()) {
+    // Continue a snapshot with its own family, loss, options, schedule and
+    // step counter (n too, unless --n is given): one learner, arrival order.
+    if (ep_family) return ReportError(Status::InvalidArgument("--resume continues sdEM models only"));
+    auto lr = Model::Load(f.resume, Registry());
+    if (!lr.ok()) return ReportError(lr.status());
+    model = std::move(lr).value();
+    if (model->family().family().sep != nullptr && model->latent_outputs()) {
+      return ReportError(Status::InvalidArgument("--resume: '" + f.resume + "' is a " + model->family().name +
+                                                 " model (SEP/EP/ADF); only sdEM models can be resumed"));
+    }
+    if (!model->loss_plugin()) {
+      return ReportError(Status::InvalidArgument("--resume: '" + f.resume + "' records no loss"));
+    }
+    if (f.n > 0) model->learner_state().effective_size = f.n;
+    f.select = "off";
+  } else {
+    auto mr = NewModelFromFlags(f, Registry(), (*first)->header(), *length);
+    if (!mr.ok()) return ReportError(mr.status());
+    model = std::move(mr).value();
+  }
   std::unique_ptr<DocumentReader> reader = std::move(first).value();
+  // Defaults that work: a discriminative loss on class outputs, with the
+  // choice left to the program, goes through the Trainer.
+  if (!ep_family && f.select == "auto" && !model->latent_outputs() && model->loss_plugin()->loss().requires_label) {
+    return RunTrainSelect(f, in, out, std::move(model), std::move(reader), *length);
+  }
+  if (f.epochs == 0) f.epochs = 1;
+  // Several passes over a file are shuffled (scikit-learn's SGD does the
+  // same); --no-shuffle keeps the arrival order.
+  if (f.epochs > 1 && in != "-" && !f.no_shuffle) f.shuffle = true;
+  if (f.no_shuffle) f.shuffle = false;
   if (f.epochs > 1 && in == "-" && !f.shuffle) {
     return ReportError(Status::InvalidArgument("--epochs > 1 needs a file (or --shuffle), not standard input"));
   }
@@ -881,6 +1074,11 @@ int RunInspect(const std::string& path, bool as_json) {
   // The posterior summary of families trained by SEP / EP / ADF (mixing
   // weights, per-component means and variances).
   if (Status st = AddPosteriorSummary(m, &j); !st.ok()) return ReportError(st);
+  // How train's defaults chose the model (trainer.h).
+  if (!m.training_report().empty()) {
+    json tr = json::parse(m.training_report(), nullptr, false);
+    if (!tr.is_discarded()) j["training"] = tr;
+  }
   if (as_json) {
     std::cout << j.dump() << std::endl;
   } else {
@@ -976,10 +1174,21 @@ int Main(int argc, char** argv) {
   t->add_option("--restart-window", tf.restart_window,
                 "documents after which the best restart is kept (default 0: the end of the first pass)")
       ->capture_default_str();
-  t->add_option("--epochs", tf.epochs, "passes over the stream (EP: sweeps)")
-      ->capture_default_str()
+  t->add_option("--epochs", tf.epochs,
+                "passes over the stream (EP: sweeps). Default: NCLL/hinge on a file choose it on a validation split "
+                "of the training stream (early stopping, at most 20); otherwise 1")
       ->check(CLI::PositiveNumber);
-  t->add_flag("--shuffle", tf.shuffle, "shuffle the documents (in memory) before each epoch");
+  t->add_flag("--shuffle", tf.shuffle,
+              "shuffle the documents (in memory) before each epoch (the default for several passes over a file)");
+  t->add_flag("--no-shuffle", tf.no_shuffle, "keep the arrival order, even over several passes");
+  t->add_option("--select", tf.select,
+                "auto: NCLL/hinge try a few priors (and margins) and the generative NLL learner, and keep the "
+                "best on held-out training documents (never the test split); off: one learner with the given "
+                "settings")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "off"}));
+  t->add_option("--resume", tf.resume,
+                "continue this snapshot (its family, loss, options, schedule and step count) on --in");
   t->add_option("--in", t_in, "training stream (.pb, - for stdin)")->required();
   t->add_option("--out", t_out, "model snapshot to write")->required();
 

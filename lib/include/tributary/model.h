@@ -167,6 +167,11 @@ class Model {
   LearnerState& learner_state() { return learner_; }
   const LearnerState& learner_state() const { return learner_; }
 
+  // JSON text saying how train's defaults chose this model (see trainer.h);
+  // empty when the model was trained with one fixed setting. Kept in snapshots.
+  const std::string& training_report() const { return training_report_; }
+  void set_training_report(std::string json) { training_report_ = std::move(json); }
+
   // Re-runs the family's rebuild (check-step over everything, caches).
   Status Rebuild(const trib_step& step);
   // Number of tokens the document adds to per-word perplexity.
@@ -189,6 +194,7 @@ class Model {
   trib_family_model* fmodel_ = nullptr;
   SufficientStats stats_;
   LearnerState learner_;
+  std::string training_report_;
 };
 
 // Error text from a plugin call, naming the plugin and the call.

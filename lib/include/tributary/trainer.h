@@ -1,0 +1,143 @@
+// Trainer: what a user who never tunes anything gets from sdEM.
+//
+// The discriminative losses (NCLL, hinge) are sound but their single-learner
+// defaults are not: one pass in arrival order under rho_t = (1 + 1e-4 t)^-1
+// never averages its noise away, a stream grouped by class teaches each class
+// until the model predicts it and then forgets it in the next block, and the
+// prior and margin that work depend on the corpus. The Trainer therefore runs
+// several learners ("candidates": the loss under a small grid of priors and
+// margins, and the generative NLL learner, which does not depend on the
+// order) on the same documents and keeps the one that predicts held-out
+// documents of the TRAINING stream best. The test split is never seen.
+//
+// Two ways to run:
+//  - Offline (a file, decoded into memory): a stratified validation split of
+//    the training documents (`holdout`); the candidates make shuffled passes
+//    over the rest (Algorithm 1, line 0: "D is randomly shuffled"; "repeat
+//    ... until convergence") and stop when their validation accuracy has not
+//    improved for `patience` passes (at most `max_epochs`); after two passes
+//    only the best two discriminative candidates go on. The winner's setting
+//    is then trained again on every document for its best number of passes
+//    (GridSearchCV's refit).
+//  - Streaming (one pass, arrival order, e.g. standard input): every tenth
+//    labelled document goes to a per-class reservoir (uniform reservoir
+//    sampling, `reservoir_per_class` documents per class) instead of being
+//    learned at once; documents that leave the reservoir are learned by every
+//    candidate. At Finish() the candidates are compared on the reservoir,
+//    which holds every class seen, old ones included, so a learner that
+//    forgot the early classes of a class-grouped stream is seen to; then the
+//    winner learns the documents still in the reservoir, in random order.
+//    Every document is learned exactly once by the kept model.
+// Selection: highest validation accuracy, ties broken by the lower mean
+// validation NCLL (-log p(y | x)).
+//
+// Thread safety: one Trainer per thread; it owns its models.
+#ifndef TRIBUTARY_TRAINER_H_
+#define TRIBUTARY_TRAINER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tributary/document.h"
+#include "tributary/model.h"
+#include "tributary/sdem_learner.h"
+#include "tributary/status.h"
+
+namespace tributary {
+
+// One learner setting to try: the loss and the options that differ from the
+// caller's base configuration.
+struct CandidateSpec {
+  std::string label;       // shown in reports, e.g. "ncll prior=3"
+  std::string loss;        // loss plugin name or path
+  Options family_options;  // added to (or overriding) the base family options
+  Options loss_options;
+  bool generative = false;  // NLL: order-free, one pass is exact averaging
+};
+
+// Builds a fresh model (statistics at the prior, schedule and n set) for a
+// candidate. Provided by the front end, which knows the stream's schema and
+// the user's flags.
+using ModelFactory = std::function<Result<std::unique_ptr<Model>>(const CandidateSpec&)>;
+
+struct TrainerConfig {
+  std::vector<CandidateSpec> candidates;  // REQUIRES: non-empty
+  uint32_t epochs = 0;                    // offline: 0 = chosen by validation; else fixed
+  uint32_t max_epochs = 20;
+  uint32_t patience = 3;
+  double holdout = 0.1;  // offline validation fraction (stratified by class)
+  uint32_t reservoir_every = 10;  // streaming: one labelled document in this many is held out
+  size_t reservoir_per_class = 100;
+  bool shuffle = true;  // offline: shuffle before every pass
+  uint64_t seed = 1;
+};
+
+struct CandidateResult {
+  std::string label;
+  double validation_accuracy = 0;
+  double validation_ncll = 0;
+  uint32_t epochs = 0;  // passes at the best validation score (offline)
+  bool kept = false;
+};
+
+struct TrainReport {
+  std::string mode;  // "offline" or "streaming"
+  size_t validation_documents = 0;
+  uint32_t final_epochs = 0;   // passes of the kept model over every document
+  uint64_t document_updates = 0;  // sdEM steps over all candidates and the refit
+  std::vector<CandidateResult> candidates;
+  std::string kept;
+  // JSON text of the above (stored in snapshots, printed by inspect).
+  std::string ToJson() const;
+};
+
+// Validation accuracy and mean NCLL of `model` on `docs` (labelled ones).
+Status EvaluateOn(const Model& model, const std::vector<const DocumentBuffer*>& docs, double* accuracy,
+                  double* mean_ncll);
+
+class Trainer {
+ public:
+  // Offline: learns `docs` (labels as class indices of the models the factory
+  // builds) and returns the kept model, trained on all of them. `on_step` (may
+  // be null) is called after every sdEM step (progress). Errors name the
+  // document and the candidate.
+  static Result<std::unique_ptr<Model>> TrainOffline(const ModelFactory& factory, const TrainerConfig& config,
+                                                     const std::vector<DocumentBuffer>& docs, TrainReport* report,
+                                                     const std::function<void()>& on_step = nullptr);
+
+  // Streaming.
+  static Result<std::unique_ptr<Trainer>> Create(const ModelFactory& factory, const TrainerConfig& config);
+  // The model whose schema decodes the stream (candidate 0's). Classes added
+  // to it must be announced with SyncClasses() before the next Learn().
+  Model* schema_model() { return candidates_[0].model.get(); }
+  Status SyncClasses();
+  // Learns (or holds out) one document. On error no candidate has changed.
+  Status Learn(const DocumentBuffer& doc);
+  // Chooses, lets the kept model learn what is still held out, and returns it.
+  Result<std::unique_ptr<Model>> Finish(TrainReport* report);
+  uint64_t documents_seen() const { return seen_; }
+
+ private:
+  struct Candidate {
+    CandidateSpec spec;
+    std::unique_ptr<Model> model;
+    std::unique_ptr<SdemLearner> learner;
+  };
+  Trainer() = default;
+  Status LearnAll(const DocumentBuffer& doc);
+  TrainerConfig config_;
+  std::vector<Candidate> candidates_;
+  std::vector<std::vector<DocumentBuffer>> reservoir_;  // per class
+  std::vector<uint64_t> offered_;                        // per class: documents offered to the reservoir
+  std::mt19937_64 rng_;
+  uint64_t seen_ = 0;
+  uint64_t updates_ = 0;
+};
+
+}  // namespace tributary
+
+#endif  // TRIBUTARY_TRAINER_H_

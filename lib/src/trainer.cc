@@ -1,0 +1,366 @@
+#include "tributary/trainer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <sstream>
+
+namespace tributary {
+
+namespace {
+
+// Adds the classes of `from` that `to` lacks, in `from`'s order, so that a
+// class index means the same class in both.
+Status AddMissingClasses(const Model& from, Model* to) {
+  for (const auto& c : from.schema().classes()) {
+    if (to->schema().ClassIndex(c) < 0) TRIB_RETURN_IF_ERROR(to->AddClass(c));
+  }
+  return Status::OK();
+}
+
+// Strictly better: higher accuracy, or equal accuracy and lower NCLL.
+bool Better(double acc, double ncll, double best_acc, double best_ncll) {
+  return acc > best_acc || (acc == best_acc && ncll < best_ncll);
+}
+
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (static_cast<unsigned char>(ch) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", ch);
+      out += buf;
+    } else {
+      out += ch;
+    }
+  }
+  return out + "\"";
+}
+
+std::string JsonNumber(double x) {
+  if (!std::isfinite(x)) return "null";
+  std::ostringstream os;
+  os.precision(10);
+  os << x;
+  return os.str();
+}
+
+}  // namespace
+
+std::string TrainReport::ToJson() const {
+  std::ostringstream os;
+  os << "{\"mode\":" << JsonString(mode) << ",\"validation_documents\":" << validation_documents
+     << ",\"final_epochs\":" << final_epochs << ",\"document_updates\":" << document_updates
+     << ",\"kept\":" << JsonString(kept) << ",\"candidates\":[";
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const CandidateResult& c = candidates[i];
+    os << (i ? "," : "") << "{\"setting\":" << JsonString(c.label)
+       << ",\"validation_accuracy\":" << JsonNumber(c.validation_accuracy)
+       << ",\"validation_ncll\":" << JsonNumber(c.validation_ncll) << ",\"epochs\":" << c.epochs
+       << ",\"kept\":" << (c.kept ? "true" : "false") << "}";
+  }
+  os << "]}";
+  return os.str();
+}
+
+Status EvaluateOn(const Model& model, const std::vector<const DocumentBuffer*>& docs, double* accuracy,
+                  double* mean_ncll) {
+  auto state = model.NewScoringState();
+  if (!state.ok()) return state.status();
+  const uint32_t K = model.num_outputs();
+  std::vector<double> s(K);
+  size_t n = 0, correct = 0;
+  double ncll = 0;
+  for (const DocumentBuffer* d : docs) {
+    if (d->label < 0 || d->label >= static_cast<int64_t>(K)) continue;
+    TRIB_RETURN_IF_ERROR(model.Score(d->View(), state->get(), s.data()).WithContext(d->Name()));
+    uint32_t best = 0;
+    double mx = s[0];
+    for (uint32_t k = 1; k < K; ++k) {
+      if (s[k] > mx) {
+        mx = s[k];
+        best = k;
+      }
+    }
+    double z = 0;
+    for (uint32_t k = 0; k < K; ++k) z += std::exp(s[k] - mx);
+    // -log p(y | x), capped so that one impossible document cannot dominate.
+    ncll += std::min(mx + std::log(z) - s[d->label], 50.0);
+    correct += best == static_cast<uint32_t>(d->label);
+    ++n;
+  }
+  *accuracy = n ? static_cast<double>(correct) / static_cast<double>(n) : 0.0;
+  *mean_ncll = n ? ncll / static_cast<double>(n) : 0.0;
+  return Status::OK();
+}
+
+// ---- Offline -------------------------------------------------------------------
+
+Result<std::unique_ptr<Model>> Trainer::TrainOffline(const ModelFactory& factory, const TrainerConfig& config,
+                                                     const std::vector<DocumentBuffer>& docs, TrainReport* report,
+                                                     const std::function<void()>& on_step) {
+  if (config.candidates.empty()) return Status::InvalidArgument("trainer: no candidate settings");
+  if (docs.empty()) return Status::InvalidArgument("trainer: no documents");
+  TrainReport rep;
+  rep.mode = "offline";
+  std::mt19937_64 rng(config.seed);
+  const size_t C = config.candidates.size();
+  const bool choose = C > 1 || config.epochs == 0;
+
+  // Stratified validation split: in every class, round(holdout * n_k)
+  // documents (none for a class with fewer than 2).
+  std::vector<size_t> train_idx, val_idx;
+  if (choose) {
+    std::map<int64_t, std::vector<size_t>> by_class;
+    for (size_t i = 0; i < docs.size(); ++i) by_class[docs[i].label].push_back(i);
+    for (auto& [label, idx] : by_class) {
+      std::shuffle(idx.begin(), idx.end(), rng);
+      size_t take = label < 0 || idx.size() < 2
+                        ? 0
+                        : static_cast<size_t>(std::llround(config.holdout * static_cast<double>(idx.size())));
+      take = std::min(take, idx.size() - 1);
+      val_idx.insert(val_idx.end(), idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(take));
+      train_idx.insert(train_idx.end(), idx.begin() + static_cast<std::ptrdiff_t>(take), idx.end());
+    }
+    std::sort(train_idx.begin(), train_idx.end());  // arrival order, shuffled per pass below
+  }
+  std::vector<const DocumentBuffer*> val;
+  for (size_t i : val_idx) val.push_back(&docs[i]);
+  rep.validation_documents = val.size();
+
+  uint64_t updates = 0;
+  auto learn_pass = [&](SdemLearner* learner, const std::vector<size_t>& order, const std::string& who) -> Status {
+    for (size_t i : order) {
+      Status st = learner->Learn(docs[i].View());
+      if (!st.ok()) return who.empty() ? st : st.WithContext("candidate '" + who + "'");
+      ++updates;
+      if (on_step) on_step();
+    }
+    return Status::OK();
+  };
+
+  size_t kept = 0;
+  uint32_t kept_epochs = config.epochs == 0 ? 1 : config.epochs;
+  if (choose && !val.empty()) {
+    struct Run {
+      std::unique_ptr<Model> model;
+      std::unique_ptr<SdemLearner> learner;
+      double best_acc = -1, best_ncll = std::numeric_limits<double>::infinity();
+      uint32_t best_epoch = 0, stale = 0;
+      bool active = true;
+    };
+    std::vector<Run> runs(C);
+    for (size_t c = 0; c < C; ++c) {
+      auto m = factory(config.candidates[c]);
+      if (!m.ok()) return m.status().WithContext("candidate '" + config.candidates[c].label + "'");
+      runs[c].model = std::move(m).value();
+      auto l = SdemLearner::Create(runs[c].model.get(), config.seed);
+      if (!l.ok()) return l.status().WithContext("candidate '" + config.candidates[c].label + "'");
+      runs[c].learner = std::move(l).value();
+    }
+    const uint32_t max_epochs = config.epochs ? config.epochs : config.max_epochs;
+    std::vector<size_t> order = train_idx;
+    for (uint32_t e = 1; e <= max_epochs; ++e) {
+      if (config.shuffle) std::shuffle(order.begin(), order.end(), rng);
+      bool any = false;
+      for (size_t c = 0; c < C; ++c) {
+        Run& r = runs[c];
+        if (!r.active) continue;
+        TRIB_RETURN_IF_ERROR(learn_pass(r.learner.get(), order, config.candidates[c].label));
+        double acc = 0, ncll = 0;
+        TRIB_RETURN_IF_ERROR(EvaluateOn(*r.model, val, &acc, &ncll));
+        if (Better(acc, ncll, r.best_acc, r.best_ncll)) {
+          r.best_acc = acc;
+          r.best_ncll = ncll;
+          r.best_epoch = e;
+          r.stale = 0;
+        } else {
+          ++r.stale;
+        }
+        // NLL with exact averaging is the same model after any number of
+        // passes: one is enough.
+        if (config.candidates[c].generative || (config.epochs == 0 && r.stale >= config.patience)) r.active = false;
+        any |= r.active;
+      }
+      // Successive halving: after two passes only the two best
+      // discriminative candidates go on.
+      if (e == 2 && config.epochs == 0) {
+        std::vector<size_t> live;
+        for (size_t c = 0; c < C; ++c) {
+          if (runs[c].active) live.push_back(c);
+        }
+        std::sort(live.begin(), live.end(), [&](size_t a, size_t b) {
+          return Better(runs[a].best_acc, runs[a].best_ncll, runs[b].best_acc, runs[b].best_ncll);
+        });
+        for (size_t i = 2; i < live.size(); ++i) runs[live[i]].active = false;
+      }
+      if (!any) break;
+    }
+    for (size_t c = 0; c < C; ++c) {
+      if (Better(runs[c].best_acc, runs[c].best_ncll, runs[kept].best_acc, runs[kept].best_ncll)) kept = c;
+    }
+    kept_epochs = config.epochs ? config.epochs : std::max<uint32_t>(1, runs[kept].best_epoch);
+    if (config.candidates[kept].generative) kept_epochs = 1;
+    for (size_t c = 0; c < C; ++c) {
+      CandidateResult cr;
+      cr.label = config.candidates[c].label;
+      cr.validation_accuracy = runs[c].best_acc;
+      cr.validation_ncll = runs[c].best_ncll;
+      cr.epochs = runs[c].best_epoch;
+      cr.kept = c == kept;
+      rep.candidates.push_back(cr);
+    }
+  }
+
+  // The kept setting on every document.
+  const CandidateSpec& spec = config.candidates[kept];
+  auto m = factory(spec);
+  if (!m.ok()) return m.status();
+  std::unique_ptr<Model> model = std::move(m).value();
+  auto l = SdemLearner::Create(model.get(), config.seed);
+  if (!l.ok()) return l.status();
+  std::vector<size_t> all(docs.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  std::mt19937_64 refit_rng(config.seed ^ 0x7265666974ULL);
+  for (uint32_t e = 0; e < kept_epochs; ++e) {
+    if (config.shuffle) std::shuffle(all.begin(), all.end(), refit_rng);
+    TRIB_RETURN_IF_ERROR(learn_pass(l->get(), all, ""));
+  }
+  rep.final_epochs = kept_epochs;
+  rep.kept = spec.label;
+  rep.document_updates = updates;
+  if (report) *report = rep;
+  return model;
+}
+
+// ---- Streaming -----------------------------------------------------------------
+
+Result<std::unique_ptr<Trainer>> Trainer::Create(const ModelFactory& factory, const TrainerConfig& config) {
+  if (config.candidates.empty()) return Status::InvalidArgument("trainer: no candidate settings");
+  std::unique_ptr<Trainer> t(new Trainer());
+  t->config_ = config;
+  t->rng_.seed(config.seed);
+  for (const CandidateSpec& spec : config.candidates) {
+    Candidate c;
+    c.spec = spec;
+    auto m = factory(spec);
+    if (!m.ok()) return m.status().WithContext("candidate '" + spec.label + "'");
+    c.model = std::move(m).value();
+    auto l = SdemLearner::Create(c.model.get(), config.seed);
+    if (!l.ok()) return l.status().WithContext("candidate '" + spec.label + "'");
+    c.learner = std::move(l).value();
+    t->candidates_.push_back(std::move(c));
+  }
+  return t;
+}
+
+Status Trainer::SyncClasses() {
+  const Model& ref = *candidates_[0].model;
+  for (size_t c = 0; c < candidates_.size(); ++c) {
+    Candidate& cand = candidates_[c];
+    if (c > 0) TRIB_RETURN_IF_ERROR(AddMissingClasses(ref, cand.model.get()));
+    // Model::AddClass invalidates the learner's scoring state: a new learner
+    // (the step counter lives in the model).
+    auto l = SdemLearner::Create(cand.model.get(), config_.seed);
+    if (!l.ok()) return l.status();
+    cand.learner = std::move(l).value();
+  }
+  return Status::OK();
+}
+
+Status Trainer::LearnAll(const DocumentBuffer& doc) {
+  for (Candidate& c : candidates_) {
+    Status st = c.learner->Learn(doc.View());
+    if (!st.ok()) {
+      // Only the first candidate can refuse a document the others took
+      // (they share the family and the document): report it as it is.
+      return candidates_.size() == 1 ? st : st.WithContext("candidate '" + c.spec.label + "'");
+    }
+    ++updates_;
+  }
+  return Status::OK();
+}
+
+Status Trainer::Learn(const DocumentBuffer& doc) {
+  ++seen_;
+  const bool choose = candidates_.size() > 1;
+  if (!choose || doc.label < 0 || config_.reservoir_every == 0 || (seen_ % config_.reservoir_every) != 0) {
+    return LearnAll(doc);
+  }
+  // Refuse a bad document now, not when it leaves the reservoir: score it.
+  {
+    auto state = candidates_[0].model->NewScoringState();
+    if (!state.ok()) return state.status();
+    std::vector<double> s(candidates_[0].model->num_outputs());
+    TRIB_RETURN_IF_ERROR(candidates_[0].model->Score(doc.View(), state->get(), s.data()).WithContext(doc.Name()));
+    for (double x : s) {
+      if (std::isnan(x) || x == INFINITY) return LearnAll(doc);  // the learner names the problem
+    }
+  }
+  const size_t y = static_cast<size_t>(doc.label);
+  if (reservoir_.size() <= y) {
+    reservoir_.resize(y + 1);
+    offered_.resize(y + 1, 0);
+  }
+  const uint64_t k = ++offered_[y];
+  if (reservoir_[y].size() < config_.reservoir_per_class) {
+    reservoir_[y].push_back(doc);
+    return Status::OK();
+  }
+  // Algorithm R: keep the new document with probability cap / k; the one it
+  // replaces (or the new one) is learned now.
+  const uint64_t j = rng_() % k;
+  if (j < reservoir_[y].size()) {
+    DocumentBuffer out = std::move(reservoir_[y][j]);
+    reservoir_[y][j] = doc;
+    return LearnAll(out);
+  }
+  return LearnAll(doc);
+}
+
+Result<std::unique_ptr<Model>> Trainer::Finish(TrainReport* report) {
+  TrainReport rep;
+  rep.mode = "streaming";
+  std::vector<const DocumentBuffer*> held;
+  for (const auto& r : reservoir_)
+    for (const auto& d : r) held.push_back(&d);
+  rep.validation_documents = held.size();
+  size_t kept = 0;
+  if (candidates_.size() > 1 && !held.empty()) {
+    double best_acc = -1, best_ncll = std::numeric_limits<double>::infinity();
+    for (size_t c = 0; c < candidates_.size(); ++c) {
+      double acc = 0, ncll = 0;
+      TRIB_RETURN_IF_ERROR(EvaluateOn(*candidates_[c].model, held, &acc, &ncll));
+      CandidateResult cr;
+      cr.label = candidates_[c].spec.label;
+      cr.validation_accuracy = acc;
+      cr.validation_ncll = ncll;
+      cr.epochs = 1;
+      rep.candidates.push_back(cr);
+      if (Better(acc, ncll, best_acc, best_ncll)) {
+        best_acc = acc;
+        best_ncll = ncll;
+        kept = c;
+      }
+    }
+    rep.candidates[kept].kept = true;
+  }
+  Candidate& k = candidates_[kept];
+  std::shuffle(held.begin(), held.end(), rng_);
+  for (const DocumentBuffer* d : held) {
+    TRIB_RETURN_IF_ERROR(k.learner->Learn(d->View()));
+    ++updates_;
+  }
+  reservoir_.clear();
+  rep.kept = k.spec.label;
+  rep.final_epochs = 1;
+  rep.document_updates = updates_;
+  if (report) *report = rep;
+  return std::move(k.model);
+}
+
+}  // namespace tributary
