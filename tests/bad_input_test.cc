@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -84,12 +86,22 @@ TEST_F(BadInputTest, TruncatedFrame) {
   EXPECT_THAT(out, HasSubstr("truncated frame"));
   // With --n (a live stream) learning starts; what was learned before the
   // damage is kept.
-  EXPECT_EQ(Train(p, "--n 10", &out), 1);
+  EXPECT_EQ(Train(p, "--n 10 --select off", &out), 1);
   EXPECT_THAT(out, HasSubstr("truncated frame"));
   EXPECT_THAT(out, HasSubstr("model.trib.partial"));
   auto partial = Model::Load(dir_ + "/model.trib.partial", testing::BuiltinRegistry());
   ASSERT_TRUE(partial.ok()) << partial.status().ToString();
   EXPECT_EQ((*partial)->learner_state().updates, 9u);
+  // The defaults (candidates chosen on the training stream, several passes)
+  // learn the 9 documents read before the damage and keep that model too.
+  std::filesystem::remove(dir_ + "/model.trib.partial");
+  EXPECT_EQ(Train(p, "--n 10", &out), 1);
+  EXPECT_THAT(out, HasSubstr("truncated frame"));
+  EXPECT_THAT(out, HasSubstr("model.trib.partial"));
+  auto chosen = Model::Load(dir_ + "/model.trib.partial", testing::BuiltinRegistry());
+  ASSERT_TRUE(chosen.ok()) << chosen.status().ToString();
+  EXPECT_GE((*chosen)->learner_state().updates, 9u);
+  EXPECT_NE((*chosen)->training_report().find("\"kept\""), std::string::npos);
 }
 
 TEST_F(BadInputTest, GarbageBytesAfterDocuments) {

@@ -168,19 +168,19 @@ TEST_F(CliTest, SameSeedSameModelBitForBit) {
 TEST_F(CliTest, StandardInputIsReadOnceAndLearnsLikeTheFile) {
   const std::string s = MakeStream("s.pb", 300, 9);
   std::string out;
-  ASSERT_EQ(Run("train -q --in " + s + " --out " + dir_ + "/file.trib", &out, true), 0) << out;
+  ASSERT_EQ(Run("train -q --select off --in " + s + " --out " + dir_ + "/file.trib", &out, true), 0) << out;
   ASSERT_EQ(
       testing::RunCommand(
-          "cat " + s + " | " + testing::ProgramPath() + " train -q --in - --out " + dir_ + "/stdin.trib", &out, true),
+          "cat " + s + " | " + testing::ProgramPath() + " train -q --select off --in - --out " + dir_ + "/stdin.trib", &out, true),
       0)
       << out;
   EXPECT_EQ(ReadAll(dir_ + "/file.trib"), ReadAll(dir_ + "/stdin.trib"));
-  ASSERT_EQ(testing::RunCommand("cat " + s + " | " + testing::ProgramPath() + " train -q --shuffle --epochs 2 --in - " +
+  ASSERT_EQ(testing::RunCommand("cat " + s + " | " + testing::ProgramPath() + " train -q --select off --shuffle --epochs 2 --in - " +
                                     "--out " + dir_ + "/stdin2.trib",
                                 &out, true),
             0)
       << out;
-  ASSERT_EQ(Run("train -q --shuffle --epochs 2 --in " + s + " --out " + dir_ + "/file2.trib", &out, true), 0) << out;
+  ASSERT_EQ(Run("train -q --select off --shuffle --epochs 2 --in " + s + " --out " + dir_ + "/file2.trib", &out, true), 0) << out;
   EXPECT_EQ(ReadAll(dir_ + "/file2.trib"), ReadAll(dir_ + "/stdin2.trib"));
   std::string from_file, from_stdin;
   ASSERT_EQ(Run("prequential --json --every 100 --in " + s, &from_file), 0);
@@ -200,9 +200,9 @@ TEST_F(CliTest, StandardInputIsReadOnceAndLearnsLikeTheFile) {
 TEST_F(CliTest, LossOptionsReachTheLossAndTheSnapshot) {
   std::string s = MakeStream("s.pb", 300, 4);
   std::string out;
-  ASSERT_EQ(Run("train -q --loss hinge --loss-opt margin=10 --in " + s + " --out " + dir_ + "/m10.trib", &out, true), 0)
+  ASSERT_EQ(Run("train -q --select off --loss hinge --loss-opt margin=10 --in " + s + " --out " + dir_ + "/m10.trib", &out, true), 0)
       << out;
-  ASSERT_EQ(Run("train -q --loss hinge --in " + s + " --out " + dir_ + "/m1.trib", &out, true), 0) << out;
+  ASSERT_EQ(Run("train -q --select off --loss hinge --in " + s + " --out " + dir_ + "/m1.trib", &out, true), 0) << out;
   EXPECT_NE(ReadAll(dir_ + "/m10.trib"), ReadAll(dir_ + "/m1.trib")) << "a wider margin must change the updates";
   ASSERT_EQ(Run("inspect --json --model " + dir_ + "/m10.trib", &out), 0) << out;
   EXPECT_NE(out.find("\"loss_options\":{\"margin\":\"10\"}"), std::string::npos) << out;

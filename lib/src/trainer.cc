@@ -186,9 +186,9 @@ Result<std::unique_ptr<Model>> Trainer::TrainOffline(const ModelFactory& factory
         if (config.candidates[c].generative || (config.epochs == 0 && r.stale >= config.patience)) r.active = false;
         any |= r.active;
       }
-      // Successive halving: after two passes only the two best
+      // Successive halving: after four passes only the two best
       // discriminative candidates go on.
-      if (e == 2 && config.epochs == 0) {
+      if (e == 4 && config.epochs == 0) {
         std::vector<size_t> live;
         for (size_t c = 0; c < C; ++c) {
           if (runs[c].active) live.push_back(c);

@@ -248,7 +248,18 @@ int RunTrainSelect(const LearnFlags& f, const std::string& in, const std::string
     for (;;) {
       bool eof = false, grew = false;
       Status st = (*ds)->Next(schema_model.get(), true, f.skip_bad, &bad, &doc, &eof, &grew);
-      if (!st.ok()) return ReportError(st);
+      if (!st.ok()) {
+        // Nothing is lost: the documents read before the damage are learned
+        // (the same way) and saved to <out>.partial.
+        if (!docs.empty()) {
+          auto r = Trainer::TrainOffline(factory, cfg, docs, &report);
+          if (r.ok()) {
+            (*r)->set_training_report(report.ToJson());
+            SavePartial(**r, out);
+          }
+        }
+        return ReportError(st);
+      }
       if (eof) break;
       docs.push_back(doc);
     }
@@ -264,13 +275,23 @@ int RunTrainSelect(const LearnFlags& f, const std::string& in, const std::string
     std::unique_ptr<Trainer> trainer = std::move(tr).value();
     auto ds = DecodedStream::OpenPass(&reader, in, f.max_frame_bytes, *trainer->schema_model());
     if (!ds.ok()) return ReportError(ds.status());
+    auto fail = [&](const Status& st) {
+      if (documents > 0) {
+        auto r = trainer->Finish(&report);
+        if (r.ok()) {
+          (*r)->set_training_report(report.ToJson());
+          SavePartial(**r, out);
+        }
+      }
+      return ReportError(st);
+    };
     for (;;) {
       bool eof = false, grew = false;
       Status st = (*ds)->Next(trainer->schema_model(), true, f.skip_bad, &bad, &doc, &eof, &grew);
-      if (!st.ok()) return ReportError(st);
+      if (!st.ok()) return fail(st);
       if (eof) break;
       if (grew) {
-        if (Status g = trainer->SyncClasses(); !g.ok()) return ReportError(g);
+        if (Status g = trainer->SyncClasses(); !g.ok()) return fail(g);
       }
       st = trainer->Learn(doc);
       if (!st.ok()) {
@@ -278,7 +299,7 @@ int RunTrainSelect(const LearnFlags& f, const std::string& in, const std::string
           bad.Record(st);
           continue;
         }
-        return ReportError(st.WithContext("'" + in + "'"));
+        return fail(st.WithContext("'" + in + "'"));
       }
       progress.Tick(++documents);
     }
@@ -348,6 +369,14 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
     model = std::move(mr).value();
   }
   std::unique_ptr<DocumentReader> reader = std::move(first).value();
+  if (f.restarts > 1 && !ep_family) {
+    return ReportError(
+        Status::InvalidArgument("--restarts needs --engine sep, ep or adf (sdEM has no evidence to "
+                                "choose a restart by)"));
+  }
+  if (f.epochs > 1 && in == "-" && !f.shuffle) {
+    return ReportError(Status::InvalidArgument("--epochs > 1 needs a file (or --shuffle), not standard input"));
+  }
   // Defaults that work: a discriminative loss on class outputs, with the
   // choice left to the program, goes through the Trainer.
   if (!ep_family && f.select == "auto" && !model->latent_outputs() && model->loss_plugin()->loss().requires_label) {
@@ -358,14 +387,6 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
   // same); --no-shuffle keeps the arrival order.
   if (f.epochs > 1 && in != "-" && !f.no_shuffle) f.shuffle = true;
   if (f.no_shuffle) f.shuffle = false;
-  if (f.epochs > 1 && in == "-" && !f.shuffle) {
-    return ReportError(Status::InvalidArgument("--epochs > 1 needs a file (or --shuffle), not standard input"));
-  }
-  if (f.restarts > 1 && !ep_family) {
-    return ReportError(
-        Status::InvalidArgument("--restarts needs --engine sep, ep or adf (sdEM has no evidence to "
-                                "choose a restart by)"));
-  }
   std::unique_ptr<SdemLearner> learner;
   std::unique_ptr<SepLearner> sep;
   // Restarts (SEP / EP / ADF): replicas with seeds seed + 1, ... learn the

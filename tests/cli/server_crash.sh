@@ -177,7 +177,7 @@ def check_against_offline(port, wal_seq, tag):
             f.write(tc.encode_varint(len(b)) + b)
     offline = os.path.join(DIR, "offline.trib")
     subprocess.run([T, "train", "-q", "--in", prefix, "--out", offline, "--n", str(N), "--seed", "1",
-                    "--family", "multinomial", "--loss", "ncll"], check=True)
+                    "--family", "multinomial", "--loss", "ncll", "--select", "off"], check=True)
     s, o = digest(served), digest(offline)
     if s["updates"] != wal_seq or o["updates"] != wal_seq:
         fail("%s: updates served %d, offline %d, expected %d" % (tag, s["updates"], o["updates"], wal_seq))

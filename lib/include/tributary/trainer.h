@@ -15,7 +15,7 @@
 //    the training documents (`holdout`); the candidates make shuffled passes
 //    over the rest (Algorithm 1, line 0: "D is randomly shuffled"; "repeat
 //    ... until convergence") and stop when their validation accuracy has not
-//    improved for `patience` passes (at most `max_epochs`); after two passes
+//    improved for `patience` passes (at most `max_epochs`); after four passes
 //    only the best two discriminative candidates go on. The winner's setting
 //    is then trained again on every document for its best number of passes
 //    (GridSearchCV's refit).
@@ -68,7 +68,7 @@ struct TrainerConfig {
   std::vector<CandidateSpec> candidates;  // REQUIRES: non-empty
   uint32_t epochs = 0;                    // offline: 0 = chosen by validation; else fixed
   uint32_t max_epochs = 20;
-  uint32_t patience = 3;
+  uint32_t patience = 4;
   double holdout = 0.1;  // offline validation fraction (stratified by class)
   uint32_t reservoir_every = 10;  // streaming: one labelled document in this many is held out
   size_t reservoir_per_class = 100;
