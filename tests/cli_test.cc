@@ -197,6 +197,86 @@ TEST_F(CliTest, StandardInputIsReadOnceAndLearnsLikeTheFile) {
   EXPECT_THAT(out, HasSubstr("--epochs > 1 needs a file"));
 }
 
+// train --resume M continues a snapshot with its own loss, options,
+// schedule and step counter: two halves with a resume equal one run, bit for
+// bit (the family's cached totals travel in the snapshot).
+TEST_F(CliTest, ResumeInTwoHalvesEqualsOneRun) {
+  const std::string s = MakeStream("all.pb", 400, 21);
+  auto r = DocumentReader::Open(s, kDefaultMaxFrameBytes);
+  ASSERT_TRUE(r.ok());
+  auto first = DocumentWriter::Create(dir_ + "/h1.pb", (*r)->header());
+  auto second = DocumentWriter::Create(dir_ + "/h2.pb", (*r)->header());
+  ASSERT_TRUE(first.ok() && second.ok());
+  v1::Document d;
+  for (int i = 0;; ++i) {
+    bool eof = false;
+    ASSERT_TRUE((*r)->Next(&d, &eof).ok());
+    if (eof) break;
+    ASSERT_TRUE((i < 170 ? *first : *second)->Write(d).ok());
+  }
+  ASSERT_TRUE((*first)->Close().ok() && (*second)->Close().ok());
+  for (const char* loss : {"ncll", "hinge"}) {
+    SCOPED_TRACE(loss);
+    const std::string L = std::string(" --loss ") + loss + " --select off --n 400 --prior 2 ";
+    std::string out, one, two;
+    ASSERT_EQ(Run("train -q" + L + "--in " + s + " --out " + dir_ + "/one.trib", &out, true), 0) << out;
+    ASSERT_EQ(Run("train -q" + L + "--in " + dir_ + "/h1.pb --out " + dir_ + "/half.trib", &out, true), 0) << out;
+    ASSERT_EQ(Run("train -q --resume " + dir_ + "/half.trib --in " + dir_ + "/h2.pb --out " + dir_ + "/two.trib", &out,
+                  true),
+              0)
+        << out;
+    ASSERT_EQ(Run("inspect --json --model " + dir_ + "/one.trib", &one), 0);
+    ASSERT_EQ(Run("inspect --json --model " + dir_ + "/two.trib", &two), 0);
+    EXPECT_EQ(json::parse(one)["stats_digest"], json::parse(two)["stats_digest"]);
+    EXPECT_EQ(json::parse(two)["updates"], 400);
+    EXPECT_EQ(json::parse(two)["loss"], loss);
+    // A resumed half is not the whole: the test can fail.
+    std::string half;
+    ASSERT_EQ(Run("inspect --json --model " + dir_ + "/half.trib", &half), 0);
+    EXPECT_NE(json::parse(one)["stats_digest"], json::parse(half)["stats_digest"]);
+  }
+  std::string out;
+  EXPECT_EQ(Run("train -q --resume " + dir_ + "/nosuch.trib --in " + s + " --out " + dir_ + "/x.trib", &out, true), 1);
+  EXPECT_THAT(out, HasSubstr("nosuch.trib"));
+}
+
+// Without tuning flags NCLL and hinge try candidates on held-out training
+// documents; inspect shows which setting was kept and why.
+TEST_F(CliTest, DefaultsChooseOnTheTrainingStreamAndSaySo) {
+  const std::string s = MakeStream("s.pb", 400, 5);
+  for (const char* in : {"file", "stdin"}) {
+    SCOPED_TRACE(in);
+    std::string out, info;
+    const std::string cmd = std::string(in) == "file"
+                                ? testing::ProgramPath() + " train --loss hinge --in " + s + " --out " + dir_ + "/m.trib"
+                                : "cat " + s + " | " + testing::ProgramPath() + " train --loss hinge --in - --out " +
+                                      dir_ + "/m.trib";
+    ASSERT_EQ(testing::RunCommand(cmd, &out, true), 0) << out;
+    EXPECT_THAT(out, HasSubstr("chose '"));
+    ASSERT_EQ(Run("inspect --json --model " + dir_ + "/m.trib", &info), 0);
+    json j = json::parse(info);
+    ASSERT_TRUE(j.contains("training")) << info;
+    const json& t = j["training"];
+    EXPECT_EQ(t["mode"], std::string(in) == "file" ? "offline" : "streaming");
+    EXPECT_GT(t["validation_documents"].get<int>(), 10);
+    int kept = 0;
+    bool has_nll = false;
+    for (const auto& c : t["candidates"]) {
+      kept += c["kept"].get<bool>();
+      has_nll |= c["setting"] == "nll (generative)";
+      if (c["kept"].get<bool>()) {
+        EXPECT_EQ(c["setting"], t["kept"]);
+      }
+    }
+    EXPECT_EQ(kept, 1);
+    EXPECT_TRUE(has_nll);
+    // The streaming mode runs at most three learners.
+    if (std::string(in) == "stdin") {
+      EXPECT_LE(t["candidates"].size(), 3u);
+    }
+  }
+}
+
 TEST_F(CliTest, LossOptionsReachTheLossAndTheSnapshot) {
   std::string s = MakeStream("s.pb", 300, 4);
   std::string out;

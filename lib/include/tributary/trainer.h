@@ -16,9 +16,11 @@
 //    over the rest (Algorithm 1, line 0: "D is randomly shuffled"; "repeat
 //    ... until convergence") and stop when their validation accuracy has not
 //    improved for `patience` passes (at most `max_epochs`); after four passes
-//    only the best two discriminative candidates go on. The winner's setting
-//    is then trained again on every document for its best number of passes
-//    (GridSearchCV's refit).
+//    only the best two discriminative candidates go on. A discriminative
+//    winner is kept as it was at its best validation score (the held-out
+//    documents chose it; learning them afterwards, or a refit, measurably
+//    moved the model away from what was validated); the generative winner
+//    learns every document (order-free exact averaging = batch MAP).
 //  - Streaming (one pass, arrival order, e.g. standard input): every tenth
 //    labelled document goes to a per-class reservoir (uniform reservoir
 //    sampling, `reservoir_per_class` documents per class) instead of being
@@ -87,6 +89,7 @@ struct CandidateResult {
 struct TrainReport {
   std::string mode;  // "offline" or "streaming"
   size_t validation_documents = 0;
+  bool validation_learned = false;  // the kept model learned the held-out documents too
   uint32_t final_epochs = 0;   // passes of the kept model over every document
   uint64_t document_updates = 0;  // sdEM steps over all candidates and the refit
   std::vector<CandidateResult> candidates;
