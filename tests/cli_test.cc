@@ -140,9 +140,25 @@ TEST_F(CliTest, PrequentialCurve) {
   // Learning from the stream: the last window beats the first.
   EXPECT_GT(j["curve"][3]["window_accuracy"].get<double>(), j["curve"][0]["window_accuracy"].get<double>() - 0.05);
   EXPECT_GT(j["accuracy"].get<double>(), 0.7);
+  // Progressive log-loss and hinge, cumulative and per window: learning shows
+  // as a falling window log-loss, and the cumulative figures are the means of
+  // the windows (equal windows).
+  for (const char* key : {"ncll", "hinge"}) {
+    const std::string w = std::string("window_") + key;
+    double mean = 0;
+    for (const auto& pt : j["curve"]) {
+      ASSERT_TRUE(pt[key].is_number() && pt[w].is_number()) << pt;
+      EXPECT_GE(pt[w].get<double>(), 0.0);
+      mean += pt[w].get<double>() / 4;
+    }
+    EXPECT_NEAR(j["curve"][3][key].get<double>(), mean, 1e-9) << key;
+    EXPECT_NEAR(j[key].get<double>(), mean, 1e-9) << key;
+  }
+  EXPECT_LT(j["curve"][3]["window_ncll"].get<double>(), j["curve"][0]["window_ncll"].get<double>());
   // Prequential accuracy = fraction of documents predicted right before learning them.
   ASSERT_EQ(Run("prequential -q --every 500 --in " + s, &out), 0);
   EXPECT_THAT(out, HasSubstr("prequential accuracy"));
+  EXPECT_THAT(out, HasSubstr("documents\taccuracy\twindow_accuracy\tncll\twindow_ncll\thinge\twindow_hinge"));
 }
 
 TEST_F(CliTest, SameSeedSameModelBitForBit) {

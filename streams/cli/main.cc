@@ -914,24 +914,34 @@ int RunPrequential(const LearnFlags& f, const std::string& in, uint64_t every, b
   auto learner = std::move(lr).value();
   auto ds = DecodedStream::Open(std::move(first).value(), *model);
   if (!ds.ok()) return ReportError(ds.status());
-  ClassificationMetrics total(model->num_outputs());
-  uint64_t window_docs = 0, window_correct = 0;
+  // Progressive (test-then-train) accuracy, log-loss (NCLL, -log p(y | x))
+  // and hinge loss (eq. 17, margin 1), cumulative and over the last window.
+  ClassificationMetrics total(model->num_outputs()), window(model->num_outputs());
   json curve = json::array();
   BadInput bad;
   Progress progress("prequential", f.quiet || !as_json);
   DocumentBuffer doc;
-  if (!as_json) std::cout << "documents\taccuracy\twindow_accuracy\n";
+  if (!as_json) std::cout << "documents\taccuracy\twindow_accuracy\tncll\twindow_ncll\thinge\twindow_hinge\n";
   auto emit = [&]() {
-    double acc = total.accuracy();
-    double win = window_docs ? static_cast<double>(window_correct) / static_cast<double>(window_docs) : std::nan("");
+    const bool any = window.labelled() > 0;
+    const double nan = std::nan("");
+    const double acc = total.accuracy(), win = any ? window.accuracy() : nan;
+    const double ncll = total.mean_ncll(), win_ncll = any ? window.mean_ncll() : nan;
+    const double hinge = total.mean_hinge(), win_hinge = any ? window.mean_hinge() : nan;
+    auto num = [](double x) { return std::isnan(x) ? json(nullptr) : json(x); };
     if (as_json) {
       curve.push_back({{"documents", total.documents()},
-                       {"accuracy", std::isnan(acc) ? json(nullptr) : json(acc)},
-                       {"window_accuracy", std::isnan(win) ? json(nullptr) : json(win)}});
+                       {"accuracy", num(acc)},
+                       {"window_accuracy", num(win)},
+                       {"ncll", num(ncll)},
+                       {"window_ncll", num(win_ncll)},
+                       {"hinge", num(hinge)},
+                       {"window_hinge", num(win_hinge)}});
     } else {
-      std::cout << total.documents() << '\t' << Fmt(acc, 4) << '\t' << Fmt(win, 4) << '\n';
+      std::cout << total.documents() << '\t' << Fmt(acc, 4) << '\t' << Fmt(win, 4) << '\t' << Fmt(ncll, 4) << '\t'
+                << Fmt(win_ncll, 4) << '\t' << Fmt(hinge, 4) << '\t' << Fmt(win_hinge, 4) << '\n';
     }
-    window_docs = window_correct = 0;
+    window = ClassificationMetrics(model->num_outputs());
   };
   for (;;) {
     bool eof = false, grew = false;
@@ -943,6 +953,7 @@ int RunPrequential(const LearnFlags& f, const std::string& in, uint64_t every, b
     if (eof) break;
     if (grew) {
       total.Resize(model->num_outputs());
+      window.Resize(model->num_outputs());
       auto l2 = SdemLearner::Create(model.get(), f.seed);
       if (!l2.ok()) return ReportError(l2.status());
       learner = std::move(l2).value();
@@ -964,15 +975,12 @@ int RunPrequential(const LearnFlags& f, const std::string& in, uint64_t every, b
       return ReportError(st);
     }
     total.Add(learner->last_scores().data(), doc.label, model->PerplexityTokens(v));
-    if (doc.label >= 0) {
-      ++window_docs;
-      if (outcome.predicted == static_cast<uint32_t>(doc.label)) ++window_correct;
-    }
+    window.Add(learner->last_scores().data(), doc.label, model->PerplexityTokens(v));
     progress.Tick(total.documents());
     if (every > 0 && total.documents() % every == 0) emit();
   }
   progress.Done(total.documents());
-  if (window_docs > 0 || curve.empty()) emit();
+  if (window.documents() > 0 || curve.empty()) emit();
   PrintBad(bad);
   if (total.documents() == 0) return ReportError(Status::InvalidArgument("'" + in + "': no document in the stream"));
   if (!out.empty()) {
@@ -1262,7 +1270,8 @@ int Main(int argc, char** argv) {
   std::string q_in, q_out;
   uint64_t q_every = 1000;
   bool q_json = false;
-  auto* q = app.add_subcommand("prequential", "test-then-train over one pass: the accuracy curve");
+  auto* q = app.add_subcommand(
+      "prequential", "test-then-train over one pass: accuracy, log-loss (NCLL) and hinge, cumulative and per window");
   AddLearnFlags(q, &qf);
   q->add_option("--in", q_in, "labelled stream")->required();
   q->add_option("--every", q_every, "report every K documents")->capture_default_str();
