@@ -68,15 +68,38 @@ std::string TrainReport::ToJson() const {
   return os.str();
 }
 
+size_t ChooseCandidate(const std::vector<double>& acc, const std::vector<double>& ncll,
+                       const std::vector<std::vector<char>>& correct, const std::vector<bool>& generative) {
+  const size_t C = acc.size();
+  size_t best = C, gen = C;
+  for (size_t c = 0; c < C; ++c) {
+    if (generative[c]) {
+      if (gen == C || Better(acc[c], ncll[c], acc[gen], ncll[gen])) gen = c;
+    } else if (best == C || Better(acc[c], ncll[c], acc[best], ncll[best])) {
+      best = c;
+    }
+  }
+  if (best == C) return gen == C ? 0 : gen;
+  if (gen == C) return best;
+  double b = 0, c = 0;  // best right and NLL wrong; the other way round
+  for (size_t i = 0; i < correct[best].size() && i < correct[gen].size(); ++i) {
+    b += correct[best][i] && !correct[gen][i];
+    c += !correct[best][i] && correct[gen][i];
+  }
+  return b - c > std::sqrt(b + c) ? best : gen;
+}
+
 Status EvaluateOn(const Model& model, const std::vector<const DocumentBuffer*>& docs, double* accuracy,
-                  double* mean_ncll) {
+                  double* mean_ncll, std::vector<char>* correct) {
+  if (correct) correct->assign(docs.size(), 0);
   auto state = model.NewScoringState();
   if (!state.ok()) return state.status();
   const uint32_t K = model.num_outputs();
   std::vector<double> s(K);
-  size_t n = 0, correct = 0;
+  size_t n = 0, n_correct = 0;
   double ncll = 0;
-  for (const DocumentBuffer* d : docs) {
+  for (size_t i = 0; i < docs.size(); ++i) {
+    const DocumentBuffer* d = docs[i];
     if (d->label < 0 || d->label >= static_cast<int64_t>(K)) continue;
     TRIB_RETURN_IF_ERROR(model.Score(d->View(), state->get(), s.data()).WithContext(d->Name()));
     uint32_t best = 0;
@@ -91,10 +114,12 @@ Status EvaluateOn(const Model& model, const std::vector<const DocumentBuffer*>& 
     for (uint32_t k = 0; k < K; ++k) z += std::exp(s[k] - mx);
     // -log p(y | x), capped so that one impossible document cannot dominate.
     ncll += std::min(mx + std::log(z) - s[d->label], 50.0);
-    correct += best == static_cast<uint32_t>(d->label);
+    const bool right = best == static_cast<uint32_t>(d->label);
+    n_correct += right;
+    if (correct) (*correct)[i] = right;
     ++n;
   }
-  *accuracy = n ? static_cast<double>(correct) / static_cast<double>(n) : 0.0;
+  *accuracy = n ? static_cast<double>(n_correct) / static_cast<double>(n) : 0.0;
   *mean_ncll = n ? ncll / static_cast<double>(n) : 0.0;
   return Status::OK();
 }
@@ -152,6 +177,7 @@ Result<std::unique_ptr<Model>> Trainer::TrainOffline(const ModelFactory& factory
       std::unique_ptr<Model> model;
       std::unique_ptr<SdemLearner> learner;
       std::unique_ptr<Model> best;  // the model at its best validation score
+      std::vector<char> best_correct;
       double best_acc = -1, best_ncll = std::numeric_limits<double>::infinity();
       uint32_t best_epoch = 0, stale = 0;
       bool active = true;
@@ -175,8 +201,10 @@ Result<std::unique_ptr<Model>> Trainer::TrainOffline(const ModelFactory& factory
         if (!r.active) continue;
         TRIB_RETURN_IF_ERROR(learn_pass(r.learner.get(), order, config.candidates[c].label));
         double acc = 0, ncll = 0;
-        TRIB_RETURN_IF_ERROR(EvaluateOn(*r.model, val, &acc, &ncll));
+        std::vector<char> right;
+        TRIB_RETURN_IF_ERROR(EvaluateOn(*r.model, val, &acc, &ncll, &right));
         if (Better(acc, ncll, r.best_acc, r.best_ncll)) {
+          r.best_correct = std::move(right);
           r.best_acc = acc;
           r.best_ncll = ncll;
           r.best_epoch = e;
@@ -206,8 +234,17 @@ Result<std::unique_ptr<Model>> Trainer::TrainOffline(const ModelFactory& factory
       }
       if (!any) break;
     }
-    for (size_t c = 0; c < C; ++c) {
-      if (Better(runs[c].best_acc, runs[c].best_ncll, runs[kept].best_acc, runs[kept].best_ncll)) kept = c;
+    {
+      std::vector<double> acc(C), ncll(C);
+      std::vector<std::vector<char>> right(C);
+      std::vector<bool> gen(C);
+      for (size_t c = 0; c < C; ++c) {
+        acc[c] = runs[c].best_acc;
+        ncll[c] = runs[c].best_ncll;
+        right[c] = runs[c].best_correct;
+        gen[c] = config.candidates[c].generative;
+      }
+      kept = ChooseCandidate(acc, ncll, right, gen);
     }
     kept_epochs = config.epochs ? config.epochs : std::max<uint32_t>(1, runs[kept].best_epoch);
     if (config.candidates[kept].generative) kept_epochs = 1;
@@ -353,22 +390,21 @@ Result<std::unique_ptr<Model>> Trainer::Finish(TrainReport* report) {
   rep.validation_documents = held.size();
   size_t kept = 0;
   if (candidates_.size() > 1 && !held.empty()) {
-    double best_acc = -1, best_ncll = std::numeric_limits<double>::infinity();
-    for (size_t c = 0; c < candidates_.size(); ++c) {
-      double acc = 0, ncll = 0;
-      TRIB_RETURN_IF_ERROR(EvaluateOn(*candidates_[c].model, held, &acc, &ncll));
+    const size_t C = candidates_.size();
+    std::vector<double> acc(C), ncll(C);
+    std::vector<std::vector<char>> right(C);
+    std::vector<bool> gen(C);
+    for (size_t c = 0; c < C; ++c) {
+      TRIB_RETURN_IF_ERROR(EvaluateOn(*candidates_[c].model, held, &acc[c], &ncll[c], &right[c]));
+      gen[c] = candidates_[c].spec.generative;
       CandidateResult cr;
       cr.label = candidates_[c].spec.label;
-      cr.validation_accuracy = acc;
-      cr.validation_ncll = ncll;
+      cr.validation_accuracy = acc[c];
+      cr.validation_ncll = ncll[c];
       cr.epochs = 1;
       rep.candidates.push_back(cr);
-      if (Better(acc, ncll, best_acc, best_ncll)) {
-        best_acc = acc;
-        best_ncll = ncll;
-        kept = c;
-      }
     }
+    kept = ChooseCandidate(acc, ncll, right, gen);
     rep.candidates[kept].kept = true;
   }
   Candidate& k = candidates_[kept];

@@ -30,8 +30,14 @@
 //    forgot the early classes of a class-grouped stream is seen to; then the
 //    winner learns the documents still in the reservoir, in random order.
 //    Every document is learned exactly once by the kept model.
-// Selection: highest validation accuracy, ties broken by the lower mean
-// validation NCLL (-log p(y | x)).
+// Selection: among the discriminative candidates, the highest validation
+// accuracy (ties: the lower mean validation NCLL, -log p(y | x)); it is kept
+// over the generative learner only if it is better beyond noise on the same
+// held-out documents: with b documents it gets right and NLL gets wrong and
+// c the other way round, b - c > sqrt(b + c) (one standard deviation of
+// McNemar's paired statistic). Otherwise NLL, which no arrival order can
+// hurt, is kept: the defaults never fall below the generative model by
+// more than the validation noise.
 //
 // Thread safety: one Trainer per thread; it owns its models.
 #ifndef TRIBUTARY_TRAINER_H_
@@ -98,9 +104,15 @@ struct TrainReport {
   std::string ToJson() const;
 };
 
-// Validation accuracy and mean NCLL of `model` on `docs` (labelled ones).
+// Validation accuracy and mean NCLL of `model` on `docs` (labelled ones);
+// `correct` (optional) gets one flag per document of `docs` (0 for unlabelled).
 Status EvaluateOn(const Model& model, const std::vector<const DocumentBuffer*>& docs, double* accuracy,
-                  double* mean_ncll);
+                  double* mean_ncll, std::vector<char>* correct = nullptr);
+
+// The kept candidate (trainer.h's selection rule): `acc`, `ncll` and
+// `correct` per candidate, `generative` flags.
+size_t ChooseCandidate(const std::vector<double>& acc, const std::vector<double>& ncll,
+                       const std::vector<std::vector<char>>& correct, const std::vector<bool>& generative);
 
 class Trainer {
  public:
