@@ -185,18 +185,21 @@ TEST_F(CliTest, StandardInputIsReadOnceAndLearnsLikeTheFile) {
   const std::string s = MakeStream("s.pb", 300, 9);
   std::string out;
   ASSERT_EQ(Run("train -q --select off --in " + s + " --out " + dir_ + "/file.trib", &out, true), 0) << out;
-  ASSERT_EQ(
-      testing::RunCommand(
-          "cat " + s + " | " + testing::ProgramPath() + " train -q --select off --in - --out " + dir_ + "/stdin.trib", &out, true),
-      0)
-      << out;
-  EXPECT_EQ(ReadAll(dir_ + "/file.trib"), ReadAll(dir_ + "/stdin.trib"));
-  ASSERT_EQ(testing::RunCommand("cat " + s + " | " + testing::ProgramPath() + " train -q --select off --shuffle --epochs 2 --in - " +
-                                    "--out " + dir_ + "/stdin2.trib",
+  ASSERT_EQ(testing::RunCommand("cat " + s + " | " + testing::ProgramPath() + " train -q --select off --in - --out " +
+                                    dir_ + "/stdin.trib",
                                 &out, true),
             0)
       << out;
-  ASSERT_EQ(Run("train -q --select off --shuffle --epochs 2 --in " + s + " --out " + dir_ + "/file2.trib", &out, true), 0) << out;
+  EXPECT_EQ(ReadAll(dir_ + "/file.trib"), ReadAll(dir_ + "/stdin.trib"));
+  ASSERT_EQ(
+      testing::RunCommand("cat " + s + " | " + testing::ProgramPath() +
+                              " train -q --select off --shuffle --epochs 2 --in - " + "--out " + dir_ + "/stdin2.trib",
+                          &out, true),
+      0)
+      << out;
+  ASSERT_EQ(Run("train -q --select off --shuffle --epochs 2 --in " + s + " --out " + dir_ + "/file2.trib", &out, true),
+            0)
+      << out;
   EXPECT_EQ(ReadAll(dir_ + "/file2.trib"), ReadAll(dir_ + "/stdin2.trib"));
   std::string from_file, from_stdin;
   ASSERT_EQ(Run("prequential --json --every 100 --in " + s, &from_file), 0);
@@ -237,9 +240,9 @@ TEST_F(CliTest, ResumeInTwoHalvesEqualsOneRun) {
     std::string out, one, two;
     ASSERT_EQ(Run("train -q" + L + "--in " + s + " --out " + dir_ + "/one.trib", &out, true), 0) << out;
     ASSERT_EQ(Run("train -q" + L + "--in " + dir_ + "/h1.pb --out " + dir_ + "/half.trib", &out, true), 0) << out;
-    ASSERT_EQ(Run("train -q --resume " + dir_ + "/half.trib --in " + dir_ + "/h2.pb --out " + dir_ + "/two.trib", &out,
-                  true),
-              0)
+    ASSERT_EQ(
+        Run("train -q --resume " + dir_ + "/half.trib --in " + dir_ + "/h2.pb --out " + dir_ + "/two.trib", &out, true),
+        0)
         << out;
     ASSERT_EQ(Run("inspect --json --model " + dir_ + "/one.trib", &one), 0);
     ASSERT_EQ(Run("inspect --json --model " + dir_ + "/two.trib", &two), 0);
@@ -263,10 +266,10 @@ TEST_F(CliTest, DefaultsChooseOnTheTrainingStreamAndSaySo) {
   for (const char* in : {"file", "stdin"}) {
     SCOPED_TRACE(in);
     std::string out, info;
-    const std::string cmd = std::string(in) == "file"
-                                ? testing::ProgramPath() + " train --loss hinge --in " + s + " --out " + dir_ + "/m.trib"
-                                : "cat " + s + " | " + testing::ProgramPath() + " train --loss hinge --in - --out " +
-                                      dir_ + "/m.trib";
+    const std::string cmd =
+        std::string(in) == "file"
+            ? testing::ProgramPath() + " train --loss hinge --in " + s + " --out " + dir_ + "/m.trib"
+            : "cat " + s + " | " + testing::ProgramPath() + " train --loss hinge --in - --out " + dir_ + "/m.trib";
     ASSERT_EQ(testing::RunCommand(cmd, &out, true), 0) << out;
     EXPECT_THAT(out, HasSubstr("chose '"));
     ASSERT_EQ(Run("inspect --json --model " + dir_ + "/m.trib", &info), 0);
@@ -296,7 +299,9 @@ TEST_F(CliTest, DefaultsChooseOnTheTrainingStreamAndSaySo) {
 TEST_F(CliTest, LossOptionsReachTheLossAndTheSnapshot) {
   std::string s = MakeStream("s.pb", 300, 4);
   std::string out;
-  ASSERT_EQ(Run("train -q --select off --loss hinge --loss-opt margin=10 --in " + s + " --out " + dir_ + "/m10.trib", &out, true), 0)
+  ASSERT_EQ(Run("train -q --select off --loss hinge --loss-opt margin=10 --in " + s + " --out " + dir_ + "/m10.trib",
+                &out, true),
+            0)
       << out;
   ASSERT_EQ(Run("train -q --select off --loss hinge --in " + s + " --out " + dir_ + "/m1.trib", &out, true), 0) << out;
   EXPECT_NE(ReadAll(dir_ + "/m10.trib"), ReadAll(dir_ + "/m1.trib")) << "a wider margin must change the updates";

@@ -57,7 +57,8 @@ class LdaClassifierReal : public ::testing::Test {
   double TrainAndEval(const std::string& loss, const std::string& extra, int seed) {
     const std::string model = dir_ + "/" + loss + std::to_string(seed) + ".trib";
     std::string out;
-    const std::string train = testing::ProgramPath() + " train -q --select off --family lda-classifier --opt topics=2 --prior 1" +
+    const std::string train = testing::ProgramPath() +
+                              " train -q --select off --family lda-classifier --opt topics=2 --prior 1" +
                               " --epochs 3 --shuffle --seed " + std::to_string(seed) + " --loss " + loss + " " + extra +
                               " --in " + dir_ + "/train.pb --out " + model;
     EXPECT_EQ(Run(train, &out), 0) << train << "\n" << out;

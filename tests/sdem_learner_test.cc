@@ -114,7 +114,8 @@ struct NaiveMnb {
       double mk = 0;
       for (uint32_t w = 0; w < V; ++w) mk += MuN(w * K + k);
       s[k] = std::log(MuC(k) / ct);
-      for (size_t j = 0; j < d.term_ids.size(); ++j) s[k] += d.term_counts[j] * std::log(MuN(d.term_ids[j] * K + k) / mk);
+      for (size_t j = 0; j < d.term_ids.size(); ++j)
+        s[k] += d.term_counts[j] * std::log(MuN(d.term_ids[j] * K + k) / mk);
     }
     return s;
   }

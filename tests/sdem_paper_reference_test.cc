@@ -111,7 +111,7 @@ struct PaperMnb {
       if (k != y && p[k] > p[ybar]) ybar = k;
     }
     if (std::log(p[y]) - std::log(p[ybar]) > margin) return;  // lines 10-12
-    for (size_t j = 0; j < d.term_ids.size(); ++j) {         // lines 13-20
+    for (size_t j = 0; j < d.term_ids.size(); ++j) {          // lines 13-20
       const uint32_t w = d.term_ids[j];
       const double cnt = d.term_counts[j];
       N[y][w] += rho * cnt * (1 - p[y]);
@@ -225,7 +225,8 @@ TEST(SdemPaperReference, NcllMatchesAlgorithm2) {
   const double p2 = std::log(static_cast<double>(V));
   char p2s[32];
   std::snprintf(p2s, sizeof p2s, "%.17g", p2);
-  for (const Case& c : {Case{1.0, 1.0, {}}, Case{p2, std::strtod(p2s, nullptr), {{"prior", "log"}, {"class_prior", p2s}}}}) {
+  for (const Case& c :
+       {Case{1.0, 1.0, {}}, Case{p2, std::strtod(p2s, nullptr), {{"prior", "log"}, {"class_prior", p2s}}}}) {
     SCOPED_TRACE(c.alpha);
     auto model = NewMnb("ncll", V, K, c.opts);
     model->learner_state().schedule.lambda = 1e-3;
@@ -280,8 +281,8 @@ TEST(SdemPaperReference, HingeWeightsOptionRefusesUnknownValue) {
   Status st = (*m)->SetLoss(testing::BuiltinLoss("hinge"), {{"weights", "table2"}});
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("weights='table2'"), std::string::npos) << st.ToString();
-  auto bad = Model::Create(testing::BuiltinFamily("multinomial"), testing::BuiltinLoss("ncll"), *schema,
-                           {{"floor", "zero"}});
+  auto bad =
+      Model::Create(testing::BuiltinFamily("multinomial"), testing::BuiltinLoss("ncll"), *schema, {{"floor", "zero"}});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("floor='zero'"), std::string::npos) << bad.status().ToString();
 }

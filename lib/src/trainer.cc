@@ -54,9 +54,8 @@ std::string JsonNumber(double x) {
 std::string TrainReport::ToJson() const {
   std::ostringstream os;
   os << "{\"mode\":" << JsonString(mode) << ",\"validation_documents\":" << validation_documents
-     << ",\"validation_learned\":" << (validation_learned ? "true" : "false")
-     << ",\"final_epochs\":" << final_epochs << ",\"document_updates\":" << document_updates
-     << ",\"kept\":" << JsonString(kept) << ",\"candidates\":[";
+     << ",\"validation_learned\":" << (validation_learned ? "true" : "false") << ",\"final_epochs\":" << final_epochs
+     << ",\"document_updates\":" << document_updates << ",\"kept\":" << JsonString(kept) << ",\"candidates\":[";
   for (size_t i = 0; i < candidates.size(); ++i) {
     const CandidateResult& c = candidates[i];
     os << (i ? "," : "") << "{\"setting\":" << JsonString(c.label)

@@ -25,8 +25,8 @@ struct HingeLoss {
   bool algorithm4 = false;  // weights=algorithm4
 };
 
-int WeightsMargin(double m, bool algorithm4, const double* s, uint32_t K, int64_t y, double* w, double* c,
-                  double* loss, trib_error* err) {
+int WeightsMargin(double m, bool algorithm4, const double* s, uint32_t K, int64_t y, double* w, double* c, double* loss,
+                  trib_error* err) {
   if (y < 0) return tributary::sdk::Fail(err, TRIB_ERR_INVALID_DOCUMENT, "hinge needs a labelled document");
   for (uint32_t k = 0; k < K; ++k) w[k] = 0.0;
   *c = 0.0;
@@ -81,8 +81,8 @@ int Create(const trib_option* options, size_t num_options, trib_loss_model** out
                                       options[i].value);
         }
       } else {
-        return tributary::sdk::Fail(err, TRIB_ERR_INVALID_ARGUMENT, "unknown option '%s' (hinge takes: margin, weights)",
-                                    key);
+        return tributary::sdk::Fail(err, TRIB_ERR_INVALID_ARGUMENT,
+                                    "unknown option '%s' (hinge takes: margin, weights)", key);
       }
     }
     *out = reinterpret_cast<trib_loss_model*>(new HingeLoss(h));

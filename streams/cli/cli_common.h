@@ -54,10 +54,10 @@ struct LearnFlags {
   double damping = 0;           // SEP eps / EP delta; 0: the engine's default
   uint32_t restarts = 1;        // SEP/EP/ADF: models with seeds seed .. seed + restarts - 1
   uint64_t restart_window = 0;  // documents before keeping the best restart; 0: the first pass
-  uint32_t epochs = 0;  // 0: not given (train: chosen by validation; else 1)
-  double n = 0;        // 0: the stream length
+  uint32_t epochs = 0;          // 0: not given (train: chosen by validation; else 1)
+  double n = 0;                 // 0: the stream length
   bool shuffle = false;
-  bool no_shuffle = false;   // train: keep arrival order even over several passes
+  bool no_shuffle = false;      // train: keep arrival order even over several passes
   std::string select = "auto";  // train: auto (candidates chosen on the training stream) | off
   std::string resume;           // train: continue this snapshot
   uint64_t seed = 1;

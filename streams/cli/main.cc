@@ -264,7 +264,8 @@ int RunTrainSelect(const LearnFlags& f, const std::string& in, const std::string
       docs.push_back(doc);
     }
     documents = docs.size();
-    if (docs.empty()) return ReportError(Status::InvalidArgument("'" + in + "': no document was learned (empty stream?)"));
+    if (docs.empty())
+      return ReportError(Status::InvalidArgument("'" + in + "': no document was learned (empty stream?)"));
     auto r = Trainer::TrainOffline(factory, cfg, docs, &report, [&] { progress.Tick(++steps); });
     if (!r.ok()) return ReportError(r.status().WithContext("'" + in + "'"));
     model = std::move(r).value();

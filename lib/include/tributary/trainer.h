@@ -77,7 +77,7 @@ struct TrainerConfig {
   uint32_t epochs = 0;                    // offline: 0 = chosen by validation; else fixed
   uint32_t max_epochs = 20;
   uint32_t patience = 4;
-  double holdout = 0.1;  // offline validation fraction (stratified by class)
+  double holdout = 0.1;           // offline validation fraction (stratified by class)
   uint32_t reservoir_every = 10;  // streaming: one labelled document in this many is held out
   size_t reservoir_per_class = 100;
   bool shuffle = true;  // offline: shuffle before every pass
@@ -96,8 +96,8 @@ struct TrainReport {
   std::string mode;  // "offline" or "streaming"
   size_t validation_documents = 0;
   bool validation_learned = false;  // the kept model learned the held-out documents too
-  uint32_t final_epochs = 0;   // passes of the kept model over every document
-  uint64_t document_updates = 0;  // sdEM steps over all candidates and the refit
+  uint32_t final_epochs = 0;        // passes of the kept model over every document
+  uint64_t document_updates = 0;    // sdEM steps over all candidates and the refit
   std::vector<CandidateResult> candidates;
   std::string kept;
   // JSON text of the above (stored in snapshots, printed by inspect).
@@ -147,7 +147,7 @@ class Trainer {
   TrainerConfig config_;
   std::vector<Candidate> candidates_;
   std::vector<std::vector<DocumentBuffer>> reservoir_;  // per class
-  std::vector<uint64_t> offered_;                        // per class: documents offered to the reservoir
+  std::vector<uint64_t> offered_;                       // per class: documents offered to the reservoir
   std::mt19937_64 rng_;
   uint64_t seen_ = 0;
   uint64_t updates_ = 0;
