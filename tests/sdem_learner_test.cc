@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "test_util.h"
@@ -244,6 +245,87 @@ TEST(SdemLearnerTest, DocumentWeightScalesTheStep) {
     double db = sb.Mu(i) - (i < 2 ? 1.0 + 1.0 / 100 : 1.0 + 1.0 / 100);
     EXPECT_NEAR(da, 2 * db, 1e-12) << i;
   }
+}
+
+}  // namespace
+}  // namespace tributary
+
+namespace tributary {
+namespace {
+
+// The learner's promise "on error nothing in the model has changed" holds
+// when the family fails after the engine has written the step: the fixture
+// family's commit scribbles over the touched statistics and refuses (term 0)
+// or fails outright (term 1). The model is restored bit for bit, and learning
+// goes on exactly as if the refused documents had never come.
+TEST(SdemLearnerTest, FailedCommitIsUndone) {
+  auto fam = LoadPluginFile(std::string(TRIBUTARY_FIXTURE_PLUGIN_DIR) + "/sdem_commit_fails.so", TRIB_KIND_FAMILY);
+  ASSERT_TRUE(fam.ok()) << fam.status().ToString();
+  auto schema = ModelSchema::FromProto(testing::TextSchema(6, 3));
+  ASSERT_TRUE(schema.ok());
+  auto make = [&](const std::string& loss) {
+    auto m = Model::Create(*fam, testing::BuiltinLoss(loss), *schema, {}, 1);
+    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    (*m)->learner_state().effective_size = 20;
+    (*m)->learner_state().schedule.lambda = 0.1;
+    return std::move(m).value();
+  };
+  for (const char* loss : {"ncll", "hinge", "nll"}) {
+    SCOPED_TRACE(loss);
+    auto m = make(loss), ref = make(loss);
+    auto l = SdemLearner::Create(m.get()), lr = SdemLearner::Create(ref.get());
+    ASSERT_TRUE(l.ok() && lr.ok());
+    std::mt19937_64 rng(3);
+    uint64_t refused = 0, broken = 0;
+    for (int i = 0; i < 60; ++i) {
+      const int64_t y = static_cast<int64_t>(rng() % 3);
+      const uint32_t t = static_cast<uint32_t>(rng() % 6);
+      DocumentBuffer d = testing::MakeDoc(static_cast<uint64_t>(i), y, {{t, 1.0}, {static_cast<uint32_t>(2 + y), 2.0}});
+      const std::vector<double> raw = m->stats().raw();
+      const std::vector<trib_block> blocks = m->stats().blocks();
+      const uint64_t updates = m->learner_state().updates;
+      Status st = (*l)->Learn(d.View());
+      // Hinge takes no step when the margin is met: nothing reaches commit;
+      // NLL's first step (rho_0 = 1) restarts the map and rebuilds instead.
+      if (t <= 1 && std::string(loss) != "hinge" && updates > 0) {
+        ASSERT_FALSE(st.ok());
+      }
+      if (!st.ok()) {
+        (t == 0 ? refused : broken)++;
+        EXPECT_NE(st.message().find(t == 0 ? "refused term 0" : "broken on term 1"), std::string::npos)
+            << st.ToString();
+        EXPECT_NE(st.message().find("document #" + std::to_string(i)), std::string::npos) << st.ToString();
+        EXPECT_EQ(std::memcmp(raw.data(), m->stats().raw().data(), raw.size() * sizeof(double)), 0);
+        for (size_t b = 0; b < blocks.size(); ++b) {
+          EXPECT_EQ(blocks[b].scale, m->stats().blocks()[b].scale);
+          EXPECT_EQ(blocks[b].shift, m->stats().blocks()[b].shift);
+        }
+        EXPECT_EQ(m->learner_state().updates, updates);
+        continue;
+      }
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      ASSERT_TRUE((*lr)->Learn(d.View()).ok());
+    }
+    EXPECT_GE(refused, 2u);
+    EXPECT_GE(broken, 2u);
+    EXPECT_EQ(std::memcmp(m->stats().raw().data(), ref->stats().raw().data(), ref->stats().size() * sizeof(double)), 0);
+  }
+  // The restart path (NLL with rho_0 = 1 folds the map into raw) undone when
+  // the family's rebuild fails: back to the prior exactly.
+  auto m = Model::Create(*fam, testing::BuiltinLoss("nll"), *schema, {{"fail_rebuild", "1"}}, 1);
+  ASSERT_TRUE(m.ok());
+  (*m)->learner_state().effective_size = 20;
+  auto l = SdemLearner::Create(m->get());
+  ASSERT_TRUE(l.ok());
+  const std::vector<double> raw = (*m)->stats().raw();
+  Status st = (*l)->Learn(testing::MakeDoc(0, 1, {{3, 1.0}}).View());
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("rebuild fails"), std::string::npos) << st.ToString();
+  EXPECT_EQ(std::memcmp(raw.data(), (*m)->stats().raw().data(), raw.size() * sizeof(double)), 0);
+  EXPECT_EQ((*m)->stats().blocks()[1].scale, 1.0);
+  EXPECT_EQ((*m)->stats().blocks()[1].shift, 1.0);
+  EXPECT_EQ((*m)->learner_state().updates, 0u);
+  EXPECT_EQ((*m)->learner_state().materializations, 0u);
 }
 
 }  // namespace

@@ -85,6 +85,23 @@ int SdemLearner::GrowDelta(trib_delta* d, size_t min_capacity) {
   return TRIB_OK;
 }
 
+Status SdemLearner::Undo(const trib_delta& delta, const Status& cause) {
+  Model& m = *model_;
+  std::vector<double>& raw = m.stats().raw();
+  for (size_t j = 0; j < delta.size; ++j) raw[delta.index[j]] = old_raw_[j];
+  for (const auto& [b, values] : restarted_raw_) {
+    std::copy(values.begin(), values.end(), raw.begin() + static_cast<std::ptrdiff_t>(saved_blocks_[b].offset));
+  }
+  std::copy(saved_blocks_.begin(), saved_blocks_.end(), m.stats().mutable_blocks().begin());
+  const LearnerState& ls = m.learner_state();
+  Status rb = m.Rebuild(trib_step{0.0, ls.effective_size, 0.0, ls.updates});
+  if (!rb.ok()) {
+    return Status::Internal(cause.ToString() + "; undoing the step failed too (" + rb.ToString() +
+                            "): the model is unusable");
+  }
+  return cause;
+}
+
 Status SdemLearner::Fail(const trib_document& doc, const Status& st) const {
   return st.WithContext(DocumentName(doc.index, doc.id ? doc.id : ""));
 }
@@ -177,6 +194,10 @@ Status SdemLearner::Learn(const trib_document& labelled_doc, LearnOutcome* outco
   auto& blocks = m.stats().mutable_blocks();
   factors_.resize(blocks.size());
   materialize_.assign(blocks.size(), 0);
+  // Kept so that a failing commit or rebuild can be undone (O(blocks); a
+  // restarted block's raw values are copied whole, which is rare).
+  saved_blocks_.assign(blocks.begin(), blocks.end());
+  restarted_raw_.clear();
   bool any_materialized = false;
   for (size_t b = 0; b < blocks.size(); ++b) {
     const double f = 1.0 - rho * (c + blocks[b].nu / n);
@@ -184,6 +205,11 @@ Status SdemLearner::Learn(const trib_document& labelled_doc, LearnOutcome* outco
     if (f <= 0 || blocks[b].scale * f < kMinScale) {
       // mu_new = f mu_old + rho abar/n folded into raw (scale restarts at 1;
       // shift - scale stays the paper's gamma, see SufficientStats).
+      const auto& r = m.stats().raw();
+      restarted_raw_.emplace_back(
+          static_cast<uint32_t>(b),
+          std::vector<double>(r.begin() + static_cast<std::ptrdiff_t>(blocks[b].offset),
+                              r.begin() + static_cast<std::ptrdiff_t>(blocks[b].offset + blocks[b].size)));
       m.stats().Restart(static_cast<uint32_t>(b), f, rho / n);
       materialize_[b] = 1;
       any_materialized = true;
@@ -222,16 +248,21 @@ Status SdemLearner::Learn(const trib_document& labelled_doc, LearnOutcome* outco
     }
     j += len;
   }
-  // 5. Check-step and caches.
+  // 5. Check-step and caches. On failure the step is undone: the model is
+  // as before the document (statistics bit for bit; the family's caches
+  // rebuilt from them, since a failing call may have half-updated them).
   trib_step step{rho, n, c, ls.updates};
   if (any_materialized) {
     ++ls.materializations;
     Status st = m.Rebuild(step);
-    if (!st.ok()) return Fail(doc, st);
+    if (!st.ok()) {
+      --ls.materializations;
+      return Fail(doc, Undo(delta, st));
+    }
   } else {
     view = m.stats().View();
     rc = m.family().family().commit(m.family_model(), &view, delta.index, old_raw_.data(), delta.size, &step, &err);
-    if (rc != TRIB_OK) return Fail(doc, PluginStatus(rc, err, m.family(), "commit"));
+    if (rc != TRIB_OK) return Fail(doc, Undo(delta, PluginStatus(rc, err, m.family(), "commit")));
   }
   ++ls.updates;
   if (outcome) {

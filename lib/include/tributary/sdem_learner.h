@@ -11,13 +11,16 @@
 //   5. the family's check-step projects touched entries back into the
 //      feasible set and updates its caches of theta(mu).
 // Steps 1-3 do not touch the model, so a document refused there (bad
-// scores, NaN in the delta) leaves the model exactly as it was.
+// scores, NaN in the delta) leaves the model exactly as it was; a failure in
+// step 5 (the family's commit or rebuild) is undone: the statistics and block
+// maps are restored bit for bit and the family's caches rebuilt.
 //
 // Thread safety: one SdemLearner per model, used from one thread.
 #ifndef TRIBUTARY_SDEM_LEARNER_H_
 #define TRIBUTARY_SDEM_LEARNER_H_
 
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "tributary/model.h"
@@ -47,6 +50,10 @@ class SdemLearner {
  private:
   SdemLearner() = default;
   Status Fail(const trib_document& doc, const Status& st) const;
+  // Restores the statistics and block maps saved before step 4 and rebuilds
+  // the family's caches; returns `cause` (or an internal error if even that
+  // fails).
+  Status Undo(const trib_delta& delta, const Status& cause);
   static int GrowDelta(trib_delta* d, size_t min_capacity);
 
   Model* model_ = nullptr;
@@ -55,6 +62,8 @@ class SdemLearner {
   std::vector<uint64_t> delta_index_;
   std::vector<double> delta_value_;
   std::vector<char> materialize_;
+  std::vector<trib_block> saved_blocks_;                                 // block maps before the step
+  std::vector<std::pair<uint32_t, std::vector<double>>> restarted_raw_;  // raw of restarted blocks
 };
 
 }  // namespace tributary
