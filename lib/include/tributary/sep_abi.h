@@ -8,7 +8,7 @@
  * exception or STL type crosses, every fallible call returns TRIB_OK or an
  * error code with a message in the host's trib_error.
  *
- * The math (thesis §1.4-1.5; DESIGN.md). The approximate posterior q(theta)
+ * The math (thesis §1.4-1.5; docs/design.md §5). The approximate posterior q(theta)
  * is in an exponential family with natural parameters lambda in R^P. The
  * engine keeps, in the model's statistics entries [0, P) (in mu form,
  * mu[i] = scale * raw[i] + shift * alpha_bar of its block: the family's blocks there have

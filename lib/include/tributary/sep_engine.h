@@ -1,5 +1,5 @@
 // SEP, EP and ADF: expectation-propagation engines over a family's
-// trib_sep_hooks (sep_abi.h; thesis §1.4-1.5, DESIGN.md).
+// trib_sep_hooks (sep_abi.h; thesis §1.4-1.5, docs/design.md §5).
 //
 // All three keep the posterior as lambda = lambda0 + N mu, with mu in the
 // model's statistics entries [0, P), so Model::Save / Load / Clone work
