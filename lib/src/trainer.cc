@@ -153,15 +153,53 @@ Result<std::unique_ptr<Model>> Trainer::TrainOffline(const ModelFactory& factory
     }
     std::sort(train_idx.begin(), train_idx.end());  // arrival order, shuffled per pass below
   }
+  std::vector<char> bad(docs.size(), 0);
+  auto skippable = [&](const Status& st) {
+    return config.on_bad && (st.IsInvalidDocument() || st.code() == Status::Code::kNumeric);
+  };
   std::vector<const DocumentBuffer*> val;
+  if (!val_idx.empty()) {
+    // Held-out documents are scored, never learned, before the choice: screen
+    // them once so that a bad one is reported (or stops training) up front.
+    auto probe = factory(config.candidates[0]);
+    if (!probe.ok()) return probe.status().WithContext("candidate '" + config.candidates[0].label + "'");
+    auto state = (*probe)->NewScoringState();
+    if (!state.ok()) return state.status();
+    std::vector<double> s((*probe)->num_outputs());
+    std::vector<size_t> kept_val;
+    for (size_t i : val_idx) {
+      Status st = (*probe)->Score(docs[i].View(), state->get(), s.data()).WithContext(docs[i].Name());
+      for (double x : s) {
+        if (st.ok() && (std::isnan(x) || x == INFINITY)) {
+          st = Status::Numeric(docs[i].Name() + ": scored " + std::to_string(x) + " at the prior");
+        }
+      }
+      if (!st.ok()) {
+        if (!skippable(st)) return st;
+        bad[i] = 1;
+        config.on_bad(st);
+        continue;
+      }
+      kept_val.push_back(i);
+    }
+    val_idx = std::move(kept_val);
+  }
   for (size_t i : val_idx) val.push_back(&docs[i]);
   rep.validation_documents = val.size();
 
   uint64_t updates = 0;
   auto learn_pass = [&](SdemLearner* learner, const std::vector<size_t>& order, const std::string& who) -> Status {
     for (size_t i : order) {
+      if (bad[i]) continue;
       Status st = learner->Learn(docs[i].View());
-      if (!st.ok()) return who.empty() ? st : st.WithContext("candidate '" + who + "'");
+      if (!st.ok()) {
+        if (skippable(st)) {
+          bad[i] = 1;
+          config.on_bad(st);
+          continue;
+        }
+        return who.empty() ? st : st.WithContext("candidate '" + who + "'");
+      }
       ++updates;
       if (on_step) on_step();
     }

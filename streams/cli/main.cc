@@ -211,6 +211,8 @@ int RunTrainSelect(const LearnFlags& f, const std::string& in, const std::string
   cfg.epochs = f.epochs;
   cfg.shuffle = !f.no_shuffle;
   cfg.seed = f.seed;
+  BadInput bad;
+  if (f.skip_bad) cfg.on_bad = [&bad](const Status& st) { bad.Record(st); };
   Model* classes_from = schema_model.get();
   ModelFactory factory = [&](const CandidateSpec& c) -> Result<std::unique_ptr<Model>> {
     LearnFlags g = f;
@@ -232,7 +234,6 @@ int RunTrainSelect(const LearnFlags& f, const std::string& in, const std::string
     }
     return m;
   };
-  BadInput bad;
   Progress progress("train", f.quiet);
   uint64_t steps = 0;
   auto start = std::chrono::steady_clock::now();

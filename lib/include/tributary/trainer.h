@@ -82,6 +82,11 @@ struct TrainerConfig {
   size_t reservoir_per_class = 100;
   bool shuffle = true;  // offline: shuffle before every pass
   uint64_t seed = 1;
+  // Offline: when set, a document a learner refuses as invalid or numerically
+  // bad is reported here once and left out of every later pass and of the
+  // validation (the --skip-bad contract); when null such an error stops
+  // training.
+  std::function<void(const Status&)> on_bad;
 };
 
 struct CandidateResult {
