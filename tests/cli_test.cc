@@ -347,6 +347,38 @@ TEST_F(CliTest, PluginsListing) {
   EXPECT_THAT(out, HasSubstr("ABI major version mismatch"));
 }
 
+// A plugin that crashes while loading (init_segfaults.so raises SIGSEGV in
+// its init), found on TRIBUTARY_PLUGIN_PATH, is probed in a child process:
+// `plugins` lists it as refused with its signal, and commands that do not
+// name it run as if it were not there.
+TEST_F(CliTest, PluginThatCrashesAtLoadIsIsolated) {
+  const std::string env = "TRIBUTARY_PLUGIN_PATH=" TRIBUTARY_FIXTURE_PLUGIN_DIR " ";
+  std::string out;
+  ASSERT_EQ(testing::RunCommand(env + testing::ProgramPath() + " plugins --json", &out), 0) << out;
+  json j = json::parse(out);
+  bool found = false;
+  for (const auto& r : j["refused"]) {
+    if (r["path"].get<std::string>().find("init_segfaults.so") == std::string::npos) continue;
+    found = true;
+    // SIGSEGV; under AddressSanitizer with abort_on_error its handler aborts (SIGABRT).
+    EXPECT_THAT(r["reason"].get<std::string>(), HasSubstr("crashed while loading (signal")) << r;
+  }
+  EXPECT_TRUE(found) << out;
+  std::set<std::string> names;
+  for (auto& p : j["plugins"]) names.insert(p["name"].get<std::string>());
+  EXPECT_TRUE(names.count("multinomial") && names.count("double-ncll")) << out;
+  const std::string s = MakeStream("s.pb", 200, 8);
+  ASSERT_EQ(testing::RunCommand(env + testing::ProgramPath() + " train -q --family multinomial --loss ncll --in " + s +
+                                    " --out " + dir_ + "/m.trib",
+                                &out, true),
+            0)
+      << out;
+  ASSERT_EQ(testing::RunCommand(env + testing::ProgramPath() + " eval --json --model " + dir_ + "/m.trib --in " + s,
+                                &out, true),
+            0)
+      << out;
+}
+
 TEST_F(CliTest, ThirdPartyLossByNameAndByPath) {
   std::string s = MakeStream("s.pb", 200, 6);
   std::string out;

@@ -2,11 +2,14 @@
 
 #include <dlfcn.h>
 #include <limits.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <boost/math/special_functions/digamma.hpp>
 #include <boost/math/special_functions/gamma.hpp>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -192,6 +195,63 @@ Result<std::shared_ptr<const Plugin>> LoadAny(const std::string& path_in) {
   return it->second;
 }
 
+// Loads `path` in a child process first (fork; the child runs dlopen and
+// the plugin's init, reports its refusal message through a pipe and
+// _exit()s), so that a plugin whose constructor or init crashes is refused
+// with the signal instead of taking the host down. OK: the child loaded it.
+// If the probe itself cannot run (no pipe, no fork) the file is loaded as
+// before, in-process.
+// REQUIRES: the calling process has one thread (fork copies only the caller;
+// Scan() runs at start-up).
+Status ProbeInChild(const std::string& path) {
+  int fds[2];
+  if (pipe(fds) != 0) return Status::OK();
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return Status::OK();
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    auto r = LoadAny(path);
+    const std::string msg = r.ok() ? std::string() : r.status().message();
+    size_t off = 0;
+    while (off < msg.size()) {
+      const ssize_t n = write(fds[1], msg.data() + off, msg.size() - off);
+      if (n <= 0) break;
+      off += static_cast<size_t>(n);
+    }
+    _exit(r.ok() ? 0 : 3);
+  }
+  close(fds[1]);
+  std::string msg;
+  char buf[512];
+  for (;;) {
+    const ssize_t n = read(fds[0], buf, sizeof buf);
+    if (n > 0) {
+      msg.append(buf, static_cast<size_t>(n));
+    } else if (n == 0 || errno != EINTR) {
+      break;
+    }
+  }
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    const char* name = sigabbrev_np(sig);
+    return Status::PluginError("plugin '" + path + "': crashed while loading (signal " + std::to_string(sig) +
+                               (name ? std::string(", SIG") + name : std::string()) +
+                               ") in a probe process; not loaded");
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return Status::OK();
+  if (!msg.empty()) return Status::PluginError(msg);
+  return Status::PluginError("plugin '" + path + "': the probe process exited with status " +
+                             std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1));
+}
+
 std::string ProgramDir() {
   char buf[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
@@ -249,7 +309,19 @@ void PluginRegistry::Scan() {
       if (entry.path().extension() == ".so") files.push_back(entry.path().string());
     }
     std::sort(files.begin(), files.end());
+    // Plugins outside the built-in directory are probed in a child process
+    // before the host loads them (ProbeInChild): a third-party file that
+    // crashes at load is listed as refused, with its signal, and every
+    // command still runs.
+    const bool probe = !(first_is_builtin_ && d == 0);
     for (const auto& file : files) {
+      if (probe) {
+        Status ok = ProbeInChild(file);
+        if (!ok.ok()) {
+          refused_.push_back({file, ok.message()});
+          continue;
+        }
+      }
       auto r = LoadAny(file);
       if (!r.ok()) {
         refused_.push_back({file, r.status().message()});

@@ -66,7 +66,10 @@ class PluginRegistry {
   // Loads every *.so in the search path. Files that fail are recorded in
   // refused(); a name already taken by an earlier directory (built-ins come
   // first) is recorded as refused too, with the path that won. Never fails
-  // for a bad plugin; fails only if nothing can be read at all.
+  // for a bad plugin; fails only if nothing can be read at all. Files outside
+  // the built-in directory are first loaded in a child process (fork): one
+  // that crashes there is refused with its signal and never loaded into this
+  // process. REQUIRES: called while the process has a single thread.
   void Scan();
 
   const std::vector<std::shared_ptr<const Plugin>>& plugins() const { return plugins_; }
