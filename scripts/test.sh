@@ -22,7 +22,8 @@ if [[ "${1:-}" != "--no-sanitizers" ]]; then
       "-DTRIBUTARY_SANITIZE=address;undefined"
 
   # ThreadSanitizer: the tests with threads (tests/server_test.cc: I/O threads,
-  # committer, learner, concurrent clients). Any report fails the run.
+  # committer, learner, concurrent clients; tests/trainer_test.cc: candidates
+  # learning in parallel). Any report fails the run.
   # BOOST_ASIO_DISABLE_FENCED_BLOCK: TSan does not model standalone fences
   # (GCC rejects them with -Werror=tsan); Asio's handler fences duplicate the
   # synchronisation of its scheduler's mutexes, which TSan does see. Defined
@@ -30,7 +31,7 @@ if [[ "${1:-}" != "--no-sanitizers" ]]; then
   echo "== ThreadSanitizer build and concurrency tests" >&2
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRIBUTARY_BUILD_BENCH=OFF \
     -DTRIBUTARY_SANITIZE=thread -DCMAKE_CXX_FLAGS=-DBOOST_ASIO_DISABLE_FENCED_BLOCK >/dev/null
-  cmake --build build-tsan -j "$jobs" --target server_test
+  cmake --build build-tsan -j "$jobs" --target server_test trainer_test
   (cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 history_size=4" \
-    ctest --output-on-failure -j "$jobs" -R 'Server')
+    ctest --output-on-failure -j "$jobs" -R 'Server|TrainerTest')
 fi

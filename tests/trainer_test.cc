@@ -160,5 +160,108 @@ TEST(TrainerTest, OfflineSkipsRefusedDocumentsWhenAsked) {
   EXPECT_NE(broken.status().message().find("broken on term 1"), std::string::npos) << broken.status().ToString();
 }
 
+// A large file: the search runs on a sample of the training documents, the
+// validation split is capped, and the kept setting learns the others once.
+// The cost is bounded by the sample, not by the file.
+TEST(TrainerTest, LargeFileSearchesASampleAndLearnsTheRestOnce) {
+  auto docs = Corpus(3000, 3, true);  // class-grouped arrival order
+  std::vector<CandidateSpec> ncll_only = NcllAndNll(), nll = NcllAndNll();
+  ncll_only.pop_back();
+  nll.erase(nll.begin(), nll.begin() + 2);
+  // Each path after the search, on this corpus: NLL learns everything it
+  // has not seen; an NCLL winner from a 100-document sample gains from the
+  // continuation; one from 500 documents at rho ~ 0.7 does not beyond the
+  // noise rule on validation and is kept as validated.
+  struct Case {
+    std::vector<CandidateSpec> candidates;
+    size_t search;
+    const char* path;
+  };
+  for (const Case& k :
+       {Case{nll, 500, "generative"}, Case{ncll_only, 100, "continued"}, Case{ncll_only, 500, "validated"}}) {
+    const auto& candidates = k.candidates;
+    SCOPED_TRACE(k.path);
+    TrainerConfig cfg;
+    cfg.candidates = candidates;
+    cfg.search_documents = k.search;
+    cfg.max_validation = 120;
+    cfg.threads = 1;
+    TrainReport rep;
+    auto m = Trainer::TrainOffline(Factory(testing::BuiltinFamily("multinomial"), 30, 3, 3000), cfg, docs, &rep);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    SCOPED_TRACE(rep.ToJson());
+    EXPECT_NEAR(static_cast<double>(rep.validation_documents), 120.0, 2.0);
+    EXPECT_NEAR(static_cast<double>(rep.searched_documents), static_cast<double>(k.search), 2.0);
+    const size_t train = docs.size() - rep.validation_documents;
+    uint32_t kept_epochs = 0;
+    for (const auto& c : rep.candidates) {
+      if (c.kept) kept_epochs = c.epochs;
+    }
+    // The kept model's own steps: its passes over the sample, then the rest
+    // (and, for NLL, the held-out documents) once.
+    const std::string path = rep.kept.rfind("nll", 0) == 0 ? "generative"
+                             : rep.continued_documents > 0 ? "continued"
+                                                           : "validated";
+    EXPECT_EQ(path, k.path);
+    if (path == "generative") {
+      EXPECT_EQ(rep.continued_documents, train - rep.searched_documents + rep.validation_documents);
+      EXPECT_EQ((*m)->learner_state().updates, rep.searched_documents + rep.continued_documents);
+      EXPECT_TRUE(rep.validation_learned);
+    } else if (path == "continued") {
+      EXPECT_EQ(rep.continued_documents, train - rep.searched_documents);
+      EXPECT_EQ((*m)->learner_state().updates, kept_epochs * rep.searched_documents + rep.continued_documents);
+      EXPECT_FALSE(rep.validation_learned);
+    } else {  // the continuation lost on validation: the validated model is kept
+      EXPECT_EQ((*m)->learner_state().updates, kept_epochs * rep.searched_documents);
+    }
+    // Every step counted: at most max_epochs passes of each candidate over
+    // the sample, plus the continuation.
+    EXPECT_LE(rep.document_updates, candidates.size() * cfg.max_epochs * rep.searched_documents + docs.size());
+    EXPECT_GT(rep.document_updates, train);
+    // The model is good on fresh documents.
+    auto fresh = Corpus(600, 99, false);
+    std::vector<const DocumentBuffer*> view;
+    for (const auto& d : fresh) view.push_back(&d);
+    double acc = 0, ncll = 0;
+    ASSERT_TRUE(EvaluateOn(**m, view, &acc, &ncll).ok());
+    EXPECT_GT(acc, 0.8);
+    // Without the caps the whole file is searched.
+    cfg.search_documents = 0;
+    cfg.max_validation = 0;
+    TrainReport whole;
+    auto w = Trainer::TrainOffline(Factory(testing::BuiltinFamily("multinomial"), 30, 3, 3000), cfg, docs, &whole);
+    ASSERT_TRUE(w.ok());
+    EXPECT_NEAR(static_cast<double>(whole.validation_documents), 300.0, 2.0);
+    EXPECT_EQ(whole.searched_documents, docs.size() - whole.validation_documents);
+    const bool whole_generative = whole.kept.rfind("nll", 0) == 0;
+    EXPECT_EQ(whole.continued_documents, whole_generative ? whole.validation_documents : 0u);
+  }
+}
+
+// Candidates learn on several threads; the models and the report do not
+// depend on how many (each candidate's passes see the same order).
+TEST(TrainerTest, ThreadsDoNotChangeTheResult) {
+  auto docs = Corpus(1500, 4, false);
+  TrainerConfig cfg;
+  cfg.candidates = NcllAndNll();
+  CandidateSpec c10{"ncll prior=10", "ncll", {{"prior", "10"}}, {}, false};
+  cfg.candidates.insert(cfg.candidates.begin(), c10);
+  cfg.search_documents = 800;  // the continuation too
+  std::vector<std::vector<double>> raws;
+  std::vector<std::string> reports;
+  for (uint32_t threads : {1u, 2u, 4u}) {
+    cfg.threads = threads;
+    TrainReport rep;
+    auto m = Trainer::TrainOffline(Factory(testing::BuiltinFamily("multinomial"), 30, 3, 1500), cfg, docs, &rep);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    raws.push_back((*m)->stats().raw());
+    reports.push_back(rep.ToJson());
+  }
+  EXPECT_EQ(raws[0], raws[1]);
+  EXPECT_EQ(raws[0], raws[2]);
+  EXPECT_EQ(reports[0], reports[1]);
+  EXPECT_EQ(reports[0], reports[2]);
+}
+
 }  // namespace
 }  // namespace tributary

@@ -1,10 +1,13 @@
 #include "tributary/trainer.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <sstream>
+#include <thread>
 
 namespace tributary {
 
@@ -55,6 +58,7 @@ std::string TrainReport::ToJson() const {
   std::ostringstream os;
   os << "{\"mode\":" << JsonString(mode) << ",\"validation_documents\":" << validation_documents
      << ",\"validation_learned\":" << (validation_learned ? "true" : "false") << ",\"final_epochs\":" << final_epochs
+     << ",\"searched_documents\":" << searched_documents << ",\"continued_documents\":" << continued_documents
      << ",\"document_updates\":" << document_updates << ",\"kept\":" << JsonString(kept) << ",\"candidates\":[";
   for (size_t i = 0; i < candidates.size(); ++i) {
     const CandidateResult& c = candidates[i];
@@ -88,19 +92,23 @@ size_t ChooseCandidate(const std::vector<double>& acc, const std::vector<double>
   return b - c > std::sqrt(b + c) ? best : gen;
 }
 
-Status EvaluateOn(const Model& model, const std::vector<const DocumentBuffer*>& docs, double* accuracy,
-                  double* mean_ncll, std::vector<char>* correct) {
-  if (correct) correct->assign(docs.size(), 0);
+namespace {
+
+// EvaluateOn over any list of documents: view(i) and name(i) for i < n.
+template <typename ViewFn, typename NameFn>
+Status Evaluate(const Model& model, size_t n_docs, const ViewFn& view, const NameFn& name, double* accuracy,
+                double* mean_ncll, std::vector<char>* correct) {
+  if (correct) correct->assign(n_docs, 0);
   auto state = model.NewScoringState();
   if (!state.ok()) return state.status();
   const uint32_t K = model.num_outputs();
   std::vector<double> s(K);
   size_t n = 0, n_correct = 0;
   double ncll = 0;
-  for (size_t i = 0; i < docs.size(); ++i) {
-    const DocumentBuffer* d = docs[i];
-    if (d->label < 0 || d->label >= static_cast<int64_t>(K)) continue;
-    TRIB_RETURN_IF_ERROR(model.Score(d->View(), state->get(), s.data()).WithContext(d->Name()));
+  for (size_t i = 0; i < n_docs; ++i) {
+    const trib_document d = view(i);
+    if (d.label < 0 || d.label >= static_cast<int64_t>(K)) continue;
+    TRIB_RETURN_IF_ERROR(model.Score(d, state->get(), s.data()).WithContext(name(i)));
     uint32_t best = 0;
     double mx = s[0];
     for (uint32_t k = 1; k < K; ++k) {
@@ -112,8 +120,8 @@ Status EvaluateOn(const Model& model, const std::vector<const DocumentBuffer*>& 
     double z = 0;
     for (uint32_t k = 0; k < K; ++k) z += std::exp(s[k] - mx);
     // -log p(y | x), capped so that one impossible document cannot dominate.
-    ncll += std::min(mx + std::log(z) - s[d->label], 50.0);
-    const bool right = best == static_cast<uint32_t>(d->label);
+    ncll += std::min(mx + std::log(z) - s[d.label], 50.0);
+    const bool right = best == static_cast<uint32_t>(d.label);
     n_correct += right;
     if (correct) (*correct)[i] = right;
     ++n;
@@ -123,11 +131,75 @@ Status EvaluateOn(const Model& model, const std::vector<const DocumentBuffer*>& 
   return Status::OK();
 }
 
+}  // namespace
+
+Status EvaluateOn(const Model& model, const std::vector<const DocumentBuffer*>& docs, double* accuracy,
+                  double* mean_ncll, std::vector<char>* correct) {
+  return Evaluate(
+      model, docs.size(), [&](size_t i) { return docs[i]->View(); }, [&](size_t i) { return docs[i]->Name(); },
+      accuracy, mean_ncll, correct);
+}
+
 // ---- Offline -------------------------------------------------------------------
+
+namespace {
+
+// Splits `idx` (in any order) into `take`, about `n` documents drawn at
+// random in proportion to each class's share (at least one of a class that
+// has two or more), and `rest`. Unlabelled documents all go to `rest`.
+// Both come out sorted (arrival order).
+void StratifiedTake(const DocumentSet& docs, const std::vector<size_t>& idx, size_t n, std::mt19937_64* rng,
+                    std::vector<size_t>* take, std::vector<size_t>* rest) {
+  std::map<int64_t, std::vector<size_t>> by_class;
+  for (size_t i : idx) by_class[docs.label(i)].push_back(i);
+  const double frac = idx.empty() ? 0.0 : static_cast<double>(n) / static_cast<double>(idx.size());
+  take->clear();
+  rest->clear();
+  for (auto& [label, members] : by_class) {
+    std::shuffle(members.begin(), members.end(), *rng);
+    size_t k = 0;
+    if (label >= 0 && members.size() >= 2) {
+      k = static_cast<size_t>(std::llround(frac * static_cast<double>(members.size())));
+      k = std::clamp<size_t>(k, 1, members.size() - 1);
+    }
+    take->insert(take->end(), members.begin(), members.begin() + static_cast<std::ptrdiff_t>(k));
+    rest->insert(rest->end(), members.begin() + static_cast<std::ptrdiff_t>(k), members.end());
+  }
+  std::sort(take->begin(), take->end());
+  std::sort(rest->begin(), rest->end());
+}
+
+// Runs fn(0) .. fn(n-1) on up to `threads` threads (the calling one among
+// them); returns when all are done.
+void ParallelFor(size_t n, uint32_t threads, const std::function<void(size_t)>& fn) {
+  const size_t t = std::min<size_t>(n, std::max<uint32_t>(1, threads));
+  if (t <= 1) {
+    for (size_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < n; i = next++) fn(i);
+  };
+  std::vector<std::thread> pool;
+  for (size_t k = 1; k < t; ++k) pool.emplace_back(work);
+  work();
+  for (auto& th : pool) th.join();
+}
+
+}  // namespace
 
 Result<std::unique_ptr<Model>> Trainer::TrainOffline(const ModelFactory& factory, const TrainerConfig& config,
                                                      const std::vector<DocumentBuffer>& docs, TrainReport* report,
-                                                     const std::function<void()>& on_step) {
+                                                     const std::function<void(uint64_t)>& on_progress) {
+  DocumentSet set;
+  for (const DocumentBuffer& d : docs) set.Add(d);
+  return TrainOffline(factory, config, set, report, on_progress);
+}
+
+Result<std::unique_ptr<Model>> Trainer::TrainOffline(const ModelFactory& factory, const TrainerConfig& config,
+                                                     const DocumentSet& docs, TrainReport* report,
+                                                     const std::function<void(uint64_t)>& on_progress) {
   if (config.candidates.empty()) return Status::InvalidArgument("trainer: no candidate settings");
   if (docs.empty()) return Status::InvalidArgument("trainer: no documents");
   TrainReport rep;
@@ -135,13 +207,14 @@ Result<std::unique_ptr<Model>> Trainer::TrainOffline(const ModelFactory& factory
   std::mt19937_64 rng(config.seed);
   const size_t C = config.candidates.size();
   const bool choose = C > 1 || config.epochs == 0;
+  const uint32_t threads = config.threads ? config.threads : std::max<uint32_t>(1, std::thread::hardware_concurrency());
 
   // Stratified validation split: in every class, round(holdout * n_k)
   // documents (none for a class with fewer than 2).
   std::vector<size_t> train_idx, val_idx;
   if (choose) {
     std::map<int64_t, std::vector<size_t>> by_class;
-    for (size_t i = 0; i < docs.size(); ++i) by_class[docs[i].label].push_back(i);
+    for (size_t i = 0; i < docs.size(); ++i) by_class[docs.label(i)].push_back(i);
     for (auto& [label, idx] : by_class) {
       std::shuffle(idx.begin(), idx.end(), rng);
       size_t take = label < 0 || idx.size() < 2
@@ -153,11 +226,38 @@ Result<std::unique_ptr<Model>> Trainer::TrainOffline(const ModelFactory& factory
     }
     std::sort(train_idx.begin(), train_idx.end());  // arrival order, shuffled per pass below
   }
-  std::vector<char> bad(docs.size(), 0);
+  // A large file: a capped validation split (the documents beyond the cap are
+  // trained on) and a search on a sample of the training documents; the
+  // others are learned once by the kept setting afterwards.
+  std::vector<size_t> search_idx = train_idx, later_idx;
+  if (choose && config.epochs == 0) {
+    if (config.max_validation > 0 && val_idx.size() > config.max_validation) {
+      std::vector<size_t> keep, back;
+      StratifiedTake(docs, val_idx, config.max_validation, &rng, &keep, &back);
+      val_idx = std::move(keep);
+      train_idx.insert(train_idx.end(), back.begin(), back.end());
+      std::sort(train_idx.begin(), train_idx.end());
+      search_idx = train_idx;
+    }
+    if (config.search_documents > 0 && train_idx.size() > config.search_documents) {
+      StratifiedTake(docs, train_idx, config.search_documents, &rng, &search_idx, &later_idx);
+    }
+  }
+
+  // Bad documents: each learner skips what it refused itself (so that no
+  // model depends on the threads' timing); each is reported once.
+  std::mutex bad_mu;
+  std::vector<char> reported(docs.size(), 0);
   auto skippable = [&](const Status& st) {
     return config.on_bad && (st.IsInvalidDocument() || st.code() == Status::Code::kNumeric);
   };
-  std::vector<const DocumentBuffer*> val;
+  auto report_bad = [&](size_t i, const Status& st) {
+    std::lock_guard<std::mutex> lock(bad_mu);
+    if (!reported[i]) {
+      reported[i] = 1;
+      config.on_bad(st);
+    }
+  };
   if (!val_idx.empty()) {
     // Held-out documents are scored, never learned, before the choice: screen
     // them once so that a bad one is reported (or stops training) up front.
@@ -168,56 +268,70 @@ Result<std::unique_ptr<Model>> Trainer::TrainOffline(const ModelFactory& factory
     std::vector<double> s((*probe)->num_outputs());
     std::vector<size_t> kept_val;
     for (size_t i : val_idx) {
-      Status st = (*probe)->Score(docs[i].View(), state->get(), s.data()).WithContext(docs[i].Name());
+      Status st = (*probe)->Score(docs.View(i), state->get(), s.data()).WithContext(docs.Name(i));
       for (double x : s) {
         if (st.ok() && (std::isnan(x) || x == INFINITY)) {
-          st = Status::Numeric(docs[i].Name() + ": scored " + std::to_string(x) + " at the prior");
+          st = Status::Numeric(docs.Name(i) + ": scored " + std::to_string(x) + " at the prior");
         }
       }
       if (!st.ok()) {
         if (!skippable(st)) return st;
-        bad[i] = 1;
-        config.on_bad(st);
+        report_bad(i, st);
         continue;
       }
       kept_val.push_back(i);
     }
     val_idx = std::move(kept_val);
   }
-  for (size_t i : val_idx) val.push_back(&docs[i]);
-  rep.validation_documents = val.size();
+  rep.validation_documents = val_idx.size();
+  auto evaluate = [&](const Model& m, double* acc, double* ncll, std::vector<char>* right) {
+    return Evaluate(
+        m, val_idx.size(), [&](size_t j) { return docs.View(val_idx[j]); },
+        [&](size_t j) { return docs.Name(val_idx[j]); }, acc, ncll, right);
+  };
 
-  uint64_t updates = 0;
-  auto learn_pass = [&](SdemLearner* learner, const std::vector<size_t>& order, const std::string& who) -> Status {
-    for (size_t i : order) {
-      if (bad[i]) continue;
-      Status st = learner->Learn(docs[i].View());
+  // One pass of `learner` over `order`, skipping (and adding to) `bad`;
+  // counts its steps in `*steps`.
+  auto learn_pass = [&](SdemLearner* learner, const std::vector<size_t>& order, std::vector<char>* bad, uint64_t* steps,
+                        const std::string& who) -> Status {
+    const size_t n = order.size();
+    for (size_t j = 0; j < n; ++j) {
+      // Shuffled order: fetch what the next documents need ahead of time.
+      if (j + 8 < n) docs.PrefetchRecord(order[j + 8]);
+      if (j + 4 < n) docs.Prefetch(order[j + 4]);
+      const size_t i = order[j];
+      if ((*bad)[i]) continue;
+      Status st = learner->Learn(docs.View(i));
       if (!st.ok()) {
         if (skippable(st)) {
-          bad[i] = 1;
-          config.on_bad(st);
+          (*bad)[i] = 1;
+          report_bad(i, st);
           continue;
         }
         return who.empty() ? st : st.WithContext("candidate '" + who + "'");
       }
-      ++updates;
-      if (on_step) on_step();
+      ++*steps;
     }
     return Status::OK();
   };
+  uint64_t updates = 0;
 
   size_t kept = 0;
   uint32_t kept_epochs = config.epochs == 0 ? 1 : config.epochs;
   std::unique_ptr<Model> kept_model;
-  if (choose && !val.empty()) {
+  std::vector<char> kept_bad(docs.size(), 0);
+  std::vector<char> kept_correct;
+  if (choose && !val_idx.empty()) {
     struct Run {
       std::unique_ptr<Model> model;
       std::unique_ptr<SdemLearner> learner;
       std::unique_ptr<Model> best;  // the model at its best validation score
-      std::vector<char> best_correct;
+      std::vector<char> best_correct, bad;
       double best_acc = -1, best_ncll = std::numeric_limits<double>::infinity();
       uint32_t best_epoch = 0, stale = 0;
+      uint64_t steps = 0;
       bool active = true;
+      Status status;
     };
     std::vector<Run> runs(C);
     for (size_t c = 0; c < C; ++c) {
@@ -227,19 +341,27 @@ Result<std::unique_ptr<Model>> Trainer::TrainOffline(const ModelFactory& factory
       auto l = SdemLearner::Create(runs[c].model.get(), config.seed);
       if (!l.ok()) return l.status().WithContext("candidate '" + config.candidates[c].label + "'");
       runs[c].learner = std::move(l).value();
+      runs[c].bad.assign(docs.size(), 0);
     }
     const uint32_t max_epochs = config.epochs ? config.epochs : config.max_epochs;
-    std::vector<size_t> order = train_idx;
+    std::vector<size_t> order = search_idx;
     for (uint32_t e = 1; e <= max_epochs; ++e) {
       if (config.shuffle) std::shuffle(order.begin(), order.end(), rng);
-      bool any = false;
+      std::vector<size_t> live;
       for (size_t c = 0; c < C; ++c) {
-        Run& r = runs[c];
-        if (!r.active) continue;
-        TRIB_RETURN_IF_ERROR(learn_pass(r.learner.get(), order, config.candidates[c].label));
+        if (runs[c].active) live.push_back(c);
+      }
+      // One pass and one validation per live candidate, in parallel: each
+      // touches only its own Run.
+      ParallelFor(live.size(), threads, [&](size_t j) {
+        Run& r = runs[live[j]];
+        const std::string& label = config.candidates[live[j]].label;
+        r.status = learn_pass(r.learner.get(), order, &r.bad, &r.steps, label);
+        if (!r.status.ok()) return;
         double acc = 0, ncll = 0;
         std::vector<char> right;
-        TRIB_RETURN_IF_ERROR(EvaluateOn(*r.model, val, &acc, &ncll, &right));
+        r.status = evaluate(*r.model, &acc, &ncll, &right);
+        if (!r.status.ok()) return;
         if (Better(acc, ncll, r.best_acc, r.best_ncll)) {
           r.best_correct = std::move(right);
           r.best_acc = acc;
@@ -247,20 +369,32 @@ Result<std::unique_ptr<Model>> Trainer::TrainOffline(const ModelFactory& factory
           r.best_epoch = e;
           r.stale = 0;
           auto copy = r.model->Clone();
-          if (!copy.ok()) return copy.status();
+          if (!copy.ok()) {
+            r.status = copy.status();
+            return;
+          }
           r.best = std::move(copy).value();
         } else {
           ++r.stale;
         }
+      });
+      bool any = false;
+      updates = 0;
+      for (size_t c = 0; c < C; ++c) {
+        Run& r = runs[c];
+        updates += r.steps;
+        if (!r.status.ok()) return r.status;
+        if (!r.active) continue;
         // NLL with exact averaging is the same model after any number of
         // passes: one is enough.
         if (config.candidates[c].generative || (config.epochs == 0 && r.stale >= config.patience)) r.active = false;
         any |= r.active;
       }
+      if (on_progress) on_progress(updates);
       // Successive halving: after four passes only the two best
       // discriminative candidates go on.
       if (e == 4 && config.epochs == 0) {
-        std::vector<size_t> live;
+        live.clear();
         for (size_t c = 0; c < C; ++c) {
           if (runs[c].active) live.push_back(c);
         }
@@ -286,6 +420,8 @@ Result<std::unique_ptr<Model>> Trainer::TrainOffline(const ModelFactory& factory
     kept_epochs = config.epochs ? config.epochs : std::max<uint32_t>(1, runs[kept].best_epoch);
     if (config.candidates[kept].generative) kept_epochs = 1;
     kept_model = std::move(runs[kept].best);
+    kept_bad = std::move(runs[kept].bad);
+    kept_correct = runs[kept].best_correct;
     for (size_t c = 0; c < C; ++c) {
       CandidateResult cr;
       cr.label = config.candidates[c].label;
@@ -295,6 +431,7 @@ Result<std::unique_ptr<Model>> Trainer::TrainOffline(const ModelFactory& factory
       cr.kept = c == kept;
       rep.candidates.push_back(cr);
     }
+    rep.searched_documents = search_idx.size();
   }
 
   // A discriminative winner is kept exactly as validated: the held-out
@@ -302,14 +439,27 @@ Result<std::unique_ptr<Model>> Trainer::TrainOffline(const ModelFactory& factory
   // document is another random trajectory, and sdEM's last iterate is noisy;
   // learning the held-out documents once more at the last pass's step sizes
   // also moved it: on the Gaussian toy, seed 4, hinge, 93.4% validated became
-  // 84.3%; on the Bible 83.5% became 82.6%. bench/DEFAULTS_RESULTS.md.) The
-  // generative winner is order-free exact averaging: it learns every
-  // document (batch MAP). With nothing to choose, the setting learns every
-  // document for the given passes.
+  // 84.3%; on the Bible 83.5% became 82.6%. bench/DEFAULTS_RESULTS.md.) On a
+  // large file it goes on from there through the training documents the
+  // search did not use, one shuffled pass, and the result is validated
+  // again. The generative winner is order-free exact averaging: it learns
+  // every document it has not seen (batch MAP). With nothing to choose, the
+  // setting learns every document for the given passes.
   const CandidateSpec& spec = config.candidates[kept];
   std::unique_ptr<Model> model = std::move(kept_model);
   std::vector<size_t> rest;
-  if (model && spec.generative) rest = val_idx;
+  if (model && spec.generative) {
+    rest = later_idx;
+    rest.insert(rest.end(), val_idx.begin(), val_idx.end());
+  } else if (model) {
+    rest = later_idx;
+  }
+  std::unique_ptr<Model> validated;
+  if (model && !spec.generative && !rest.empty()) {
+    auto copy = model->Clone();
+    if (!copy.ok()) return copy.status();
+    validated = std::move(copy).value();
+  }
   if (!model) {
     auto m = factory(spec);
     if (!m.ok()) return m.status();
@@ -323,10 +473,32 @@ Result<std::unique_ptr<Model>> Trainer::TrainOffline(const ModelFactory& factory
   const uint32_t passes = rest.size() == docs.size() ? kept_epochs : 1;
   for (uint32_t e = 0; e < passes; ++e) {
     if (config.shuffle) std::shuffle(rest.begin(), rest.end(), final_rng);
-    TRIB_RETURN_IF_ERROR(learn_pass(l->get(), rest, ""));
+    TRIB_RETURN_IF_ERROR(learn_pass(l->get(), rest, &kept_bad, &updates, ""));
+    if (on_progress) on_progress(updates);
+  }
+  rep.continued_documents = validated || spec.generative ? rest.size() : 0;
+  if (validated) {
+    // The continuation has learned many more documents; the validated model
+    // is kept instead only if it predicts the held-out documents better
+    // beyond noise (the McNemar rule of ChooseCandidate).
+    double acc = 0, ncll = 0;
+    std::vector<char> right;
+    TRIB_RETURN_IF_ERROR(evaluate(*model, &acc, &ncll, &right));
+    double b = 0, c = 0;  // right only before the continuation; only after
+    for (size_t j = 0; j < right.size() && j < kept_correct.size(); ++j) {
+      b += kept_correct[j] && !right[j];
+      c += !kept_correct[j] && right[j];
+    }
+    if (b - c > std::sqrt(b + c)) {
+      model = std::move(validated);
+      rep.continued_documents = 0;
+    } else {
+      rep.candidates[kept].validation_accuracy = acc;
+      rep.candidates[kept].validation_ncll = ncll;
+    }
   }
   rep.final_epochs = kept_epochs;
-  rep.validation_learned = val_idx.empty() || !rest.empty();
+  rep.validation_learned = val_idx.empty() || spec.generative || rest.size() == docs.size();
   rep.kept = spec.label;
   rep.document_updates = updates;
   if (report) *report = rep;

@@ -57,9 +57,11 @@ struct LearnFlags {
   uint32_t epochs = 0;          // 0: not given (train: chosen by validation; else 1)
   double n = 0;                 // 0: the stream length
   bool shuffle = false;
-  bool no_shuffle = false;      // train: keep arrival order even over several passes
-  std::string select = "auto";  // train: auto (candidates chosen on the training stream) | off
-  std::string resume;           // train: continue this snapshot
+  bool no_shuffle = false;            // train: keep arrival order even over several passes
+  std::string select = "auto";        // train: auto (candidates chosen on the training stream) | off
+  std::string resume;                 // train: continue this snapshot
+  uint32_t threads = 0;               // train --select auto on a file: candidates in parallel (0: all cores)
+  uint64_t search_documents = 20000;  // train --select auto on a file: the search's sample (0: all)
   uint64_t seed = 1;
   bool skip_bad = false;
   uint32_t max_frame_bytes = kDefaultMaxFrameBytes;

@@ -211,6 +211,8 @@ int RunTrainSelect(const LearnFlags& f, const std::string& in, const std::string
   cfg.epochs = f.epochs;
   cfg.shuffle = !f.no_shuffle;
   cfg.seed = f.seed;
+  cfg.threads = f.threads;
+  cfg.search_documents = f.search_documents;
   BadInput bad;
   if (f.skip_bad) cfg.on_bad = [&bad](const Status& st) { bad.Record(st); };
   Model* classes_from = schema_model.get();
@@ -243,7 +245,7 @@ int RunTrainSelect(const LearnFlags& f, const std::string& in, const std::string
   DocumentBuffer doc;
   if (!streaming) {
     // Decode once into memory (labels as class indices of schema_model).
-    std::vector<DocumentBuffer> docs;
+    DocumentSet docs;
     auto ds = DecodedStream::OpenPass(&reader, in, f.max_frame_bytes, *schema_model);
     if (!ds.ok()) return ReportError(ds.status());
     for (;;) {
@@ -262,12 +264,12 @@ int RunTrainSelect(const LearnFlags& f, const std::string& in, const std::string
         return ReportError(st);
       }
       if (eof) break;
-      docs.push_back(doc);
+      docs.Add(doc);
     }
     documents = docs.size();
     if (docs.empty())
       return ReportError(Status::InvalidArgument("'" + in + "': no document was learned (empty stream?)"));
-    auto r = Trainer::TrainOffline(factory, cfg, docs, &report, [&] { progress.Tick(++steps); });
+    auto r = Trainer::TrainOffline(factory, cfg, docs, &report, [&](uint64_t n) { progress.Tick(steps = n); });
     if (!r.ok()) return ReportError(r.status().WithContext("'" + in + "'"));
     model = std::move(r).value();
   } else {
@@ -1218,6 +1220,14 @@ int Main(int argc, char** argv) {
                 "settings")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "off"}));
+  t->add_option("--threads", tf.threads,
+                "--select auto on a file: candidates learn on this many threads (0: one per core); the model "
+                "does not depend on it")
+      ->capture_default_str();
+  t->add_option("--search-documents", tf.search_documents,
+                "--select auto on a file: the candidates search on a sample of this many training documents, then "
+                "the kept setting learns the others once (0: search on all of them; cost grows with the file)")
+      ->capture_default_str();
   t->add_option("--resume", tf.resume,
                 "continue this snapshot (its family, loss, options, schedule and step count) on --in");
   t->add_option("--in", t_in, "training stream (.pb, - for stdin)")->required();

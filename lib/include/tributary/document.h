@@ -3,6 +3,7 @@
 #define TRIBUTARY_DOCUMENT_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,53 @@ struct DocumentBuffer {
   trib_document View() const;
   // "document #12 (id 'abc')" - how errors name this document.
   std::string Name() const;
+};
+
+// Many documents in memory, stored in large chunks: what a learner that makes
+// several passes keeps. Adding a document allocates nothing per document and
+// never moves what is stored (no copy when the set grows), and visiting the
+// documents in a shuffled order touches one small record and the document's
+// own terms, not a heap block per field. Views stay valid as long as the set.
+// Add() is not thread-safe; concurrent const calls are.
+class DocumentSet {
+ public:
+  DocumentSet() = default;
+  DocumentSet(const DocumentSet&) = delete;
+  DocumentSet& operator=(const DocumentSet&) = delete;
+  DocumentSet(DocumentSet&&) = default;
+  DocumentSet& operator=(DocumentSet&&) = default;
+
+  // Copies `d` (its id, terms, features, missing flags, label and weight).
+  void Add(const trib_document& d);
+  void Add(const DocumentBuffer& d) { Add(d.View()); }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  trib_document View(size_t i) const { return at(i).view; }
+  int64_t label(size_t i) const { return at(i).view.label; }
+  // "document #12 (id 'abc')", as DocumentBuffer::Name().
+  std::string Name(size_t i) const;
+  // Hints the processor to fetch document i's record, then (once that has
+  // arrived) its terms: a pass in shuffled order calls PrefetchRecord a few
+  // documents ahead and Prefetch fewer.
+  void PrefetchRecord(size_t i) const { __builtin_prefetch(&at(i)); }
+  void Prefetch(size_t i) const;
+  // Bytes allocated, for reports.
+  size_t bytes() const { return bytes_; }
+
+ private:
+  struct Entry {
+    trib_document view;  // points into the chunks below
+  };
+  static constexpr size_t kEntriesPerBlock = 4096;
+  static constexpr size_t kChunkBytes = size_t{1} << 22;
+  const Entry& at(size_t i) const { return blocks_[i / kEntriesPerBlock][i % kEntriesPerBlock]; }
+  // Copies n items of `bytes` bytes each into the current chunk (a new one
+  // when it lacks room); returns where they went, or null for n = 0.
+  const void* Append(const void* p, size_t n, size_t bytes, size_t align);
+  std::vector<std::unique_ptr<Entry[]>> blocks_;
+  std::vector<std::unique_ptr<unsigned char[]>> chunks_;
+  size_t used_ = 0, capacity_ = 0;  // of the current chunk
+  size_t size_ = 0, bytes_ = 0;
 };
 
 // Document completion (the held-out evaluation of topic models): the

@@ -82,10 +82,18 @@ struct TrainerConfig {
   size_t reservoir_per_class = 100;
   bool shuffle = true;  // offline: shuffle before every pass
   uint64_t seed = 1;
+  // Offline, epochs = 0: the search's sample of training documents and the
+  // validation split are capped (0 = no cap).
+  size_t search_documents = 20000;
+  size_t max_validation = 5000;
+  // Offline: candidates learn in parallel on this many threads (0 = one per
+  // hardware thread). The models do not depend on it.
+  uint32_t threads = 0;
   // Offline: when set, a document a learner refuses as invalid or numerically
-  // bad is reported here once and left out of every later pass and of the
-  // validation (the --skip-bad contract); when null such an error stops
-  // training.
+  // bad is reported here once (on any thread, never two calls at once) and
+  // that learner leaves it out of every later pass; a held-out document is
+  // screened before training (the --skip-bad contract). When null such an
+  // error stops training.
   std::function<void(const Status&)> on_bad;
 };
 
@@ -102,6 +110,8 @@ struct TrainReport {
   size_t validation_documents = 0;
   bool validation_learned = false;  // the kept model learned the held-out documents too
   uint32_t final_epochs = 0;        // passes of the kept model over every document
+  size_t searched_documents = 0;    // training documents the candidates learned (offline)
+  size_t continued_documents = 0;   // documents the kept model learned after the search
   uint64_t document_updates = 0;    // sdEM steps over all candidates and the refit
   std::vector<CandidateResult> candidates;
   std::string kept;
@@ -122,12 +132,17 @@ size_t ChooseCandidate(const std::vector<double>& acc, const std::vector<double>
 class Trainer {
  public:
   // Offline: learns `docs` (labels as class indices of the models the factory
-  // builds) and returns the kept model, trained on all of them. `on_step` (may
-  // be null) is called after every sdEM step (progress). Errors name the
+  // builds) and returns the kept model. `on_progress` (may be null) is called
+  // on the calling thread, now and then, with the number of sdEM steps taken
+  // so far. The factory is called on the calling thread only. Errors name the
   // document and the candidate.
-  static Result<std::unique_ptr<Model>> TrainOffline(const ModelFactory& factory, const TrainerConfig& config,
-                                                     const std::vector<DocumentBuffer>& docs, TrainReport* report,
-                                                     const std::function<void()>& on_step = nullptr);
+  static Result<std::unique_ptr<Model>> TrainOffline(
+      const ModelFactory& factory, const TrainerConfig& config, const DocumentSet& docs, TrainReport* report,
+      const std::function<void(uint64_t updates)>& on_progress = nullptr);
+  // The same over DocumentBuffers (copied into a DocumentSet first).
+  static Result<std::unique_ptr<Model>> TrainOffline(
+      const ModelFactory& factory, const TrainerConfig& config, const std::vector<DocumentBuffer>& docs,
+      TrainReport* report, const std::function<void(uint64_t updates)>& on_progress = nullptr);
 
   // Streaming.
   static Result<std::unique_ptr<Trainer>> Create(const ModelFactory& factory, const TrainerConfig& config);
