@@ -144,31 +144,6 @@ Status EvaluateOn(const Model& model, const std::vector<const DocumentBuffer*>& 
 
 namespace {
 
-// Splits `idx` (in any order) into `take`, about `n` documents drawn at
-// random in proportion to each class's share (at least one of a class that
-// has two or more), and `rest`. Unlabelled documents all go to `rest`.
-// Both come out sorted (arrival order).
-void StratifiedTake(const DocumentSet& docs, const std::vector<size_t>& idx, size_t n, std::mt19937_64* rng,
-                    std::vector<size_t>* take, std::vector<size_t>* rest) {
-  std::map<int64_t, std::vector<size_t>> by_class;
-  for (size_t i : idx) by_class[docs.label(i)].push_back(i);
-  const double frac = idx.empty() ? 0.0 : static_cast<double>(n) / static_cast<double>(idx.size());
-  take->clear();
-  rest->clear();
-  for (auto& [label, members] : by_class) {
-    std::shuffle(members.begin(), members.end(), *rng);
-    size_t k = 0;
-    if (label >= 0 && members.size() >= 2) {
-      k = static_cast<size_t>(std::llround(frac * static_cast<double>(members.size())));
-      k = std::clamp<size_t>(k, 1, members.size() - 1);
-    }
-    take->insert(take->end(), members.begin(), members.begin() + static_cast<std::ptrdiff_t>(k));
-    rest->insert(rest->end(), members.begin() + static_cast<std::ptrdiff_t>(k), members.end());
-  }
-  std::sort(take->begin(), take->end());
-  std::sort(rest->begin(), rest->end());
-}
-
 // Runs fn(0) .. fn(n-1) on up to `threads` threads (the calling one among
 // them); returns when all are done.
 void ParallelFor(size_t n, uint32_t threads, const std::function<void(size_t)>& fn) {
@@ -209,39 +184,51 @@ Result<std::unique_ptr<Model>> Trainer::TrainOffline(const ModelFactory& factory
   const bool choose = C > 1 || config.epochs == 0;
   const uint32_t threads = config.threads ? config.threads : std::max<uint32_t>(1, std::thread::hardware_concurrency());
 
-  // Stratified validation split: in every class, round(holdout * n_k)
-  // documents (none for a class with fewer than 2).
-  std::vector<size_t> train_idx, val_idx;
+  // Stratified split, per class, its documents shuffled once: the first
+  // round(holdout * n_k) are held out for validation (none for a class with
+  // fewer than 2), the rest are trained on. On a large file (epochs = 0) the
+  // validation fraction shrinks so that at most max_validation are held out,
+  // and the candidates search on a per-class share of about
+  // search_documents training documents; the others ("later") are learned
+  // once by the kept setting afterwards. Unlabelled documents are never held
+  // out or sampled.
+  std::vector<size_t> val_idx, search_idx, later_idx;
   if (choose) {
     std::map<int64_t, std::vector<size_t>> by_class;
     for (size_t i = 0; i < docs.size(); ++i) by_class[docs.label(i)].push_back(i);
+    auto held = [](int64_t label, size_t n, double frac) -> size_t {
+      if (label < 0 || n < 2) return 0;
+      return std::min(static_cast<size_t>(std::llround(frac * static_cast<double>(n))), n - 1);
+    };
+    const bool bounded = config.epochs == 0;
+    double val_frac = config.holdout;
+    size_t n_val = 0;
+    for (const auto& [label, idx] : by_class) n_val += held(label, idx.size(), val_frac);
+    if (bounded && config.max_validation > 0 && n_val > config.max_validation) {
+      val_frac *= static_cast<double>(config.max_validation) / static_cast<double>(n_val);
+    }
+    size_t n_train = 0;
+    for (const auto& [label, idx] : by_class) n_train += idx.size() - held(label, idx.size(), val_frac);
+    const double search_frac = bounded && config.search_documents > 0 && n_train > config.search_documents
+                                   ? static_cast<double>(config.search_documents) / static_cast<double>(n_train)
+                                   : 1.0;
     for (auto& [label, idx] : by_class) {
       std::shuffle(idx.begin(), idx.end(), rng);
-      size_t take = label < 0 || idx.size() < 2
-                        ? 0
-                        : static_cast<size_t>(std::llround(config.holdout * static_cast<double>(idx.size())));
-      take = std::min(take, idx.size() - 1);
-      val_idx.insert(val_idx.end(), idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(take));
-      train_idx.insert(train_idx.end(), idx.begin() + static_cast<std::ptrdiff_t>(take), idx.end());
+      const size_t v = held(label, idx.size(), val_frac), left = idx.size() - v;
+      size_t k = left;
+      if (search_frac < 1.0) {
+        k = label < 0 ? 0
+                      : std::clamp<size_t>(static_cast<size_t>(std::llround(search_frac * static_cast<double>(left))),
+                                           std::min<size_t>(1, left), left);
+      }
+      const auto at = [&](size_t j) { return idx.begin() + static_cast<std::ptrdiff_t>(j); };
+      val_idx.insert(val_idx.end(), idx.begin(), at(v));
+      search_idx.insert(search_idx.end(), at(v), at(v + k));
+      later_idx.insert(later_idx.end(), at(v + k), idx.end());
     }
-    std::sort(train_idx.begin(), train_idx.end());  // arrival order, shuffled per pass below
-  }
-  // A large file: a capped validation split (the documents beyond the cap are
-  // trained on) and a search on a sample of the training documents; the
-  // others are learned once by the kept setting afterwards.
-  std::vector<size_t> search_idx = train_idx, later_idx;
-  if (choose && config.epochs == 0) {
-    if (config.max_validation > 0 && val_idx.size() > config.max_validation) {
-      std::vector<size_t> keep, back;
-      StratifiedTake(docs, val_idx, config.max_validation, &rng, &keep, &back);
-      val_idx = std::move(keep);
-      train_idx.insert(train_idx.end(), back.begin(), back.end());
-      std::sort(train_idx.begin(), train_idx.end());
-      search_idx = train_idx;
-    }
-    if (config.search_documents > 0 && train_idx.size() > config.search_documents) {
-      StratifiedTake(docs, train_idx, config.search_documents, &rng, &search_idx, &later_idx);
-    }
+    // Arrival order (each pass shuffles it unless asked not to).
+    std::sort(search_idx.begin(), search_idx.end());
+    if (!config.shuffle) std::sort(later_idx.begin(), later_idx.end());
   }
 
   // Bad documents: each learner skips what it refused itself (so that no
