@@ -296,6 +296,43 @@ TEST_F(CliTest, DefaultsChooseOnTheTrainingStreamAndSaySo) {
   }
 }
 
+// A file larger than --search-documents: the candidates search a sample,
+// the kept setting learns the rest once; the report says so, and the model
+// does not depend on --threads.
+TEST_F(CliTest, LargeFileSearchIsBoundedAndThreadsDoNotChangeTheModel) {
+  const std::string s = MakeStream("s.pb", 1500, 5);
+  std::string out, info;
+  for (const char* threads : {"1", "2"}) {
+    ASSERT_EQ(Run(std::string("train -q --loss ncll --search-documents 300 --threads ") + threads + " --in " + s +
+                      " --out " + dir_ + "/t" + threads + ".trib",
+                  &out, true),
+              0)
+        << out;
+  }
+  EXPECT_EQ(ReadAll(dir_ + "/t1.trib"), ReadAll(dir_ + "/t2.trib"));
+  ASSERT_EQ(Run("inspect --json --model " + dir_ + "/t2.trib", &info), 0);
+  const json t = json::parse(info)["training"];
+  EXPECT_NEAR(t["searched_documents"].get<double>(), 300.0, 5.0) << info;
+  const int validation = t["validation_documents"].get<int>();
+  EXPECT_NEAR(validation, 150, 5) << info;
+  // NLL learns every document it has not seen; NCLL the other training
+  // documents, unless validation kept its state from the search.
+  const int continued = t["continued_documents"].get<int>();
+  const int searched = t["searched_documents"].get<int>();
+  if (t["kept"].get<std::string>().rfind("nll", 0) == 0) {
+    EXPECT_EQ(continued, 1500 - searched) << info;
+  } else {
+    EXPECT_TRUE(continued == 0 || continued == 1500 - validation - searched) << info;
+  }
+  // Every step counted: far fewer than searching the whole file.
+  ASSERT_EQ(Run("train -q --loss ncll --search-documents 0 --in " + s + " --out " + dir_ + "/all.trib", &out, true), 0)
+      << out;
+  ASSERT_EQ(Run("inspect --json --model " + dir_ + "/all.trib", &info), 0);
+  const json all = json::parse(info)["training"];
+  EXPECT_EQ(all["searched_documents"].get<int>(), 1500 - all["validation_documents"].get<int>());
+  EXPECT_LT(t["document_updates"].get<double>(), all["document_updates"].get<double>());
+}
+
 TEST_F(CliTest, LossOptionsReachTheLossAndTheSnapshot) {
   std::string s = MakeStream("s.pb", 300, 4);
   std::string out;
