@@ -314,6 +314,7 @@ Status Model::AddClass(const std::string& name) {
   stats_ = std::move(nm->stats_);
   num_outputs_ = nm->num_outputs_;
   schema_ = std::move(nm->schema_);
+  ++layout_version_;
   return Status::OK();
 }
 

@@ -13,6 +13,13 @@ namespace tributary {
 
 namespace {
 
+LearnerOptions SdemOptions(uint64_t seed) {
+  LearnerOptions o;
+  o.engine = "sdem";
+  o.seed = seed;
+  return o;
+}
+
 // Adds the classes of `from` that `to` lacks, in `from`'s order, so that a
 // class index means the same class in both.
 Status AddMissingClasses(const Model& from, Model* to) {
@@ -279,7 +286,7 @@ Result<std::unique_ptr<Model>> Trainer::TrainOffline(const ModelFactory& factory
 
   // One pass of `learner` over `order`, skipping (and adding to) `bad`;
   // counts its steps in `*steps`.
-  auto learn_pass = [&](SdemLearner* learner, const std::vector<size_t>& order, std::vector<char>* bad, uint64_t* steps,
+  auto learn_pass = [&](Learner* learner, const std::vector<size_t>& order, std::vector<char>* bad, uint64_t* steps,
                         const std::string& who) -> Status {
     const size_t n = order.size();
     for (size_t j = 0; j < n; ++j) {
@@ -311,7 +318,7 @@ Result<std::unique_ptr<Model>> Trainer::TrainOffline(const ModelFactory& factory
   if (choose && !val_idx.empty()) {
     struct Run {
       std::unique_ptr<Model> model;
-      std::unique_ptr<SdemLearner> learner;
+      std::unique_ptr<Learner> learner;
       std::unique_ptr<Model> best;  // the model at its best validation score
       std::vector<char> best_correct, bad;
       double best_acc = -1, best_ncll = std::numeric_limits<double>::infinity();
@@ -325,7 +332,7 @@ Result<std::unique_ptr<Model>> Trainer::TrainOffline(const ModelFactory& factory
       auto m = factory(config.candidates[c]);
       if (!m.ok()) return m.status().WithContext("candidate '" + config.candidates[c].label + "'");
       runs[c].model = std::move(m).value();
-      auto l = SdemLearner::Create(runs[c].model.get(), config.seed);
+      auto l = Learner::Create(runs[c].model.get(), SdemOptions(config.seed));
       if (!l.ok()) return l.status().WithContext("candidate '" + config.candidates[c].label + "'");
       runs[c].learner = std::move(l).value();
       runs[c].bad.assign(docs.size(), 0);
@@ -454,7 +461,7 @@ Result<std::unique_ptr<Model>> Trainer::TrainOffline(const ModelFactory& factory
     rest.resize(docs.size());
     for (size_t i = 0; i < rest.size(); ++i) rest[i] = i;
   }
-  auto l = SdemLearner::Create(model.get(), config.seed);
+  auto l = Learner::Create(model.get(), SdemOptions(config.seed));
   if (!l.ok()) return l.status();
   std::mt19937_64 final_rng(config.seed ^ 0x7265666974ULL);
   const uint32_t passes = rest.size() == docs.size() ? kept_epochs : 1;
@@ -505,7 +512,7 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const ModelFactory& factory, co
     auto m = factory(spec);
     if (!m.ok()) return m.status().WithContext("candidate '" + spec.label + "'");
     c.model = std::move(m).value();
-    auto l = SdemLearner::Create(c.model.get(), config.seed);
+    auto l = Learner::Create(c.model.get(), SdemOptions(config.seed));
     if (!l.ok()) return l.status().WithContext("candidate '" + spec.label + "'");
     c.learner = std::move(l).value();
     t->candidates_.push_back(std::move(c));
@@ -514,15 +521,10 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const ModelFactory& factory, co
 }
 
 Status Trainer::SyncClasses() {
+  // The learners rebuild themselves for the grown layout (learner.h).
   const Model& ref = *candidates_[0].model;
-  for (size_t c = 0; c < candidates_.size(); ++c) {
-    Candidate& cand = candidates_[c];
-    if (c > 0) TRIB_RETURN_IF_ERROR(AddMissingClasses(ref, cand.model.get()));
-    // Model::AddClass invalidates the learner's scoring state: a new learner
-    // (the step counter lives in the model).
-    auto l = SdemLearner::Create(cand.model.get(), config_.seed);
-    if (!l.ok()) return l.status();
-    cand.learner = std::move(l).value();
+  for (size_t c = 1; c < candidates_.size(); ++c) {
+    TRIB_RETURN_IF_ERROR(AddMissingClasses(ref, candidates_[c].model.get()));
   }
   return Status::OK();
 }

@@ -391,8 +391,7 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
   // same); --no-shuffle keeps the arrival order.
   if (f.epochs > 1 && in != "-" && !f.no_shuffle) f.shuffle = true;
   if (f.no_shuffle) f.shuffle = false;
-  std::unique_ptr<SdemLearner> learner;
-  std::unique_ptr<SepLearner> sep;
+  std::unique_ptr<Learner> learner;  // sdEM, or SEP / EP / ADF (learner.h)
   // Restarts (SEP / EP / ADF): replicas with seeds seed + 1, ... learn the
   // same documents as the main model until the restart window closes; then
   // the one whose documents had the highest approximate log evidence (the
@@ -400,7 +399,7 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
   // log p(x_i | x_1..i-1) under the approximation) is kept.
   struct Replica {
     std::unique_ptr<Model> model;
-    std::unique_ptr<SepLearner> sep;
+    std::unique_ptr<Learner> learner;
     uint64_t seed = 0;
     double log_z = 0;     // sum of the finite log Z_i in the window
     uint64_t scored = 0;  // documents with a finite log Z_i
@@ -421,37 +420,36 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
         if (!mr2.ok()) return ReportError(mr2.status());
         rep.model = std::move(mr2).value();
       }
-      SepOptions so;
-      so.engine = *engine;
-      so.effective_size = rep.model->learner_state().effective_size;
-      so.damping = f.damping;
-      so.seed = rep.seed;
-      auto sl = SepLearner::Create(rep.model.get(), so);
+      LearnerOptions lo;
+      lo.engine = f.engine;
+      lo.effective_size = rep.model->learner_state().effective_size;
+      lo.damping = f.damping;
+      lo.seed = rep.seed;
+      auto sl = Learner::Create(rep.model.get(), lo);
       if (!sl.ok()) return ReportError(sl.status());
-      rep.sep = std::move(sl).value();
+      rep.learner = std::move(sl).value();
       replicas.push_back(std::move(rep));
     }
     model = std::move(replicas[0].model);
-    sep = std::move(replicas[0].sep);
+    learner = std::move(replicas[0].learner);
     if (f.restarts == 1) replicas.clear();
   } else {
-    auto lr = SdemLearner::Create(model.get(), f.seed);
+    LearnerOptions lo;
+    lo.engine = "sdem";
+    lo.seed = f.seed;
+    auto lr = Learner::Create(model.get(), lo);
     if (!lr.ok()) return ReportError(lr.status());
     learner = std::move(lr).value();
   }
-  // A new class (open schema) changes a classifier's layout: a new learner.
+  // A new class (open schema): the learner rebuilds itself for a classifier's
+  // new layout (learner.h); latent families only name their classes, and the
+  // restart replicas get the names too.
   auto renew = [&]() -> Status {
-    if (sep) {  // latent families only name their classes: the replicas get them too
-      for (size_t r = 1; r < replicas.size(); ++r) {
-        for (const auto& c : model->schema().classes()) {
-          if (replicas[r].model->schema().ClassIndex(c) < 0) TRIB_RETURN_IF_ERROR(replicas[r].model->AddClass(c));
-        }
+    for (size_t r = 1; r < replicas.size(); ++r) {
+      for (const auto& c : model->schema().classes()) {
+        if (replicas[r].model->schema().ClassIndex(c) < 0) TRIB_RETURN_IF_ERROR(replicas[r].model->AddClass(c));
       }
-      return Status::OK();
     }
-    auto l2 = SdemLearner::Create(model.get(), f.seed);
-    if (!l2.ok()) return l2.status();
-    learner = std::move(l2).value();
     return Status::OK();
   };
   BadInput bad;
@@ -473,21 +471,21 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
     msg << ")";
     restart_report = msg.str();
     model = std::move(replicas[best].model);  // replicas[0] holds the main model while choosing
-    sep = std::move(replicas[best].sep);
+    learner = std::move(replicas[best].learner);
     replicas.clear();
   };
   auto learn_one = [&](const DocumentBuffer& doc) -> Status {
-    SepOutcome outcome;
-    Status st = sep ? sep->Learn(doc.View(), &outcome) : learner->Learn(doc.View());
+    LearnResult outcome;
+    Status st = learner->Learn(doc.View(), &outcome);
     if (st.ok() && !replicas.empty()) {
-      // replicas[0]'s model and learner live in `model` / `sep` meanwhile.
+      // replicas[0]'s model and learner live in `model` / `learner` meanwhile.
       if (std::isfinite(outcome.log_z) && !outcome.skipped) {
         replicas[0].log_z += outcome.log_z;
         ++replicas[0].scored;
       }
       for (size_t r = 1; r < replicas.size(); ++r) {
-        SepOutcome o;
-        Status rs = replicas[r].sep->Learn(doc.View(), &o);
+        LearnResult o;
+        Status rs = replicas[r].learner->Learn(doc.View(), &o);
         if (!rs.ok()) return rs.WithContext("restart with seed " + std::to_string(replicas[r].seed));
         if (std::isfinite(o.log_z) && !o.skipped) {
           replicas[r].log_z += o.log_z;
@@ -506,7 +504,7 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
     progress.Tick(++seen);
     if (!replicas.empty() && window > 0 && seen == window) {
       replicas[0].model = std::move(model);
-      replicas[0].sep = std::move(sep);
+      replicas[0].learner = std::move(learner);
       choose();
     }
     return Status::OK();
@@ -516,7 +514,7 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
   auto end_of_pass = [&]() {
     if (replicas.empty()) return;
     replicas[0].model = std::move(model);
-    replicas[0].sep = std::move(sep);
+    replicas[0].learner = std::move(learner);
     choose();
   };
   auto fail = [&](const Status& st) {
@@ -576,6 +574,7 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
   if (seen == 0) {
     return ReportError(Status::InvalidArgument("'" + in + "': no document was learned (empty stream?)"));
   }
+  const SepLearner* sep = learner->sep();
   if (sep && sep->counters().updates == 0) {
     // Every update was infeasible (e.g. SEP with --damping above 1/N
     // extrapolates each site by N * damping): the model is still the prior.
@@ -913,7 +912,10 @@ int RunPrequential(const LearnFlags& f, const std::string& in, uint64_t every, b
         "prequential measures classification accuracy, but family '" + model->family().name +
         "' learns latent components (labels are ignored); use train, then eval for clustering metrics"));
   }
-  auto lr = SdemLearner::Create(model.get(), f.seed);
+  LearnerOptions lo;
+  lo.engine = "sdem";
+  lo.seed = f.seed;
+  auto lr = Learner::Create(model.get(), lo);
   if (!lr.ok()) return ReportError(lr.status());
   auto learner = std::move(lr).value();
   auto ds = DecodedStream::Open(std::move(first).value(), *model);
@@ -957,15 +959,12 @@ int RunPrequential(const LearnFlags& f, const std::string& in, uint64_t every, b
     if (eof) break;
     if (grew) {
       total.Resize(model->num_outputs());
-      window.Resize(model->num_outputs());
-      auto l2 = SdemLearner::Create(model.get(), f.seed);
-      if (!l2.ok()) return ReportError(l2.status());
-      learner = std::move(l2).value();
+      window.Resize(model->num_outputs());  // (the learner rebuilds itself: learner.h)
     }
     trib_document v = doc.View();
     // Test, then train: Learn() scores the document with the model as it was
     // before this document's update.
-    LearnOutcome outcome;
+    LearnResult outcome;
     if (doc.label < 0 && model->loss_plugin()->loss().requires_label) {
       continue;  // nothing to test or learn from
     }
@@ -978,8 +977,8 @@ int RunPrequential(const LearnFlags& f, const std::string& in, uint64_t every, b
       SavePartial(*model, out);
       return ReportError(st);
     }
-    total.Add(learner->last_scores().data(), doc.label, model->PerplexityTokens(v));
-    window.Add(learner->last_scores().data(), doc.label, model->PerplexityTokens(v));
+    total.Add(outcome.scores->data(), doc.label, model->PerplexityTokens(v));
+    window.Add(outcome.scores->data(), doc.label, model->PerplexityTokens(v));
     progress.Tick(total.documents());
     if (every > 0 && total.documents() % every == 0) emit();
   }

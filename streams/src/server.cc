@@ -29,8 +29,8 @@
 #include <vector>
 
 #include "tributary/document.h"
+#include "tributary/learner.h"
 #include "tributary/metrics.h"
-#include "tributary/sdem_learner.h"
 #include "tributary/sep_engine.h"
 #include "tributary/v1/tributary.pb.h"
 
@@ -200,8 +200,7 @@ struct Server::Impl {
   // The learner's own model, touched only by the learner thread (and by
   // recovery before it starts).
   std::unique_ptr<Model> model;
-  std::unique_ptr<SdemLearner> learner;
-  std::unique_ptr<SepLearner> sep;  // instead of `learner` when the engine is SEP or ADF
+  std::unique_ptr<Learner> learner;  // sdEM, SEP or ADF (learner.h)
   std::optional<DocumentDecoder> learner_decoder;
 
   mutable std::mutex pub_mu;
@@ -277,21 +276,15 @@ struct Server::Impl {
         auto dec = DocumentDecoder::Create(model->schema(), s);
         if (!dec.ok()) return dec.status();
         learner_decoder.emplace(std::move(dec).value());
-        if (!sep) {  // a classifier's layout changed; latent (SEP) families only name their classes
-          auto l = SdemLearner::Create(model.get(), opt.seed);
-          if (!l.ok()) return l.status();
-          learner = std::move(l).value();
-        }
+        // (A classifier's layout changed: the learner rebuilds itself.)
       }
     }
-    if (st.ok() && sep) {
+    if (st.ok()) {
       // An infeasible SEP / ADF update is skipped by the engine (the model
       // unchanged); it is counted like a refused document.
-      SepOutcome o;
-      st = sep->Learn(buf.View(), &o);
+      LearnResult o;
+      st = learner->Learn(buf.View(), &o);
       if (st.ok() && o.skipped) st = Status::Numeric("SEP update skipped: " + o.skip_reason);
-    } else if (st.ok()) {
-      st = learner->Learn(buf.View());
     }
     if (!st.ok()) {
       if (st.IsInvalidDocument() || st.code() == Status::Code::kNumeric) {
@@ -1137,22 +1130,21 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, std:
       return Status::InvalidArgument("serve: family '" + s.model->family().name + "' cannot be trained with --engine " +
                                      engine + ": it has no SEP hooks");
     }
-    SepOptions so;
-    so.engine = engine == "sep" ? SepEngine::kSep : SepEngine::kAdf;
-    so.seed = s.opt.seed;  // N: the model's (effective_size 0 keeps it)
-    auto l = SepLearner::Create(s.model.get(), so);
-    if (!l.ok()) return l.status();
-    s.sep = std::move(l).value();
   } else if (engine == "sdem") {
     if (has_sep) {  // the count mixtures have no sdEM update: every document would fail
       return Status::InvalidArgument("serve: family '" + s.model->family().name +
                                      "' is trained by SEP or ADF, not sdEM (use --engine auto, sep or adf)");
     }
-    auto l = SdemLearner::Create(s.model.get(), s.opt.seed);
-    if (!l.ok()) return l.status();
-    s.learner = std::move(l).value();
   } else {
     return Status::InvalidArgument("serve: unknown engine '" + s.opt.engine + "' (expected auto, sdem, sep or adf)");
+  }
+  {
+    LearnerOptions lo;
+    lo.engine = engine;
+    lo.seed = s.opt.seed;  // N: the model's (effective_size 0 keeps it)
+    auto l = Learner::Create(s.model.get(), lo);
+    if (!l.ok()) return l.status();
+    s.learner = std::move(l).value();
   }
   // 2. Replay the log tail.
   auto wal = WriteAheadLog::Open((std::filesystem::path(s.opt.data_dir) / "wal").string(), s.opt.wal_files);

@@ -138,7 +138,11 @@ class Model {
   Status ComponentTerms(uint32_t k, std::vector<double>* out) const;
 
   // Adds a class (schema with open classes; the family must support growth).
+  // For a classifier this changes the layout of the statistics: every
+  // scoring state made before is invalid, and layout_version() changes (a
+  // Learner, learner.h, rebuilds itself when it sees that).
   Status AddClass(const std::string& name);
+  uint64_t layout_version() const { return layout_version_; }
 
   const ModelSchema& schema() const { return schema_; }
   ModelSchema* mutable_schema() { return &schema_; }
@@ -185,6 +189,7 @@ class Model {
                                                        Options family_options);
   std::shared_ptr<const Plugin> family_;
   std::shared_ptr<const Plugin> loss_;
+  uint64_t layout_version_ = 0;
   ModelSchema schema_;
   Options options_;
   Options loss_options_;

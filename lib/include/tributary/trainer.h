@@ -51,8 +51,8 @@
 #include <vector>
 
 #include "tributary/document.h"
+#include "tributary/learner.h"
 #include "tributary/model.h"
-#include "tributary/sdem_learner.h"
 #include "tributary/status.h"
 
 namespace tributary {
@@ -147,7 +147,8 @@ class Trainer {
   // Streaming.
   static Result<std::unique_ptr<Trainer>> Create(const ModelFactory& factory, const TrainerConfig& config);
   // The model whose schema decodes the stream (candidate 0's). Classes added
-  // to it must be announced with SyncClasses() before the next Learn().
+  // to it must be announced with SyncClasses() (which adds them to the other
+  // candidates) before the next Learn().
   Model* schema_model() { return candidates_[0].model.get(); }
   Status SyncClasses();
   // Learns (or holds out) one document. On error no candidate has changed.
@@ -160,7 +161,7 @@ class Trainer {
   struct Candidate {
     CandidateSpec spec;
     std::unique_ptr<Model> model;
-    std::unique_ptr<SdemLearner> learner;
+    std::unique_ptr<Learner> learner;
   };
   Trainer() = default;
   Status LearnAll(const DocumentBuffer& doc);

@@ -1,0 +1,89 @@
+// Learner: one interface over the engines that learn a model one document at
+// a time — sdEM (sdem_learner.h: online EM as natural-gradient descent, any
+// loss) and SEP / EP / ADF (sep_engine.h: one damped global site, a site per
+// document, or none). `train`, `prequential`, the server's learner thread and
+// the Trainer drive a Learner; the front ends to come (Python, MPI) do too.
+//
+// Contracts:
+//  - Learn() takes a document in the model's id space (DocumentDecoder, or a
+//    DocumentBuffer built by hand). On error nothing in the model has changed
+//    (both engines undo a failed step; sdem_learner.h, sep_engine.h).
+//  - The model may grow while it is learned (Model::AddClass on a stream with
+//    open classes). A grown classifier invalidates every scoring state; the
+//    Learner sees Model::layout_version() change and rebuilds its own before
+//    the next document, so callers need not.
+//  - The model is borrowed: it must outlive the Learner, and nothing else may
+//    change it while Learn() runs. One thread at a time per Learner.
+#ifndef TRIBUTARY_LEARNER_H_
+#define TRIBUTARY_LEARNER_H_
+
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tributary/model.h"
+#include "tributary/sdem_learner.h"
+#include "tributary/sep_engine.h"
+#include "tributary/status.h"
+
+namespace tributary {
+
+struct LearnerOptions {
+  // "auto" (SEP for a family with SEP hooks, else sdEM), "sdem", "sep", "ep"
+  // or "adf".
+  std::string engine = "auto";
+  uint64_t seed = 1;
+  // SEP / EP / ADF only (sep_engine.h SepOptions): N (0: the model's) and
+  // the damping (0: the engine's default).
+  double effective_size = 0;
+  double damping = 0;
+};
+
+// What one Learn() call did.
+struct LearnResult {
+  // sdEM: the prediction before the step (argmax of log p(k, x)) and its
+  // scores (valid until the next call); SEP: unset (empty scores).
+  uint32_t predicted = 0;
+  const std::vector<double>* scores = nullptr;
+  // SEP / EP / ADF: the step left the feasible set and was skipped (the
+  // document counted, the model unchanged), and log Z_i before the step (NaN
+  // when not estimated).
+  bool skipped = false;
+  std::string skip_reason;  // when skipped: the family's or the engine's reason
+  double log_z = std::nan("");
+};
+
+class Learner {
+ public:
+  // Errors: unknown engine; an engine the family cannot be trained with
+  // (sdEM for a family with SEP hooks only, SEP for one without); the
+  // model has no loss (sdEM).
+  static Result<std::unique_ptr<Learner>> Create(Model* model, const LearnerOptions& options);
+
+  Status Learn(const trib_document& doc, LearnResult* result = nullptr);
+
+  Model* model() const { return model_; }
+  // The engine in use: "sdem", "sep", "ep" or "adf".
+  const std::string& engine() const { return engine_; }
+  // Engine specifics (counters, site memory, last scores); null for the
+  // other engine.
+  SdemLearner* sdem() { return sdem_.get(); }
+  SepLearner* sep() { return sep_.get(); }
+  const SepLearner* sep() const { return sep_.get(); }
+
+ private:
+  Learner() = default;
+  Status Build();
+  Model* model_ = nullptr;
+  LearnerOptions options_;
+  std::string engine_;
+  uint64_t layout_ = 0;  // model_->layout_version() the engine was built for
+  std::unique_ptr<SdemLearner> sdem_;
+  std::unique_ptr<SepLearner> sep_;
+};
+
+}  // namespace tributary
+
+#endif  // TRIBUTARY_LEARNER_H_

@@ -1,0 +1,69 @@
+#include "tributary/learner.h"
+
+namespace tributary {
+
+Result<std::unique_ptr<Learner>> Learner::Create(Model* model, const LearnerOptions& options) {
+  if (model == nullptr) return Status::InvalidArgument("learner: no model");
+  std::unique_ptr<Learner> l(new Learner());
+  l->model_ = model;
+  l->options_ = options;
+  const bool has_sep = SepLearner::Supports(model->family());
+  std::string engine = options.engine;
+  if (engine == "auto") engine = has_sep ? "sep" : "sdem";
+  if (engine != "sdem" && engine != "sep" && engine != "ep" && engine != "adf") {
+    return Status::InvalidArgument("unknown engine '" + options.engine + "' (expected auto, sdem, sep, ep or adf)");
+  }
+  l->engine_ = engine;
+  TRIB_RETURN_IF_ERROR(l->Build());
+  return l;
+}
+
+Status Learner::Build() {
+  layout_ = model_->layout_version();
+  if (engine_ == "sdem") {
+    auto l = SdemLearner::Create(model_, options_.seed);
+    if (!l.ok()) return l.status();
+    sdem_ = std::move(l).value();
+    return Status::OK();
+  }
+  if (sep_) return Status::OK();  // SEP's families name classes only: its state stands
+  auto engine = ParseSepEngine(engine_);
+  if (!engine.ok()) return engine.status();
+  SepOptions so;
+  so.engine = *engine;
+  so.effective_size = options_.effective_size;
+  so.damping = options_.damping;
+  so.seed = options_.seed;
+  auto l = SepLearner::Create(model_, so);
+  if (!l.ok()) return l.status();
+  sep_ = std::move(l).value();
+  return Status::OK();
+}
+
+Status Learner::Learn(const trib_document& doc, LearnResult* result) {
+  // A class added since the last document changed a classifier's layout
+  // (Model::AddClass): the engine's scoring state is stale. The step counter
+  // lives in the model, so a rebuilt sdEM learner goes on where it was.
+  if (model_->layout_version() != layout_) TRIB_RETURN_IF_ERROR(Build());
+  if (sdem_) {
+    LearnOutcome o;
+    TRIB_RETURN_IF_ERROR(sdem_->Learn(doc, &o));
+    if (result) {
+      *result = LearnResult();
+      result->predicted = o.predicted;
+      result->scores = &sdem_->last_scores();
+    }
+    return Status::OK();
+  }
+  SepOutcome o;
+  TRIB_RETURN_IF_ERROR(sep_->Learn(doc, &o));
+  if (result) {
+    *result = LearnResult();
+    result->skipped = o.skipped;
+    result->skip_reason = o.skip_reason;
+    result->log_z = o.log_z;
+  }
+  return Status::OK();
+}
+
+}  // namespace tributary
