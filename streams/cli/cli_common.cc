@@ -39,17 +39,60 @@ void Progress::Done(uint64_t documents) {
                secs > 0 ? static_cast<double>(documents) / secs : 0.0);
 }
 
+void AddLearnFlags(CLI::App* app, LearnFlags* f) {
+  app->add_option("--family", f->family, "family plugin: name or path to a .so")->capture_default_str();
+  app->add_option("--loss", f->loss, "loss plugin: nll, ncll, hinge, or a path")->capture_default_str();
+  app->add_option("--prior", f->prior, "family prior (multinomial: laplace, log, or a pseudo-count)");
+  app->add_option("--opt", f->options, "family option key=value (repeatable)");
+  app->add_option("--loss-opt", f->loss_options, "loss option key=value (repeatable; hinge: margin=M)");
+  app->add_option("--topics", f->topics, "number of topics (family option 'topics': lda, lda-classifier, mmnb)");
+  app->add_option("--components", f->components, "number of mixture components (family option 'components')");
+  app->add_option("--schedule", f->schedule, "step sizes: inverse (1+lambda t)^-1, poly (tau0+t)^-kappa, constant")
+      ->capture_default_str();
+  app->add_option("--lambda", f->lambda, "lambda of the inverse schedule (default: the loss's own default)");
+  app->add_option("--tau0", f->tau0, "tau0 of the poly schedule")->capture_default_str();
+  app->add_option("--kappa", f->kappa, "kappa of the poly schedule")->capture_default_str();
+  app->add_option("--rho", f->rho, "step size of the constant schedule")->capture_default_str();
+  app->add_option("--n", f->n, "effective data-set size n (default: the stream length)");
+  app->add_option("--seed", f->seed, "random seed (shuffling, family sampling)")->capture_default_str();
+  app->add_flag("--skip-bad", f->skip_bad, "skip and count bad documents instead of stopping");
+  app->add_option("--max-frame-bytes", f->max_frame_bytes, "largest accepted frame")->capture_default_str();
+  app->add_flag("-q,--quiet", f->quiet, "no progress on stderr");
+}
+
+void NoteScheduleGiven(const CLI::App& cmd, LearnFlags* f) {
+  for (const char* opt : {"--schedule", "--lambda", "--tau0", "--kappa", "--rho"}) {
+    if (const CLI::Option* o = cmd.get_option_no_throw(opt)) f->schedule_given |= o->count() > 0;
+  }
+}
+
 void BadInput::Record(const Status& st) {
   ++skipped;
   if (first_messages.size() < 5) first_messages.push_back(st.message());
 }
 
+void PrintBad(const BadInput& bad) {
+  if (bad.skipped == 0) return;
+  std::cerr << "tributary: skipped " << bad.skipped << " bad document(s)";
+  for (const auto& m : bad.first_messages) std::cerr << "\n  " << m;
+  if (bad.skipped > bad.first_messages.size()) std::cerr << "\n  ...";
+  std::cerr << std::endl;
+}
+
+void SavePartial(const Model& model, const std::string& out) {
+  if (out.empty() || model.learner_state().updates == 0) return;
+  std::string partial = out + ".partial";
+  Status st = model.Save(partial);
+  if (st.ok()) {
+    std::cerr << "tributary: the model learned before the error (" << model.learner_state().updates
+              << " updates) was saved to " << partial << std::endl;
+  }
+}
+
 const PluginRegistry& Registry() {
-  static PluginRegistry* reg = [] {
-    auto* r = new PluginRegistry();
-    r->Scan();
-    return r;
-  }();
+  // Lazy: a command loads only the plugins it names (plugin_registry.h);
+  // `tributary plugins` loads them all.
+  static PluginRegistry* reg = new PluginRegistry();
   return *reg;
 }
 
@@ -127,6 +170,14 @@ Result<std::unique_ptr<Model>> NewModelFromFlags(const LearnFlags& f, const Plug
   // configured n before the first document.
   TRIB_RETURN_IF_ERROR((*model)->Rebuild(trib_step{0.0, ls.effective_size, 0.0, 0}));
   return model;
+}
+
+Result<uint64_t> StreamLength(const DocumentReader& r, const std::string& path, const LearnFlags& f) {
+  if (f.n > 0 || r.header().document_count() > 0) return r.header().document_count();
+  if (path == "-") return uint64_t{0};
+  auto n = DocumentReader::CountDocuments(path, f.max_frame_bytes);
+  if (!n.ok() && !(f.skip_bad && n.status().IsCorruption())) return n.status();
+  return n.ok() ? *n : uint64_t{0};
 }
 
 }  // namespace tributary::cli

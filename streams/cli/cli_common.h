@@ -2,6 +2,7 @@
 #ifndef TRIBUTARY_STREAMS_CLI_CLI_COMMON_H_
 #define TRIBUTARY_STREAMS_CLI_CLI_COMMON_H_
 
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -68,6 +69,14 @@ struct LearnFlags {
   bool quiet = false;
 };
 
+// Adds the options of LearnFlags that `train` and `prequential` share to
+// `app`, bound to `f`.
+void AddLearnFlags(CLI::App* app, LearnFlags* f);
+
+// Sets f->schedule_given when `cmd` (parsed) was given any of --schedule,
+// --lambda, --tau0, --kappa or --rho that it has.
+void NoteScheduleGiven(const CLI::App& cmd, LearnFlags* f);
+
 // The step schedule of latent families when the command line sets none:
 // rho_t = (tau0 + t)^-kappa.
 constexpr double kLatentTau0 = 256.0;
@@ -77,12 +86,24 @@ constexpr double kLatentKappa = 0.7;
 Result<std::unique_ptr<Model>> NewModelFromFlags(const LearnFlags& flags, const PluginRegistry& registry,
                                                  const v1::StreamHeader& header, uint64_t stream_documents);
 
+// n by default: the header's document_count, else a counting pass over the
+// file (0 for standard input). A damaged stream fails here, before learning.
+Result<uint64_t> StreamLength(const DocumentReader& r, const std::string& path, const LearnFlags& f);
+
 // Counters of bad documents met while reading a stream.
 struct BadInput {
   uint64_t skipped = 0;
   std::vector<std::string> first_messages;  // up to 5
   void Record(const Status& st);
 };
+
+// Prints the count and first messages of the skipped bad documents to
+// stderr; nothing when none was skipped.
+void PrintBad(const BadInput& bad);
+
+// Saves what was learned before a fatal error to <out>.partial, so that
+// nothing is lost; nothing when `out` is empty or the model has no update.
+void SavePartial(const Model& model, const std::string& out);
 
 // A scanned registry over the default search path.
 const PluginRegistry& Registry();

@@ -1,6 +1,4 @@
 // `tributary serve` and `tributary client`.
-#include "serve.h"
-
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -10,8 +8,12 @@
 #include <cmath>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <string>
 
+#include "cli_common.h"
+#include "commands/commands.h"
 #include "tributary/sep_engine.h"
 #include "tributary/server.h"
 #include "tributary/stream_io.h"
@@ -20,12 +22,25 @@ namespace tributary::cli {
 
 namespace {
 
+struct ServeFlags {
+  LearnFlags learn;
+  ServerOptions server;
+  std::string engine = "auto";
+  std::string model, schema, fsync = "interval", auth_token_file, port_file;
+};
+
+struct ClientFlags {
+  std::string action, connect, in, auth_token_file;
+  uint32_t batch = 100;
+  uint32_t max_frame_bytes = kDefaultMaxFrameBytes;
+  bool json = false;
+  bool ids_as_is = false;
+};
+
 std::string Trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
   return s;
 }
-
-}  // namespace
 
 int RunServe(const ServeFlags& f) {
   ServerOptions o = f.server;
@@ -102,8 +117,6 @@ int RunServe(const ServeFlags& f) {
 
 // ---- client ----------------------------------------------------------------------
 
-namespace {
-
 class Client {
  public:
   Status Connect(const std::string& hostport) {
@@ -159,8 +172,6 @@ Status CheckResponse(const v1::Response& r) {
   if (r.code() == v1::Response::OK) return Status::OK();
   return Status::InvalidArgument("server answered " + v1::Response::Code_Name(r.code()) + ": " + r.message());
 }
-
-}  // namespace
 
 int RunClient(const ClientFlags& f) {
   using json = nlohmann::json;
@@ -294,9 +305,10 @@ int RunClient(const ClientFlags& f) {
   return kExitOk;
 }
 
-void AddServeCommands(CLI::App* app, ServeFlags* s, ClientFlags* c, CLI::App** serve_cmd, CLI::App** client_cmd) {
-  auto* sv = app->add_subcommand("serve", "a long-running server that learns and predicts concurrently");
-  *serve_cmd = sv;
+}  // namespace
+
+Runner SetUpServe(CLI::App* sv) {
+  auto s = std::make_shared<ServeFlags>();
   sv->add_option("--family", s->learn.family, "family plugin (new models)")->capture_default_str();
   sv->add_option("--loss", s->learn.loss, "loss plugin (new models)")->capture_default_str();
   sv->add_option("--prior", s->learn.prior, "family prior");
@@ -335,9 +347,14 @@ void AddServeCommands(CLI::App* app, ServeFlags* s, ClientFlags* c, CLI::App** s
   sv->add_option("--max-inflight", s->server.max_inflight, "unanswered requests per connection")->capture_default_str();
   sv->add_option("--auth-token-file", s->auth_token_file, "shared secret every request must carry");
   sv->add_option("--port-file", s->port_file, "write '<port> <http port>' here once listening");
+  return [sv, s] {
+    NoteScheduleGiven(*sv, &s->learn);
+    return RunServe(*s);
+  };
+}
 
-  auto* cl = app->add_subcommand("client", "talk to a running server: learn, predict, stats, snapshot, ping");
-  *client_cmd = cl;
+Runner SetUpClient(CLI::App* cl) {
+  auto c = std::make_shared<ClientFlags>();
   cl->add_option("action", c->action, "learn | predict | stats | snapshot | ping")->required();
   cl->add_option("--connect", c->connect, "HOST:PORT")->required();
   cl->add_option("--in", c->in, "document stream (learn, predict)");
@@ -345,6 +362,7 @@ void AddServeCommands(CLI::App* app, ServeFlags* s, ClientFlags* c, CLI::App** s
   cl->add_option("--auth-token-file", c->auth_token_file, "shared secret");
   cl->add_flag("--json", c->json, "JSON output");
   cl->add_flag("--ids-as-is", c->ids_as_is, "send term ids unchanged (the stream already uses the model's ids)");
+  return [c] { return RunClient(*c); };
 }
 
 }  // namespace tributary::cli

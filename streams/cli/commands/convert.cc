@@ -1,0 +1,50 @@
+// `tributary convert`: tsv or svmlight text to a document stream.
+#include <iostream>
+#include <memory>
+
+#include "cli_common.h"
+#include "commands/commands.h"
+#include "tributary/convert.h"
+
+namespace tributary::cli {
+namespace {
+
+struct ConvertFlags {
+  ConvertOptions options;
+  bool quiet = false;
+};
+
+int RunConvert(const ConvertOptions& o, bool quiet) {
+  ConvertReport report;
+  Status st = ConvertFile(o, &report);
+  if (!st.ok()) return ReportError(st);
+  if (!quiet) {
+    std::cerr << "converted " << report.documents << " documents (" << report.unlabelled << " unlabelled, "
+              << report.skipped << " skipped, " << report.empty << " empty lines dropped), " << report.terms
+              << " terms, " << report.classes << " classes -> " << o.out << std::endl;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+Runner SetUpConvert(CLI::App* cmd) {
+  auto f = std::make_shared<ConvertFlags>();
+  cmd->add_option("--format", f->options.format, "tsv or svmlight")
+      ->required()
+      ->check(CLI::IsMember({"tsv", "svmlight"}));
+  cmd->add_option("--in", f->options.in, "input text file")->required();
+  cmd->add_option("--out", f->options.out, "output stream (.pb)")->required();
+  cmd->add_flag("--stop-words", f->options.stop_words, "tsv: drop English stop words");
+  cmd->add_option("--hashed-dim", f->options.hashed_dim, "tsv: hash terms into this many ids instead of a vocabulary");
+  cmd->add_option("--features", f->options.features, "svmlight: counts (bag of words) or reals (dense features)")
+      ->check(CLI::IsMember({"counts", "reals"}))
+      ->capture_default_str();
+  cmd->add_option("--dim", f->options.dim, "svmlight reals: number of features (default: largest index in the file)");
+  cmd->add_flag("--open-classes", f->options.open_classes, "let unknown labels add classes during training");
+  cmd->add_flag("--skip-bad", f->options.skip_bad, "skip malformed lines instead of stopping");
+  cmd->add_flag("-q,--quiet", f->quiet, "no summary on stderr");
+  return [f] { return RunConvert(f->options, f->quiet); };
+}
+
+}  // namespace tributary::cli

@@ -1,0 +1,203 @@
+// `tributary eval`: evaluate a model on a labelled stream.
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli_common.h"
+#include "commands/commands.h"
+#include "decoded_stream.h"
+#include "posterior_summary.h"
+#include "tributary/document.h"
+#include "tributary/metrics.h"
+#include "tributary/sep_engine.h"
+
+namespace tributary::cli {
+namespace {
+
+using json = nlohmann::json;
+
+struct EvalFlags {
+  std::string model, in;
+  bool as_json = false, skip_bad = false;
+  uint32_t max_frame_bytes = kDefaultMaxFrameBytes;
+};
+
+// Clustering quality and document-completion perplexity of a model whose
+// outputs are latent components or topics (trib_family_vtable.outputs).
+struct LatentEval {
+  explicit LatentEval(const Model& m)
+      : clusters(m.num_outputs(), static_cast<uint32_t>(m.schema().classes().size())),
+        probs(m.num_outputs()),
+        mass(m.num_outputs(), 0.0),
+        sep(SepLearner::Supports(m.family())) {}
+  Status Add(const Model& m, const trib_document& v, const double* scores, ScoringState* state) {
+    log_px += Posterior(scores, m.num_outputs(), probs.data());
+    for (uint32_t k = 0; k < m.num_outputs(); ++k) mass[k] += probs[k];
+    clusters.Add(static_cast<uint32_t>(std::max_element(probs.begin(), probs.end()) - probs.begin()), v.label);
+    tokens += m.PerplexityTokens(v);
+    if (sep) {
+      // The approximate log evidence of the evaluated documents under the
+      // posterior (SepLearner::LogPredictive: log E_q[p(x | theta)]).
+      auto lz = SepLearner::LogPredictive(m, state, v);
+      if (!lz.ok()) return lz.status();
+      if (std::isfinite(lz.value())) {
+        log_evidence += lz.value();
+        ++evidence_documents;
+      }
+    }
+    if (!m.has_completion()) return Status::OK();
+    SplitForCompletion(v, &observed, &heldout);
+    if (heldout.term_ids.empty() || observed.term_ids.empty()) return Status::OK();  // nothing to score
+    double lp = 0;
+    TRIB_RETURN_IF_ERROR(m.Completion(observed.View(), heldout.View(), state, &lp));
+    completion_log_prob += lp;
+    completion_tokens += heldout.TotalCount();
+    return Status::OK();
+  }
+  double perplexity() const {
+    if (completion_tokens > 0) return std::exp(-completion_log_prob / completion_tokens);
+    return tokens > 0 ? std::exp(-log_px / tokens) : std::nan("");
+  }
+  ClusteringMetrics clusters;
+  std::vector<double> probs, mass;
+  double log_px = 0, tokens = 0, completion_log_prob = 0, completion_tokens = 0;
+  const bool sep;  // the family has SEP hooks: approximate log evidence
+  double log_evidence = 0;
+  uint64_t evidence_documents = 0;  // documents whose log Z the family could estimate
+  DocumentBuffer observed, heldout;
+};
+
+int RunEval(const std::string& model_path, const std::string& in, bool as_json, bool skip_bad, uint32_t max_frame) {
+  auto mr = Model::Load(model_path, Registry());
+  if (!mr.ok()) return ReportError(mr.status());
+  auto model = std::move(mr).value();
+  auto ds = DecodedStream::Open(in, max_frame, *model);
+  if (!ds.ok()) return ReportError(ds.status());
+  auto state = model->NewScoringState();
+  if (!state.ok()) return ReportError(state.status());
+  const bool latent = model->latent_outputs();
+  ClassificationMetrics metrics(model->num_outputs());
+  std::unique_ptr<LatentEval> lat;
+  if (latent) lat = std::make_unique<LatentEval>(*model);
+  std::vector<double> scores(model->num_outputs());
+  BadInput bad;
+  DocumentBuffer doc;
+  for (;;) {
+    bool eof = false, grew = false;
+    Status st = (*ds)->Next(model.get(), false, skip_bad, &bad, &doc, &eof, &grew);
+    if (!st.ok()) return ReportError(st);
+    if (eof) break;
+    trib_document v = doc.View();
+    st = model->Score(v, state->get(), scores.data());
+    if (st.ok() && latent) st = lat->Add(*model, v, scores.data(), state->get());
+    if (!st.ok()) {
+      st = st.WithContext(doc.Name());
+      if (skip_bad) {
+        bad.Record(st);
+        continue;
+      }
+      return ReportError(st);
+    }
+    if (latent) v.label = -1;  // latent outputs are not classes: perplexity only
+    metrics.Add(scores.data(), v.label, model->PerplexityTokens(v));
+  }
+  PrintBad(bad);
+  if (metrics.documents() == 0) return ReportError(Status::InvalidArgument("'" + in + "': no document to evaluate"));
+  const auto& c = (*ds)->counters();
+  auto num = [](double x) { return std::isnan(x) ? json(nullptr) : json(x); };
+  json j;
+  j["documents"] = metrics.documents();
+  if (latent) {
+    const auto& cm = lat->clusters;
+    j["labelled"] = cm.labelled();
+    j["accuracy"] = num(cm.accuracy());  // clustering accuracy after the Hungarian mapping
+    j["precision"] = num(cm.precision());
+    j["recall"] = num(cm.recall());
+    j["ncll"] = nullptr;  // no classes to condition on
+    j["perplexity"] = num(lat->perplexity());
+    j["perplexity_kind"] = model->has_completion() ? "document_completion" : "per_word";
+    j["log_likelihood_per_document"] = lat->log_px / static_cast<double>(metrics.documents());
+    json sizes = json::array(), weights = json::array(), mapping = json::array();
+    const auto map = cm.Mapping();
+    for (uint32_t k = 0; k < model->num_outputs(); ++k) {
+      sizes.push_back(cm.cluster_size(k));
+      weights.push_back(lat->mass[k] / static_cast<double>(metrics.documents()));
+      mapping.push_back(map[k] >= 0 && cm.labelled() > 0 ? json(model->schema().classes()[map[k]]) : json(nullptr));
+    }
+    j["cluster_sizes"] = sizes;
+    j["mean_proportions"] = weights;
+    j["cluster_labels"] = mapping;
+    if (lat->sep) {
+      // Sum over the evaluated documents of log E_q[p(x | theta)] (NaN-free:
+      // documents whose site the family could not compute are left out and
+      // counted in documents - log_evidence_documents).
+      j["log_evidence"] = lat->evidence_documents > 0 ? json(lat->log_evidence) : json(nullptr);
+      j["log_evidence_per_document"] = lat->evidence_documents > 0
+                                           ? json(lat->log_evidence / static_cast<double>(lat->evidence_documents))
+                                           : json(nullptr);
+      j["log_evidence_documents"] = lat->evidence_documents;
+    }
+    if (Status st = AddPosteriorSummary(*model, &j); !st.ok()) return ReportError(st);
+  } else {
+    j["labelled"] = metrics.labelled();
+    j["accuracy"] = num(metrics.accuracy());
+    j["macro_f1"] = num(metrics.macro_f1());
+    j["ncll"] = num(metrics.mean_ncll());
+    j["hinge"] = num(metrics.mean_hinge());
+    j["perplexity"] = num(metrics.perplexity());
+  }
+  j["unseen_terms"] = c.unseen_terms;
+  j["skipped"] = bad.skipped;
+  j["family"] = model->family().name;
+  j["loss"] = model->loss_plugin() ? model->loss_plugin()->name : "";
+  if (as_json) {
+    std::cout << j.dump() << std::endl;
+    return kExitOk;
+  }
+  if (latent) {
+    std::cout << "documents     " << metrics.documents() << "\n"
+              << "labelled      " << lat->clusters.labelled() << "\n"
+              << "accuracy      " << Fmt(lat->clusters.accuracy(), 4) << "  (clusters mapped to labels)\n"
+              << "precision     " << Fmt(lat->clusters.precision(), 4) << "\n"
+              << "recall        " << Fmt(lat->clusters.recall(), 4) << "\n"
+              << "perplexity    " << Fmt(lat->perplexity(), 6)
+              << (model->has_completion() ? "  (document completion)\n" : "  (per word)\n") << "cluster_sizes "
+              << j["cluster_sizes"].dump() << "\n";
+    if (j.contains("mixing_weights")) std::cout << "mixing_weights " << j["mixing_weights"].dump() << "  (E[pi])\n";
+    if (lat->sep && lat->evidence_documents > 0) {
+      std::cout << "log_evidence  " << Fmt(lat->log_evidence, 8) << "  (approximate, sum of log E_q[p(x | theta)]; "
+                << Fmt(lat->log_evidence / static_cast<double>(lat->evidence_documents), 6) << " per document)\n";
+    }
+    std::cout << "unseen_terms  " << c.unseen_terms << "\n"
+              << "skipped       " << bad.skipped << std::endl;
+    return kExitOk;
+  }
+  std::cout << "documents     " << metrics.documents() << "\n"
+            << "labelled      " << metrics.labelled() << "\n"
+            << "accuracy      " << Fmt(metrics.accuracy(), 4) << "\n"
+            << "macro_f1      " << Fmt(metrics.macro_f1(), 4) << "\n"
+            << "mean_ncll     " << Fmt(metrics.mean_ncll(), 4) << "\n"
+            << "mean_hinge    " << Fmt(metrics.mean_hinge(), 4) << "\n"
+            << "perplexity    " << Fmt(metrics.perplexity(), 6) << "  (per word)\n"
+            << "unseen_terms  " << c.unseen_terms << "\n"
+            << "skipped       " << bad.skipped << std::endl;
+  return kExitOk;
+}
+
+}  // namespace
+
+Runner SetUpEval(CLI::App* cmd) {
+  auto f = std::make_shared<EvalFlags>();
+  cmd->add_option("--model", f->model, "model snapshot")->required();
+  cmd->add_option("--in", f->in, "test stream")->required();
+  cmd->add_flag("--json", f->as_json, "one JSON object on stdout");
+  cmd->add_flag("--skip-bad", f->skip_bad, "skip and count bad documents");
+  cmd->add_option("--max-frame-bytes", f->max_frame_bytes, "largest accepted frame");
+  return [f] { return RunEval(f->model, f->in, f->as_json, f->skip_bad, f->max_frame_bytes); };
+}
+
+}  // namespace tributary::cli

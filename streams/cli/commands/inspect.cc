@@ -1,0 +1,106 @@
+// `tributary inspect`: summary of a model snapshot.
+#include <boost/crc.hpp>
+#include <cstddef>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli_common.h"
+#include "commands/commands.h"
+#include "posterior_summary.h"
+
+namespace tributary::cli {
+namespace {
+
+using json = nlohmann::json;
+
+struct InspectFlags {
+  std::string model;
+  bool as_json = false;
+};
+
+int RunInspect(const std::string& path, bool as_json) {
+  auto mr = Model::Load(path, Registry());
+  if (!mr.ok()) return ReportError(mr.status());
+  const Model& m = **mr;
+  // A digest of the statistics (raw values and each block's scale/shift):
+  // equal digests mean bit-identical models.
+  boost::crc_32_type crc;
+  crc.process_bytes(m.stats().raw().data(), m.stats().raw().size() * sizeof(double));
+  for (const auto& b : m.stats().blocks()) {
+    crc.process_bytes(&b.scale, sizeof b.scale);
+    crc.process_bytes(&b.shift, sizeof b.shift);
+  }
+  char digest[16];
+  std::snprintf(digest, sizeof digest, "%08x", crc.checksum());
+  const auto& ls = m.learner_state();
+  json j;
+  j["family"] = m.family().name;
+  j["family_version"] = m.family().version;
+  j["loss"] = m.loss_plugin() ? m.loss_plugin()->name : "";
+  j["classes"] = m.schema().classes();
+  j["vocabulary_size"] = m.schema().vocab_size();
+  j["statistics"] = m.stats().size();
+  j["updates"] = ls.updates;
+  j["effective_size"] = ls.effective_size;
+  j["schedule"] = ls.schedule.ToString();
+  j["skipped_documents"] = ls.skipped_documents;
+  j["wal_sequence"] = ls.wal_sequence;
+  j["stats_digest"] = digest;
+  json opts = json::object();
+  for (const auto& [k, v] : m.family_options()) opts[k] = v;
+  j["family_options"] = opts;
+  json lopts = json::object();
+  for (const auto& [k, v] : m.loss_options()) lopts[k] = v;
+  j["loss_options"] = lopts;
+  j["outputs"] = m.num_outputs();
+  j["outputs_kind"] = m.latent_outputs() ? "latent" : "classes";
+  // The posterior summary of families trained by SEP / EP / ADF (mixing
+  // weights, per-component means and variances).
+  if (Status st = AddPosteriorSummary(m, &j); !st.ok()) return ReportError(st);
+  // How train's defaults chose the model (trainer.h).
+  if (!m.training_report().empty()) {
+    json tr = json::parse(m.training_report(), nullptr, false);
+    if (!tr.is_discarded()) j["training"] = tr;
+  }
+  if (as_json) {
+    std::cout << j.dump() << std::endl;
+  } else {
+    // Long vectors (a component's V shape means) are cut to their first
+    // values in the text form; --json prints them whole.
+    constexpr size_t kShow = 8;
+    auto shorten = [](const json& v) {
+      if (!v.is_array() || v.size() <= kShow) return v.dump();
+      json head = json::array();
+      for (size_t i = 0; i < kShow; ++i) head.push_back(v[i]);
+      std::string d = head.dump();
+      d.insert(d.size() - 1, ",... (" + std::to_string(v.size()) + " values; --json for all)");
+      return d;
+    };
+    for (auto& [k, v] : j.items()) {
+      if (k != "components") {
+        std::cout << k << "\t" << shorten(v) << "\n";
+        continue;
+      }
+      for (size_t c = 0; c < v.size(); ++c) {
+        for (auto& [name, vec] : v[c].items())
+          std::cout << "component " << c << " " << name << "\t" << shorten(vec) << "\n";
+      }
+    }
+    std::cout.flush();
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+Runner SetUpInspect(CLI::App* cmd) {
+  auto f = std::make_shared<InspectFlags>();
+  cmd->add_option("--model", f->model, "model snapshot")->required();
+  cmd->add_flag("--json", f->as_json, "JSON output");
+  return [f] { return RunInspect(f->model, f->as_json); };
+}
+
+}  // namespace tributary::cli

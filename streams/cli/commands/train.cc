@@ -1,0 +1,546 @@
+// `tributary train`: learn a model from a stream (sdEM, or SEP / EP / ADF),
+// by default choosing among a few settings on the training stream.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli_common.h"
+#include "commands/commands.h"
+#include "decoded_stream.h"
+#include "tributary/learner.h"
+#include "tributary/sep_engine.h"
+#include "tributary/trainer.h"
+
+namespace tributary::cli {
+namespace {
+
+struct TrainFlags {
+  LearnFlags learn;
+  std::string in, out;
+};
+
+// The settings train's defaults try (trainer.h): the loss under a small grid
+// of priors (and margins, for the hinge loss) wherever the user fixed none,
+// and the generative NLL learner. Streaming keeps it to three learners.
+std::vector<CandidateSpec> DefaultCandidates(const LearnFlags& f, bool streaming) {
+  auto has_key = [](const std::vector<std::string>& kvs, const std::string& key) {
+    return std::any_of(kvs.begin(), kvs.end(), [&](const std::string& kv) { return kv.rfind(key + "=", 0) == 0; });
+  };
+  const bool prior_fixed = !f.prior.empty() || has_key(f.options, "prior");
+  const bool margin_search = f.loss == "hinge" && !has_key(f.loss_options, "margin");
+  std::vector<std::string> priors = {""};
+  if (!prior_fixed) priors = streaming ? std::vector<std::string>{"", "3"} : std::vector<std::string>{"", "3", "10"};
+  std::vector<std::string> margins = {""};
+  if (margin_search) margins = {"", "10"};
+  std::vector<CandidateSpec> out;
+  auto add = [&](const std::string& prior, const std::string& margin) {
+    CandidateSpec c;
+    c.loss = f.loss;
+    c.label = f.loss;
+    if (!prior.empty()) {
+      c.family_options.emplace_back("prior", prior);
+      c.label += " prior=" + prior;
+    } else if (!prior_fixed) {
+      c.label += " prior=default";
+    }
+    if (!margin.empty()) {
+      c.loss_options.emplace_back("margin", margin);
+      c.label += " margin=" + margin;
+    } else if (margin_search) {
+      c.label += " margin=1";
+    }
+    out.push_back(std::move(c));
+  };
+  if (streaming) {  // pairs, not the product: at most three learners in all
+    for (size_t i = 0; i < std::max(priors.size(), margins.size()); ++i) {
+      add(priors[std::min(i, priors.size() - 1)], margins[std::min(i, margins.size() - 1)]);
+    }
+  } else {
+    for (const auto& p : priors)
+      for (const auto& m : margins) add(p, m);
+  }
+  CandidateSpec nll;
+  nll.loss = "nll";
+  nll.label = "nll (generative)";
+  nll.generative = true;
+  out.push_back(std::move(nll));
+  return out;
+}
+
+// train without tuning flags, for a discriminative loss: candidates chosen on
+// the training stream (lib/include/tributary/trainer.h).
+int RunTrainSelect(const LearnFlags& f, const std::string& in, const std::string& out,
+                   std::unique_ptr<Model> schema_model, std::unique_ptr<DocumentReader> reader, uint64_t length) {
+  const bool streaming = in == "-" || f.epochs == 1;
+  const v1::StreamHeader header = reader->header();
+  TrainerConfig cfg;
+  cfg.candidates = DefaultCandidates(f, streaming);
+  cfg.epochs = f.epochs;
+  cfg.shuffle = !f.no_shuffle;
+  cfg.seed = f.seed;
+  cfg.threads = f.threads;
+  cfg.search_documents = f.search_documents;
+  BadInput bad;
+  if (f.skip_bad) cfg.on_bad = [&bad](const Status& st) { bad.Record(st); };
+  Model* classes_from = schema_model.get();
+  ModelFactory factory = [&](const CandidateSpec& c) -> Result<std::unique_ptr<Model>> {
+    LearnFlags g = f;
+    g.loss = c.loss;
+    if (c.generative) {
+      g.lambda = -1;  // NLL's own default: exact averaging (batch MAP)
+      g.loss_options.clear();
+    }
+    for (const auto& [k, v] : c.family_options) {
+      if (k == "prior") g.prior = v;
+    }
+    for (const auto& [k, v] : c.loss_options) g.loss_options.push_back(k + "=" + v);
+    auto m = NewModelFromFlags(g, Registry(), header, length);
+    if (!m.ok()) return m.status();
+    if (classes_from != nullptr) {
+      for (const auto& name : classes_from->schema().classes()) {
+        if ((*m)->schema().ClassIndex(name) < 0) TRIB_RETURN_IF_ERROR((*m)->AddClass(name));
+      }
+    }
+    return m;
+  };
+  Progress progress("train", f.quiet);
+  uint64_t steps = 0;
+  auto start = std::chrono::steady_clock::now();
+  TrainReport report;
+  std::unique_ptr<Model> model;
+  uint64_t documents = 0;
+  DocumentBuffer doc;
+  if (!streaming) {
+    // Decode once into memory (labels as class indices of schema_model).
+    DocumentSet docs;
+    auto ds = DecodedStream::OpenPass(&reader, in, f.max_frame_bytes, *schema_model);
+    if (!ds.ok()) return ReportError(ds.status());
+    for (;;) {
+      bool eof = false, grew = false;
+      Status st = (*ds)->Next(schema_model.get(), true, f.skip_bad, &bad, &doc, &eof, &grew);
+      if (!st.ok()) {
+        // Nothing is lost: the documents read before the damage are learned
+        // (the same way) and saved to <out>.partial.
+        if (!docs.empty()) {
+          auto r = Trainer::TrainOffline(factory, cfg, docs, &report);
+          if (r.ok()) {
+            (*r)->set_training_report(report.ToJson());
+            SavePartial(**r, out);
+          }
+        }
+        return ReportError(st);
+      }
+      if (eof) break;
+      docs.Add(doc);
+    }
+    documents = docs.size();
+    if (docs.empty())
+      return ReportError(Status::InvalidArgument("'" + in + "': no document was learned (empty stream?)"));
+    auto r = Trainer::TrainOffline(factory, cfg, docs, &report, [&](uint64_t n) { progress.Tick(steps = n); });
+    if (!r.ok()) return ReportError(r.status().WithContext("'" + in + "'"));
+    model = std::move(r).value();
+  } else {
+    classes_from = nullptr;  // the trainer's first candidate decodes the stream
+    auto tr = Trainer::Create(factory, cfg);
+    if (!tr.ok()) return ReportError(tr.status());
+    std::unique_ptr<Trainer> trainer = std::move(tr).value();
+    auto ds = DecodedStream::OpenPass(&reader, in, f.max_frame_bytes, *trainer->schema_model());
+    if (!ds.ok()) return ReportError(ds.status());
+    auto fail = [&](const Status& st) {
+      if (documents > 0) {
+        auto r = trainer->Finish(&report);
+        if (r.ok()) {
+          (*r)->set_training_report(report.ToJson());
+          SavePartial(**r, out);
+        }
+      }
+      return ReportError(st);
+    };
+    for (;;) {
+      bool eof = false, grew = false;
+      Status st = (*ds)->Next(trainer->schema_model(), true, f.skip_bad, &bad, &doc, &eof, &grew);
+      if (!st.ok()) return fail(st);
+      if (eof) break;
+      if (grew) {
+        if (Status g = trainer->SyncClasses(); !g.ok()) return fail(g);
+      }
+      st = trainer->Learn(doc);
+      if (!st.ok()) {
+        if (f.skip_bad && (st.IsInvalidDocument() || st.code() == Status::Code::kNumeric)) {
+          bad.Record(st);
+          continue;
+        }
+        return fail(st.WithContext("'" + in + "'"));
+      }
+      progress.Tick(++documents);
+    }
+    if (documents == 0) {
+      return ReportError(Status::InvalidArgument("'" + in + "': no document was learned (empty stream?)"));
+    }
+    auto r = trainer->Finish(&report);
+    if (!r.ok()) return ReportError(r.status().WithContext("'" + in + "'"));
+    model = std::move(r).value();
+  }
+  progress.Done(documents);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  PrintBad(bad);
+  model->learner_state().skipped_documents += bad.skipped;
+  model->set_training_report(report.ToJson());
+  Status st = model->Save(out);
+  if (!st.ok()) return ReportError(st);
+  if (!f.quiet) {
+    std::ostringstream os;
+    os << "chose '" << report.kept << "' on " << report.validation_documents << " held-out training documents ("
+       << report.mode << ";";
+    for (const auto& c : report.candidates) {
+      os << " " << c.label << ": " << Fmt(100 * c.validation_accuracy, 4) << "%";
+      if (report.mode == "offline") os << " after " << c.epochs << " pass(es)";
+      os << ",";
+    }
+    std::string line = os.str();
+    line.back() = ')';
+    std::cerr << line << "\ntrained " << model->family().name << "/" << model->loss_plugin()->name << " on "
+              << documents << " documents (" << report.final_epochs << " pass(es) of the kept setting, "
+              << report.document_updates << " updates while choosing) in " << Fmt(secs, 3) << " s -> " << out
+              << std::endl;
+  }
+  return kExitOk;
+}
+
+int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& out) {
+  LearnFlags f = flags;
+  const bool ep_family = f.engine != "sdem";
+  // SEP / EP / ADF use no loss; the snapshot records nll (the posterior they
+  // approximate is the likelihood's) whatever --loss says.
+  if (ep_family) f.loss = "nll";
+  auto first = DocumentReader::Open(in, f.max_frame_bytes);
+  if (!first.ok()) return ReportError(first.status());
+  auto length = StreamLength(**first, in, f);
+  if (!length.ok()) return ReportError(length.status());
+  std::unique_ptr<Model> model;
+  if (!f.resume.empty()) {
+    // Continue a snapshot with its own family, loss, options, schedule and
+    // step counter (n too, unless --n is given): one learner, arrival order.
+    if (ep_family) return ReportError(Status::InvalidArgument("--resume continues sdEM models only"));
+    auto lr = Model::Load(f.resume, Registry());
+    if (!lr.ok()) return ReportError(lr.status());
+    model = std::move(lr).value();
+    if (model->family().family().sep != nullptr && model->latent_outputs()) {
+      return ReportError(Status::InvalidArgument("--resume: '" + f.resume + "' is a " + model->family().name +
+                                                 " model (SEP/EP/ADF); only sdEM models can be resumed"));
+    }
+    if (!model->loss_plugin()) {
+      return ReportError(Status::InvalidArgument("--resume: '" + f.resume + "' records no loss"));
+    }
+    if (f.n > 0) model->learner_state().effective_size = f.n;
+    f.select = "off";
+  } else {
+    auto mr = NewModelFromFlags(f, Registry(), (*first)->header(), *length);
+    if (!mr.ok()) return ReportError(mr.status());
+    model = std::move(mr).value();
+  }
+  std::unique_ptr<DocumentReader> reader = std::move(first).value();
+  if (f.restarts > 1 && !ep_family) {
+    return ReportError(
+        Status::InvalidArgument("--restarts needs --engine sep, ep or adf (sdEM has no evidence to "
+                                "choose a restart by)"));
+  }
+  if (f.epochs > 1 && in == "-" && !f.shuffle) {
+    return ReportError(Status::InvalidArgument("--epochs > 1 needs a file (or --shuffle), not standard input"));
+  }
+  // Defaults that work: a discriminative loss on class outputs, with the
+  // choice left to the program, goes through the Trainer.
+  if (!ep_family && f.select == "auto" && !model->latent_outputs() && model->loss_plugin()->loss().requires_label) {
+    return RunTrainSelect(f, in, out, std::move(model), std::move(reader), *length);
+  }
+  if (f.epochs == 0) f.epochs = 1;
+  // Several passes over a file are shuffled (scikit-learn's SGD does the
+  // same); --no-shuffle keeps the arrival order.
+  if (f.epochs > 1 && in != "-" && !f.no_shuffle) f.shuffle = true;
+  if (f.no_shuffle) f.shuffle = false;
+  std::unique_ptr<Learner> learner;  // sdEM, or SEP / EP / ADF (learner.h)
+  // Restarts (SEP / EP / ADF): replicas with seeds seed + 1, ... learn the
+  // same documents as the main model until the restart window closes; then
+  // the one whose documents had the highest approximate log evidence (the
+  // sum of their log Z_i, each computed before the document was learned:
+  // log p(x_i | x_1..i-1) under the approximation) is kept.
+  struct Replica {
+    std::unique_ptr<Model> model;
+    std::unique_ptr<Learner> learner;
+    uint64_t seed = 0;
+    double log_z = 0;     // sum of the finite log Z_i in the window
+    uint64_t scored = 0;  // documents with a finite log Z_i
+  };
+  std::vector<Replica> replicas;  // [0] is the main model while the window is open
+  if (ep_family) {
+    auto engine = ParseSepEngine(f.engine);
+    if (!engine.ok()) return ReportError(engine.status());
+    for (uint32_t r = 0; r < f.restarts; ++r) {
+      Replica rep;
+      rep.seed = f.seed + r;
+      if (r == 0) {
+        rep.model = std::move(model);
+      } else {
+        LearnFlags fr = f;
+        fr.seed = rep.seed;
+        auto mr2 = NewModelFromFlags(fr, Registry(), reader->header(), *length);
+        if (!mr2.ok()) return ReportError(mr2.status());
+        rep.model = std::move(mr2).value();
+      }
+      LearnerOptions lo;
+      lo.engine = f.engine;
+      lo.effective_size = rep.model->learner_state().effective_size;
+      lo.damping = f.damping;
+      lo.seed = rep.seed;
+      auto sl = Learner::Create(rep.model.get(), lo);
+      if (!sl.ok()) return ReportError(sl.status());
+      rep.learner = std::move(sl).value();
+      replicas.push_back(std::move(rep));
+    }
+    model = std::move(replicas[0].model);
+    learner = std::move(replicas[0].learner);
+    if (f.restarts == 1) replicas.clear();
+  } else {
+    LearnerOptions lo;
+    lo.engine = "sdem";
+    lo.seed = f.seed;
+    auto lr = Learner::Create(model.get(), lo);
+    if (!lr.ok()) return ReportError(lr.status());
+    learner = std::move(lr).value();
+  }
+  // A new class (open schema): the learner rebuilds itself for a classifier's
+  // new layout (learner.h); latent families only name their classes, and the
+  // restart replicas get the names too.
+  auto renew = [&]() -> Status {
+    for (size_t r = 1; r < replicas.size(); ++r) {
+      for (const auto& c : model->schema().classes()) {
+        if (replicas[r].model->schema().ClassIndex(c) < 0) TRIB_RETURN_IF_ERROR(replicas[r].model->AddClass(c));
+      }
+    }
+    return Status::OK();
+  };
+  BadInput bad;
+  Progress progress("train", f.quiet);
+  uint64_t seen = 0;
+  const uint64_t window = f.restart_window;
+  std::string restart_report;
+  // Keeps the replica with the highest sum of log Z_i (ties: the lower seed).
+  auto choose = [&]() {
+    size_t best = 0;
+    for (size_t r = 1; r < replicas.size(); ++r) {
+      const Replica &a = replicas[r], &b = replicas[best];
+      if (a.scored > b.scored || (a.scored == b.scored && a.log_z > b.log_z)) best = r;
+    }
+    std::ostringstream msg;
+    msg << "restarts: kept seed " << replicas[best].seed << " of " << replicas.size() << " after " << seen
+        << " documents (sum of log Z_i:";
+    for (const auto& r : replicas) msg << " seed " << r.seed << " " << Fmt(r.log_z, 8);
+    msg << ")";
+    restart_report = msg.str();
+    model = std::move(replicas[best].model);  // replicas[0] holds the main model while choosing
+    learner = std::move(replicas[best].learner);
+    replicas.clear();
+  };
+  auto learn_one = [&](const DocumentBuffer& doc) -> Status {
+    LearnResult outcome;
+    Status st = learner->Learn(doc.View(), &outcome);
+    if (st.ok() && !replicas.empty()) {
+      // replicas[0]'s model and learner live in `model` / `learner` meanwhile.
+      if (std::isfinite(outcome.log_z) && !outcome.skipped) {
+        replicas[0].log_z += outcome.log_z;
+        ++replicas[0].scored;
+      }
+      for (size_t r = 1; r < replicas.size(); ++r) {
+        LearnResult o;
+        Status rs = replicas[r].learner->Learn(doc.View(), &o);
+        if (!rs.ok()) return rs.WithContext("restart with seed " + std::to_string(replicas[r].seed));
+        if (std::isfinite(o.log_z) && !o.skipped) {
+          replicas[r].log_z += o.log_z;
+          ++replicas[r].scored;
+        }
+      }
+    }
+    if (!st.ok()) {
+      if (f.skip_bad && (st.IsInvalidDocument() || st.code() == Status::Code::kNumeric)) {
+        bad.Record(st);
+        model->learner_state().skipped_documents++;
+        return Status::OK();
+      }
+      return st;
+    }
+    progress.Tick(++seen);
+    if (!replicas.empty() && window > 0 && seen == window) {
+      replicas[0].model = std::move(model);
+      replicas[0].learner = std::move(learner);
+      choose();
+    }
+    return Status::OK();
+  };
+  // The end of the first pass closes the window when --restart-window is 0
+  // (or longer than the pass).
+  auto end_of_pass = [&]() {
+    if (replicas.empty()) return;
+    replicas[0].model = std::move(model);
+    replicas[0].learner = std::move(learner);
+    choose();
+  };
+  auto fail = [&](const Status& st) {
+    SavePartial(*model, out);
+    return ReportError(st);
+  };
+  auto start = std::chrono::steady_clock::now();
+  DocumentBuffer doc;
+  if (f.shuffle) {
+    // Decode once into memory, then shuffle per epoch (Algorithm 1, line 0).
+    std::vector<DocumentBuffer> docs;
+    auto ds = DecodedStream::OpenPass(&reader, in, f.max_frame_bytes, *model);
+    if (!ds.ok()) return ReportError(ds.status());
+    for (;;) {
+      bool eof = false, grew = false;
+      Status st = (*ds)->Next(model.get(), true, f.skip_bad, &bad, &doc, &eof, &grew);
+      if (!st.ok()) return fail(st);
+      if (eof) break;
+      if (grew) {
+        if (Status g = renew(); !g.ok()) return fail(g);
+      }
+      docs.push_back(doc);
+    }
+    std::mt19937_64 rng(f.seed);
+    for (uint32_t e = 0; e < f.epochs; ++e) {
+      std::shuffle(docs.begin(), docs.end(), rng);
+      for (const auto& d : docs) {
+        Status st = learn_one(d);
+        if (!st.ok()) return fail(st);
+      }
+      end_of_pass();
+    }
+  } else {
+    for (uint32_t e = 0; e < f.epochs; ++e) {
+      auto ds = DecodedStream::OpenPass(&reader, in, f.max_frame_bytes, *model);
+      if (!ds.ok()) return fail(ds.status());
+      for (;;) {
+        bool eof = false, grew = false;
+        Status st = (*ds)->Next(model.get(), true, f.skip_bad && e == 0, &bad, &doc, &eof, &grew);
+        if (!st.ok()) {
+          if (f.skip_bad && e > 0) continue;  // already reported in epoch 1
+          return fail(st);
+        }
+        if (eof) break;
+        if (grew) {
+          if (Status g = renew(); !g.ok()) return fail(g);
+        }
+        st = learn_one(doc);
+        if (!st.ok()) return fail(st);
+      }
+      end_of_pass();
+    }
+  }
+  progress.Done(seen);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  PrintBad(bad);
+  if (seen == 0) {
+    return ReportError(Status::InvalidArgument("'" + in + "': no document was learned (empty stream?)"));
+  }
+  const SepLearner* sep = learner->sep();
+  if (sep && sep->counters().updates == 0) {
+    // Every update was infeasible (e.g. SEP with --damping above 1/N
+    // extrapolates each site by N * damping): the model is still the prior.
+    std::string why = "every one of the " + std::to_string(sep->counters().skipped_infeasible) +
+                      " updates would have left the feasible set and was skipped; the model is still the prior";
+    if (f.engine == "sep" && sep->damping() * sep->effective_size() > 1.0) {
+      why += " (--damping " + Fmt(sep->damping(), 6) + " > 1/N = " + Fmt(1.0 / sep->effective_size(), 6) +
+             ": each site is applied " + Fmt(sep->damping() * sep->effective_size(), 4) +
+             " times over; use a smaller --damping)";
+    }
+    return ReportError(Status::Numeric("'" + in + "': " + why));
+  }
+  Status st = model->Save(out);
+  if (!st.ok()) return ReportError(st);
+  if (!f.quiet && !restart_report.empty()) std::cerr << restart_report << std::endl;
+  if (!f.quiet && sep) {
+    const auto& c = sep->counters();
+    std::cerr << "trained " << model->family().name << " by " << f.engine << " on " << seen << " documents ("
+              << f.epochs << " pass(es), N = " << sep->effective_size() << ", damping " << sep->damping() << ", "
+              << c.skipped_infeasible << " infeasible updates skipped, sum of log Z_i " << Fmt(c.log_evidence, 8)
+              << (f.engine == "ep" ? ", " + std::to_string(sep->SiteBytes()) + " bytes of sites" : std::string())
+              << ") in " << Fmt(secs, 3) << " s -> " << out << std::endl;
+  } else if (!f.quiet) {
+    const auto& ls = model->learner_state();
+    std::cerr << "trained " << model->family().name << "/" << model->loss_plugin()->name << " on " << seen
+              << " document updates (" << f.epochs << " epoch(s), " << ls.schedule.ToString()
+              << ", n = " << ls.effective_size << ") in " << Fmt(secs, 3) << " s ("
+              << Fmt(static_cast<double>(seen) / std::max(secs, 1e-9), 4) << " documents/s) -> " << out << std::endl;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+Runner SetUpTrain(CLI::App* cmd) {
+  auto f = std::make_shared<TrainFlags>();
+  AddLearnFlags(cmd, &f->learn);
+  cmd->add_option("--engine", f->learn.engine,
+                  "sdem, or sep / ep / adf for families with SEP hooks (emsd-, edcm-mixture)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"sdem", "sep", "ep", "adf"}));
+  cmd->add_option(
+         "--damping", f->learn.damping,
+         "SEP: eps of the damped site update (default 1/N; above 1/N each site is applied N eps times over); EP: "
+         "site damping (default 1); in (0, 1]")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            char* end = nullptr;
+            const double d = std::strtod(v.c_str(), &end);
+            if (end == v.c_str() || *end != '\0' || !(d > 0 && d <= 1)) {
+              return "--damping: expected a number in (0, 1], found '" + v + "'";
+            }
+            return "";
+          },
+          "(0, 1]"));
+  cmd->add_option("--restarts", f->learn.restarts,
+                  "SEP/EP/ADF: learn with seeds seed .. seed + R - 1 side by side and keep the model whose documents "
+                  "had the highest approximate log evidence (sum of log Z_i)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 64u));
+  cmd->add_option("--restart-window", f->learn.restart_window,
+                  "documents after which the best restart is kept (default 0: the end of the first pass)")
+      ->capture_default_str();
+  cmd->add_option("--epochs", f->learn.epochs,
+                  "passes over the stream (EP: sweeps). Default: NCLL/hinge on a file choose it on a validation split "
+                  "of the training stream (early stopping, at most 20); otherwise 1")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--shuffle", f->learn.shuffle,
+                "shuffle the documents (in memory) before each epoch (the default for several passes over a file)");
+  cmd->add_flag("--no-shuffle", f->learn.no_shuffle, "keep the arrival order, even over several passes");
+  cmd->add_option("--select", f->learn.select,
+                  "auto: NCLL/hinge try a few priors (and margins) and the generative NLL learner, and keep the "
+                  "best on held-out training documents (never the test split); off: one learner with the given "
+                  "settings")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "off"}));
+  cmd->add_option("--threads", f->learn.threads,
+                  "--select auto on a file: candidates learn on this many threads (0: one per core); the model "
+                  "does not depend on it")
+      ->capture_default_str();
+  cmd->add_option("--search-documents", f->learn.search_documents,
+                  "--select auto on a file: the candidates search on a sample of this many training documents, then "
+                  "the kept setting learns the others once (0: search on all of them; cost grows with the file)")
+      ->capture_default_str();
+  cmd->add_option("--resume", f->learn.resume,
+                  "continue this snapshot (its family, loss, options, schedule and step count) on --in");
+  cmd->add_option("--in", f->in, "training stream (.pb, - for stdin)")->required();
+  cmd->add_option("--out", f->out, "model snapshot to write")->required();
+  return [cmd, f] {
+    NoteScheduleGiven(*cmd, &f->learn);
+    return RunTrain(f->learn, f->in, f->out);
+  };
+}
+
+}  // namespace tributary::cli

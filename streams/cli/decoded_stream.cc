@@ -1,0 +1,66 @@
+#include "decoded_stream.h"
+
+#include <utility>
+
+namespace tributary::cli {
+
+Result<std::unique_ptr<DecodedStream>> DecodedStream::Open(const std::string& path, uint32_t max_frame,
+                                                           const Model& model) {
+  auto r = DocumentReader::Open(path, max_frame);
+  if (!r.ok()) return r.status();
+  return Open(std::move(r).value(), model);
+}
+
+Result<std::unique_ptr<DecodedStream>> DecodedStream::Open(std::unique_ptr<DocumentReader> r, const Model& model) {
+  auto d = DocumentDecoder::Create(model.schema(), r->header().schema());
+  if (!d.ok()) return d.status().WithContext("stream '" + r->path() + "'");
+  std::unique_ptr<DecodedStream> s(new DecodedStream(std::move(r), std::move(d).value()));
+  return s;
+}
+
+Result<std::unique_ptr<DecodedStream>> DecodedStream::OpenPass(std::unique_ptr<DocumentReader>* first,
+                                                               const std::string& path, uint32_t max_frame,
+                                                               const Model& model) {
+  if (*first) return Open(std::move(*first), model);
+  return Open(path, max_frame, model);
+}
+
+Status DecodedStream::Next(Model* model, bool learning, bool skip_bad, BadInput* bad, DocumentBuffer* out, bool* eof,
+                           bool* grew) {
+  *grew = false;
+  for (;;) {
+    Status st = reader_->Next(&proto_, eof);
+    if (!st.ok()) {
+      if (skip_bad && reader_->last_error_recoverable()) {
+        bad->Record(st);
+        continue;
+      }
+      return st;
+    }
+    if (*eof) return Status::OK();
+    std::string new_class;
+    // A latent family's labels only name documents for evaluation: unknown
+    // ones are added (to the schema only) at evaluation too.
+    st = decoder_.Decode(proto_, reader_->documents_read() - 1, model->schema(), learning || model->latent_outputs(),
+                         out, &new_class, &counters_);
+    if (st.ok() && !new_class.empty()) {
+      st = model->AddClass(new_class);
+      if (st.ok()) {
+        out->label = model->schema().ClassIndex(new_class);
+        *grew = true;
+      } else {
+        st = st.WithContext(out->Name());
+      }
+    }
+    if (!st.ok()) {
+      if (skip_bad && st.IsInvalidDocument()) {
+        bad->Record(st);
+        continue;
+      }
+      return st.WithContext("'" + reader_->path() + "'");
+    }
+    return Status::OK();
+  }
+}
+
+}  // namespace tributary::cli
