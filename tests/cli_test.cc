@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -424,14 +425,22 @@ TEST_F(CliTest, ThirdPartyLossByNameAndByPath) {
                                 &out, true),
             0)
       << out;
-  ASSERT_EQ(
-      Run("train -q --loss " TRIBUTARY_FIXTURE_PLUGIN_DIR "/good_loss.so --in " + s + " --out " + dir_ + "/b.trib",
-          &out, true),
-      0)
+  ASSERT_EQ(Run("train -q --select off --loss " TRIBUTARY_FIXTURE_PLUGIN_DIR "/good_loss.so --in " + s + " --out " +
+                    dir_ + "/b.trib",
+                &out, true),
+            0)
       << out;
-  // A model trained with a plugin named by path can be evaluated without
-  // TRIBUTARY_PLUGIN_PATH: the snapshot remembers where the plugin was.
-  EXPECT_EQ(Run("eval --json --model " + dir_ + "/b.trib --in " + s, &out, true), 0) << out;
+  // A model trained with a plugin named by path records the plugin's name
+  // (and, for the message, its path); loading it finds the plugin by name on
+  // the search path and never loads the recorded path (issue 13).
+  EXPECT_EQ(Run("eval --json --model " + dir_ + "/b.trib --in " + s, &out, true), 1) << out;
+  EXPECT_THAT(out, HasSubstr("no loss plugin named 'double-ncll'"));
+  EXPECT_THAT(out, HasSubstr("good_loss.so, which is never loaded from a path inside a model file"));
+  EXPECT_EQ(testing::RunCommand("TRIBUTARY_PLUGIN_PATH=" TRIBUTARY_FIXTURE_PLUGIN_DIR " " + testing::ProgramPath() +
+                                    " eval --json --model " + dir_ + "/b.trib --in " + s,
+                                &out, true),
+            0)
+      << out;
   EXPECT_EQ(
       Run("train -q --loss " TRIBUTARY_FIXTURE_PLUGIN_DIR "/init_fails.so --in " + s + " --out " + dir_ + "/c.trib",
           &out, true),
@@ -440,6 +449,34 @@ TEST_F(CliTest, ThirdPartyLossByNameAndByPath) {
   EXPECT_THAT(out, HasSubstr("initialisation failed"));
   EXPECT_EQ(Run("train -q --family nosuch --in " + s + " --out " + dir_ + "/c.trib", &out, true), 1);
   EXPECT_THAT(out, HasSubstr("no family plugin named 'nosuch'"));
+}
+
+// A model file cannot make the program load code: a plugin recorded by path
+// (the fixture writes $TRIB_LOAD_MARKER when its code is loaded) is not loaded
+// by inspect, eval or predict; only the command line names files to load.
+TEST_F(CliTest, ModelFileNeverLoadsAPluginByPath) {
+  const std::string s = MakeStream("s.pb", 100, 2);
+  const std::string marker = dir_ + "/loaded";
+  std::string out;
+  ASSERT_EQ(
+      testing::RunCommand("TRIB_LOAD_MARKER=" + marker + " " + testing::ProgramPath() +
+                              " train -q --select off --loss " TRIBUTARY_FIXTURE_PLUGIN_DIR "/load_marker.so --in " +
+                              s + " --out " + dir_ + "/m.trib",
+                          &out, true),
+      0)
+      << out;
+  ASSERT_TRUE(std::filesystem::exists(marker)) << "the fixture must mark its loading";
+  std::filesystem::remove(marker);
+  for (const std::string& cmd : {"inspect --model " + dir_ + "/m.trib", "eval --model " + dir_ + "/m.trib --in " + s,
+                                 "predict --model " + dir_ + "/m.trib --in " + s}) {
+    SCOPED_TRACE(cmd);
+    EXPECT_EQ(testing::RunCommand("TRIB_LOAD_MARKER=" + marker + " " + testing::ProgramPath() + " " + cmd, &out, true),
+              1)
+        << out;
+    EXPECT_THAT(out, HasSubstr("no loss plugin named 'marked-ncll'"));
+    EXPECT_THAT(out, HasSubstr("never loaded from a path inside a model file"));
+    EXPECT_FALSE(std::filesystem::exists(marker)) << "the recorded plugin was loaded";
+  }
 }
 
 TEST_F(CliTest, UsageErrorsExitTwo) {

@@ -148,6 +148,45 @@ TEST(PluginRegistryTest, ScanReportsRefusedAndThirdPartyPlugins) {
   EXPECT_EQ((*by_path)->version, "6.6.6");
 }
 
+// Plugins are loaded only when named: a lookup by name loads the file the
+// name points to and nothing else (no third-party file is even probed);
+// asking for the whole list loads everything.
+TEST(PluginRegistryTest, LookupByNameLoadsOnlyThatFile) {
+  PluginRegistry reg({PluginRegistry::BuiltinPluginDir(), TRIBUTARY_FIXTURE_PLUGIN_DIR}, true);
+  auto fam = reg.Find("multinomial", TRIB_KIND_FAMILY);
+  ASSERT_TRUE(fam.ok()) << fam.status().ToString();
+  EXPECT_TRUE((*fam)->builtin);
+  ASSERT_EQ(reg.loaded_files().size(), 1u);
+  EXPECT_THAT(reg.loaded_files()[0], HasSubstr("tributary_family_multinomial.so"));
+  auto loss = reg.Find("nll", TRIB_KIND_LOSS);  // the built-in, not the impostor in the fixtures
+  ASSERT_TRUE(loss.ok());
+  EXPECT_TRUE((*loss)->builtin);
+  EXPECT_EQ(reg.loaded_files().size(), 2u);
+  // A name no file is called after: every file is looked inside, in order.
+  auto third = reg.Find("double-ncll", TRIB_KIND_LOSS);
+  ASSERT_TRUE(third.ok()) << third.status().ToString();
+  EXPECT_GT(reg.loaded_files().size(), 10u);
+  bool init_fails_listed = false;
+  for (const auto& r : reg.refused()) init_fails_listed |= r.path.find("init_fails.so") != std::string::npos;
+  EXPECT_TRUE(init_fails_listed);
+  // The full list keeps the search path's order: built-ins first.
+  ASSERT_FALSE(reg.plugins().empty());
+  EXPECT_TRUE(reg.plugins().front()->builtin);
+  EXPECT_FALSE(reg.plugins().back()->builtin);
+}
+
+// What a model file names is looked up by name only: never a path.
+TEST(PluginRegistryTest, FindByNameRefusesPaths) {
+  const PluginRegistry& reg = testing::BuiltinRegistry();
+  for (const std::string& name : {std::string(TRIBUTARY_FIXTURE_PLUGIN_DIR) + "/good_loss.so", std::string("x.so"),
+                                  std::string("../tributary_loss_nll"), std::string()}) {
+    auto r = reg.FindByName(name, TRIB_KIND_LOSS);
+    ASSERT_FALSE(r.ok()) << name;
+    EXPECT_THAT(r.status().message(), HasSubstr("is not a plugin name")) << name;
+  }
+  EXPECT_TRUE(reg.FindByName("nll", TRIB_KIND_LOSS).ok());
+}
+
 TEST(PluginRegistryTest, EnvironmentPathIsSearched) {
   ::setenv("TRIBUTARY_PLUGIN_PATH", "/nonexistent:" TRIBUTARY_FIXTURE_PLUGIN_DIR, 1);
   auto dirs = PluginRegistry::DefaultSearchPath();

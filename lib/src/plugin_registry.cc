@@ -298,9 +298,53 @@ PluginRegistry::PluginRegistry(std::vector<std::string> search_path, bool first_
 
 PluginRegistry::PluginRegistry() : PluginRegistry(DefaultSearchPath(), true) {}
 
-void PluginRegistry::Scan() {
-  plugins_.clear();
-  refused_.clear();
+std::shared_ptr<const Plugin> PluginRegistry::LoadLocked(const std::string& file, size_t d) const {
+  if (std::find(tried_.begin(), tried_.end(), file) != tried_.end()) {
+    for (const auto& p : plugins_) {
+      if (p->path == file) return p;
+    }
+    return nullptr;
+  }
+  tried_.push_back(file);
+  // Plugins outside the built-in directory are probed in a child process
+  // before the host loads them (ProbeInChild): a third-party file that
+  // crashes at load is listed as refused, with its signal, and every
+  // command still runs.
+  const bool builtin_dir = first_is_builtin_ && d == 0;
+  if (!builtin_dir) {
+    Status ok = ProbeInChild(file);
+    if (!ok.ok()) {
+      refused_.push_back({file, ok.message()});
+      return nullptr;
+    }
+  }
+  auto r = LoadAny(file);
+  if (!r.ok()) {
+    refused_.push_back({file, r.status().message()});
+    return nullptr;
+  }
+  auto plugin = *r;
+  auto same = std::find_if(plugins_.begin(), plugins_.end(),
+                           [&](const auto& p) { return p->kind == plugin->kind && p->name == plugin->name; });
+  if (same != plugins_.end()) {
+    if ((*same)->path != plugin->path) {
+      refused_.push_back({plugin->path, std::string(KindName(plugin->kind)) + " name '" + plugin->name +
+                                            "' is already taken by " + ((*same)->builtin ? "built-in " : "") +
+                                            (*same)->path + " (load this one by path to use it)"});
+    }
+    return nullptr;
+  }
+  if (builtin_dir) {
+    auto copy = std::make_shared<Plugin>(*plugin);
+    copy->builtin = true;
+    plugin = copy;
+  }
+  plugins_.push_back(plugin);
+  return plugin;
+}
+
+void PluginRegistry::ScanLocked() const {
+  if (scanned_) return;
   for (size_t d = 0; d < search_path_.size(); ++d) {
     std::error_code ec;
     if (!fs::is_directory(search_path_[d], ec)) continue;
@@ -309,44 +353,49 @@ void PluginRegistry::Scan() {
       if (entry.path().extension() == ".so") files.push_back(entry.path().string());
     }
     std::sort(files.begin(), files.end());
-    // Plugins outside the built-in directory are probed in a child process
-    // before the host loads them (ProbeInChild): a third-party file that
-    // crashes at load is listed as refused, with its signal, and every
-    // command still runs.
-    const bool probe = !(first_is_builtin_ && d == 0);
     for (const auto& file : files) {
-      if (probe) {
-        Status ok = ProbeInChild(file);
-        if (!ok.ok()) {
-          refused_.push_back({file, ok.message()});
-          continue;
-        }
-      }
-      auto r = LoadAny(file);
-      if (!r.ok()) {
-        refused_.push_back({file, r.status().message()});
-        continue;
-      }
-      auto plugin = *r;
-      auto same = std::find_if(plugins_.begin(), plugins_.end(),
-                               [&](const auto& p) { return p->kind == plugin->kind && p->name == plugin->name; });
-      if (same != plugins_.end()) {
-        if ((*same)->path != plugin->path) {
-          refused_.push_back({plugin->path, std::string(KindName(plugin->kind)) + " name '" + plugin->name +
-                                                "' is already taken by " + ((*same)->builtin ? "built-in " : "") +
-                                                (*same)->path + " (load this one by path to use it)"});
-        }
-        continue;
-      }
-      if (first_is_builtin_ && d == 0) {
-        auto copy = std::make_shared<Plugin>(*plugin);
-        copy->builtin = true;
-        plugin = copy;
-      }
-      plugins_.push_back(plugin);
+      std::error_code cec;
+      const fs::path canon = fs::weakly_canonical(file, cec);
+      LoadLocked(cec ? file : canon.string(), d);
     }
   }
+  // Lookups by name first loaded the file their name points to; keep the
+  // search path's order (an earlier directory wins) for what a full scan
+  // reports.
+  std::vector<fs::path> dirs;
+  for (const auto& d : search_path_) {
+    std::error_code cec;
+    dirs.push_back(fs::weakly_canonical(d, cec));
+  }
+  auto dir_of = [&](const std::string& path) {
+    const fs::path parent = fs::path(path).parent_path();
+    return static_cast<size_t>(std::find(dirs.begin(), dirs.end(), parent) - dirs.begin());
+  };
+  std::stable_sort(plugins_.begin(), plugins_.end(), [&](const auto& a, const auto& b) {
+    const size_t da = dir_of(a->path), db = dir_of(b->path);
+    return da != db ? da < db : a->path < b->path;
+  });
   scanned_ = true;
+}
+
+void PluginRegistry::Scan() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  ScanLocked();
+}
+
+const std::vector<std::shared_ptr<const Plugin>>& PluginRegistry::plugins() const {
+  Scan();
+  return plugins_;
+}
+
+const std::vector<RefusedPlugin>& PluginRegistry::refused() const {
+  Scan();
+  return refused_;
+}
+
+std::vector<std::string> PluginRegistry::loaded_files() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return tried_;
 }
 
 Result<std::shared_ptr<const Plugin>> PluginRegistry::Find(const std::string& name_or_path,
@@ -354,18 +403,47 @@ Result<std::shared_ptr<const Plugin>> PluginRegistry::Find(const std::string& na
   bool is_path =
       name_or_path.find('/') != std::string::npos || (name_or_path.size() > 3 && name_or_path.ends_with(".so"));
   if (is_path) return LoadPluginFile(name_or_path, kind);
-  for (const auto& p : plugins_) {
-    if (p->kind == kind && p->name == name_or_path) return p;
+  return FindByName(name_or_path, kind);
+}
+
+Result<std::shared_ptr<const Plugin>> PluginRegistry::FindByName(const std::string& name, trib_plugin_kind kind) const {
+  if (name.find('/') != std::string::npos || name.ends_with(".so") || name.empty()) {
+    return Status::InvalidArgument(std::string(KindName(kind)) + " '" + name +
+                                   "' is not a plugin name (a name has no '/' and no \".so\")");
   }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto match = [&]() -> std::shared_ptr<const Plugin> {
+    for (const auto& p : plugins_) {
+      if (p->kind == kind && p->name == name) return p;
+    }
+    return nullptr;
+  };
+  if (!scanned_) {
+    // Only the file the name points to, in the search path's order.
+    std::string stem = std::string("tributary_") + KindName(kind) + "_" + name;
+    std::replace(stem.begin(), stem.end(), '-', '_');
+    for (size_t d = 0; d < search_path_.size(); ++d) {
+      const std::string file = (fs::path(search_path_[d]) / (stem + ".so")).string();
+      std::error_code ec;
+      if (!fs::exists(file, ec)) continue;
+      std::error_code cec;
+      const fs::path canon = fs::weakly_canonical(file, cec);
+      auto p = LoadLocked(cec ? file : canon.string(), d);
+      if (p && p->kind == kind && p->name == name) return p;
+    }
+    if (auto p = match()) return p;
+    ScanLocked();  // no file is named so: look inside every file
+  }
+  if (auto p = match()) return p;
   std::string names;
   for (const auto& p : plugins_) {
     if (p->kind != kind) continue;
     if (!names.empty()) names += ", ";
     names += p->name;
   }
-  std::string msg = std::string("no ") + KindName(kind) + " plugin named '" + name_or_path + "'";
+  std::string msg = std::string("no ") + KindName(kind) + " plugin named '" + name + "'";
   for (const auto& r : refused_) {
-    if (r.path.find(name_or_path) != std::string::npos) msg += "; refused " + r.path + ": " + r.reason;
+    if (r.path.find(name) != std::string::npos) msg += "; refused " + r.path + ": " + r.reason;
   }
   msg += " (available: " + (names.empty() ? std::string("none") : names) + "; searched:";
   for (const auto& d : search_path_) msg += " " + d;

@@ -57,15 +57,17 @@ void FillPluginRef(const Plugin& p, v1::PluginRef* ref) {
   ref->set_path(p.path);
 }
 
-// By name in the registry; failing that, from the path recorded at save time
-// (a plugin that was named by path when the model was trained).
+// By name in the registry only. The path recorded at save time is shown in
+// the error, never loaded: a model file must not make the host load code of
+// its choosing (a user who trained with a plugin named by path puts its
+// directory on TRIBUTARY_PLUGIN_PATH, or names the file on the command line).
 Result<std::shared_ptr<const Plugin>> FindPlugin(const v1::PluginRef& ref, trib_plugin_kind kind,
                                                  const PluginRegistry& registry) {
-  auto r = registry.Find(ref.name(), kind);
+  auto r = registry.FindByName(ref.name(), kind);
   if (r.ok() || ref.path().empty()) return r;
-  auto by_path = LoadPluginFile(ref.path(), kind);
-  if (by_path.ok() && (*by_path)->name == ref.name()) return by_path;
-  return r;
+  return Status::NotFound(r.status().message() + "; the model was saved with " + ref.path() +
+                          ", which is never loaded from a path inside a model file: put its directory on "
+                          "TRIBUTARY_PLUGIN_PATH");
 }
 
 }  // namespace

@@ -1103,8 +1103,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, std:
   if (fec) return Status::IOError("cannot create data directory '" + s.opt.data_dir + "': " + fec.message());
   // 1. The model: the data directory's snapshot wins over `initial`.
   if (std::filesystem::exists(s.SnapshotPath())) {
-    PluginRegistry reg;
-    reg.Scan();
+    PluginRegistry reg;  // loads only the plugins the snapshot names
     auto m = Model::Load(s.SnapshotPath(), reg);
     if (!m.ok()) return m.status();
     s.model = std::move(m).value();

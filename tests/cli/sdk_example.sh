@@ -136,10 +136,20 @@ nll_acc=$(accuracy "$dir/nll.trib")
 python3 -c "import sys; sys.exit(0 if float('$nll_acc') > float('$multi') + 0.1 else 1)" ||
   fail "poisson-nb (nll $nll_acc) is not clearly better than the multinomial ($multi) on length-only classes"
 
-# By path, without the search path; the snapshot remembers the file, so the
-# model evaluates without TRIBUTARY_PLUGIN_PATH too.
+# By path, without the search path. The snapshot records the plugin's name
+# (and its path, for the message): a model file never makes the program load
+# a file, so evaluating needs the plugin on the search path (issue 13).
 unset TRIBUTARY_PLUGIN_PATH
-check by-path 0.85 "$so" --loss ncll --prior 2.5 --opt prior_docs=10 --lambda 0.01
+"$PT" train -q --family "$so" --loss ncll --prior 2.5 --opt prior_docs=10 --lambda 0.01 \
+  --in "$dir/train.pb" --out "$dir/by-path.trib"
+if "$PT" eval --model "$dir/by-path.trib" --in "$dir/test.pb" >/dev/null 2>"$dir/path.err"; then
+  fail "a model trained by path loaded its plugin from the path recorded in the model"
+fi
+grep -q "never loaded from a path inside a model file" "$dir/path.err" ||
+  { cat "$dir/path.err" >&2; fail "the refusal does not say why"; }
+acc=$(TRIBUTARY_PLUGIN_PATH=$exb accuracy "$dir/by-path.trib")
+echo "by-path: accuracy $acc (expected > 0.85)"
+python3 -c "import sys; sys.exit(0 if float('$acc') > 0.85 else 1)" || fail "by-path: accuracy $acc <= 0.85"
 # A snapshot records the plugin's version: another version of poisson-nb
 # refuses it, naming both.
 if [[ $pc_built == 1 ]]; then

@@ -5,14 +5,22 @@
 // or ABI major version, needs a newer ABI minor version than this host, or
 // reports an error from its init function. Refusal never crashes the host.
 //
-// Thread safety: a PluginRegistry is not thread-safe while scanning; after
-// Scan() the lookups are const and may run concurrently. Loaded plugins live
-// until the process exits (the host never dlclose()s a plugin that loaded,
-// so objects created by it can never outlive its code).
+// Plugins are loaded only when needed: Find(name) loads the file its name
+// points to (tributary_<kind>_<name>.so, '-' spelled '_', in the search path's
+// order) and nothing else; only when no file is named so, or when the whole
+// list is asked for (Scan(), plugins(), refused()), is every file loaded.
+//
+// Thread safety: the const calls may run concurrently (the lazy loading is
+// serialised inside). Loading a file outside the built-in directory forks a
+// probe process (ProbeInChild): do that while the process has one thread, or
+// call Scan() first. Loaded plugins live until the process exits (the host
+// never dlclose()s a plugin that loaded, so objects created by it can never
+// outlive its code).
 #ifndef TRIBUTARY_PLUGIN_REGISTRY_H_
 #define TRIBUTARY_PLUGIN_REGISTRY_H_
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -70,23 +78,37 @@ class PluginRegistry {
   // the built-in directory are first loaded in a child process (fork): one
   // that crashes there is refused with its signal and never loaded into this
   // process. REQUIRES: called while the process has a single thread.
-  void Scan();
+  void Scan() const;
 
-  const std::vector<std::shared_ptr<const Plugin>>& plugins() const { return plugins_; }
-  const std::vector<RefusedPlugin>& refused() const { return refused_; }
+  // Every plugin and every refused file (Scan() first if not done).
+  const std::vector<std::shared_ptr<const Plugin>>& plugins() const;
+  const std::vector<RefusedPlugin>& refused() const;
   const std::vector<std::string>& search_path() const { return search_path_; }
+  // The files loaded (or probed) so far, in order.
+  std::vector<std::string> loaded_files() const;
 
-  // Looks a plugin up by name among scanned plugins, or, when `name_or_path`
-  // contains a '/' or ends in ".so", loads that file directly.
+  // Looks a plugin up by name (loading only the file its name points to when
+  // the registry has not been scanned), or, when `name_or_path` contains a
+  // '/' or ends in ".so", loads that file directly: a user's explicit choice.
   // Errors: NotFound listing the available names; PluginError for a refused file.
   Result<std::shared_ptr<const Plugin>> Find(const std::string& name_or_path, trib_plugin_kind kind) const;
+  // By name only, never a path: what a model file may name (a snapshot never
+  // makes the host load a file of its choosing). A name with '/' or ".so"
+  // is refused.
+  Result<std::shared_ptr<const Plugin>> FindByName(const std::string& name, trib_plugin_kind kind) const;
 
  private:
+  void ScanLocked() const;
+  // Loads `file` from directory index `d` into plugins_/refused_ (probing it
+  // first outside the built-in directory); returns the plugin or null.
+  std::shared_ptr<const Plugin> LoadLocked(const std::string& file, size_t d) const;
   std::vector<std::string> search_path_;
   bool first_is_builtin_;
-  bool scanned_ = false;
-  std::vector<std::shared_ptr<const Plugin>> plugins_;
-  std::vector<RefusedPlugin> refused_;
+  mutable std::mutex mu_;
+  mutable bool scanned_ = false;
+  mutable std::vector<std::shared_ptr<const Plugin>> plugins_;
+  mutable std::vector<RefusedPlugin> refused_;
+  mutable std::vector<std::string> tried_;  // files loaded or probed
 };
 
 }  // namespace tributary
