@@ -477,6 +477,21 @@ TEST_F(CliTest, ModelFileNeverLoadsAPluginByPath) {
     EXPECT_THAT(out, HasSubstr("never loaded from a path inside a model file"));
     EXPECT_FALSE(std::filesystem::exists(marker)) << "the recorded plugin was loaded";
   }
+  // Named by the user on the command line, the file is loaded and the model
+  // finds its plugin by name.
+  ASSERT_EQ(testing::RunCommand("TRIB_LOAD_MARKER=" + marker + " " + testing::ProgramPath() +
+                                    " --plugin " TRIBUTARY_FIXTURE_PLUGIN_DIR "/load_marker.so eval --json --model " +
+                                    dir_ + "/m.trib --in " + s,
+                                &out, true),
+            0)
+      << out;
+  EXPECT_THAT(out, HasSubstr("\"loss\":\"marked-ncll\""));
+  EXPECT_TRUE(std::filesystem::exists(marker));
+  // --plugin cannot take a built-in's name, and a refused file is named.
+  EXPECT_EQ(Run("--plugin " TRIBUTARY_FIXTURE_PLUGIN_DIR "/shadow_nll.so plugins", &out, true), 1) << out;
+  EXPECT_THAT(out, HasSubstr("loss name 'nll' is already taken by built-in"));
+  EXPECT_EQ(Run("--plugin " TRIBUTARY_FIXTURE_PLUGIN_DIR "/init_fails.so plugins", &out, true), 1) << out;
+  EXPECT_THAT(out, HasSubstr("init_fails.so"));
 }
 
 TEST_F(CliTest, UsageErrorsExitTwo) {

@@ -393,6 +393,34 @@ const std::vector<RefusedPlugin>& PluginRegistry::refused() const {
   return refused_;
 }
 
+Status PluginRegistry::Add(const std::string& path) const {
+  auto r = LoadAny(path);
+  if (!r.ok()) return r.status();
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto& plugin = *r;
+  // What the name lookup would find otherwise: the file named after it.
+  std::string stem = std::string("tributary_") + KindName(plugin->kind) + "_" + plugin->name;
+  std::replace(stem.begin(), stem.end(), '-', '_');
+  for (size_t d = 0; d < search_path_.size() && !scanned_; ++d) {
+    const std::string file = (fs::path(search_path_[d]) / (stem + ".so")).string();
+    std::error_code ec;
+    if (!fs::exists(file, ec)) continue;
+    std::error_code cec;
+    const fs::path canon = fs::weakly_canonical(file, cec);
+    LoadLocked(cec ? file : canon.string(), d);
+    break;
+  }
+  for (const auto& p : plugins_) {
+    if (p->kind != plugin->kind || p->name != plugin->name) continue;
+    if (p->path == plugin->path) return Status::OK();
+    return Status::InvalidArgument("plugin '" + plugin->path + "': " + KindName(plugin->kind) + " name '" +
+                                   plugin->name + "' is already taken by " + (p->builtin ? "built-in " : "") + p->path);
+  }
+  tried_.push_back(plugin->path);
+  plugins_.push_back(plugin);
+  return Status::OK();
+}
+
 std::vector<std::string> PluginRegistry::loaded_files() const {
   std::lock_guard<std::mutex> lock(mu_);
   return tried_;

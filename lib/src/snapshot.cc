@@ -67,7 +67,7 @@ Result<std::shared_ptr<const Plugin>> FindPlugin(const v1::PluginRef& ref, trib_
   if (r.ok() || ref.path().empty()) return r;
   return Status::NotFound(r.status().message() + "; the model was saved with " + ref.path() +
                           ", which is never loaded from a path inside a model file: put its directory on "
-                          "TRIBUTARY_PLUGIN_PATH");
+                          "TRIBUTARY_PLUGIN_PATH or name the file yourself (tributary --plugin PATH)");
 }
 
 }  // namespace

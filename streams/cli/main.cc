@@ -17,6 +17,14 @@ int Main(int argc, char** argv) {
   CLI::App app{"Tributary: online learning of probabilistic models from document streams (sdEM, SEP)"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "tributary 0.1.0");
+  // Plugin files the user names: loaded and registered under their names
+  // before the command runs, so that models naming them find them (a model
+  // file itself never makes the program load a file).
+  std::vector<std::string> plugin_files;
+  app.add_option("--plugin", plugin_files,
+                 "load this plugin file (family or loss) and register it by its name, e.g. for a model trained with "
+                 "a plugin named by path; repeatable; before the command")
+      ->type_name("PATH");
 
   std::vector<std::pair<const CLI::App*, Runner>> commands;
   for (const Command& command : Commands()) {
@@ -28,6 +36,10 @@ int Main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& err) {
     return app.exit(err) == 0 ? kExitOk : kExitUsage;
+  }
+  for (const std::string& path : plugin_files) {
+    Status st = Registry().Add(path);
+    if (!st.ok()) return ReportError(st.WithContext("--plugin"));
   }
   for (const auto& [cmd, run] : commands) {
     if (*cmd) return run();

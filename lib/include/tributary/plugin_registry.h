@@ -80,6 +80,13 @@ class PluginRegistry {
   // process. REQUIRES: called while the process has a single thread.
   void Scan() const;
 
+  // Loads `path`, a file the user named (e.g. `tributary --plugin PATH`), and
+  // registers it under its name so that FindByName, and so models that name
+  // it, find it. Errors: the file is refused (PluginError, naming it); its
+  // kind and name are taken by another file already registered
+  // (InvalidArgument naming both: a built-in always keeps its name).
+  Status Add(const std::string& path) const;
+
   // Every plugin and every refused file (Scan() first if not done).
   const std::vector<std::shared_ptr<const Plugin>>& plugins() const;
   const std::vector<RefusedPlugin>& refused() const;
