@@ -11,6 +11,7 @@
 
 #include "test_util.h"
 #include "tributary/stream_io.h"
+#include "tributary/version.h"
 
 namespace tributary {
 namespace {
@@ -492,6 +493,20 @@ TEST_F(CliTest, ModelFileNeverLoadsAPluginByPath) {
   EXPECT_THAT(out, HasSubstr("loss name 'nll' is already taken by built-in"));
   EXPECT_EQ(Run("--plugin " TRIBUTARY_FIXTURE_PLUGIN_DIR "/init_fails.so plugins", &out, true), 1) << out;
   EXPECT_THAT(out, HasSubstr("init_fails.so"));
+}
+
+// The version is written once (project(VERSION) in CMakeLists.txt): the
+// program, the library and the snapshots say the same.
+TEST_F(CliTest, OneVersionEverywhere) {
+  std::string out;
+  ASSERT_EQ(Run("--version", &out), 0);
+  EXPECT_EQ(out, std::string("tributary ") + Version() + "\n");
+  std::ifstream cmake(std::string(TRIBUTARY_SOURCE_DIR) + "/CMakeLists.txt");
+  std::string text((std::istreambuf_iterator<char>(cmake)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find(std::string("project(Tributary VERSION ") + Version() + " "), std::string::npos);
+  const std::string s = MakeStream("s.pb", 50, 3);
+  ASSERT_EQ(Run("train -q --select off --in " + s + " --out " + dir_ + "/m.trib", &out, true), 0) << out;
+  EXPECT_NE(ReadAll(dir_ + "/m.trib").find(std::string("tributary ") + Version()), std::string::npos);
 }
 
 TEST_F(CliTest, UsageErrorsExitTwo) {

@@ -15,6 +15,7 @@
 #include "tributary/checksum.h"
 #include "tributary/model.h"
 #include "tributary/v1/tributary.pb.h"
+#include "tributary/version.h"
 
 namespace tributary {
 
@@ -119,7 +120,7 @@ Status Model::Save(const std::string& path) const {
     snap.mutable_family_cache()->Add(cache.begin(),
                                      cache.begin() + static_cast<std::ptrdiff_t>(std::min(n, cache.size())));
   }
-  snap.set_created_by("tributary 0.1.0");
+  snap.set_created_by(std::string("tributary ") + Version());
   snap.set_training_report(training_report_);
   std::string payload;
   if (!snap.SerializeToString(&payload)) return Status::Internal("cannot serialize snapshot for '" + path + "'");

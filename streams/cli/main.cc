@@ -10,13 +10,14 @@
 
 #include "cli_common.h"
 #include "commands/commands.h"
+#include "tributary/version.h"
 
 namespace tributary::cli {
 
 int Main(int argc, char** argv) {
   CLI::App app{"Tributary: online learning of probabilistic models from document streams (sdEM, SEP)"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "tributary 0.1.0");
+  app.set_version_flag("--version", std::string("tributary ") + Version());
   // Plugin files the user names: loaded and registered under their names
   // before the command runs, so that models naming them find them (a model
   // file itself never makes the program load a file).
