@@ -71,11 +71,18 @@ bool ValidName(const char* name) {
   return true;
 }
 
+// `path` made absolute and free of symlinks where possible (how plugin paths
+// are recorded), else as given.
+std::string Canonical(const std::string& path) {
+  std::error_code ec;
+  const fs::path canon = fs::weakly_canonical(fs::path(path), ec);
+  return ec ? path : canon.string();
+}
+
 // Loads without the kind check. Any problem -> PluginError naming the file.
 Result<std::shared_ptr<const Plugin>> LoadAny(const std::string& path_in) {
+  const std::string path = Canonical(path_in);
   std::error_code ec;
-  fs::path canon = fs::weakly_canonical(fs::path(path_in), ec);
-  std::string path = ec ? path_in : canon.string();
   {
     std::lock_guard<std::mutex> lock(g_loaded_mu);
     auto it = LoadedByPath().find(path);
@@ -343,6 +350,19 @@ std::shared_ptr<const Plugin> PluginRegistry::LoadLocked(const std::string& file
   return plugin;
 }
 
+std::shared_ptr<const Plugin> PluginRegistry::LoadNamedLocked(trib_plugin_kind kind, const std::string& name) const {
+  std::string stem = std::string("tributary_") + KindName(kind) + "_" + name;
+  std::replace(stem.begin(), stem.end(), '-', '_');
+  for (size_t d = 0; d < search_path_.size(); ++d) {
+    const std::string file = (fs::path(search_path_[d]) / (stem + ".so")).string();
+    std::error_code ec;
+    if (!fs::exists(file, ec)) continue;
+    auto p = LoadLocked(Canonical(file), d);
+    if (p && p->kind == kind && p->name == name) return p;
+  }
+  return nullptr;
+}
+
 void PluginRegistry::ScanLocked() const {
   if (scanned_) return;
   for (size_t d = 0; d < search_path_.size(); ++d) {
@@ -353,20 +373,13 @@ void PluginRegistry::ScanLocked() const {
       if (entry.path().extension() == ".so") files.push_back(entry.path().string());
     }
     std::sort(files.begin(), files.end());
-    for (const auto& file : files) {
-      std::error_code cec;
-      const fs::path canon = fs::weakly_canonical(file, cec);
-      LoadLocked(cec ? file : canon.string(), d);
-    }
+    for (const auto& file : files) LoadLocked(Canonical(file), d);
   }
   // Lookups by name first loaded the file their name points to; keep the
   // search path's order (an earlier directory wins) for what a full scan
   // reports.
   std::vector<fs::path> dirs;
-  for (const auto& d : search_path_) {
-    std::error_code cec;
-    dirs.push_back(fs::weakly_canonical(d, cec));
-  }
+  for (const auto& d : search_path_) dirs.push_back(Canonical(d));
   auto dir_of = [&](const std::string& path) {
     const fs::path parent = fs::path(path).parent_path();
     return static_cast<size_t>(std::find(dirs.begin(), dirs.end(), parent) - dirs.begin());
@@ -399,17 +412,7 @@ Status PluginRegistry::Add(const std::string& path) const {
   std::lock_guard<std::mutex> lock(mu_);
   const auto& plugin = *r;
   // What the name lookup would find otherwise: the file named after it.
-  std::string stem = std::string("tributary_") + KindName(plugin->kind) + "_" + plugin->name;
-  std::replace(stem.begin(), stem.end(), '-', '_');
-  for (size_t d = 0; d < search_path_.size() && !scanned_; ++d) {
-    const std::string file = (fs::path(search_path_[d]) / (stem + ".so")).string();
-    std::error_code ec;
-    if (!fs::exists(file, ec)) continue;
-    std::error_code cec;
-    const fs::path canon = fs::weakly_canonical(file, cec);
-    LoadLocked(cec ? file : canon.string(), d);
-    break;
-  }
+  if (!scanned_) LoadNamedLocked(plugin->kind, plugin->name);
   for (const auto& p : plugins_) {
     if (p->kind != plugin->kind || p->name != plugin->name) continue;
     if (p->path == plugin->path) return Status::OK();
@@ -447,18 +450,7 @@ Result<std::shared_ptr<const Plugin>> PluginRegistry::FindByName(const std::stri
     return nullptr;
   };
   if (!scanned_) {
-    // Only the file the name points to, in the search path's order.
-    std::string stem = std::string("tributary_") + KindName(kind) + "_" + name;
-    std::replace(stem.begin(), stem.end(), '-', '_');
-    for (size_t d = 0; d < search_path_.size(); ++d) {
-      const std::string file = (fs::path(search_path_[d]) / (stem + ".so")).string();
-      std::error_code ec;
-      if (!fs::exists(file, ec)) continue;
-      std::error_code cec;
-      const fs::path canon = fs::weakly_canonical(file, cec);
-      auto p = LoadLocked(cec ? file : canon.string(), d);
-      if (p && p->kind == kind && p->name == name) return p;
-    }
+    if (auto p = LoadNamedLocked(kind, name)) return p;
     if (auto p = match()) return p;
     ScanLocked();  // no file is named so: look inside every file
   }

@@ -78,6 +78,22 @@ std::string TrainReport::ToJson() const {
   return os.str();
 }
 
+namespace {
+
+// McNemar's rule on paired per-document outcomes: `a` beats `b` beyond noise
+// when b' - c' > sqrt(b' + c'), b' documents right only for `a`, c' only for
+// `b` (one standard deviation of the paired statistic).
+bool BeatsBeyondNoise(const std::vector<char>& a, const std::vector<char>& b) {
+  double only_a = 0, only_b = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    only_a += a[i] && !b[i];
+    only_b += !a[i] && b[i];
+  }
+  return only_a - only_b > std::sqrt(only_a + only_b);
+}
+
+}  // namespace
+
 size_t ChooseCandidate(const std::vector<double>& acc, const std::vector<double>& ncll,
                        const std::vector<std::vector<char>>& correct, const std::vector<bool>& generative) {
   const size_t C = acc.size();
@@ -91,12 +107,7 @@ size_t ChooseCandidate(const std::vector<double>& acc, const std::vector<double>
   }
   if (best == C) return gen == C ? 0 : gen;
   if (gen == C) return best;
-  double b = 0, c = 0;  // best right and NLL wrong; the other way round
-  for (size_t i = 0; i < correct[best].size() && i < correct[gen].size(); ++i) {
-    b += correct[best][i] && !correct[gen][i];
-    c += !correct[best][i] && correct[gen][i];
-  }
-  return b - c > std::sqrt(b + c) ? best : gen;
+  return BeatsBeyondNoise(correct[best], correct[gen]) ? best : gen;
 }
 
 namespace {
@@ -478,12 +489,7 @@ Result<std::unique_ptr<Model>> Trainer::TrainOffline(const ModelFactory& factory
     double acc = 0, ncll = 0;
     std::vector<char> right;
     TRIB_RETURN_IF_ERROR(evaluate(*model, &acc, &ncll, &right));
-    double b = 0, c = 0;  // right only before the continuation; only after
-    for (size_t j = 0; j < right.size() && j < kept_correct.size(); ++j) {
-      b += kept_correct[j] && !right[j];
-      c += !kept_correct[j] && right[j];
-    }
-    if (b - c > std::sqrt(b + c)) {
+    if (BeatsBeyondNoise(kept_correct, right)) {
       model = std::move(validated);
       rep.continued_documents = 0;
     } else {

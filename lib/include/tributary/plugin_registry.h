@@ -109,6 +109,9 @@ class PluginRegistry {
   // Loads `file` from directory index `d` into plugins_/refused_ (probing it
   // first outside the built-in directory); returns the plugin or null.
   std::shared_ptr<const Plugin> LoadLocked(const std::string& file, size_t d) const;
+  // Loads tributary_<kind>_<name>.so from the first directory whose file of
+  // that name holds that plugin; null if none does.
+  std::shared_ptr<const Plugin> LoadNamedLocked(trib_plugin_kind kind, const std::string& name) const;
   std::vector<std::string> search_path_;
   bool first_is_builtin_;
   mutable std::mutex mu_;
