@@ -28,12 +28,14 @@
 #include <set>
 #include <thread>
 
+#include "fault_env.h"
 #include "test_util.h"
 #include "tributary/document.h"
 #include "tributary/metrics.h"
 #include "tributary/sdem_learner.h"
 #include "tributary/sep_engine.h"
 #include "tributary/server.h"
+#include "tributary/wal.h"
 
 namespace tributary {
 namespace {
@@ -345,57 +347,11 @@ std::string HttpGet(uint16_t port, const std::string& target) {
 
 // ---- Fault injection for the write-ahead log --------------------------------------------
 
-// POSIX files whose Append or Sync starts failing after `ok_calls`
-// successful calls (counted across all files of the factory). A failing
-// Append writes half of its data first (a torn write); a failing Sync
-// comes after data that did reach the file. Truncate works: it is how the
-// log takes back what it never acknowledged.
-class FaultyFiles : public WalFileFactory {
- public:
-  enum class Mode { kAppend, kSync };
-  FaultyFiles(Mode mode, int ok_calls) : mode_(mode), ok_calls_(ok_calls) {}
-
-  Result<std::unique_ptr<WalFile>> Create(const std::string& path) override {
-    auto inner = WalFileFactory::Posix()->Create(path);
-    if (!inner.ok()) return inner.status();
-    return std::unique_ptr<WalFile>(new File(this, std::move(inner).value()));
-  }
-  int failures() const { return failures_; }
-
- private:
-  class File : public WalFile {
-   public:
-    File(FaultyFiles* f, std::unique_ptr<WalFile> inner) : f_(f), inner_(std::move(inner)) {}
-    Status Append(const std::string& data) override {
-      if (f_->mode_ == Mode::kAppend && f_->Fails()) {
-        TRIB_RETURN_IF_ERROR(inner_->Append(data.substr(0, data.size() / 2)));
-        return Status::IOError("injected write error (No space left on device)");
-      }
-      return inner_->Append(data);
-    }
-    Status Sync() override {
-      if (f_->mode_ == Mode::kSync && f_->Fails())
-        return Status::IOError("injected fdatasync error (Input/output error)");
-      return inner_->Sync();
-    }
-    Status Close() override { return inner_->Close(); }
-    Status Truncate(uint64_t size) override { return inner_->Truncate(size); }
-
-   private:
-    FaultyFiles* f_;
-    std::unique_ptr<WalFile> inner_;
-  };
-  // Called only from the server's committer thread.
-  bool Fails() {
-    if (calls_++ < ok_calls_) return false;
-    ++failures_;
-    return true;
-  }
-  const Mode mode_;
-  const int ok_calls_;
-  int calls_ = 0;
-  std::atomic<int> failures_{0};
-};
+// Faults come from testing::FaultEnv (fault_env.h) on the log's segment
+// files: a failing Append writes half of its data first (a torn write); a
+// failing Sync comes after data that did reach the file. Truncate works: it
+// is how the log takes back what it never acknowledged.
+enum class WalFault { kAppend, kSync };
 
 // ---- The fixture -------------------------------------------------------------------------
 
@@ -862,12 +818,15 @@ TEST_F(ServerTest, ClientThatNeverReadsDoesNotStallOthers) {
 // disabled (stats, /healthz), later learn requests are refused, predictions
 // go on, and a restart with working files has learned exactly the
 // documents acknowledged before the failure.
-class ServerWalFaultTest : public ServerTest, public ::testing::WithParamInterface<FaultyFiles::Mode> {};
+class ServerWalFaultTest : public ServerTest, public ::testing::WithParamInterface<WalFault> {};
 
 TEST_P(ServerWalFaultTest, LogWriteErrorDisablesLearningButLosesNothingAcknowledged) {
-  FaultyFiles files(GetParam(), /*ok_calls=*/4);
+  const bool append = GetParam() == WalFault::kAppend;
+  testing::FaultEnv files;
+  files.Add({append ? testing::FaultEnv::Op::kAppend : testing::FaultEnv::Op::kSync, "wal-", /*after=*/4,
+             append ? ENOSPC : EIO, /*torn=*/append});
   ServerOptions o = Options();
-  o.wal_files = &files;
+  o.env = &files;
   o.fsync_every_request = true;  // one Append + one Sync per learn request
   o.http = "127.0.0.1:0";
   std::mt19937_64 rng(17);
@@ -883,7 +842,7 @@ TEST_P(ServerWalFaultTest, LogWriteErrorDisablesLearningButLosesNothingAcknowled
     v1::Response failed = c.Call(LearnRequest(RandomDocs(rng, 3)));
     EXPECT_EQ(failed.code(), v1::Response::UNAVAILABLE);
     EXPECT_THAT(failed.message(), HasSubstr("injected"));
-    EXPECT_EQ(files.failures(), 1);
+    EXPECT_EQ(files.fired(), 1);
     auto stats = WaitLearned(p, acked);
     EXPECT_FALSE(stats.learning_enabled());
     EXPECT_GT(stats.errors(), 0u);
@@ -894,7 +853,7 @@ TEST_P(ServerWalFaultTest, LogWriteErrorDisablesLearningButLosesNothingAcknowled
       EXPECT_EQ(r.code(), v1::Response::UNAVAILABLE);
       EXPECT_THAT(r.message(), HasSubstr("learning is disabled"));
     }
-    EXPECT_EQ(files.failures(), 1);  // refused before reaching the log
+    EXPECT_EQ(files.fired(), 1);  // refused before reaching the log
     v1::Response pred = p.Call(PredictRequest(ProbeDocs()));
     EXPECT_EQ(pred.code(), v1::Response::OK) << pred.message();
     EXPECT_EQ(pred.predict().model_version(), acked);
@@ -935,10 +894,9 @@ TEST_P(ServerWalFaultTest, LogWriteErrorDisablesLearningButLosesNothingAcknowled
   EXPECT_EQ(r.learn().first_sequence(), acked + 1);
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, ServerWalFaultTest,
-                         ::testing::Values(FaultyFiles::Mode::kAppend, FaultyFiles::Mode::kSync),
-                         [](const ::testing::TestParamInfo<FaultyFiles::Mode>& p) {
-                           return p.param == FaultyFiles::Mode::kAppend ? "AppendFails" : "SyncFails";
+INSTANTIATE_TEST_SUITE_P(Modes, ServerWalFaultTest, ::testing::Values(WalFault::kAppend, WalFault::kSync),
+                         [](const ::testing::TestParamInfo<WalFault>& p) {
+                           return p.param == WalFault::kAppend ? "AppendFails" : "SyncFails";
                          });
 
 // Shutdown while clients are learning and predicting: it drains (every
@@ -1225,7 +1183,9 @@ TEST_F(ServerTest, ShutdownSnapshotIsRecoveredBitForBit) {
   auto saved = LoadSnapshot(data + "/model.trib");
   ASSERT_TRUE(saved);
   ExpectSameStatistics(*saved, offline.model());
-  EXPECT_EQ(saved->learner_state().wal_sequence, n);
+  uint64_t saved_sequence = 0;
+  ASSERT_TRUE(Model::Load(data + "/model.trib", testing::BuiltinRegistry(), nullptr, &saved_sequence).ok());
+  EXPECT_EQ(saved_sequence, n);
 
   auto srv = Start(Options(data), nullptr);
   ASSERT_TRUE(srv);
@@ -1404,17 +1364,21 @@ std::unique_ptr<Model> NewSepModel() {
 
 TEST_F(ServerTest, SepFamilyIsLearnedBySepLikeOfflineAndRecovered) {
   ServerOptions o = Options();
-  o.snapshot_every_documents = 70;
   std::mt19937_64 rng(43);
   LogOrder order;
   auto srv = Start(o, NewSepModel());
   ASSERT_TRUE(srv);
   Client c(srv->port());
-  const uint64_t n = LearnAll(c, RandomDocs(rng, 150), 4, &order);
+  const auto docs = RandomDocs(rng, 150);
+  uint64_t n = LearnAll(c, std::vector<v1::Document>(docs.begin(), docs.begin() + 100), 4, &order);
   WaitLearned(c, n);
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // A snapshot at 100, then a log tail of 50 (a periodic snapshot's timing
+  // would depend on the machine's load).
+  ASSERT_EQ(c.Call(SnapshotRequest()).code(), v1::Response::OK);
+  n += LearnAll(c, std::vector<v1::Document>(docs.begin() + 100, docs.end()), 4, &order);
+  WaitLearned(c, n);
   const std::string image = dir_ + "/image";
-  CopyDataDir(o.data_dir, image);  // a snapshot (at 70 or 140) plus the log tail
+  CopyDataDir(o.data_dir, image);  // the snapshot at 100 plus the log tail
   v1::Response snap = c.Call(SnapshotRequest());
   ASSERT_EQ(snap.code(), v1::Response::OK) << snap.message();
   auto served = LoadSnapshot(snap.snapshot().path());
@@ -1445,7 +1409,8 @@ TEST_F(ServerTest, SepFamilyIsLearnedBySepLikeOfflineAndRecovered) {
   auto rs = Start(Options(image), nullptr);
   ASSERT_TRUE(rs);
   EXPECT_TRUE(rs->recovery().from_snapshot);
-  EXPECT_GT(rs->recovery().replayed, 0u);
+  EXPECT_EQ(rs->recovery().snapshot_sequence, 100u);
+  EXPECT_EQ(rs->recovery().replayed, 50u);
   Client rc(rs->port());
   v1::Response rsnap = rc.Call(SnapshotRequest());
   ASSERT_EQ(rsnap.code(), v1::Response::OK);
@@ -1500,7 +1465,11 @@ TEST_F(ServerTest, CrashImageWithoutSnapshotReplaysTheWholeLog) {
   WaitLearned(c, n);
   const std::string image = dir_ + "/image";
   CopyDataDir(o.data_dir, image);
-  ASSERT_FALSE(fs::exists(image + "/model.trib"));
+  // A new data directory gets a base snapshot at sequence 0 at once; take it
+  // away (and any other) so that nothing but the log is left.
+  ASSERT_TRUE(fs::exists(image + "/model.trib"));
+  fs::remove(image + "/model.trib");
+  fs::remove(image + "/model.prev.trib");
   srv->Shutdown();
   EXPECT_TRUE(srv->Wait().ok());
 
@@ -1517,6 +1486,210 @@ TEST_F(ServerTest, CrashImageWithoutSnapshotReplaysTheWholeLog) {
   auto m = LoadSnapshot(snap.snapshot().path());
   ASSERT_TRUE(m);
   ExpectSameStatistics(*m, offline.model());
+}
+
+// ---- Damaged storage (issue 13, item 1) -----------------------------------------------
+
+std::string ReadBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+void FlipByteAt(const std::string& path, size_t offset) {
+  std::string data = ReadBytes(path);
+  ASSERT_LT(offset, data.size());
+  data[offset] = static_cast<char>(data[offset] ^ 0x10);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << data;
+}
+std::vector<std::string> DamagedFiles(const std::string& data_dir, const std::string& ext) {
+  std::vector<std::string> out;
+  if (!fs::exists(data_dir + "/damaged")) return out;
+  for (const auto& e : fs::directory_iterator(data_dir + "/damaged")) {
+    if (ext.empty() ? e.path().extension() != ".report" : e.path().extension() == ext) {
+      out.push_back(e.path().string());
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The probe of issue 13: one flipped bit at 30 % of the live segment. By
+// default the server refuses to start, names the damage and changes nothing;
+// with --on-corruption skip it keeps the segment aside byte for byte, learns
+// every readable document (the model equals offline training on exactly
+// those), names the lost sequences, and /healthz fails until the report is
+// removed, across restarts.
+TEST_F(ServerTest, CorruptLogIsRefusedByDefaultOrSkippedWithAReport) {
+  ServerOptions o = Options();
+  std::mt19937_64 rng(41);
+  LogOrder order;
+  auto srv = Start(o);
+  ASSERT_TRUE(srv);
+  Client c(srv->port());
+  const uint64_t n = LearnAll(c, RandomDocs(rng, 300), 10, &order);
+  WaitLearned(c, n);
+  const std::string image = dir_ + "/image";
+  CopyDataDir(o.data_dir, image);  // a crash image: the base snapshot (sequence 0) and the whole log
+  srv->Shutdown();
+  EXPECT_TRUE(srv->Wait().ok());
+
+  const std::string seg = NewestSegment(image);
+  FlipByteAt(seg, ReadBytes(seg).size() * 3 / 10);
+  const std::string damaged = ReadBytes(seg);
+
+  auto refused = Server::Start(Options(image), nullptr);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(refused.status().IsCorruption()) << refused.status().ToString();
+  EXPECT_THAT(refused.status().message(), HasSubstr(seg));
+  EXPECT_THAT(refused.status().message(), HasSubstr("acknowledged documents) cannot be read"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("--on-corruption=skip"));
+  EXPECT_EQ(ReadBytes(seg), damaged) << "the refusal changed the log";
+  EXPECT_TRUE(DamagedFiles(image, ".report").empty());
+
+  ServerOptions skip = Options(image);
+  skip.on_corruption = CorruptionPolicy::kSkip;
+  skip.http = "127.0.0.1:0";
+  std::set<uint64_t> lost;
+  {
+    auto rs = Start(skip, nullptr);
+    ASSERT_TRUE(rs);
+    const RecoveryInfo& rec = rs->recovery();
+    ASSERT_EQ(rec.lost_ranges.size(), 1u);
+    for (uint64_t q = rec.lost_ranges[0].first; q <= rec.lost_ranges[0].second; ++q) lost.insert(q);
+    EXPECT_EQ(rec.lost_records, lost.size());
+    EXPECT_GE(lost.size(), 1u);
+    EXPECT_LE(lost.size(), 2u);  // one flipped byte spoils the record around it
+    EXPECT_EQ(rec.replayed + lost.size(), n);
+    ASSERT_EQ(rec.reports.size(), 1u);
+    EXPECT_EQ(ReadBytes(seg), damaged) << "the damaged segment was modified";
+    auto kept = DamagedFiles(image, "");
+    ASSERT_EQ(kept.size(), 1u);
+    EXPECT_EQ(ReadBytes(kept[0]), damaged) << "the copy kept aside is not the damaged segment";
+    const std::string health = HttpGet(rs->http_port(), "/healthz");
+    EXPECT_THAT(health, HasSubstr("503"));
+    EXPECT_THAT(health, HasSubstr("cannot be read"));
+    EXPECT_THAT(HttpGet(rs->http_port(), "/metrics"),
+                HasSubstr("tributary_recovery_lost_documents " + std::to_string(lost.size()) + "\n"));
+    Client rc(rs->port());
+    EXPECT_EQ(rc.Call(StatsRequest()).stats().documents_learned(), n - lost.size());
+    v1::Response snap = rc.Call(SnapshotRequest());
+    ASSERT_EQ(snap.code(), v1::Response::OK);
+    OfflineModel offline;
+    order.ForEach(n, [&](uint64_t seq, const v1::Document& d) {
+      if (!lost.count(seq)) offline.Learn(d, seq);
+    });
+    auto m = LoadSnapshot(snap.snapshot().path());
+    ASSERT_TRUE(m);
+    ExpectSameStatistics(*m, offline.model());
+    // Learning goes on, numbered after the last acknowledged document.
+    v1::Response r = rc.Call(LearnRequest(RandomDocs(rng, 2)));
+    ASSERT_EQ(r.code(), v1::Response::OK) << r.message();
+    EXPECT_EQ(r.learn().first_sequence(), n + 1);
+    rs->Shutdown();
+    EXPECT_TRUE(rs->Wait().ok());
+  }
+  // A restart with the default policy: the damage is behind the snapshot
+  // now, so nothing more is lost, but the report still fails /healthz.
+  ServerOptions again = Options(image);
+  again.http = "127.0.0.1:0";
+  auto rs = Start(again, nullptr);
+  ASSERT_TRUE(rs);
+  EXPECT_EQ(rs->recovery().lost_records, 0u);
+  EXPECT_THAT(HttpGet(rs->http_port(), "/healthz"), HasSubstr("503"));
+  for (const auto& r : DamagedFiles(image, ".report")) fs::remove(r);
+  EXPECT_THAT(HttpGet(rs->http_port(), "/healthz"), HasSubstr("200"));
+  rs->Shutdown();
+  EXPECT_TRUE(rs->Wait().ok());
+}
+
+// A flipped byte in model.trib used to stop the server although the whole
+// log was there. The previous snapshot and the log make up for it: nothing is
+// lost, the damaged file is kept aside, and /healthz says what happened.
+TEST_F(ServerTest, DamagedSnapshotIsRecoveredFromThePreviousOneAndTheLog) {
+  ServerOptions o = Options();
+  std::mt19937_64 rng(43);
+  LogOrder order;
+  auto srv = Start(o);
+  ASSERT_TRUE(srv);
+  Client c(srv->port());
+  uint64_t n = LearnAll(c, RandomDocs(rng, 80), 8, &order);
+  WaitLearned(c, n);
+  ASSERT_EQ(c.Call(SnapshotRequest()).code(), v1::Response::OK);  // model.trib at n, model.prev.trib at 0
+  n += LearnAll(c, RandomDocs(rng, 40), 8, &order);
+  WaitLearned(c, n);
+  const std::string image = dir_ + "/image";
+  CopyDataDir(o.data_dir, image);
+  srv->Shutdown();
+  EXPECT_TRUE(srv->Wait().ok());
+  ASSERT_TRUE(fs::exists(image + "/model.prev.trib"));
+  const std::string snapshot = image + "/model.trib";
+  FlipByteAt(snapshot, ReadBytes(snapshot).size() / 2);
+  const std::string damaged = ReadBytes(snapshot);
+
+  ServerOptions ro = Options(image);
+  ro.http = "127.0.0.1:0";
+  auto rs = Start(ro, nullptr);
+  ASSERT_TRUE(rs);
+  EXPECT_EQ(rs->recovery().snapshot_path, image + "/model.prev.trib");
+  EXPECT_EQ(rs->recovery().snapshot_sequence, 0u);
+  EXPECT_EQ(rs->recovery().replayed, n);
+  EXPECT_EQ(rs->recovery().lost_records, 0u);
+  ASSERT_EQ(rs->recovery().reports.size(), 1u);
+  auto kept = DamagedFiles(image, "");
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(ReadBytes(kept[0]), damaged);
+  const std::string health = HttpGet(rs->http_port(), "/healthz");
+  EXPECT_THAT(health, HasSubstr("503"));
+  EXPECT_THAT(health, HasSubstr("checksum mismatch"));
+  EXPECT_THAT(health, HasSubstr("nothing lost"));
+  Client rc(rs->port());
+  v1::Response snap = rc.Call(SnapshotRequest());
+  ASSERT_EQ(snap.code(), v1::Response::OK);
+  OfflineModel offline;
+  order.TrainOffline(&offline, n);
+  auto m = LoadSnapshot(snap.snapshot().path());
+  ASSERT_TRUE(m);
+  ExpectSameStatistics(*m, offline.model());
+  rs->Shutdown();
+  EXPECT_TRUE(rs->Wait().ok());
+}
+
+// When every snapshot is damaged and the log no longer starts at sequence 1
+// (older segments were dropped once covered), nothing can make up for the
+// documents before the log: the server refuses, names the range, and moves
+// nothing.
+TEST_F(ServerTest, AllSnapshotsDamagedAndTheLogTrimmedIsRefused) {
+  ServerOptions o = Options();
+  o.wal_segment_bytes = 1500;  // many small segments, so that covered ones are dropped
+  std::mt19937_64 rng(47);
+  LogOrder order;
+  auto srv = Start(o);
+  ASSERT_TRUE(srv);
+  Client c(srv->port());
+  uint64_t n = 0;
+  for (int round = 0; round < 3; ++round) {
+    n += LearnAll(c, RandomDocs(rng, 60), 6, &order);
+    WaitLearned(c, n);
+    ASSERT_EQ(c.Call(SnapshotRequest()).code(), v1::Response::OK);
+  }
+  n += LearnAll(c, RandomDocs(rng, 30), 6, &order);  // a learn after the last snapshot lets the committer drop
+  WaitLearned(c, n);
+  srv->Shutdown();
+  EXPECT_TRUE(srv->Wait().ok());
+  auto wal = WriteAheadLog::Open(o.data_dir + "/wal");
+  ASSERT_TRUE(wal.ok());
+  const uint64_t first = (*wal)->FirstSequence();
+  ASSERT_GT(first, 1u) << "no segment was dropped: the test proves nothing";
+  for (const char* name : {"/model.trib", "/model.prev.trib"}) {
+    FlipByteAt(o.data_dir + name, ReadBytes(o.data_dir + name).size() / 3);
+  }
+  auto rs = Server::Start(Options(), NewModel());
+  ASSERT_FALSE(rs.ok());
+  EXPECT_TRUE(rs.status().IsCorruption()) << rs.status().ToString();
+  EXPECT_THAT(rs.status().message(),
+              HasSubstr("documents 1.." + std::to_string(first - 1) + " are in no readable file"));
+  EXPECT_TRUE(fs::exists(o.data_dir + "/model.trib"));
+  EXPECT_TRUE(fs::exists(o.data_dir + "/model.prev.trib"));
+  EXPECT_FALSE(fs::exists(o.data_dir + "/damaged"));
 }
 
 }  // namespace

@@ -1,18 +1,15 @@
 // Model snapshots: magic, version, length-prefixed ModelSnapshot, CRC-32.
-// Written to "<path>.tmp.<pid>", fsynced, renamed, and the directory fsynced,
-// so a crash leaves either the old file or the new one, never a torn one.
-#include <fcntl.h>
-#include <unistd.h>
-
+// Written through Env::WriteFileAtomically (temporary file, fsync, rename,
+// directory fsync), so a crash leaves the old file or the new one, never a
+// torn one; read through the same Env, so tests inject faults into both.
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <vector>
 
 #include "tributary/checksum.h"
+#include "tributary/env.h"
 #include "tributary/model.h"
 #include "tributary/v1/tributary.pb.h"
 #include "tributary/version.h"
@@ -35,19 +32,6 @@ uint64_t GetLE(const char* p, int bytes) {
   uint64_t v = 0;
   for (int i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
   return v;
-}
-
-Status WriteAll(int fd, const std::string& data, const std::string& path) {
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Status::IOError("writing '" + path + "': " + std::strerror(errno));
-    }
-    off += static_cast<size_t>(n);
-  }
-  return Status::OK();
 }
 
 void FillPluginRef(const Plugin& p, v1::PluginRef* ref) {
@@ -73,7 +57,7 @@ Result<std::shared_ptr<const Plugin>> FindPlugin(const v1::PluginRef& ref, trib_
 
 }  // namespace
 
-Status Model::Save(const std::string& path) const {
+Status Model::Save(const std::string& path, const SnapshotOptions& options) const {
   v1::ModelSnapshot snap;
   FillPluginRef(*family_, snap.mutable_family());
   if (loss_) FillPluginRef(*loss_, snap.mutable_loss());
@@ -93,7 +77,7 @@ Status Model::Save(const std::string& path) const {
   ls->set_effective_size(learner_.effective_size);
   ls->set_skipped_documents(learner_.skipped_documents);
   ls->set_materializations(learner_.materializations);
-  ls->set_wal_sequence(learner_.wal_sequence);
+  ls->set_wal_sequence(options.log_sequence);
   auto* sch = ls->mutable_schedule();
   sch->set_kind(static_cast<v1::StepSchedule::Kind>(learner_.schedule.kind));
   sch->set_lambda(learner_.schedule.lambda);
@@ -130,36 +114,16 @@ Status Model::Save(const std::string& path) const {
   file += payload;
   PutLE(&file, Crc32(payload), 4);
 
-  namespace fs = std::filesystem;
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::IOError("cannot create '" + tmp + "': " + std::strerror(errno));
-  Status st = WriteAll(fd, file, tmp);
-  if (st.ok() && ::fsync(fd) != 0) st = Status::IOError("fsync '" + tmp + "': " + std::strerror(errno));
-  if (::close(fd) != 0 && st.ok()) st = Status::IOError("close '" + tmp + "': " + std::strerror(errno));
-  if (st.ok() && std::rename(tmp.c_str(), path.c_str()) != 0) {
-    st = Status::IOError("rename '" + tmp + "' to '" + path + "': " + std::strerror(errno));
-  }
-  if (!st.ok()) {
-    ::unlink(tmp.c_str());
-    return st;
-  }
-  fs::path dir = fs::path(path).parent_path();
-  if (dir.empty()) dir = ".";
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-  return Status::OK();
+  Env* env = options.env ? options.env : Env::Default();
+  return env->WriteFileAtomically(path, file);
 }
 
-Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const PluginRegistry& registry) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound("snapshot '" + path + "': cannot open: " + std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  const std::string file = ss.str();
+Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const PluginRegistry& registry, Env* env,
+                                           uint64_t* log_sequence) {
+  if (env == nullptr) env = Env::Default();
+  std::string file;
+  Status read = env->ReadFileToString(path, &file);
+  if (!read.ok()) return read.WithContext("snapshot '" + path + "'");
   auto corrupt = [&](const std::string& why) { return Status::Corruption("snapshot '" + path + "': " + why); };
   if (file.size() < sizeof(kMagic) || std::memcmp(file.data(), kMagic, sizeof(kMagic)) != 0) {
     return corrupt("not a Tributary snapshot (expected magic \"TRIBSNAP\" at the start)");
@@ -240,7 +204,6 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const Plugin
   m->learner_.effective_size = ls.effective_size();
   m->learner_.skipped_documents = ls.skipped_documents();
   m->learner_.materializations = ls.materializations();
-  m->learner_.wal_sequence = ls.wal_sequence();
   m->learner_.schedule.kind = static_cast<StepSchedule::Kind>(ls.schedule().kind());
   m->learner_.schedule.lambda = ls.schedule().lambda();
   m->learner_.schedule.tau0 = ls.schedule().tau0();
@@ -256,6 +219,7 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const Plugin
                                                static_cast<size_t>(snap.family_cache_size()), &err);
     if (rc != TRIB_OK) return PluginStatus(rc, err, *m->family_, "import_cache").WithContext("snapshot '" + path + "'");
   }
+  if (log_sequence) *log_sequence = ls.wal_sequence();
   return m;
 }
 

@@ -27,6 +27,7 @@ struct ServeFlags {
   ServerOptions server;
   std::string engine = "auto";
   std::string model, schema, fsync = "interval", auth_token_file, port_file;
+  std::string on_corruption = "refuse";
 };
 
 struct ClientFlags {
@@ -58,9 +59,17 @@ int RunServe(const ServeFlags& f) {
   } else if (f.fsync != "interval") {
     return ReportError(Status::InvalidArgument("--fsync '" + f.fsync + "': expected always or interval"));
   }
+  auto policy = ParseCorruptionPolicy(f.on_corruption);
+  if (!policy.ok()) return ReportError(policy.status());
+  o.on_corruption = *policy;
   std::unique_ptr<Model> initial;
-  const bool have_snapshot = std::filesystem::exists(std::filesystem::path(o.data_dir) / "model.trib");
-  if (!have_snapshot) {
+  // The initial model is built when the data directory has no snapshot, or
+  // when the user names one anyway (recovery falls back on it, plus the whole
+  // log, if every snapshot in the directory is damaged).
+  const auto dir = std::filesystem::path(o.data_dir);
+  const bool have_snapshot =
+      std::filesystem::exists(dir / "model.trib") || std::filesystem::exists(dir / "model.prev.trib");
+  if (!have_snapshot || !f.model.empty() || !f.schema.empty()) {
     if (!f.model.empty()) {
       auto m = Model::Load(f.model, Registry());
       if (!m.ok()) return ReportError(m.status());
@@ -104,6 +113,14 @@ int RunServe(const ServeFlags& f) {
             << rec.snapshot_sequence << ", replayed " << rec.replayed << " logged documents";
   if (rec.torn_bytes) std::cerr << ", dropped a torn tail of " << rec.torn_bytes << " bytes";
   std::cerr << ")" << std::endl;
+  for (const auto& d : rec.damage) std::cerr << "tributary serve: DAMAGE: " << d << std::endl;
+  if (rec.lost_records) {
+    std::cerr << "tributary serve: DAMAGE: " << rec.lost_records
+              << " acknowledged documents could not be recovered (--on-corruption skip)" << std::endl;
+  }
+  for (const auto& r : rec.reports) {
+    std::cerr << "tributary serve: /healthz fails until this report is reviewed and removed: " << r << std::endl;
+  }
   if (!f.port_file.empty()) {
     std::string tmp = f.port_file + ".tmp";
     std::ofstream(tmp) << (*srv)->port() << " " << (*srv)->http_port() << "\n";
@@ -347,6 +364,12 @@ Runner SetUpServe(CLI::App* sv) {
   sv->add_option("--max-inflight", s->server.max_inflight, "unanswered requests per connection")->capture_default_str();
   sv->add_option("--auth-token-file", s->auth_token_file, "shared secret every request must carry");
   sv->add_option("--port-file", s->port_file, "write '<port> <http port>' here once listening");
+  sv->add_option("--on-corruption", s->on_corruption,
+                 "corruption inside the write-ahead log: refuse (do not start; nothing changed) or skip (keep the "
+                 "damaged segment in <data-dir>/damaged, go on without its unreadable documents, fail /healthz "
+                 "until the .report is removed)")
+      ->check(CLI::IsMember({"refuse", "skip"}))
+      ->capture_default_str();
   return [sv, s] {
     NoteScheduleGiven(*sv, &s->learn);
     return RunServe(*s);

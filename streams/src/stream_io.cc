@@ -1,8 +1,5 @@
 #include "tributary/stream_io.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/util/delimited_message_util.h>
 #include <cerrno>
@@ -19,10 +16,46 @@ v1::StreamHeader NewStreamHeader() {
   return h;
 }
 
-DocumentReader::~DocumentReader() {
-  input_.reset();
-  if (owns_fd_ && fd_ >= 0) ::close(fd_);
-}
+// Protobuf's copying adaptors over an Env file. The adaptors report only
+// "failed"; the Status that says why is kept here.
+class DocumentReader::Source : public pbio::CopyingInputStream {
+ public:
+  explicit Source(std::unique_ptr<SequentialFile> file) : file_(std::move(file)) {}
+  int Read(void* buffer, int size) override {
+    size_t got = 0;
+    Status st = file_->Read(static_cast<size_t>(size), static_cast<char*>(buffer), &got);
+    if (!st.ok()) {
+      error_ = std::move(st);
+      return -1;
+    }
+    return static_cast<int>(got);
+  }
+  const Status& error() const { return error_; }
+
+ private:
+  std::unique_ptr<SequentialFile> file_;
+  Status error_;
+};
+
+class DocumentWriter::Sink : public pbio::CopyingOutputStream {
+ public:
+  explicit Sink(std::unique_ptr<WritableFile> file) : file_(std::move(file)) {}
+  bool Write(const void* buffer, int size) override {
+    Status st = file_->Append(std::string_view(static_cast<const char*>(buffer), static_cast<size_t>(size)));
+    if (!st.ok() && error_.ok()) error_ = std::move(st);
+    return error_.ok();
+  }
+  WritableFile* file() { return file_.get(); }
+  const Status& error() const { return error_; }
+
+ private:
+  std::unique_ptr<WritableFile> file_;
+  Status error_;
+};
+
+DocumentReader::DocumentReader() = default;
+
+DocumentReader::~DocumentReader() { input_.reset(); }
 
 uint64_t DocumentReader::bytes_read() const { return input_ ? static_cast<uint64_t>(input_->ByteCount()) : 0; }
 
@@ -33,9 +66,7 @@ Status DocumentReader::ReadFrame(bool* eof, uint32_t* size) {
   // Peek for a clean end of stream.
   do {
     if (!input_->Next(&data, &avail)) {
-      if (input_->GetErrno() != 0) {
-        return Status::IOError("reading '" + path_ + "': " + std::strerror(input_->GetErrno()));
-      }
+      if (!source_->error().ok()) return source_->error().WithContext("reading stream '" + path_ + "'");
       *eof = true;
       return Status::OK();
     }
@@ -44,7 +75,10 @@ Status DocumentReader::ReadFrame(bool* eof, uint32_t* size) {
   const uint64_t offset = bytes_read();
   pbio::CodedInputStream coded(input_.get());
   uint32_t len = 0;
+  // A device error surfaces as a short read: report it as what it is.
+  auto io_error = [&] { return source_->error().WithContext("reading stream '" + path_ + "'"); };
   if (!coded.ReadVarint32(&len)) {
+    if (!source_->error().ok()) return io_error();
     return Status::Corruption("'" + path_ + "': truncated or invalid frame length at byte " + std::to_string(offset) +
                               " (frame " + std::to_string(docs_ + 1) + ")");
   }
@@ -55,6 +89,7 @@ Status DocumentReader::ReadFrame(bool* eof, uint32_t* size) {
   }
   buf_.resize(len);
   if (len > 0 && !coded.ReadRaw(buf_.data(), static_cast<int>(len))) {
+    if (!source_->error().ok()) return io_error();
     return Status::Corruption("'" + path_ + "': truncated frame at byte " + std::to_string(offset) + ": expected " +
                               std::to_string(len) + " bytes, the stream ended first");
   }
@@ -62,20 +97,16 @@ Status DocumentReader::ReadFrame(bool* eof, uint32_t* size) {
   return Status::OK();
 }
 
-Result<std::unique_ptr<DocumentReader>> DocumentReader::Open(const std::string& path, uint32_t max_frame_bytes) {
+Result<std::unique_ptr<DocumentReader>> DocumentReader::Open(const std::string& path, uint32_t max_frame_bytes,
+                                                             Env* env) {
+  if (env == nullptr) env = Env::Default();
   std::unique_ptr<DocumentReader> r(new DocumentReader());
   r->path_ = path == "-" ? "<stdin>" : path;
   r->max_frame_ = max_frame_bytes;
-  if (path == "-") {
-    r->fd_ = 0;
-  } else {
-    r->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (r->fd_ < 0) {
-      return Status::NotFound("cannot open stream '" + path + "': " + std::strerror(errno));
-    }
-    r->owns_fd_ = true;
-  }
-  r->input_ = std::make_unique<google::protobuf::io::FileInputStream>(r->fd_, 1 << 16);
+  auto file = env->NewSequentialFile(path);
+  if (!file.ok()) return file.status().WithContext("cannot open stream");
+  r->source_ = std::make_unique<Source>(std::move(file).value());
+  r->input_ = std::make_unique<pbio::CopyingInputStreamAdaptor>(r->source_.get(), 1 << 16);
   bool eof = false;
   uint32_t len = 0;
   Status st = r->ReadFrame(&eof, &len);
@@ -109,8 +140,8 @@ Status DocumentReader::Next(v1::Document* doc, bool* eof) {
   return Status::OK();
 }
 
-Result<uint64_t> DocumentReader::CountDocuments(const std::string& path, uint32_t max_frame_bytes) {
-  auto r = Open(path, max_frame_bytes);
+Result<uint64_t> DocumentReader::CountDocuments(const std::string& path, uint32_t max_frame_bytes, Env* env) {
+  auto r = Open(path, max_frame_bytes, env);
   if (!r.ok()) return r.status();
   uint64_t n = 0;
   for (;;) {
@@ -125,55 +156,49 @@ Result<uint64_t> DocumentReader::CountDocuments(const std::string& path, uint32_
 
 // ---- Writer ----------------------------------------------------------------
 
+DocumentWriter::DocumentWriter() = default;
+
 DocumentWriter::~DocumentWriter() {
   if (output_) output_->Flush();
   output_.reset();
-  if (owns_fd_ && fd_ >= 0) ::close(fd_);
+  if (sink_) sink_->file()->Close();
 }
 
-Result<std::unique_ptr<DocumentWriter>> DocumentWriter::CreateRaw(const std::string& path) {
+Result<std::unique_ptr<DocumentWriter>> DocumentWriter::CreateRaw(const std::string& path, Env* env) {
+  if (env == nullptr) env = Env::Default();
   std::unique_ptr<DocumentWriter> w(new DocumentWriter());
   w->path_ = path == "-" ? "<stdout>" : path;
-  if (path == "-") {
-    w->fd_ = 1;
-  } else {
-    w->fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (w->fd_ < 0) return Status::IOError("cannot create '" + path + "': " + std::strerror(errno));
-    w->owns_fd_ = true;
-  }
-  w->output_ = std::make_unique<google::protobuf::io::FileOutputStream>(w->fd_, 1 << 16);
+  auto file = env->NewWritableFile(path);
+  if (!file.ok()) return file.status();
+  w->sink_ = std::make_unique<Sink>(std::move(file).value());
+  w->output_ = std::make_unique<pbio::CopyingOutputStreamAdaptor>(w->sink_.get(), 1 << 16);
   return w;
 }
 
-Result<std::unique_ptr<DocumentWriter>> DocumentWriter::Create(const std::string& path,
-                                                               const v1::StreamHeader& header) {
-  auto w = CreateRaw(path);
+Result<std::unique_ptr<DocumentWriter>> DocumentWriter::Create(const std::string& path, const v1::StreamHeader& header,
+                                                               Env* env) {
+  auto w = CreateRaw(path, env);
   if (!w.ok()) return w;
   TRIB_RETURN_IF_ERROR((*w)->Write(header));
   return w;
 }
 
 Status DocumentWriter::Write(const google::protobuf::Message& msg) {
+  if (!output_) return Status::Internal("writing '" + path_ + "': the writer is closed");
   if (!google::protobuf::util::SerializeDelimitedToZeroCopyStream(msg, output_.get())) {
-    return Status::IOError("writing '" + path_ + "': " + std::strerror(output_->GetErrno()));
+    return sink_->error().ok() ? Status::IOError("writing '" + path_ + "': serialization failed") : sink_->error();
   }
   return Status::OK();
 }
 
 Status DocumentWriter::Close() {
   if (!output_) return Status::OK();
-  bool ok = output_->Flush();
-  int e = output_->GetErrno();
+  output_->Flush();
   output_.reset();
-  if (owns_fd_ && fd_ >= 0) {
-    if (::close(fd_) != 0 && ok) {
-      ok = false;
-      e = errno;
-    }
-    fd_ = -1;
-  }
-  if (!ok) return Status::IOError("writing '" + path_ + "': " + std::strerror(e));
-  return Status::OK();
+  Status st = sink_->error();
+  Status closed = sink_->file()->Close();
+  if (st.ok()) st = closed;
+  return st;
 }
 
 }  // namespace tributary

@@ -1,82 +1,19 @@
 #include "tributary/wal.h"
 
-#include "tributary/checksum.h"
-
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <google/protobuf/io/coded_stream.h>
+
 #include <algorithm>
-#include <cerrno>
 #include <cinttypes>
-#include <cstring>
+#include <ctime>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+
+#include "tributary/checksum.h"
 
 namespace tributary {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-class PosixWalFile : public WalFile {
- public:
-  PosixWalFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
-  ~PosixWalFile() override {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Status Append(const std::string& data) override {
-    size_t off = 0;
-    while (off < data.size()) {
-      ssize_t n = ::write(fd_, data.data() + off, data.size() - off);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        return Status::IOError("write-ahead log '" + path_ + "': write: " + std::strerror(errno));
-      }
-      off += static_cast<size_t>(n);
-    }
-    return Status::OK();
-  }
-  Status Sync() override {
-    if (::fdatasync(fd_) != 0)
-      return Status::IOError("write-ahead log '" + path_ + "': fdatasync: " + std::strerror(errno));
-    return Status::OK();
-  }
-  Status Truncate(uint64_t size) override {
-    if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) {
-      return Status::IOError("write-ahead log '" + path_ + "': ftruncate: " + std::strerror(errno));
-    }
-    return Status::OK();
-  }
-  Status Close() override {
-    if (fd_ >= 0 && ::close(fd_) != 0) {
-      fd_ = -1;
-      return Status::IOError("write-ahead log '" + path_ + "': close: " + std::strerror(errno));
-    }
-    fd_ = -1;
-    return Status::OK();
-  }
-
- private:
-  int fd_;
-  std::string path_;
-};
-
-class PosixFactory : public WalFileFactory {
- public:
-  Result<std::unique_ptr<WalFile>> Create(const std::string& path) override {
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0) return Status::IOError("cannot create write-ahead log '" + path + "': " + std::strerror(errno));
-    // Make the new file's directory entry durable too.
-    int dfd = ::open(fs::path(path).parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-      ::fsync(dfd);
-      ::close(dfd);
-    }
-    return std::unique_ptr<WalFile>(new PosixWalFile(fd, path));
-  }
-};
 
 bool ParseSegmentName(const std::string& name, uint64_t* first) {
   if (name.size() != 4 + 20 + 4 || name.rfind("wal-", 0) != 0 || name.substr(24) != ".log") return false;
@@ -89,20 +26,88 @@ bool ParseSegmentName(const std::string& name, uint64_t* first) {
   return true;
 }
 
-}  // namespace
-
-WalFileFactory* WalFileFactory::Posix() {
-  static PosixFactory f;
-  return &f;
+uint64_t SegmentFirst(const std::string& path) {
+  uint64_t first = 0;
+  ParseSegmentName(fs::path(path).filename().string(), &first);
+  return first;
 }
 
-Result<std::unique_ptr<WriteAheadLog>> WriteAheadLog::Open(const std::string& dir, WalFileFactory* files) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return Status::IOError("cannot create log directory '" + dir + "': " + ec.message());
+enum class Frame { kOk, kIncomplete, kBadLength, kBadChecksum };
+
+// Reads the record framed at `off` of `data`; *size gets the frame's bytes.
+Frame ReadFrameAt(const std::string& data, size_t off, v1::WalRecord* rec, size_t* size) {
+  google::protobuf::io::CodedInputStream cin(reinterpret_cast<const uint8_t*>(data.data() + off),
+                                             static_cast<int>(std::min<size_t>(data.size() - off, 10)));
+  uint32_t len = 0;
+  if (!cin.ReadVarint32(&len)) return data.size() - off < 10 ? Frame::kIncomplete : Frame::kBadLength;
+  const size_t hdr = static_cast<size_t>(cin.CurrentPosition());
+  if (off + hdr + len + 4 > data.size()) return Frame::kIncomplete;
+  const char* payload = data.data() + off + hdr;
+  uint32_t want = 0;
+  for (int i = 0; i < 4; ++i) want |= static_cast<uint32_t>(static_cast<unsigned char>(payload[len + i])) << (8 * i);
+  if (Crc32(payload, len) != want || !rec->ParseFromArray(payload, static_cast<int>(len))) return Frame::kBadChecksum;
+  *size = hdr + len + 4;
+  return Frame::kOk;
+}
+
+const char* FrameError(Frame f) {
+  switch (f) {
+    case Frame::kIncomplete:
+      return "incomplete record";
+    case Frame::kBadLength:
+      return "bad record length";
+    default:
+      return "checksum mismatch";
+  }
+}
+
+// The first offset after `from` where a whole record starts whose checksum
+// holds and whose sequence is above `prev`; npos when there is none. A record
+// serializes its sequence first (field 1, tag 0x08), which rules out almost
+// every offset before the checksum is computed.
+size_t FindNextRecord(const std::string& data, size_t from, uint64_t prev, v1::WalRecord* rec) {
+  for (size_t p = from; p < data.size(); ++p) {
+    size_t hdr = 0;
+    while (hdr < 5 && p + hdr < data.size() && (static_cast<unsigned char>(data[p + hdr]) & 0x80)) ++hdr;
+    ++hdr;
+    if (p + hdr >= data.size() || data[p + hdr] != 0x08) continue;
+    size_t size = 0;
+    if (ReadFrameAt(data, p, rec, &size) == Frame::kOk && rec->sequence() > prev) return p;
+  }
+  return std::string::npos;
+}
+
+std::string Range(uint64_t a, uint64_t b) {
+  if (a > b) return "none";
+  return a == b ? std::to_string(a) : std::to_string(a) + ".." + std::to_string(b);
+}
+
+}  // namespace
+
+Result<CorruptionPolicy> ParseCorruptionPolicy(const std::string& name) {
+  if (name == "refuse") return CorruptionPolicy::kRefuse;
+  if (name == "skip") return CorruptionPolicy::kSkip;
+  return Status::InvalidArgument("--on-corruption: expected refuse or skip, found '" + name + "'");
+}
+
+std::string WalDamage::Describe() const {
+  std::string s = "write-ahead log '" + segment + "': " + reason;
+  if (bytes > 0) s += " at byte " + std::to_string(offset) + " (" + std::to_string(bytes) + " unreadable bytes)";
+  if (first_lost <= last_lost) {
+    s += "; records " + Range(first_lost, last_lost) + " (" + std::to_string(last_lost - first_lost + 1) +
+         " acknowledged documents) cannot be read";
+  }
+  if (covered) s += ", all already in the snapshot: nothing lost";
+  return s;
+}
+
+Result<std::unique_ptr<WriteAheadLog>> WriteAheadLog::Open(const std::string& dir, Env* env, std::string damaged_dir) {
+  if (env == nullptr) env = Env::Default();
+  TRIB_RETURN_IF_ERROR(env->CreateDirs(dir).WithContext("write-ahead log"));
   std::unique_ptr<WriteAheadLog> w(new WriteAheadLog());
   w->dir_ = dir;
-  w->files_ = files ? files : WalFileFactory::Posix();
+  w->damaged_dir_ = damaged_dir.empty() ? (fs::path(dir) / "damaged").string() : std::move(damaged_dir);
+  w->env_ = env;
   return w;
 }
 
@@ -118,10 +123,11 @@ std::string WriteAheadLog::SegmentPath(uint64_t first) const {
 
 std::vector<std::string> WriteAheadLog::Segments() const {
   std::vector<std::pair<uint64_t, std::string>> segs;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir_, ec)) {
+  std::vector<std::string> names;
+  env_->GetChildren(dir_, &names);  // an unreadable directory lists nothing; Replay's reads then fail loudly
+  for (const auto& name : names) {
     uint64_t first;
-    if (ParseSegmentName(e.path().filename().string(), &first)) segs.emplace_back(first, e.path().string());
+    if (ParseSegmentName(name, &first)) segs.emplace_back(first, (fs::path(dir_) / name).string());
   }
   std::sort(segs.begin(), segs.end());
   std::vector<std::string> out;
@@ -129,75 +135,133 @@ std::vector<std::string> WriteAheadLog::Segments() const {
   return out;
 }
 
-namespace {
-
-// Cuts a torn tail off `path`, durably: the segment must read cleanly once a
-// newer segment follows it, or the next restart would call it corruption.
-Status CutTornTail(const std::string& path, uint64_t valid_bytes) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0)
-    return Status::IOError("write-ahead log '" + path + "': cannot open to drop a torn tail: " + std::strerror(errno));
-  Status st;
-  if (::ftruncate(fd, static_cast<off_t>(valid_bytes)) != 0 || ::fdatasync(fd) != 0) {
-    st = Status::IOError("write-ahead log '" + path + "': cannot drop a torn tail: " + std::strerror(errno));
-  }
-  ::close(fd);
-  return st;
+uint64_t WriteAheadLog::FirstSequence() const {
+  auto segs = Segments();
+  return segs.empty() ? 0 : SegmentFirst(segs.front());
 }
 
-}  // namespace
+Result<std::string> WriteAheadLog::KeepAside(const std::string& segment, const std::string& suffix,
+                                             std::string_view data) {
+  TRIB_RETURN_IF_ERROR(env_->CreateDirs(damaged_dir()));
+  std::string path = (fs::path(damaged_dir()) / (fs::path(segment).filename().string() + suffix)).string();
+  TRIB_RETURN_IF_ERROR(env_->WriteFileAtomically(path, data));
+  return path;
+}
 
 Status WriteAheadLog::Replay(uint64_t after, const std::function<Status(const v1::WalRecord&)>& fn,
-                             WalReplayReport* report) {
+                             WalReplayReport* report, CorruptionPolicy policy) {
   WalReplayReport local;
   if (!report) report = &local;
-  auto segs = Segments();
+  const std::string stamp = std::to_string(static_cast<long long>(std::time(nullptr)));
+  const auto segs = Segments();
+  uint64_t prev = 0;  // the last sequence read; 0 before the first record
   v1::WalRecord rec;
   for (size_t s = 0; s < segs.size(); ++s) {
-    const bool last = s + 1 == segs.size();
-    std::ifstream in(segs[s], std::ios::binary);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    const std::string data = ss.str();
+    const std::string& seg = segs[s];
+    const bool newest = s + 1 == segs.size();
+    std::string data;
+    TRIB_RETURN_IF_ERROR(env_->ReadFileToString(seg, &data).WithContext("write-ahead log"));
+    std::string kept;  // this segment's copy in damaged/, once made
+
+    // Records [first_lost, last_lost] cannot be read: decide by the policy.
+    auto damaged = [&](uint64_t offset, uint64_t bytes, uint64_t first_lost, uint64_t last_lost,
+                       const std::string& reason) -> Status {
+      WalDamage d;
+      d.segment = seg;
+      d.offset = offset;
+      d.bytes = bytes;
+      d.first_lost = first_lost;
+      d.last_lost = last_lost;
+      d.reason = reason;
+      d.covered = first_lost > last_lost || last_lost <= after;
+      if (!d.covered && policy == CorruptionPolicy::kRefuse) {
+        return Status::Corruption(d.Describe() +
+                                  ". Nothing on disk was changed. Restore the segment from a backup, or start with "
+                                  "--on-corruption=skip to keep it aside and go on without those documents");
+      }
+      if (!d.covered) {
+        if (kept.empty()) {
+          auto k = KeepAside(seg, "." + stamp, data);
+          if (!k.ok()) return k.status().WithContext("keeping the damaged log segment aside");
+          kept = *k;
+        }
+        d.kept_as = kept;
+        const uint64_t lo = std::max(first_lost, after + 1);
+        report->lost_records += last_lost - lo + 1;
+        std::string text =
+            "Tributary write-ahead log damage, found at unix time " + stamp + "\n" + d.Describe() +
+            ".\nPolicy: skip (the server went on without them).\nThe damaged segment is kept as: " + kept +
+            "\nRemove this .report file once reviewed: /healthz fails while one exists.\n";
+        auto r = KeepAside(seg, "." + stamp + "." + std::to_string(offset) + ".report", text);
+        if (!r.ok()) return r.status().WithContext("writing the damage report");
+        d.report = *r;
+      }
+      report->damage.push_back(std::move(d));
+      return Status::OK();
+    };
+
+    const uint64_t first = SegmentFirst(seg);
+    // Records missing between segments (a deleted or lost segment).
+    const uint64_t expected = prev == 0 ? std::min(first, after + 1) : prev + 1;
+    if (first > expected) {
+      TRIB_RETURN_IF_ERROR(damaged(0, 0, expected, first - 1, "missing records before this segment"));
+      prev = first - 1;
+    }
     size_t off = 0;
     while (off < data.size()) {
-      auto damaged = [&](const std::string& why) -> Status {
-        if (last) {
-          report->torn_bytes += data.size() - off;
-          TRIB_RETURN_IF_ERROR(CutTornTail(segs[s], off));
-          off = data.size();
-          return Status::OK();
+      size_t size = 0;
+      Frame f = ReadFrameAt(data, off, &rec, &size);
+      if (f == Frame::kOk) {
+        const uint64_t seq = rec.sequence();
+        const uint64_t want = prev == 0 ? std::max<uint64_t>(first, 1) : prev + 1;
+        if (seq < want) {
+          return Status::Corruption("write-ahead log '" + seg + "': record at byte " + std::to_string(off) +
+                                    " has sequence " + std::to_string(seq) + ", expected " + std::to_string(want) +
+                                    " or above (the log's order is broken)");
         }
-        return Status::Corruption("write-ahead log '" + segs[s] + "': " + why + " at byte " + std::to_string(off));
-      };
-      google::protobuf::io::CodedInputStream cin(reinterpret_cast<const uint8_t*>(data.data() + off),
-                                                 static_cast<int>(std::min<size_t>(data.size() - off, 10)));
-      uint32_t len = 0;
-      if (!cin.ReadVarint32(&len)) {
-        TRIB_RETURN_IF_ERROR(damaged("bad record length"));
-        break;
-      }
-      size_t hdr = static_cast<size_t>(cin.CurrentPosition());
-      if (off + hdr + len + 4 > data.size()) {
-        TRIB_RETURN_IF_ERROR(damaged("incomplete record"));
-        break;
-      }
-      const char* payload = data.data() + off + hdr;
-      uint32_t want = 0;
-      for (int i = 0; i < 4; ++i)
-        want |= static_cast<uint32_t>(static_cast<unsigned char>(payload[len + i])) << (8 * i);
-      if (Crc32(payload, len) != want || !rec.ParseFromArray(payload, static_cast<int>(len))) {
-        TRIB_RETURN_IF_ERROR(damaged("checksum mismatch"));
-        break;
-      }
-      off += hdr + len + 4;
-      report->last_sequence = std::max(report->last_sequence, rec.sequence());
-      if (rec.sequence() <= after) {
-        report->skipped++;
+        if (seq > want) TRIB_RETURN_IF_ERROR(damaged(off, 0, want, seq - 1, "missing records"));
+        off += size;
+        prev = seq;
+        report->last_sequence = std::max(report->last_sequence, seq);
+        if (seq <= after) {
+          report->skipped++;
+          continue;
+        }
+        TRIB_RETURN_IF_ERROR(fn(rec));
+        report->records++;
         continue;
       }
-      TRIB_RETURN_IF_ERROR(fn(rec));
-      report->records++;
+      const size_t next = FindNextRecord(data, off + 1, prev, &rec);
+      if (next == std::string::npos && newest) {
+        // A torn tail: the last write never finished, so nothing after it
+        // was acknowledged. Keep the bytes, cut them off (the segment must
+        // read cleanly once a newer one follows it), go on.
+        auto k = KeepAside(seg, ".torn-at-" + std::to_string(off) + "." + stamp, std::string_view(data).substr(off));
+        if (!k.ok()) return k.status().WithContext("keeping a torn log tail aside");
+        report->torn_kept_as = *k;
+        report->torn_bytes += data.size() - off;
+        auto file = env_->NewAppendableFile(seg);
+        if (!file.ok()) return file.status().WithContext("write-ahead log: dropping a torn tail");
+        Status st = (*file)->Truncate(off);
+        if (st.ok()) st = (*file)->Sync();
+        Status closed = (*file)->Close();
+        if (st.ok()) st = closed;
+        TRIB_RETURN_IF_ERROR(st.WithContext("write-ahead log: dropping a torn tail"));
+        break;
+      }
+      const uint64_t first_lost = prev == 0 ? std::max<uint64_t>(first, 1) : prev + 1;
+      uint64_t last_lost;
+      if (next != std::string::npos) {
+        last_lost = rec.sequence() - 1;
+      } else {
+        // Damage to the end of a segment that is not the newest: the next
+        // segment's name says where the lost records end.
+        last_lost = SegmentFirst(segs[s + 1]) - 1;
+      }
+      const size_t end = next == std::string::npos ? data.size() : next;
+      TRIB_RETURN_IF_ERROR(damaged(off, end - off, first_lost, last_lost, FrameError(f)));
+      if (last_lost >= first_lost) prev = last_lost;
+      off = end;
     }
   }
   return Status::OK();
@@ -212,10 +276,11 @@ Status WriteAheadLog::StartSegment(uint64_t next_sequence) {
   std::string path = SegmentPath(next_sequence);
   // A segment with this name can exist only if it holds no record we keep
   // (all of its records were torn); start it afresh.
-  std::error_code ec;
-  fs::remove(path, ec);
-  auto f = files_->Create(path);
-  if (!f.ok()) return f.status();
+  if (env_->FileExists(path)) TRIB_RETURN_IF_ERROR(env_->RemoveFile(path).WithContext("write-ahead log"));
+  auto f = env_->NewAppendableFile(path);
+  if (!f.ok()) return f.status().WithContext("write-ahead log");
+  // Make the new file's directory entry durable too.
+  TRIB_RETURN_IF_ERROR(env_->SyncDir(dir_).WithContext("write-ahead log"));
   current_ = std::move(f).value();
   current_first_ = next_sequence;
   current_bytes_ = 0;
@@ -252,6 +317,7 @@ Status WriteAheadLog::Sync() {
     synced_bytes_ = current_bytes_;
     return st;
   }
+  st = st.WithContext("write-ahead log");
   // Take back what this Sync may have written: those records are refused,
   // never acknowledged, and must not come back on replay.
   Status cut = current_->Truncate(synced_bytes_);
@@ -266,15 +332,10 @@ Status WriteAheadLog::Sync() {
 Status WriteAheadLog::DropCovered(uint64_t covered) {
   auto segs = Segments();
   for (size_t i = 0; i + 1 < segs.size(); ++i) {
-    uint64_t next_first = 0;
-    ParseSegmentName(fs::path(segs[i + 1]).filename().string(), &next_first);
-    uint64_t this_first = 0;
-    ParseSegmentName(fs::path(segs[i]).filename().string(), &this_first);
-    if (this_first == current_first_) break;
+    const uint64_t next_first = SegmentFirst(segs[i + 1]);
+    if (SegmentFirst(segs[i]) == current_first_) break;
     if (next_first == 0 || next_first - 1 > covered) break;
-    std::error_code ec;
-    fs::remove(segs[i], ec);
-    if (ec) return Status::IOError("cannot delete covered log segment '" + segs[i] + "': " + ec.message());
+    TRIB_RETURN_IF_ERROR(env_->RemoveFile(segs[i]).WithContext("cannot delete a covered log segment"));
   }
   return Status::OK();
 }

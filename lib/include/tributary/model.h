@@ -79,7 +79,17 @@ struct LearnerState {
   StepSchedule schedule;
   uint64_t skipped_documents = 0;
   uint64_t materializations = 0;
-  uint64_t wal_sequence = 0;  // server: last write-ahead-log record applied
+};
+
+class Env;
+
+// How a snapshot is written.
+struct SnapshotOptions {
+  Env* env = nullptr;  // nullptr: Env::Default()
+  // A position in the embedding application's own log (the server's last
+  // applied write-ahead-log sequence), stored verbatim and returned by Load.
+  // The model itself never reads it.
+  uint64_t log_sequence = 0;
 };
 
 class Model;
@@ -115,12 +125,17 @@ class Model {
   // A deep copy (family caches included) for publishing to readers.
   Result<std::unique_ptr<Model>> Clone() const;
 
-  // Saves a snapshot atomically (temp file, fsync, rename).
-  Status Save(const std::string& path) const;
-  // Loads a snapshot, finding the plugins in `registry` by name and refusing
-  // a version different from the one recorded (both versions named). A
-  // truncated, corrupt or foreign file is refused with the reason.
-  static Result<std::unique_ptr<Model>> Load(const std::string& path, const PluginRegistry& registry);
+  // Saves a snapshot atomically (Env::WriteFileAtomically: temporary file,
+  // fsync, rename, directory fsync). On error the file at `path`, if any, is
+  // the previous snapshot, untouched.
+  Status Save(const std::string& path, const SnapshotOptions& options = {}) const;
+  // Loads a snapshot through `env` (nullptr: Env::Default()), finding the
+  // plugins in `registry` by name and refusing a version different from the
+  // one recorded (both versions named). A truncated, corrupt or foreign file
+  // is Corruption with the reason; a missing one NotFound. `log_sequence`,
+  // when given, receives SnapshotOptions::log_sequence as saved.
+  static Result<std::unique_ptr<Model>> Load(const std::string& path, const PluginRegistry& registry,
+                                             Env* env = nullptr, uint64_t* log_sequence = nullptr);
 
   Result<std::unique_ptr<ScoringState>> NewScoringState(uint64_t seed = 1) const;
 

@@ -22,7 +22,8 @@ struct InspectFlags {
 };
 
 int RunInspect(const std::string& path, bool as_json) {
-  auto mr = Model::Load(path, Registry());
+  uint64_t wal_sequence = 0;  // the server's log position, kept in the snapshot
+  auto mr = Model::Load(path, Registry(), nullptr, &wal_sequence);
   if (!mr.ok()) return ReportError(mr.status());
   const Model& m = **mr;
   // A digest of the statistics (raw values and each block's scale/shift):
@@ -47,7 +48,7 @@ int RunInspect(const std::string& path, bool as_json) {
   j["effective_size"] = ls.effective_size;
   j["schedule"] = ls.schedule.ToString();
   j["skipped_documents"] = ls.skipped_documents;
-  j["wal_sequence"] = ls.wal_sequence;
+  j["wal_sequence"] = wal_sequence;
   j["stats_digest"] = digest;
   json opts = json::object();
   for (const auto& [k, v] : m.family_options()) opts[k] = v;

@@ -17,17 +17,32 @@
 //
 // Durability. A learn request is answered OK only after its documents are in
 // the fsynced log. Snapshots (atomic, every N documents or T seconds, at
-// shutdown and on request) record the last log sequence they contain; older
-// log segments are then deleted. On start the server loads the snapshot and
-// replays the log tail, so the model equals one trained offline on the logged
-// documents in log order.
+// shutdown and on request) record the last log sequence they contain. The
+// previous snapshot is kept (model.prev.trib), and log segments are deleted
+// only once the previous snapshot covers them, so a damaged newest snapshot
+// is recovered from the previous one plus the log. A new data directory gets
+// a snapshot of the initial model at sequence 0 at once. On start the server
+// loads the newest readable snapshot and replays the log tail, so the model
+// equals one trained offline on the logged documents in log order.
+//
+// Damage (docs/design.md §6). A torn log tail (a crash during the last,
+// unacknowledged write) is cut and its bytes kept in <data_dir>/damaged/.
+// Corruption inside the log is refused at start by default, naming the
+// segment, offset and records; with CorruptionPolicy::kSkip the damaged file
+// is kept aside, the readable records are replayed, and a .report file in
+// <data_dir>/damaged/ names what was lost. A damaged snapshot is moved
+// there too. /healthz answers 503 while a .report file exists. All storage
+// goes through ServerOptions::env.
 #ifndef TRIBUTARY_SERVER_H_
 #define TRIBUTARY_SERVER_H_
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "tributary/env.h"
 #include "tributary/model.h"
 #include "tributary/status.h"
 #include "tributary/wal.h"
@@ -58,21 +73,30 @@ struct ServerOptions {
   // every document). Recovery replays the log with the same engine, so a
   // restarted server must use the same one (auto does).
   std::string engine = "auto";
-  WalFileFactory* wal_files = nullptr;  // nullptr: POSIX files (tests inject faults here)
+  // What to do with corruption inside the write-ahead log (wal.h).
+  CorruptionPolicy on_corruption = CorruptionPolicy::kRefuse;
+  Env* env = nullptr;  // snapshots and the log; nullptr: Env::Default() (tests inject faults here)
 };
 
 struct RecoveryInfo {
   bool from_snapshot = false;
+  std::string snapshot_path;  // the snapshot recovered from (empty: the initial model)
   uint64_t snapshot_sequence = 0;
   uint64_t replayed = 0;
   uint64_t torn_bytes = 0;
+  uint64_t lost_records = 0;                               // acknowledged documents not recovered (kSkip only)
+  std::vector<std::pair<uint64_t, uint64_t>> lost_ranges;  // their sequences, first..last inclusive
+  std::vector<std::string> damage;                         // one line per damaged file or range found
+  std::vector<std::string> reports;                        // .report files written (each fails /healthz)
 };
 
 class Server {
  public:
-  // Recovers the model (snapshot in data_dir, else `initial`, which must have
-  // a loss), replays the log, binds the ports and starts serving.
-  // Errors: bad options, no model, unreadable snapshot or log, ports in use.
+  // Recovers the model (the newest readable snapshot in data_dir, else
+  // `initial`, which must have a loss), replays the log, binds the ports and
+  // starts serving. Errors: bad options, no model, corruption the policy
+  // refuses (Corruption, naming file, offset and lost records), a damaged
+  // snapshot the log cannot make up for, ports in use.
   static Result<std::unique_ptr<Server>> Start(const ServerOptions& options, std::unique_ptr<Model> initial);
   ~Server();
 

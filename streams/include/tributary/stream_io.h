@@ -3,12 +3,13 @@
 #ifndef TRIBUTARY_STREAM_IO_H_
 #define TRIBUTARY_STREAM_IO_H_
 
-#include <google/protobuf/io/zero_copy_stream_impl.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
 #include <cstdint>
 #include <memory>
 #include <string>
 
+#include "tributary/env.h"
 #include "tributary/status.h"
 #include "tributary/v1/tributary.pb.h"
 
@@ -20,10 +21,12 @@ constexpr char kStreamMagic[] = "tributary.stream";
 // Reads one stream. Not thread-safe.
 class DocumentReader {
  public:
-  // Opens `path` ("-" for standard input) and reads the header frame.
-  // Errors name the file: NotFound, Corruption (not a stream, bad header).
+  // Opens `path` ("-" for standard input) through `env` (nullptr:
+  // Env::Default()) and reads the header frame. Errors name the file:
+  // NotFound, Corruption (not a stream, bad header), IOError.
   static Result<std::unique_ptr<DocumentReader>> Open(const std::string& path,
-                                                      uint32_t max_frame_bytes = kDefaultMaxFrameBytes);
+                                                      uint32_t max_frame_bytes = kDefaultMaxFrameBytes,
+                                                      Env* env = nullptr);
   ~DocumentReader();
 
   const v1::StreamHeader& header() const { return header_; }
@@ -47,40 +50,43 @@ class DocumentReader {
 
   // Counts the remaining documents without parsing them (for n when the
   // header has no document_count). Requires a seekable file; rewinds after.
-  static Result<uint64_t> CountDocuments(const std::string& path, uint32_t max_frame_bytes = kDefaultMaxFrameBytes);
+  static Result<uint64_t> CountDocuments(const std::string& path, uint32_t max_frame_bytes = kDefaultMaxFrameBytes,
+                                         Env* env = nullptr);
 
  private:
-  DocumentReader() = default;
+  class Source;
+  DocumentReader();
   // Reads one frame's bytes into buf_. kCorruption on damage.
   Status ReadFrame(bool* eof, uint32_t* size);
 
   std::string path_;
-  int fd_ = -1;
-  bool owns_fd_ = false;
   uint32_t max_frame_ = 0;
-  std::unique_ptr<google::protobuf::io::FileInputStream> input_;
+  std::unique_ptr<Source> source_;
+  std::unique_ptr<google::protobuf::io::CopyingInputStreamAdaptor> input_;
   v1::StreamHeader header_;
   uint64_t docs_ = 0;
   bool recoverable_ = false;
   std::string buf_;
 };
 
-// Writes one stream. Close() must be called to flush; errors name the file.
+// Writes one stream ("-": standard output) through `env` (nullptr:
+// Env::Default()). Close() must be called to flush; errors name the file.
 class DocumentWriter {
  public:
-  static Result<std::unique_ptr<DocumentWriter>> Create(const std::string& path, const v1::StreamHeader& header);
+  static Result<std::unique_ptr<DocumentWriter>> Create(const std::string& path, const v1::StreamHeader& header,
+                                                        Env* env = nullptr);
   ~DocumentWriter();
   Status Write(const google::protobuf::Message& msg);
   Status Close();
   // A writer of arbitrary delimited messages (no StreamHeader written).
-  static Result<std::unique_ptr<DocumentWriter>> CreateRaw(const std::string& path);
+  static Result<std::unique_ptr<DocumentWriter>> CreateRaw(const std::string& path, Env* env = nullptr);
 
  private:
-  DocumentWriter() = default;
+  class Sink;
+  DocumentWriter();
   std::string path_;
-  int fd_ = -1;
-  bool owns_fd_ = false;
-  std::unique_ptr<google::protobuf::io::FileOutputStream> output_;
+  std::unique_ptr<Sink> sink_;
+  std::unique_ptr<google::protobuf::io::CopyingOutputStreamAdaptor> output_;
 };
 
 // A header with the magic and version filled in.

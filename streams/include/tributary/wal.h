@@ -1,7 +1,24 @@
-// The server's write-ahead log: an append-only sequence of WalRecords in
-// segment files <dir>/wal-<first sequence>.log. Each record is framed as
-// varint length, payload, CRC-32 (little endian), so a torn write at the
-// tail is detected and dropped on replay instead of being misread.
+// The server's write-ahead log: an append-only sequence of WalRecords, one
+// per acknowledged document, numbered 1, 2, 3, ... without gaps, in segment
+// files <dir>/wal-<first sequence>.log. Each record is framed as varint
+// length, payload, CRC-32 (little endian). All I/O goes through an Env.
+//
+// Damage. Replay tells two kinds apart:
+//  - A torn tail: unreadable bytes at the end of the newest segment with no
+//    readable record after them. That is what a crash during the last
+//    (never acknowledged) group-commit write leaves. The bytes are copied to
+//    <dir>/damaged/ and cut off the segment, and replay goes on.
+//  - Corruption: unreadable bytes followed by readable records (found by
+//    scanning for the next frame whose CRC holds and whose sequence fits), a
+//    damaged segment that is not the newest, or a gap in the sequence. Those
+//    records were acknowledged. What happens is the CorruptionPolicy's call;
+//    the damaged file is never truncated or rewritten.
+// A damaged range whose records are all covered by the snapshot
+// (sequence <= `after`) loses nothing and is only reported.
+//
+// Limit: a flipped bit inside the very last record of the newest segment
+// cannot be told from a torn write (nothing follows it); that record is then
+// dropped as a torn tail, its bytes kept in damaged/.
 //
 // Thread safety: none; the server's committer thread owns the log.
 #ifndef TRIBUTARY_WAL_H_
@@ -13,52 +30,66 @@
 #include <string>
 #include <vector>
 
+#include "tributary/env.h"
 #include "tributary/status.h"
 #include "tributary/v1/tributary.pb.h"
 
 namespace tributary {
 
-// Where the log's bytes go; swapped in tests to inject faults (LevelDB's Env).
-class WalFile {
- public:
-  virtual ~WalFile() = default;
-  virtual Status Append(const std::string& data) = 0;
-  virtual Status Sync() = 0;
-  virtual Status Close() = 0;
-  // Cuts the file back to its first `size` bytes. The log calls it after a
-  // failed Append or Sync to take back records it never acknowledged, so that
-  // a restart does not replay documents the clients were told were refused.
-  virtual Status Truncate(uint64_t size) = 0;
+enum class CorruptionPolicy {
+  // Replay stops with Corruption naming the segment, the byte offset and the
+  // sequence range that cannot be read; nothing on disk is changed. The
+  // default: no acknowledged document is lost without an operator's say.
+  kRefuse,
+  // The damaged segment is copied to <dir>/damaged/ with a .report file
+  // naming the lost range, replay goes on with the readable records after
+  // the damage, and the report says what was lost (the server's /healthz
+  // then fails until the operator removes the .report files).
+  kSkip,
 };
 
-class WalFileFactory {
- public:
-  virtual ~WalFileFactory() = default;
-  virtual Result<std::unique_ptr<WalFile>> Create(const std::string& path) = 0;
-  // The default factory: POSIX files, fdatasync.
-  static WalFileFactory* Posix();
+// Parses "refuse" / "skip".
+Result<CorruptionPolicy> ParseCorruptionPolicy(const std::string& name);
+
+// One damaged or missing range of the log.
+struct WalDamage {
+  std::string segment;      // the segment file as found
+  std::string kept_as;      // its copy in damaged/ (empty: not copied)
+  std::string report;       // the .report file written (empty: none)
+  uint64_t offset = 0;      // first unreadable byte in `segment`
+  uint64_t bytes = 0;       // unreadable bytes
+  uint64_t first_lost = 0;  // sequences first_lost..last_lost cannot be
+  uint64_t last_lost = 0;   //   read (first_lost > last_lost: none)
+  bool covered = false;     // every lost sequence is <= `after`: nothing lost
+  std::string reason;       // "checksum mismatch", "missing records", ...
+  std::string Describe() const;
 };
 
 struct WalReplayReport {
   uint64_t records = 0;        // records handed to the callback
   uint64_t skipped = 0;        // records at or below `after`
-  uint64_t torn_bytes = 0;     // bytes of an incomplete/corrupt tail dropped
+  uint64_t torn_bytes = 0;     // bytes of a torn tail dropped
+  std::string torn_kept_as;    // where the torn bytes were copied
   uint64_t last_sequence = 0;  // highest sequence seen (0 if none)
+  uint64_t lost_records = 0;   // acknowledged records skipped under kSkip
+  std::vector<WalDamage> damage;
 };
 
 class WriteAheadLog {
  public:
-  // Opens (creating if needed) the log directory. Reads nothing yet.
-  static Result<std::unique_ptr<WriteAheadLog>> Open(const std::string& dir, WalFileFactory* files = nullptr);
+  // Opens (creating if needed) the log directory through `env` (nullptr:
+  // Env::Default()). Damaged files and reports go to `damaged_dir` (empty:
+  // <dir>/damaged), created when first needed. Reads nothing yet.
+  static Result<std::unique_ptr<WriteAheadLog>> Open(const std::string& dir, Env* env = nullptr,
+                                                     std::string damaged_dir = "");
   ~WriteAheadLog();
 
-  // Calls `fn` for every record with sequence > `after`, in order. A damaged
-  // record at the end of the newest segment is a torn write (the record was
-  // never acknowledged): it and the rest of that segment are dropped, counted,
-  // and cut off the file (so that the segment stays valid once a newer one
-  // follows it). Damage anywhere else is Corruption naming the segment and
-  // offset.
-  Status Replay(uint64_t after, const std::function<Status(const v1::WalRecord&)>& fn, WalReplayReport* report);
+  // Calls `fn` for every readable record with sequence > `after`, in order,
+  // handling damage as described at the top of this file and by `policy`.
+  // Errors: Corruption (kRefuse, or damage it cannot go past), IOError, or
+  // the first error `fn` returns.
+  Status Replay(uint64_t after, const std::function<Status(const v1::WalRecord&)>& fn, WalReplayReport* report,
+                CorruptionPolicy policy = CorruptionPolicy::kRefuse);
 
   // Starts appending in a new segment whose first record is `next_sequence`.
   // Must be called once after Replay and before Append.
@@ -79,14 +110,22 @@ class WriteAheadLog {
   Status MaybeRoll(uint64_t next_sequence, uint64_t max_bytes);
 
   const std::string& dir() const { return dir_; }
+  // Where damaged segments and their reports are kept.
+  const std::string& damaged_dir() const { return damaged_dir_; }
+  // Segment paths, oldest first.
   std::vector<std::string> Segments() const;
+  // The first sequence of the oldest segment (0: no segment).
+  uint64_t FirstSequence() const;
 
  private:
   WriteAheadLog() = default;
   std::string SegmentPath(uint64_t first) const;
+  // Copies `data` (the bytes of `segment`) to damaged/ with `suffix`.
+  Result<std::string> KeepAside(const std::string& segment, const std::string& suffix, std::string_view data);
   std::string dir_;
-  WalFileFactory* files_ = nullptr;
-  std::unique_ptr<WalFile> current_;
+  std::string damaged_dir_;
+  Env* env_ = nullptr;
+  std::unique_ptr<WritableFile> current_;
   uint64_t current_first_ = 0;
   uint64_t current_bytes_ = 0;
   uint64_t synced_bytes_ = 0;  // durable length of the current segment

@@ -1,0 +1,114 @@
+// The file-system seam (LevelDB's Env): every byte Tributary reads or writes
+// to storage goes through an Env, so tests can inject faults (a failed
+// fsync, a full disk, a torn write, a failed rename) into snapshots, the
+// write-ahead log and document streams alike, and an embedder can redirect
+// storage. Env::Default() is POSIX.
+//
+// Error contract: every failure is a Status naming the path and the
+// operation ("fsync 'x': No space left on device"); NotFound when the file
+// does not exist, IOError otherwise. No method throws.
+//
+// Thread safety: Env::Default() may be used from any number of threads. A
+// file object is used by one thread at a time.
+#ifndef TRIBUTARY_ENV_H_
+#define TRIBUTARY_ENV_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tributary/status.h"
+
+namespace tributary {
+
+// A file read from start to end.
+class SequentialFile {
+ public:
+  virtual ~SequentialFile() = default;
+  // Reads up to `n` bytes into `buf`; *got = 0 means end of file. Retries
+  // interrupted reads.
+  virtual Status Read(size_t n, char* buf, size_t* got) = 0;
+  // The name errors use ("<stdin>" for standard input).
+  virtual const std::string& name() const = 0;
+};
+
+// A file written at its end.
+class WritableFile {
+ public:
+  virtual ~WritableFile() = default;
+  virtual Status Append(std::string_view data) = 0;
+  // Makes everything appended durable (fdatasync). After a failed Sync the
+  // file's contents can no longer be trusted: callers treat it as fatal for
+  // what they had not yet made durable.
+  virtual Status Sync() = 0;
+  // Cuts the file back to its first `size` bytes.
+  virtual Status Truncate(uint64_t size) = 0;
+  virtual Status Close() = 0;
+  virtual const std::string& name() const = 0;
+};
+
+class Env {
+ public:
+  virtual ~Env() = default;
+  // POSIX files; never deleted.
+  static Env* Default();
+
+  // Opens `path` for reading; "-" is standard input (not closed on delete).
+  virtual Result<std::unique_ptr<SequentialFile>> NewSequentialFile(const std::string& path) = 0;
+  // Creates or truncates `path`; "-" is standard output (not closed).
+  virtual Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) = 0;
+  // Opens `path` for appending, creating it if needed.
+  virtual Result<std::unique_ptr<WritableFile>> NewAppendableFile(const std::string& path) = 0;
+
+  virtual Status RenameFile(const std::string& from, const std::string& to) = 0;
+  virtual Status RemoveFile(const std::string& path) = 0;
+  // Creates `dir` and its parents; OK when it exists.
+  virtual Status CreateDirs(const std::string& dir) = 0;
+  // Makes the directory's entries (creations, renames, removals) durable.
+  virtual Status SyncDir(const std::string& dir) = 0;
+  // Names (not paths) of the entries of `dir`, unsorted.
+  virtual Status GetChildren(const std::string& dir, std::vector<std::string>* names) = 0;
+  virtual bool FileExists(const std::string& path) = 0;
+  virtual Result<uint64_t> FileSize(const std::string& path) = 0;
+
+  // Reads a whole file through NewSequentialFile.
+  Status ReadFileToString(const std::string& path, std::string* out);
+  // Writes `data` to `path` atomically and durably: a temporary file in the
+  // same directory, Sync, rename over `path`, SyncDir. A crash leaves the old
+  // file or the new one, never a mix; on error the temporary is removed.
+  Status WriteFileAtomically(const std::string& path, std::string_view data);
+};
+
+// An Env that forwards everything to another (for tests and embedders that
+// override a few methods).
+class EnvWrapper : public Env {
+ public:
+  explicit EnvWrapper(Env* target) : target_(target) {}
+  Env* target() const { return target_; }
+  Result<std::unique_ptr<SequentialFile>> NewSequentialFile(const std::string& p) override {
+    return target_->NewSequentialFile(p);
+  }
+  Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& p) override {
+    return target_->NewWritableFile(p);
+  }
+  Result<std::unique_ptr<WritableFile>> NewAppendableFile(const std::string& p) override {
+    return target_->NewAppendableFile(p);
+  }
+  Status RenameFile(const std::string& f, const std::string& t) override { return target_->RenameFile(f, t); }
+  Status RemoveFile(const std::string& p) override { return target_->RemoveFile(p); }
+  Status CreateDirs(const std::string& d) override { return target_->CreateDirs(d); }
+  Status SyncDir(const std::string& d) override { return target_->SyncDir(d); }
+  Status GetChildren(const std::string& d, std::vector<std::string>* n) override { return target_->GetChildren(d, n); }
+  bool FileExists(const std::string& p) override { return target_->FileExists(p); }
+  Result<uint64_t> FileSize(const std::string& p) override { return target_->FileSize(p); }
+
+ private:
+  Env* target_;
+};
+
+}  // namespace tributary
+
+#endif  // TRIBUTARY_ENV_H_

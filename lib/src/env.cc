@@ -1,0 +1,205 @@
+// Env::Default(): POSIX files. Every error names the path and the call.
+#include "tributary/env.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+namespace tributary {
+
+namespace {
+
+Status PosixError(const std::string& what, const std::string& path, int err) {
+  std::string msg = what + " '" + path + "': " + std::strerror(err);
+  if (err == ENOENT) return Status::NotFound(msg);
+  return Status::IOError(msg);
+}
+
+class PosixSequentialFile : public SequentialFile {
+ public:
+  PosixSequentialFile(int fd, std::string name, bool owned) : fd_(fd), name_(std::move(name)), owned_(owned) {}
+  ~PosixSequentialFile() override {
+    if (owned_) ::close(fd_);
+  }
+  Status Read(size_t n, char* buf, size_t* got) override {
+    for (;;) {
+      ssize_t r = ::read(fd_, buf, n);
+      if (r >= 0) {
+        *got = static_cast<size_t>(r);
+        return Status::OK();
+      }
+      if (errno != EINTR) return PosixError("read", name_, errno);
+    }
+  }
+  const std::string& name() const override { return name_; }
+
+ private:
+  int fd_;
+  std::string name_;
+  bool owned_;
+};
+
+class PosixWritableFile : public WritableFile {
+ public:
+  PosixWritableFile(int fd, std::string name, bool owned) : fd_(fd), name_(std::move(name)), owned_(owned) {}
+  ~PosixWritableFile() override {
+    if (owned_ && fd_ >= 0) ::close(fd_);
+  }
+  Status Append(std::string_view data) override {
+    size_t off = 0;
+    while (off < data.size()) {
+      ssize_t n = ::write(fd_, data.data() + off, data.size() - off);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return PosixError("write", name_, errno);
+      }
+      off += static_cast<size_t>(n);
+    }
+    return Status::OK();
+  }
+  Status Sync() override {
+    if (::fdatasync(fd_) != 0) {
+      // Pipes and terminals cannot be synced; there is nothing to make durable.
+      if (errno == EINVAL || errno == EROFS) return Status::OK();
+      return PosixError("fdatasync", name_, errno);
+    }
+    return Status::OK();
+  }
+  Status Truncate(uint64_t size) override {
+    if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) return PosixError("ftruncate", name_, errno);
+    return Status::OK();
+  }
+  Status Close() override {
+    if (!owned_ || fd_ < 0) return Status::OK();
+    int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) return PosixError("close", name_, errno);
+    return Status::OK();
+  }
+  const std::string& name() const override { return name_; }
+
+ private:
+  int fd_;
+  std::string name_;
+  bool owned_;
+};
+
+class PosixEnv : public Env {
+ public:
+  Result<std::unique_ptr<SequentialFile>> NewSequentialFile(const std::string& path) override {
+    if (path == "-") return std::unique_ptr<SequentialFile>(new PosixSequentialFile(0, "<stdin>", false));
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return PosixError("cannot open", path, errno);
+    return std::unique_ptr<SequentialFile>(new PosixSequentialFile(fd, path, true));
+  }
+  Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
+    if (path == "-") return std::unique_ptr<WritableFile>(new PosixWritableFile(1, "<stdout>", false));
+    return Open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC);
+  }
+  Result<std::unique_ptr<WritableFile>> NewAppendableFile(const std::string& path) override {
+    return Open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC);
+  }
+  Status RenameFile(const std::string& from, const std::string& to) override {
+    if (std::rename(from.c_str(), to.c_str()) != 0) {
+      return Status::IOError("rename '" + from + "' to '" + to + "': " + std::strerror(errno));
+    }
+    return Status::OK();
+  }
+  Status RemoveFile(const std::string& path) override {
+    if (::unlink(path.c_str()) != 0) return PosixError("remove", path, errno);
+    return Status::OK();
+  }
+  Status CreateDirs(const std::string& dir) override {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return Status::IOError("cannot create directory '" + dir + "': " + ec.message());
+    return Status::OK();
+  }
+  Status SyncDir(const std::string& dir) override {
+    int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return PosixError("cannot open directory", dir, errno);
+    Status st;
+    if (::fsync(fd) != 0 && errno != EINVAL) st = PosixError("fsync directory", dir, errno);
+    ::close(fd);
+    return st;
+  }
+  Status GetChildren(const std::string& dir, std::vector<std::string>* names) override {
+    names->clear();
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) return PosixError("cannot list directory", dir, errno);
+    while (struct dirent* e = ::readdir(d)) {
+      if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+      names->emplace_back(e->d_name);
+    }
+    ::closedir(d);
+    return Status::OK();
+  }
+  bool FileExists(const std::string& path) override { return ::access(path.c_str(), F_OK) == 0; }
+  Result<uint64_t> FileSize(const std::string& path) override {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return PosixError("stat", path, errno);
+    return static_cast<uint64_t>(st.st_size);
+  }
+
+ private:
+  static Result<std::unique_ptr<WritableFile>> Open(const std::string& path, int flags) {
+    int fd = ::open(path.c_str(), flags, 0644);
+    if (fd < 0) return PosixError("cannot create", path, errno);
+    return std::unique_ptr<WritableFile>(new PosixWritableFile(fd, path, true));
+  }
+};
+
+std::string DirOf(const std::string& path) {
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  return dir.empty() ? "." : dir;
+}
+
+}  // namespace
+
+Env* Env::Default() {
+  static PosixEnv* env = new PosixEnv();  // never destroyed: usable during static destruction
+  return env;
+}
+
+Status Env::ReadFileToString(const std::string& path, std::string* out) {
+  out->clear();
+  auto f = NewSequentialFile(path);
+  if (!f.ok()) return f.status();
+  constexpr size_t kChunk = 1 << 16;
+  for (;;) {
+    size_t old = out->size();
+    out->resize(old + kChunk);
+    size_t got = 0;
+    Status st = (*f)->Read(kChunk, out->data() + old, &got);
+    out->resize(old + got);
+    TRIB_RETURN_IF_ERROR(st);
+    if (got == 0) return Status::OK();
+  }
+}
+
+Status Env::WriteFileAtomically(const std::string& path, std::string_view data) {
+  // Unique per process and call, so concurrent writers of one path never
+  // share a temporary.
+  static std::atomic<uint64_t> counter{0};
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+  auto f = NewWritableFile(tmp);
+  if (!f.ok()) return f.status();
+  Status st = (*f)->Append(data);
+  if (st.ok()) st = (*f)->Sync();
+  Status closed = (*f)->Close();
+  if (st.ok()) st = closed;
+  if (st.ok()) st = RenameFile(tmp, path);
+  if (!st.ok()) {
+    RemoveFile(tmp);  // best effort; the error that matters is `st`
+    return st;
+  }
+  return SyncDir(DirOf(path));
+}
+
+}  // namespace tributary

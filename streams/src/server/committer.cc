@@ -1,0 +1,111 @@
+// The committer thread: appends learn requests to the write-ahead log,
+// fsyncs (every request, or every fsync_interval_ms: group commit), then
+// acknowledges them and hands the logged records to the learner.
+#include "server/connection.h"  // first: it configures Asio for TSan builds
+
+#include <chrono>
+#include <mutex>
+#include <vector>
+
+namespace tributary {
+
+// ---- Committer: log, fsync, acknowledge ---------------------------------------
+
+void Server::Impl::CommitterLoop() {
+  auto last_sync = Clock::now();
+  uint64_t dropped_through = 0;  // DropCovered already done for this sequence
+  std::vector<LearnJob> group;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> l(commit_mu);
+      commit_cv.wait(l, [&] { return stopping_commit || !commit_queue.empty(); });
+      if (commit_queue.empty() && stopping_commit) break;
+      if (!opt.fsync_every_request) {
+        // Group commit: gather requests until the interval since the last
+        // fsync has passed.
+        auto deadline = last_sync + std::chrono::milliseconds(opt.fsync_interval_ms);
+        commit_cv.wait_until(l, deadline, [&] { return stopping_commit; });
+      }
+      while (!commit_queue.empty()) {
+        group.push_back(std::move(commit_queue.front()));
+        commit_queue.pop_front();
+        if (opt.fsync_every_request) break;
+      }
+    }
+    if (group.empty()) continue;
+    uint64_t covered = covered_sequence.load();
+    Status st = learning_enabled ? Status::OK() : Status::IOError("write-ahead log disabled");
+    const uint64_t first = next_sequence;
+    std::vector<v1::WalRecord> records;
+    if (st.ok()) st = wal->MaybeRoll(next_sequence, opt.wal_segment_bytes);
+    if (st.ok() && covered > dropped_through) {
+      st = wal->DropCovered(covered);
+      dropped_through = covered;
+    }
+    uint64_t seq = first;
+    for (auto& job : group) {
+      for (auto& d : job.docs) {
+        v1::WalRecord rec;
+        rec.set_sequence(seq++);
+        *rec.mutable_document() = std::move(d);
+        if (st.ok()) st = wal->Append(rec);
+        records.push_back(std::move(rec));
+      }
+    }
+    if (st.ok()) st = wal->Sync();
+    last_sync = Clock::now();
+    if (!st.ok()) {
+      // Nothing of this group is acknowledged or learned. Learning stays off:
+      // the log can no longer promise durability. Predictions go on.
+      counters.err_wal++;
+      learning_enabled = false;
+      {
+        std::lock_guard<std::mutex> l(commit_mu);
+        wal_error = st.ToString();
+      }
+      uint64_t n = 0;
+      for (auto& job : group) {
+        n += job.docs.size();
+        if (auto c = job.conn.lock()) {
+          v1::Response r;
+          r.set_request_id(job.request_id);
+          r.set_code(v1::Response::UNAVAILABLE);
+          r.set_message("write-ahead log failure, not learned: " + st.ToString());
+          counters.err_unavailable++;
+          c->Complete(job.slot, std::move(r));
+        }
+      }
+      ReleaseCapacity(n);
+      group.clear();
+      continue;
+    }
+    next_sequence = seq;
+    {
+      std::lock_guard<std::mutex> l(learn_mu);
+      for (auto& r : records) learn_queue.push_back(std::move(r));
+    }
+    learn_cv.notify_one();
+    uint64_t s = first;
+    for (auto& job : group) {
+      counters.documents_acknowledged += job.docs.size();
+      counters.learn_latency.Observe(std::chrono::duration<double>(Clock::now() - job.start).count());
+      if (auto c = job.conn.lock()) {
+        v1::Response r;
+        r.set_request_id(job.request_id);
+        r.mutable_learn()->set_acknowledged(job.docs.size());
+        r.mutable_learn()->set_first_sequence(s);
+        c->Complete(job.slot, std::move(r));
+      }
+      s += job.docs.size();
+    }
+    group.clear();
+  }
+  // Every group was synced as it was logged; this only matters if a future
+  // change buffers across groups. A failed log stays failed: not an error again.
+  if (learning_enabled) {
+    Status st = wal->Sync();
+    if (!st.ok()) counters.err_wal++;
+  }
+}
+
+}  // namespace tributary

@@ -1,0 +1,430 @@
+// The client connection (framed protobuf protocol) and the accept loop that
+// creates connections.
+#include "server/connection.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+#include <vector>
+
+#include "tributary/metrics.h"
+
+namespace tributary {
+
+using server_internal::CountError;
+
+namespace {
+
+bool ConstantTimeEquals(const std::string& a, const std::string& b) {
+  // Time depends only on the lengths, never on where the strings differ.
+  size_t n = std::max(a.size(), b.size());
+  unsigned char diff = static_cast<unsigned char>(a.size() != b.size());
+  for (size_t i = 0; i < n; ++i) {
+    unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= static_cast<unsigned char>(x ^ y);
+  }
+  return diff == 0;
+}
+
+std::string Frame(const google::protobuf::Message& msg) {
+  std::string body;
+  msg.SerializeToString(&body);
+  uint8_t hdr[10];
+  uint8_t* end = google::protobuf::io::CodedOutputStream::WriteVarint32ToArray(static_cast<uint32_t>(body.size()), hdr);
+  std::string out(reinterpret_cast<const char*>(hdr), static_cast<size_t>(end - hdr));
+  out += body;
+  return out;
+}
+
+}  // namespace
+
+// ---- Connection --------------------------------------------------------------
+
+Connection::Connection(Server::Impl* srv, tcp::socket socket)
+    : srv_(srv), socket_(std::move(socket)), strand_(asio::make_strand(srv->io)), idle_(strand_) {}
+
+Connection::~Connection() { srv_->open_connections--; }
+
+void Connection::Start() {
+  asio::dispatch(strand_, [self = shared_from_this()] {
+    self->ArmIdle();
+    self->ReadMore();
+  });
+}
+
+void Connection::Complete(uint64_t slot, v1::Response response) {
+  asio::post(strand_,
+             [self = shared_from_this(), slot, r = std::move(response)]() mutable { self->Fill(slot, Frame(r)); });
+}
+
+void Connection::ArmIdle() {
+  if (srv_->opt.idle_timeout_s == 0) return;
+  idle_.expires_after(std::chrono::seconds(srv_->opt.idle_timeout_s));
+  idle_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
+    if (ec) return;
+    const auto limit = std::chrono::seconds(self->srv_->opt.idle_timeout_s);
+    // Idle: nothing owed. Stalled: a peer that has not taken a single
+    // response for the whole idle time (it never reads) would otherwise
+    // hold its connection, and its slot under max_connections, forever.
+    const bool idle = self->slots_.empty() && !self->writing_;
+    const bool stalled = self->writing_ && Clock::now() - self->write_started_ >= limit;
+    if (idle || stalled) {
+      if (stalled) self->peer_gone_ = true;
+      boost::system::error_code ignored;
+      self->socket_.shutdown(tcp::socket::shutdown_both, ignored);
+      self->socket_.close(ignored);
+    } else {
+      self->ArmIdle();
+    }
+  });
+}
+
+void Connection::ReadMore() {
+  // Handling a request can come back here (Fill -> Flush -> ReadMore);
+  // the outer call goes on parsing, so a nested one must not (it would
+  // recurse once per buffered frame and start a second concurrent read).
+  if (parsing_ || reading_ || closing_ || paused_ || !socket_.is_open()) return;
+  // Parse what is buffered first, no more than max_inflight unanswered.
+  parsing_ = true;
+  while (!paused_ && !closing_ && slots_.size() < srv_->opt.max_inflight) {
+    if (!ParseOne()) break;
+  }
+  parsing_ = false;
+  if (reading_ || paused_ || closing_ || !socket_.is_open()) return;
+  if (slots_.size() >= srv_->opt.max_inflight) return;  // resumes when a response is written
+  reading_ = true;
+  socket_.async_read_some(
+      asio::buffer(chunk_),
+      asio::bind_executor(strand_, [self = shared_from_this()](const boost::system::error_code& ec, size_t n) {
+        self->reading_ = false;
+        if (ec) {
+          // End of input (also mid-frame): drop what is half-read. A peer that
+          // only closed its sending side still gets every answer it is owed;
+          // after an error (reset, cancelled) nobody is there to read them.
+          self->closing_ = true;
+          if (ec != asio::error::eof) self->peer_gone_ = true;
+          self->MaybeFinish();
+          return;
+        }
+        self->buf_.append(self->chunk_.data(), n);
+        self->ArmIdle();
+        self->ReadMore();
+      }));
+}
+
+bool Connection::ParseOne() {
+  if (buf_.empty()) return false;
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(buf_.data()),
+                                            static_cast<int>(std::min<size_t>(buf_.size(), 10)));
+  uint32_t len = 0;
+  if (!in.ReadVarint32(&len)) {
+    if (buf_.size() >= 10) return BadFrame("invalid frame length");
+    return false;
+  }
+  size_t hdr = static_cast<size_t>(in.CurrentPosition());
+  if (len > srv_->opt.max_frame_bytes) {
+    return BadFrame("frame of " + std::to_string(len) + " bytes is over the limit of " +
+                    std::to_string(srv_->opt.max_frame_bytes) + " bytes");
+  }
+  if (buf_.size() < hdr + len) return false;
+  v1::Request req;
+  bool ok = req.ParseFromArray(buf_.data() + hdr, static_cast<int>(len));
+  buf_.erase(0, hdr + len);
+  if (!ok) return BadFrame("frame does not parse as tributary.v1.Request");
+  srv_->counters.requests++;
+  Handle(std::move(req));
+  return true;
+}
+
+bool Connection::BadFrame(const std::string& why) {
+  srv_->counters.err_frame++;
+  v1::Response r;
+  r.set_code(v1::Response::INVALID_REQUEST);
+  r.set_message(why + "; closing the connection (framing lost)");
+  // Stop reading before anything else: nothing after this point is parsed.
+  buf_.clear();
+  closing_ = true;
+  uint64_t slot = NewSlot();
+  Fill(slot, Frame(r));
+  MaybeFinish();
+  return false;
+}
+
+uint64_t Connection::NewSlot() {
+  uint64_t s = next_slot_++;
+  slots_.push_back({s, std::nullopt});
+  return s;
+}
+
+void Connection::Fill(uint64_t slot, std::string frame) {
+  for (auto& s : slots_) {
+    if (s.first == slot) {
+      s.second = std::move(frame);
+      break;
+    }
+  }
+  Flush();
+}
+
+void Connection::Flush() {
+  if (writing_ || peer_gone_) {
+    MaybeFinish();
+    return;
+  }
+  std::string out;
+  while (!slots_.empty() && slots_.front().second) {
+    out += *slots_.front().second;
+    slots_.pop_front();
+  }
+  if (out.empty()) {
+    MaybeFinish();
+    ReadMore();
+    return;
+  }
+  writing_ = true;
+  write_started_ = Clock::now();
+  out_ = std::move(out);
+  asio::async_write(
+      socket_, asio::buffer(out_),
+      asio::bind_executor(strand_, [self = shared_from_this()](const boost::system::error_code& ec, size_t) {
+        self->writing_ = false;
+        if (ec) {
+          self->peer_gone_ = true;
+          self->closing_ = true;
+          self->MaybeFinish();
+          return;
+        }
+        self->Flush();
+      }));
+}
+
+void Connection::MaybeFinish() {
+  if (!closing_ || writing_) return;
+  if (!peer_gone_ && !slots_.empty()) return;  // answers still owed
+  if (reading_) {
+    boost::system::error_code ignored;
+    socket_.cancel(ignored);
+  }
+  idle_.cancel();
+  boost::system::error_code ignored;
+  socket_.shutdown(tcp::socket::shutdown_both, ignored);
+  socket_.close(ignored);
+}
+
+v1::Response Connection::ErrorResponse(uint64_t id, v1::Response::Code code, const std::string& msg) {
+  CountError(srv_->counters, code);
+  v1::Response r;
+  r.set_request_id(id);
+  r.set_code(code);
+  r.set_message(msg);
+  return r;
+}
+
+void Connection::Handle(v1::Request req) {
+  const uint64_t slot = NewSlot();
+  const uint64_t id = req.request_id();
+  auto start = Clock::now();
+  if (!srv_->opt.auth_token.empty() && !ConstantTimeEquals(req.auth_token(), srv_->opt.auth_token)) {
+    Fill(slot, Frame(ErrorResponse(id, v1::Response::UNAUTHENTICATED, "missing or wrong auth_token")));
+    return;
+  }
+  switch (req.kind_case()) {
+    case v1::Request::kPing: {
+      v1::Response r;
+      r.set_request_id(id);
+      r.mutable_pong();
+      Fill(slot, Frame(r));
+      return;
+    }
+    case v1::Request::kStats: {
+      v1::Response r;
+      r.set_request_id(id);
+      auto* s = r.mutable_stats();
+      auto pub = srv_->Current();
+      s->set_documents_learned(srv_->counters.documents_learned);
+      s->set_model_version(pub ? pub->version : 0);
+      s->set_predictions(srv_->counters.predictions);
+      s->set_queue_depth(srv_->QueueDepth());
+      s->set_wal_sequence(srv_->counters.documents_acknowledged);
+      s->set_errors(srv_->counters.errors());
+      s->set_learning_enabled(srv_->learning_enabled);
+      if (pub) {
+        s->set_family(pub->model->family().name);
+        s->set_loss(pub->model->loss_plugin() ? pub->model->loss_plugin()->name : "");
+      }
+      Fill(slot, Frame(r));
+      return;
+    }
+    case v1::Request::kPredict: {
+      Fill(slot, Frame(Predict(id, req.predict(), start)));
+      return;
+    }
+    case v1::Request::kSnapshot: {
+      std::weak_ptr<Connection> weak = shared_from_this();
+      std::unique_lock<std::mutex> l(srv_->learn_mu);
+      if (srv_->stopping_learn) {
+        // The learner has been told to stop: it would never answer.
+        l.unlock();
+        Fill(slot, Frame(ErrorResponse(id, v1::Response::UNAVAILABLE, "server is shutting down")));
+        return;
+      }
+      srv_->snapshot_waiters.push_back(
+          [weak, slot, id, this_srv = srv_](const Status& st, const std::string& path, uint64_t seq) {
+            auto c = weak.lock();
+            if (!c) return;
+            v1::Response r;
+            r.set_request_id(id);
+            if (st.ok()) {
+              r.mutable_snapshot()->set_path(path);
+              r.mutable_snapshot()->set_wal_sequence(seq);
+            } else {
+              CountError(this_srv->counters, v1::Response::INTERNAL);
+              r.set_code(v1::Response::INTERNAL);
+              r.set_message(st.ToString());
+            }
+            c->Complete(slot, std::move(r));
+          });
+      srv_->learn_cv.notify_one();
+      return;
+    }
+    case v1::Request::kLearn: {
+      Learn(slot, id, std::move(*req.mutable_learn()), start);
+      return;
+    }
+    case v1::Request::KIND_NOT_SET:
+      break;
+  }
+  Fill(slot, Frame(ErrorResponse(id, v1::Response::INVALID_REQUEST, "request has no kind (learn, predict, ...)")));
+}
+
+v1::Response Connection::Predict(uint64_t id, const v1::PredictRequest& pr, Clock::time_point start) {
+  auto pub = srv_->Current();
+  if (!pub) return ErrorResponse(id, v1::Response::UNAVAILABLE, "no model published yet");
+  auto state = pub->model->NewScoringState();
+  if (!state.ok()) return ErrorResponse(id, v1::Response::INTERNAL, state.status().ToString());
+  const uint32_t K = pub->model->num_outputs();
+  std::vector<double> scores(K), probs(K);
+  v1::Response r;
+  r.set_request_id(id);
+  auto* out = r.mutable_predict();
+  out->set_model_version(pub->version);
+  for (uint32_t k = 0; k < K; ++k) out->add_class_names(pub->model->OutputName(k));
+  DocumentBuffer buf;
+  for (int i = 0; i < pr.documents_size(); ++i) {
+    Status st = pub->decoder->Decode(pr.documents(i), static_cast<uint64_t>(i), pub->model->schema(), false, &buf,
+                                     nullptr, nullptr);
+    if (st.ok()) st = pub->model->Score(buf.View(), state->get(), scores.data());
+    if (!st.ok()) return ErrorResponse(id, v1::Response::INVALID_REQUEST, "predict: " + st.message());
+    Posterior(scores.data(), K, probs.data());
+    auto* p = out->add_predictions();
+    p->set_id(pr.documents(i).id());
+    p->set_index(static_cast<uint64_t>(i));
+    uint32_t best = static_cast<uint32_t>(std::max_element(probs.begin(), probs.end()) - probs.begin());
+    p->set_predicted(pub->model->OutputName(best));
+    for (double x : probs) p->add_probabilities(x);
+  }
+  srv_->counters.predictions += static_cast<uint64_t>(pr.documents_size());
+  srv_->counters.predict_latency.Observe(std::chrono::duration<double>(Clock::now() - start).count());
+  return r;
+}
+
+void Connection::Learn(uint64_t slot, uint64_t id, v1::LearnRequest lr, Clock::time_point start) {
+  if (srv_->draining) {
+    Fill(slot, Frame(ErrorResponse(id, v1::Response::UNAVAILABLE, "server is shutting down")));
+    return;
+  }
+  if (!srv_->learning_enabled) {
+    Fill(slot, Frame(ErrorResponse(id, v1::Response::UNAVAILABLE,
+                                   "learning is disabled after a write-ahead log failure; predictions still served")));
+    return;
+  }
+  if (lr.documents_size() == 0) {
+    Fill(slot, Frame(ErrorResponse(id, v1::Response::INVALID_REQUEST, "learn request has no documents")));
+    return;
+  }
+  // Validate every document before anything is logged: a request is
+  // learned whole or refused whole.
+  auto pub = srv_->Current();
+  DocumentBuffer buf;
+  for (int i = 0; i < lr.documents_size(); ++i) {
+    std::string new_class;
+    Status st = pub->decoder->Decode(lr.documents(i), static_cast<uint64_t>(i), pub->model->schema(), true, &buf,
+                                     &new_class, nullptr);
+    if (st.ok() && buf.label < 0 && new_class.empty() && pub->model->loss_plugin()->loss().requires_label) {
+      st = Status::InvalidDocument(buf.Name() + ": loss '" + pub->model->loss_plugin()->name +
+                                   "' needs a label, the document has none");
+    }
+    if (!st.ok()) {
+      Fill(slot, Frame(ErrorResponse(id, v1::Response::INVALID_REQUEST,
+                                     "learn (document index within the request): " + st.message())));
+      return;
+    }
+  }
+  const uint64_t n = static_cast<uint64_t>(lr.documents_size());
+  auto job = std::make_shared<LearnJob>();
+  job->docs.assign(std::make_move_iterator(lr.mutable_documents()->begin()),
+                   std::make_move_iterator(lr.mutable_documents()->end()));
+  job->conn = weak_from_this();
+  job->slot = slot;
+  job->request_id = id;
+  job->start = start;
+  Enqueue(job, n);
+}
+
+void Connection::Enqueue(std::shared_ptr<LearnJob> job, uint64_t n) {
+  auto self = shared_from_this();
+  auto retry = [self, job, n] { asio::post(self->strand_, [self, job, n] { self->Enqueue(job, n); }); };
+  if (!srv_->TryReserve(n, retry)) {
+    paused_ = true;  // backpressure: stop reading this connection
+    return;
+  }
+  if (paused_) {
+    paused_ = false;
+    asio::post(strand_, [self] { self->ReadMore(); });
+  }
+  {
+    std::lock_guard<std::mutex> l(srv_->commit_mu);
+    if (!srv_->stopping_commit) {
+      srv_->commit_queue.push_back(std::move(*job));
+      srv_->commit_cv.notify_one();
+      return;
+    }
+  }
+  // The committer has drained and stopped (shutdown): this request, read
+  // before the drain but admitted after it, would never be logged or
+  // answered. Refuse it instead.
+  srv_->ReleaseCapacity(n);
+  Fill(job->slot, Frame(ErrorResponse(job->request_id, v1::Response::UNAVAILABLE, "server is shutting down")));
+}
+
+// ---- Accept loop -----------------------------------------------------------------
+
+void Server::Impl::StartAccept() {
+  acceptor.async_accept(asio::make_strand(io), [this](boost::system::error_code ec, tcp::socket s) {
+    if (ec) return;  // closed
+    counters.connections++;
+    if (open_connections.load() >= opt.max_connections) {
+      // Refused, but answered and counted.
+      counters.err_overloaded++;
+      v1::Response r;
+      r.set_code(v1::Response::OVERLOADED);
+      r.set_message("too many connections (limit " + std::to_string(opt.max_connections) + ")");
+      auto frame = std::make_shared<std::string>(Frame(r));
+      auto sock = std::make_shared<tcp::socket>(std::move(s));
+      asio::async_write(*sock, asio::buffer(*frame), [sock, frame](boost::system::error_code, size_t) {
+        boost::system::error_code ignored;
+        sock->shutdown(tcp::socket::shutdown_both, ignored);
+      });
+    } else {
+      open_connections++;
+      boost::system::error_code ignored;
+      s.set_option(tcp::no_delay(true), ignored);
+      std::make_shared<Connection>(this, std::move(s))->Start();
+    }
+    StartAccept();
+  });
+}
+
+}  // namespace tributary

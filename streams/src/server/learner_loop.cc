@@ -1,0 +1,186 @@
+// The learner thread: applies acknowledged documents in log order, publishes
+// copies of the model for the predictions, and writes the snapshots. Also
+// the capacity accounting (documents accepted but not yet learned), which
+// the learner gives back as it learns.
+#include "server/server_impl.h"  // first: it configures Asio for TSan builds
+
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+#include <utility>
+
+#include "tributary/sep_engine.h"
+
+namespace tributary {
+
+// ---- Learner: apply in log order, publish, snapshot ------------------------------
+
+void Server::Impl::LearnerLoop() {
+  auto last_publish = Clock::now();
+  auto last_snapshot = Clock::now();
+  uint64_t since_publish = 0, since_snapshot = 0;
+  Status last_snapshot_status;
+  for (;;) {
+    std::deque<v1::WalRecord> batch;
+    std::vector<std::function<void(const Status&, const std::string&, uint64_t)>> snap_waiters;
+    bool stop = false;
+    {
+      std::unique_lock<std::mutex> l(learn_mu);
+      learn_cv.wait_for(l, std::chrono::milliseconds(std::max<uint32_t>(1, opt.publish_interval_ms)),
+                        [&] { return stopping_learn || !learn_queue.empty() || !snapshot_waiters.empty(); });
+      batch.swap(learn_queue);
+      snap_waiters.swap(snapshot_waiters);
+      stop = stopping_learn && batch.empty();
+    }
+    for (const auto& rec : batch) {
+      Status st = Apply(rec);
+      if (!st.ok()) {
+        Fail(st.WithContext("learner"));
+        return;
+      }
+      ++since_publish;
+      ++since_snapshot;
+      if (since_publish >= opt.publish_every_updates) {
+        Status p = Publish();
+        if (!p.ok()) {
+          Fail(p);
+          return;
+        }
+        since_publish = 0;
+        last_publish = Clock::now();
+      }
+    }
+    if (!batch.empty()) ReleaseCapacity(batch.size());
+    auto now = Clock::now();
+    if (since_publish > 0 && now - last_publish >= std::chrono::milliseconds(opt.publish_interval_ms)) {
+      Status p = Publish();
+      if (!p.ok()) {
+        Fail(p);
+        return;
+      }
+      since_publish = 0;
+      last_publish = now;
+    }
+    bool snapshot_due = !snap_waiters.empty() ||
+                        (since_snapshot > 0 && (since_snapshot >= opt.snapshot_every_documents ||
+                                                now - last_snapshot >= std::chrono::seconds(opt.snapshot_interval_s)));
+    if (snapshot_due || stop) {
+      Status st = since_snapshot > 0 || !snap_waiters.empty() || stop ? SaveSnapshot() : Status::OK();
+      last_snapshot_status = st;
+      for (auto& w : snap_waiters) w(st, SnapshotPath(), applied_sequence);
+      if (st.ok()) {
+        since_snapshot = 0;
+        last_snapshot = now;
+      }
+    }
+    if (stop) {
+      // The final snapshot (Shutdown() promises one): its failure is the
+      // server's exit status, not silence.
+      if (!last_snapshot_status.ok()) Fail(last_snapshot_status.WithContext("final snapshot"));
+      if (since_publish > 0) {
+        Status p = Publish();
+        if (!p.ok()) Fail(p);
+      }
+      return;
+    }
+  }
+}
+
+Status Server::Impl::Apply(const v1::WalRecord& rec) {
+  DocumentBuffer buf;
+  std::string new_class;
+  Status st = learner_decoder->Decode(rec.document(), rec.sequence(), model->schema(), true, &buf, &new_class, nullptr);
+  if (st.ok() && !new_class.empty()) {
+    st = model->AddClass(new_class);
+    if (st.ok()) {
+      buf.label = model->schema().ClassIndex(new_class);
+      v1::Schema s;
+      model->schema().ToProto(&s);
+      auto dec = DocumentDecoder::Create(model->schema(), s);
+      if (!dec.ok()) return dec.status();
+      learner_decoder.emplace(std::move(dec).value());
+      // (A classifier's layout changed: the learner rebuilds itself.)
+    }
+  }
+  if (st.ok()) {
+    // An infeasible SEP / ADF update is skipped by the engine (the model
+    // unchanged); it is counted like a refused document.
+    LearnResult o;
+    st = learner->Learn(buf.View(), &o);
+    if (st.ok() && o.skipped) st = Status::Numeric("SEP update skipped: " + o.skip_reason);
+  }
+  if (!st.ok()) {
+    if (st.IsInvalidDocument() || st.code() == Status::Code::kNumeric) {
+      counters.documents_skipped++;
+      model->learner_state().skipped_documents++;
+    } else {
+      return st;
+    }
+  } else {
+    counters.documents_learned++;
+  }
+  applied_sequence = rec.sequence();
+  return Status::OK();
+}
+
+Status Server::Impl::Publish() {
+  auto clone = model->Clone();
+  if (!clone.ok()) return clone.status();
+  auto p = std::make_shared<Published>();
+  p->version = model->learner_state().updates;
+  model->schema().ToProto(&p->schema);
+  auto dec = DocumentDecoder::Create(model->schema(), p->schema);
+  if (!dec.ok()) return dec.status();
+  p->decoder.emplace(std::move(dec).value());
+  p->model = std::shared_ptr<const Model>(std::move(clone).value().release());
+  std::lock_guard<std::mutex> l(pub_mu);
+  published = std::move(p);
+  return Status::OK();
+}
+
+Status Server::Impl::SaveSnapshot() {
+  // Keep the snapshot being replaced: if the new one is ever found damaged,
+  // recovery starts from this one, and the log still holds everything after
+  // it. A crash between the rename and the save leaves only model.prev.trib,
+  // which recovery also reads.
+  const uint64_t replaced = snapshot_sequence;
+  if (env->FileExists(SnapshotPath())) {
+    TRIB_RETURN_IF_ERROR(env->RenameFile(SnapshotPath(), PrevSnapshotPath()).WithContext("snapshot"));
+  }
+  TRIB_RETURN_IF_ERROR(model->Save(SnapshotPath(), SnapshotOptions{env, applied_sequence}));
+  snapshot_sequence = applied_sequence;
+  counters.snapshots++;
+  covered_sequence.store(replaced);
+  commit_cv.notify_one();
+  return Status::OK();
+}
+
+// ---- Capacity: documents accepted but not yet learned -----------------------------
+
+void Server::Impl::ReleaseCapacity(uint64_t n) {
+  std::deque<std::function<void()>> wake;
+  {
+    std::lock_guard<std::mutex> l(cap_mu);
+    in_queue -= n;
+    wake.swap(cap_waiters);
+  }
+  for (auto& f : wake) f();  // each retries its reservation on its own strand
+}
+
+bool Server::Impl::TryReserve(uint64_t n, std::function<void()> retry) {
+  std::lock_guard<std::mutex> l(cap_mu);
+  // A request larger than the whole queue is admitted alone.
+  if (in_queue == 0 || in_queue + n <= opt.queue_capacity) {
+    in_queue += n;
+    return true;
+  }
+  cap_waiters.push_back(std::move(retry));
+  return false;
+}
+
+uint64_t Server::Impl::QueueDepth() {
+  std::lock_guard<std::mutex> l(cap_mu);
+  return in_queue;
+}
+
+}  // namespace tributary

@@ -1,0 +1,178 @@
+// The server's metrics (Prometheus text format) and its HTTP endpoint:
+// /healthz and /metrics.
+#include "server/server_impl.h"  // first: it configures Asio for TSan builds
+
+#include <algorithm>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <sstream>
+
+namespace tributary {
+
+namespace beast = boost::beast;
+
+namespace server_internal {
+
+// ---- Metrics (Prometheus text format) ---------------------------------------
+
+void Histogram::Observe(double seconds) {
+  size_t i = 0;
+  while (i < kBounds.size() && seconds > kBounds[i]) ++i;
+  buckets_[i].fetch_add(1, std::memory_order_relaxed);
+  count_.fetch_add(1, std::memory_order_relaxed);
+  uint64_t ns = static_cast<uint64_t>(seconds * 1e9);
+  sum_ns_.fetch_add(ns, std::memory_order_relaxed);
+}
+
+void Histogram::Write(std::ostream& os, const std::string& name, const std::string& help) const {
+  os << "# HELP " << name << " " << help << "\n# TYPE " << name << " histogram\n";
+  uint64_t cum = 0;
+  for (size_t i = 0; i < kBounds.size(); ++i) {
+    cum += buckets_[i].load(std::memory_order_relaxed);
+    os << name << "_bucket{le=\"" << kBounds[i] << "\"} " << cum << "\n";
+  }
+  cum += buckets_[kBounds.size()].load(std::memory_order_relaxed);
+  os << name << "_bucket{le=\"+Inf\"} " << cum << "\n";
+  os << name << "_sum " << static_cast<double>(sum_ns_.load(std::memory_order_relaxed)) / 1e9 << "\n";
+  os << name << "_count " << count_.load(std::memory_order_relaxed) << "\n";
+}
+
+void CountError(Counters& c, v1::Response::Code code) {
+  switch (code) {
+    case v1::Response::INVALID_REQUEST:
+      c.err_invalid++;
+      break;
+    case v1::Response::UNAUTHENTICATED:
+      c.err_unauthenticated++;
+      break;
+    case v1::Response::OVERLOADED:
+      c.err_overloaded++;
+      break;
+    case v1::Response::UNAVAILABLE:
+      c.err_unavailable++;
+      break;
+    case v1::Response::INTERNAL:
+      c.err_internal++;
+      break;
+    default:
+      break;
+  }
+}
+
+}  // namespace server_internal
+
+std::string Server::Impl::MetricsText() {
+  std::ostringstream os;
+  auto pub = Current();
+  auto counter = [&](const char* name, const char* help, uint64_t v) {
+    os << "# HELP " << name << " " << help << "\n# TYPE " << name << " counter\n" << name << " " << v << "\n";
+  };
+  auto gauge = [&](const char* name, const char* help, double v) {
+    os << "# HELP " << name << " " << help << "\n# TYPE " << name << " gauge\n" << name << " " << v << "\n";
+  };
+  counter("tributary_documents_learned_total", "Documents applied to the model.", counters.documents_learned);
+  counter("tributary_documents_acknowledged_total", "Documents acknowledged (durable in the log).",
+          counters.documents_acknowledged);
+  counter("tributary_documents_skipped_total", "Acknowledged documents the learner refused.",
+          counters.documents_skipped);
+  counter("tributary_predictions_total", "Documents predicted.", counters.predictions);
+  counter("tributary_requests_total", "Requests read.", counters.requests);
+  counter("tributary_connections_total", "Connections accepted.", counters.connections);
+  counter("tributary_snapshots_total", "Snapshots written.", counters.snapshots);
+  os << "# HELP tributary_errors_total Errors by kind.\n# TYPE tributary_errors_total counter\n";
+  os << "tributary_errors_total{kind=\"invalid_request\"} " << counters.err_invalid << "\n";
+  os << "tributary_errors_total{kind=\"unauthenticated\"} " << counters.err_unauthenticated << "\n";
+  os << "tributary_errors_total{kind=\"overloaded\"} " << counters.err_overloaded << "\n";
+  os << "tributary_errors_total{kind=\"unavailable\"} " << counters.err_unavailable << "\n";
+  os << "tributary_errors_total{kind=\"internal\"} " << counters.err_internal << "\n";
+  os << "tributary_errors_total{kind=\"bad_frame\"} " << counters.err_frame << "\n";
+  os << "tributary_errors_total{kind=\"wal\"} " << counters.err_wal << "\n";
+  gauge("tributary_queue_depth", "Documents accepted but not yet learned.", static_cast<double>(QueueDepth()));
+  gauge("tributary_model_version", "Version (documents learned) of the published model.",
+        pub ? static_cast<double>(pub->version) : 0.0);
+  gauge("tributary_open_connections", "Open client connections.", open_connections.load());
+  gauge("tributary_learning_enabled", "1 while learn requests are accepted.", learning_enabled ? 1.0 : 0.0);
+  gauge("tributary_damage_reports", "Damage reports in the data directory awaiting review (/healthz fails).",
+        static_cast<double>(DamageReports().size()));
+  gauge("tributary_recovery_lost_documents", "Acknowledged documents the last recovery could not read.",
+        static_cast<double>(recovery.lost_records));
+  counters.learn_latency.Write(os, "tributary_learn_latency_seconds", "Learn request latency (read to acknowledged).");
+  counters.predict_latency.Write(os, "tributary_predict_latency_seconds", "Predict request latency.");
+  return os.str();
+}
+
+std::vector<std::string> Server::Impl::DamageReports() const {
+  std::vector<std::string> names, out;
+  env->GetChildren(DamagedDir(), &names);  // no directory: no reports
+  for (const auto& n : names) {
+    if (n.size() > 7 && n.compare(n.size() - 7, 7, ".report") == 0) out.push_back(DamagedDir() + "/" + n);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// ---- HTTP: /healthz and /metrics -------------------------------------------------------
+
+namespace {
+class HttpSession : public std::enable_shared_from_this<HttpSession> {
+ public:
+  HttpSession(Server::Impl* srv, tcp::socket s) : srv_(srv), stream_(std::move(s)) {}
+  void Start() {
+    stream_.expires_after(std::chrono::seconds(10));
+    beast::http::async_read(stream_, buf_, req_, [self = shared_from_this()](beast::error_code ec, size_t) {
+      if (ec) return;
+      self->Respond();
+    });
+  }
+
+ private:
+  void Respond() {
+    res_.version(req_.version());
+    res_.keep_alive(false);
+    std::string target(req_.target());
+    if (target == "/healthz") {
+      // Unhealthy while learning is off, or while a damage report waits for
+      // the operator (it names what was lost; removing it clears this).
+      std::string body;
+      if (!srv_->learning_enabled) body += "degraded: learning disabled (write-ahead log failure)\n";
+      for (const auto& report : srv_->DamageReports()) {
+        std::string text;
+        srv_->env->ReadFileToString(report, &text);
+        body += "damaged: " + report + "\n" + text;
+      }
+      const bool ok = body.empty();
+      res_.result(ok ? beast::http::status::ok : beast::http::status::service_unavailable);
+      res_.set(beast::http::field::content_type, "text/plain");
+      res_.body() = ok ? "ok\n" : body;
+    } else if (target == "/metrics") {
+      res_.result(beast::http::status::ok);
+      res_.set(beast::http::field::content_type, "text/plain; version=0.0.4");
+      res_.body() = srv_->MetricsText();
+    } else {
+      res_.result(beast::http::status::not_found);
+      res_.set(beast::http::field::content_type, "text/plain");
+      res_.body() = "not found: try /healthz or /metrics\n";
+    }
+    res_.prepare_payload();
+    beast::http::async_write(stream_, res_, [self = shared_from_this()](beast::error_code, size_t) {
+      beast::error_code ignored;
+      self->stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    });
+  }
+  Server::Impl* srv_;
+  beast::tcp_stream stream_;
+  beast::flat_buffer buf_;
+  beast::http::request<beast::http::string_body> req_;
+  beast::http::response<beast::http::string_body> res_;
+};
+}  // namespace
+
+void Server::Impl::StartHttpAccept() {
+  http_acceptor.async_accept(asio::make_strand(io), [this](boost::system::error_code ec, tcp::socket s) {
+    if (ec) return;  // closed
+    std::make_shared<HttpSession>(this, std::move(s))->Start();
+    StartHttpAccept();
+  });
+}
+
+}  // namespace tributary

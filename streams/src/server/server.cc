@@ -1,0 +1,284 @@
+// The server's life cycle: recovery and binding (Start), shutdown, signals.
+// The parts it starts: connection.cc (I/O threads), committer.cc,
+// learner_loop.cc, metrics.cc (HTTP).
+#include "tributary/server.h"
+
+#include "server/server_impl.h"  // before any other Asio include: it configures Asio for TSan builds
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <ctime>
+#include <filesystem>
+#include <mutex>
+#include <system_error>
+#include <thread>
+#include <utility>
+
+#include "tributary/plugin_registry.h"
+#include "tributary/sep_engine.h"
+
+namespace tributary {
+
+namespace {
+
+Result<tcp::endpoint> ParseEndpoint(const std::string& s) {
+  auto colon = s.rfind(':');
+  if (colon == std::string::npos) return Status::InvalidArgument("address '" + s + "': expected HOST:PORT");
+  std::string host = s.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  int port = 0;
+  try {
+    port = std::stoi(s.substr(colon + 1));
+  } catch (...) {
+    return Status::InvalidArgument("address '" + s + "': port is not a number");
+  }
+  if (port < 0 || port > 65535) return Status::InvalidArgument("address '" + s + "': port out of range");
+  boost::system::error_code ec;
+  auto addr = asio::ip::make_address(host, ec);
+  if (ec) return Status::InvalidArgument("address '" + s + "': '" + host + "' is not an IP address");
+  return tcp::endpoint(addr, static_cast<uint16_t>(port));
+}
+
+}  // namespace
+
+// ---- Stopping ---------------------------------------------------------------------
+
+void Server::Impl::Fail(const Status& st) {
+  {
+    std::lock_guard<std::mutex> l(done_mu);
+    if (fatal.ok()) fatal = st;
+  }
+  ShutdownNow();
+}
+
+void Server::Impl::ShutdownNow() {
+  std::call_once(shutdown_once, [this] {
+    draining = true;
+    asio::post(accept_strand, [this] {
+      boost::system::error_code ignored;
+      acceptor.close(ignored);
+      http_acceptor.close(ignored);
+      std::lock_guard<std::mutex> l(signals_mu);
+      if (signals) signals->cancel(ignored);
+    });
+    std::thread([this] {
+      {
+        std::lock_guard<std::mutex> l(commit_mu);
+        stopping_commit = true;
+      }
+      commit_cv.notify_all();
+      if (committer.joinable()) committer.join();
+      {
+        std::lock_guard<std::mutex> l(learn_mu);
+        stopping_learn = true;
+      }
+      learn_cv.notify_all();
+      if (learner_thread.joinable()) learner_thread.join();
+      // Let connections flush their last answers, then stop the I/O threads.
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      work.reset();
+      io.stop();
+      std::lock_guard<std::mutex> l(done_mu);
+      done = true;
+      done_cv.notify_all();  // under the lock: Impl may be destroyed once it is released
+    }).detach();
+  });
+}
+
+// ---- Server ---------------------------------------------------------------------------
+
+Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Server::~Server() {
+  Shutdown();
+  Wait();
+  for (auto& t : impl_->io_threads)
+    if (t.joinable()) t.join();
+}
+
+// Cached at Start: the acceptors belong to the I/O threads (which close them
+// on shutdown), so reading them from the caller's thread would race.
+uint16_t Server::port() const { return impl_->port; }
+uint16_t Server::http_port() const { return impl_->http_port; }
+const RecoveryInfo& Server::recovery() const { return impl_->recovery; }
+
+void Server::Shutdown() { impl_->ShutdownNow(); }
+
+Status Server::Wait() {
+  std::unique_lock<std::mutex> l(impl_->done_mu);
+  impl_->done_cv.wait(l, [&] { return impl_->done; });
+  l.unlock();
+  for (auto& t : impl_->io_threads)
+    if (t.joinable()) t.join();
+  std::lock_guard<std::mutex> g(impl_->done_mu);
+  return impl_->fatal;
+}
+
+void Server::HandleSignals() {
+  std::lock_guard<std::mutex> l(impl_->signals_mu);
+  impl_->signals.emplace(impl_->accept_strand, SIGTERM, SIGINT);
+  impl_->signals->async_wait([impl = impl_.get()](const boost::system::error_code& ec, int) {
+    if (!ec) impl->ShutdownNow();
+  });
+}
+
+Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, std::unique_ptr<Model> initial) {
+  auto impl = std::make_unique<Impl>();
+  impl->opt = options;
+  Impl& s = *impl;
+  if (s.opt.data_dir.empty()) return Status::InvalidArgument("serve: --data-dir is required");
+  if (s.opt.io_threads == 0) s.opt.io_threads = 1;
+  if (s.opt.max_inflight == 0) s.opt.max_inflight = 1;
+  s.env = s.opt.env ? s.opt.env : Env::Default();
+  TRIB_RETURN_IF_ERROR(s.env->CreateDirs(s.opt.data_dir).WithContext("data directory"));
+  auto wal = WriteAheadLog::Open((std::filesystem::path(s.opt.data_dir) / "wal").string(), s.env, s.DamagedDir());
+  if (!wal.ok()) return wal.status();
+  s.wal = std::move(wal).value();
+
+  // 1. The model: the newest readable snapshot (model.trib, else the one it
+  // replaced, model.prev.trib: the log is kept from that one's sequence on),
+  // else `initial`. A damaged snapshot is moved aside with a report only
+  // once recovery is known to lose nothing by it.
+  uint64_t after = 0;
+  std::vector<std::pair<std::string, std::string>> damaged;  // path, why
+  {
+    PluginRegistry reg;  // loads only the plugins the snapshot names
+    for (const std::string& path : {s.SnapshotPath(), s.PrevSnapshotPath()}) {
+      if (!s.env->FileExists(path)) continue;
+      uint64_t seq = 0;
+      auto m = Model::Load(path, reg, s.env, &seq);
+      if (m.ok()) {
+        s.model = std::move(m).value();
+        after = seq;
+        s.recovery.from_snapshot = true;
+        s.recovery.snapshot_path = path;
+        break;
+      }
+      // A missing plugin or a version mismatch is not damage: say so and stop.
+      if (!m.status().IsCorruption()) return m.status();
+      damaged.emplace_back(path, m.status().message());
+    }
+  }
+  if (!s.model) {
+    std::string why;
+    for (const auto& [path, msg] : damaged) why += (why.empty() ? "" : "; ") + msg;
+    const uint64_t first = s.wal->FirstSequence();
+    if (!damaged.empty() && first > 1) {
+      return Status::Corruption("serve: no readable snapshot in '" + s.opt.data_dir + "' (" + why +
+                                ") and the write-ahead log starts at sequence " + std::to_string(first) +
+                                ": documents 1.." + std::to_string(first - 1) +
+                                " are in no readable file. Nothing was changed; restore a snapshot from a backup");
+    }
+    if (!initial) {
+      return Status::InvalidArgument(
+          "serve: no " + std::string(damaged.empty() ? "" : "readable ") + "snapshot in '" + s.opt.data_dir + "'" +
+          (why.empty() ? "" : " (" + why + ")") + " and no initial model (pass --model or --schema" +
+          (damaged.empty() ? "" : ": the whole log is present, it is replayed onto it") + ")");
+    }
+    s.model = std::move(initial);
+  }
+  const std::string stamp = std::to_string(static_cast<long long>(std::time(nullptr)));
+  for (const auto& [path, msg] : damaged) {
+    TRIB_RETURN_IF_ERROR(s.env->CreateDirs(s.DamagedDir()));
+    const std::string kept = s.DamagedDir() + "/" + std::filesystem::path(path).filename().string() + "." + stamp;
+    TRIB_RETURN_IF_ERROR(s.env->RenameFile(path, kept).WithContext("moving a damaged snapshot aside"));
+    const std::string line = msg + "; kept as " + kept + "; recovered from " +
+                             (s.recovery.from_snapshot ? s.recovery.snapshot_path : std::string("the initial model")) +
+                             " and the write-ahead log from sequence " + std::to_string(after + 1) + ": nothing lost";
+    const std::string report = kept + ".report";
+    TRIB_RETURN_IF_ERROR(s.env->WriteFileAtomically(
+        report, "Tributary snapshot damage, found at unix time " + stamp + "\n" + line +
+                    ".\nRemove this .report file once reviewed: /healthz fails while one exists.\n"));
+    s.recovery.damage.push_back(line);
+    s.recovery.reports.push_back(report);
+  }
+  s.recovery.snapshot_sequence = after;
+  s.applied_sequence = after;
+  s.snapshot_sequence = after;
+  if (!s.model->loss_plugin()) return Status::InvalidArgument("serve: the model has no loss to learn with");
+  v1::Schema schema;
+  s.model->schema().ToProto(&schema);
+  auto dec = DocumentDecoder::Create(s.model->schema(), schema);
+  if (!dec.ok()) return dec.status();
+  s.learner_decoder.emplace(std::move(dec).value());
+  std::string engine = s.opt.engine;
+  const bool has_sep = SepLearner::Supports(s.model->family());
+  if (engine == "auto") engine = has_sep ? "sep" : "sdem";
+  if (engine == "sep" || engine == "adf") {
+    if (!has_sep) {
+      return Status::InvalidArgument("serve: family '" + s.model->family().name + "' cannot be trained with --engine " +
+                                     engine + ": it has no SEP hooks");
+    }
+  } else if (engine == "sdem") {
+    if (has_sep) {  // the count mixtures have no sdEM update: every document would fail
+      return Status::InvalidArgument("serve: family '" + s.model->family().name +
+                                     "' is trained by SEP or ADF, not sdEM (use --engine auto, sep or adf)");
+    }
+  } else {
+    return Status::InvalidArgument("serve: unknown engine '" + s.opt.engine + "' (expected auto, sdem, sep or adf)");
+  }
+  {
+    LearnerOptions lo;
+    lo.engine = engine;
+    lo.seed = s.opt.seed;  // N: the model's (effective_size 0 keeps it)
+    auto l = Learner::Create(s.model.get(), lo);
+    if (!l.ok()) return l.status();
+    s.learner = std::move(l).value();
+  }
+  // 2. Replay the log tail (damage handled by the policy: wal.h).
+  WalReplayReport rep;
+  TRIB_RETURN_IF_ERROR(s.wal->Replay(
+      after, [&](const v1::WalRecord& rec) { return s.Apply(rec); }, &rep, s.opt.on_corruption));
+  s.recovery.replayed = rep.records;
+  s.recovery.torn_bytes = rep.torn_bytes;
+  s.recovery.lost_records = rep.lost_records;
+  for (const auto& d : rep.damage) {
+    s.recovery.damage.push_back(d.Describe() + (d.kept_as.empty() ? "" : "; kept as " + d.kept_as));
+    if (!d.report.empty()) s.recovery.reports.push_back(d.report);
+    if (!d.covered) s.recovery.lost_ranges.emplace_back(std::max(d.first_lost, after + 1), d.last_lost);
+  }
+  // Documents in the model, whether they came from the snapshot or the log.
+  s.counters.documents_learned = s.model->learner_state().updates;
+  s.next_sequence = std::max(after, rep.last_sequence) + 1;
+  s.counters.documents_acknowledged = s.next_sequence - 1;
+  TRIB_RETURN_IF_ERROR(s.wal->StartSegment(s.next_sequence));
+  // A new data directory gets its base snapshot at once (so a damaged later
+  // snapshot always has one before it); after a replay, or after damage, a
+  // snapshot makes the recovered state the starting point.
+  if (rep.records > 0 || !s.recovery.from_snapshot || !damaged.empty() || !rep.damage.empty()) {
+    TRIB_RETURN_IF_ERROR(s.SaveSnapshot());
+  }
+  TRIB_RETURN_IF_ERROR(s.Publish());
+  // 3. Sockets.
+  auto ep = ParseEndpoint(s.opt.listen);
+  if (!ep.ok()) return ep.status();
+  boost::system::error_code ec;
+  s.acceptor.open(ep->protocol(), ec);
+  if (!ec) s.acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) s.acceptor.bind(*ep, ec);
+  if (!ec) s.acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return Status::IOError("cannot listen on " + s.opt.listen + ": " + ec.message());
+  s.port = s.acceptor.local_endpoint(ec).port();
+  if (!s.opt.http.empty()) {
+    auto hep = ParseEndpoint(s.opt.http);
+    if (!hep.ok()) return hep.status();
+    s.http_acceptor.open(hep->protocol(), ec);
+    if (!ec) s.http_acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
+    if (!ec) s.http_acceptor.bind(*hep, ec);
+    if (!ec) s.http_acceptor.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) return Status::IOError("cannot listen (HTTP) on " + s.opt.http + ": " + ec.message());
+    s.http_port = s.http_acceptor.local_endpoint(ec).port();
+  }
+  // 4. Threads.
+  s.work.emplace(asio::make_work_guard(s.io));
+  s.StartAccept();
+  if (!s.opt.http.empty()) s.StartHttpAccept();
+  Impl* raw = impl.get();
+  s.committer = std::thread([raw] { raw->CommitterLoop(); });
+  s.learner_thread = std::thread([raw] { raw->LearnerLoop(); });
+  for (unsigned i = 0; i < s.opt.io_threads; ++i) s.io_threads.emplace_back([raw] { raw->io.run(); });
+  return std::unique_ptr<Server>(new Server(std::move(impl)));
+}
+
+}  // namespace tributary

@@ -1,0 +1,220 @@
+// Private to the server (streams/src/server/): the state shared by its parts.
+// The design is described in tributary/server.h. Which thread touches what:
+//   I/O threads      Connection (connection.cc), HTTP (metrics.cc), accept loops
+//   committer thread Impl::CommitterLoop (committer.cc)
+//   learner thread   Impl::LearnerLoop, Apply, Publish, SaveSnapshot (learner_loop.cc)
+//   caller's thread  Server::Start, Shutdown, Wait, HandleSignals (server.cc)
+#ifndef TRIBUTARY_STREAMS_SRC_SERVER_SERVER_IMPL_H_
+#define TRIBUTARY_STREAMS_SRC_SERVER_SERVER_IMPL_H_
+
+// ThreadSanitizer does not model standalone memory fences (GCC refuses them
+// under -fsanitize=thread with -Werror=tsan). Asio's fenced blocks around
+// handler calls are redundant with the mutexes of its scheduler and reactor,
+// which TSan does see, so use Asio's null fenced block in TSan builds.
+// Defined here, before any Asio include, so every file of the server sees the
+// same Asio: include this header before Asio or Beast.
+#if defined(__SANITIZE_THREAD__) && !defined(BOOST_ASIO_DISABLE_FENCED_BLOCK)
+#define BOOST_ASIO_DISABLE_FENCED_BLOCK 1
+#endif
+
+// Before Asio: Boost 1.74's asio/awaitable.hpp uses std::exchange without
+// including <utility>.
+#include <utility>
+
+#include <array>
+#include <atomic>
+#include <boost/asio.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tributary/document.h"
+#include "tributary/learner.h"
+#include "tributary/model.h"
+#include "tributary/server.h"
+#include "tributary/status.h"
+#include "tributary/v1/tributary.pb.h"
+#include "tributary/wal.h"
+
+namespace tributary {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+namespace server_internal {
+
+// ---- Metrics (Prometheus text format; metrics.cc) ----------------------------------
+
+class Histogram {
+ public:
+  static constexpr std::array<double, 14> kBounds = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                                                     0.01,    0.025,  0.05,    0.1,    0.25,  1.0,    5.0};
+  void Observe(double seconds);
+  void Write(std::ostream& os, const std::string& name, const std::string& help) const;
+
+ private:
+  std::array<std::atomic<uint64_t>, kBounds.size() + 1> buckets_{};
+  std::atomic<uint64_t> count_{0};
+  std::atomic<uint64_t> sum_ns_{0};
+};
+
+struct Counters {
+  std::atomic<uint64_t> documents_learned{0};
+  std::atomic<uint64_t> documents_acknowledged{0};
+  std::atomic<uint64_t> documents_skipped{0};
+  std::atomic<uint64_t> predictions{0};
+  std::atomic<uint64_t> requests{0};
+  std::atomic<uint64_t> connections{0};
+  std::atomic<uint64_t> snapshots{0};
+  // Errors by kind (the Response codes, plus framing and log errors).
+  std::atomic<uint64_t> err_invalid{0}, err_unauthenticated{0}, err_overloaded{0}, err_unavailable{0}, err_internal{0},
+      err_frame{0}, err_wal{0};
+  Histogram learn_latency, predict_latency;
+
+  uint64_t errors() const {
+    return err_invalid + err_unauthenticated + err_overloaded + err_unavailable + err_internal + err_frame + err_wal;
+  }
+};
+
+// Counts an error response under its kind (codes with no kind: nothing).
+void CountError(Counters& c, v1::Response::Code code);
+
+}  // namespace server_internal
+
+// ---- The published model ---------------------------------------------------------
+
+struct Published {
+  std::shared_ptr<const Model> model;
+  uint64_t version = 0;
+  std::optional<DocumentDecoder> decoder;
+  v1::Schema schema;
+};
+
+class Connection;
+
+// One acknowledged-or-not learn request on its way through the committer.
+struct LearnJob {
+  std::vector<v1::Document> docs;
+  std::weak_ptr<Connection> conn;
+  uint64_t slot = 0;
+  uint64_t request_id = 0;
+  Clock::time_point start;
+};
+
+struct Server::Impl {
+  ServerOptions opt;
+  server_internal::Counters counters;
+  RecoveryInfo recovery;
+  uint16_t port = 0, http_port = 0;  // bound ports, set before the threads start
+  // Declared before the io_context: connections destroyed with it use it.
+  std::atomic<uint32_t> open_connections{0};
+
+  asio::io_context io;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  // The acceptors and the signal set are used only on this strand: their
+  // handlers re-arm them while ShutdownNow closes them, from other threads.
+  asio::strand<asio::io_context::executor_type> accept_strand{asio::make_strand(io)};
+  tcp::acceptor acceptor{accept_strand};
+  tcp::acceptor http_acceptor{accept_strand};
+  std::mutex signals_mu;                    // HandleSignals (caller's thread) vs ShutdownNow (accept strand)
+  std::optional<asio::signal_set> signals;  // GUARDED_BY(signals_mu)
+  std::vector<std::thread> io_threads;
+
+  // The learner's own model, touched only by the learner thread (and by
+  // recovery before it starts).
+  std::unique_ptr<Model> model;
+  uint64_t applied_sequence = 0;     // the last log record applied to `model`
+  uint64_t snapshot_sequence = 0;    // the log sequence model.trib holds
+  std::unique_ptr<Learner> learner;  // sdEM, SEP or ADF (learner.h)
+  std::optional<DocumentDecoder> learner_decoder;
+
+  mutable std::mutex pub_mu;
+  std::shared_ptr<const Published> published;  // GUARDED_BY(pub_mu)
+
+  // Capacity: documents accepted but not yet learned.
+  std::mutex cap_mu;
+  uint64_t in_queue = 0;                          // GUARDED_BY(cap_mu)
+  std::deque<std::function<void()>> cap_waiters;  // GUARDED_BY(cap_mu)
+
+  // Committer input.
+  std::mutex commit_mu;
+  std::condition_variable commit_cv;
+  std::deque<LearnJob> commit_queue;  // GUARDED_BY(commit_mu)
+  bool stopping_commit = false;       // GUARDED_BY(commit_mu)
+  std::unique_ptr<WriteAheadLog> wal;
+  uint64_t next_sequence = 1;  // committer thread only
+  std::atomic<uint64_t> covered_sequence{0};
+  std::atomic<bool> learning_enabled{true};
+  std::string wal_error;  // GUARDED_BY(commit_mu)
+
+  // Learner input.
+  std::mutex learn_mu;
+  std::condition_variable learn_cv;
+  std::deque<v1::WalRecord> learn_queue;  // GUARDED_BY(learn_mu)
+  bool stopping_learn = false;            // GUARDED_BY(learn_mu)
+  std::vector<std::function<void(const Status&, const std::string&, uint64_t)>>
+      snapshot_waiters;  // GUARDED_BY(learn_mu)
+
+  std::thread committer, learner_thread;
+  std::atomic<bool> draining{false};
+  std::once_flag shutdown_once;
+  std::mutex done_mu;
+  std::condition_variable done_cv;
+  bool done = false;  // GUARDED_BY(done_mu)
+  Status fatal;       // GUARDED_BY(done_mu)
+
+  Env* env = nullptr;  // opt.env or Env::Default()
+  std::string SnapshotPath() const { return (std::filesystem::path(opt.data_dir) / "model.trib").string(); }
+  // The snapshot before the newest: the log is kept from its sequence on.
+  std::string PrevSnapshotPath() const { return (std::filesystem::path(opt.data_dir) / "model.prev.trib").string(); }
+  // Damaged files kept aside, and the .report files that fail /healthz.
+  std::string DamagedDir() const { return (std::filesystem::path(opt.data_dir) / "damaged").string(); }
+  // The .report files in DamagedDir(), sorted (empty when healthy).
+  std::vector<std::string> DamageReports() const;
+
+  std::shared_ptr<const Published> Current() const {
+    std::lock_guard<std::mutex> l(pub_mu);
+    return published;
+  }
+
+  // learner_loop.cc: the learner's model (learner thread, and recovery).
+  Status Publish();
+  // Learns one logged record (learner thread, and recovery). A document that
+  // the learner refuses is skipped and counted; the same happens on replay.
+  Status Apply(const v1::WalRecord& rec);
+  // Writes model.trib at applied_sequence, keeping the one it replaces as
+  // model.prev.trib; the log is then dropped up to the replaced one's
+  // sequence (learner thread, and recovery).
+  Status SaveSnapshot();
+
+  // learner_loop.cc: capacity, taken by connections, given back by the
+  // learner (or by whoever drops an admitted request).
+  void ReleaseCapacity(uint64_t n);
+  // Reserves room for n documents or registers `retry` to be called later.
+  bool TryReserve(uint64_t n, std::function<void()> retry);
+  uint64_t QueueDepth();
+
+  void CommitterLoop();  // committer.cc
+  void LearnerLoop();    // learner_loop.cc
+  // server.cc: the first fatal error is kept for Wait(), then the server stops.
+  void Fail(const Status& st);
+  void ShutdownNow();         // server.cc
+  void StartAccept();         // connection.cc
+  void StartHttpAccept();     // metrics.cc
+  std::string MetricsText();  // metrics.cc
+};
+
+}  // namespace tributary
+
+#endif  // TRIBUTARY_STREAMS_SRC_SERVER_SERVER_IMPL_H_

@@ -1,0 +1,155 @@
+// The file-system seam: Env::Default() itself, and faults injected through it
+// into snapshots and document streams (the write-ahead log's are in
+// wal_test.cc). Each fault must give an error naming the file, and must
+// leave what was durable before untouched.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "fault_env.h"
+#include "test_util.h"
+#include "tributary/stream_io.h"
+
+namespace tributary {
+namespace {
+
+using testing::FaultEnv;
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+std::unique_ptr<Model> SmallModel(uint32_t vocab = 20) {
+  auto schema = ModelSchema::FromProto(testing::TextSchema(vocab, 2));
+  auto m = Model::Create(testing::BuiltinFamily("multinomial"), testing::BuiltinLoss("nll"), *schema, {});
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  return std::move(m).value();
+}
+
+std::vector<std::string> Children(const std::string& dir) {
+  std::vector<std::string> names;
+  EXPECT_TRUE(Env::Default()->GetChildren(dir, &names).ok());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST(EnvTest, DefaultEnvRoundTripsAndNamesMissingFiles) {
+  Env* env = Env::Default();
+  const std::string dir = testing::TempDir("env") + "/a/b";
+  ASSERT_TRUE(env->CreateDirs(dir).ok());
+  const std::string path = dir + "/f";
+  std::string data(300000, 'x');
+  data[123456] = '\0';
+  ASSERT_TRUE(env->WriteFileAtomically(path, data).ok());
+  std::string back;
+  ASSERT_TRUE(env->ReadFileToString(path, &back).ok());
+  EXPECT_EQ(back, data);
+  EXPECT_EQ(*env->FileSize(path), data.size());
+  EXPECT_EQ(Children(dir), std::vector<std::string>{"f"});  // no temporary left behind
+  Status missing = env->ReadFileToString(dir + "/nope", &back);
+  EXPECT_TRUE(missing.IsNotFound()) << missing.ToString();
+  EXPECT_THAT(missing.message(), HasSubstr(dir + "/nope"));
+  ASSERT_TRUE(env->RenameFile(path, dir + "/g").ok());
+  EXPECT_FALSE(env->FileExists(path));
+  EXPECT_TRUE(env->RemoveFile(dir + "/g").ok());
+  EXPECT_TRUE(env->RemoveFile(dir + "/g").IsNotFound());
+}
+
+// A snapshot whose fsync or rename fails: the error names the operation and
+// the file, the previous snapshot is still there and loads, and no
+// temporary file is left in the directory.
+TEST(EnvTest, FailedSnapshotWriteKeepsThePreviousSnapshot) {
+  const std::string dir = testing::TempDir("env_snap");
+  const std::string path = dir + "/model.trib";
+  auto old_model = SmallModel();
+  ASSERT_TRUE(old_model->Save(path, SnapshotOptions{nullptr, 7}).ok());
+  std::string before;
+  ASSERT_TRUE(Env::Default()->ReadFileToString(path, &before).ok());
+
+  auto bigger = SmallModel(40);
+  for (auto op : {FaultEnv::Op::kSync, FaultEnv::Op::kRename, FaultEnv::Op::kAppend, FaultEnv::Op::kCreate}) {
+    FaultEnv env;
+    env.Add({op, "model.trib", 0, ENOSPC, op == FaultEnv::Op::kAppend});
+    Status st = bigger->Save(path, SnapshotOptions{&env, 9});
+    ASSERT_FALSE(st.ok());
+    EXPECT_EQ(env.fired(), 1);
+    EXPECT_THAT(st.message(), HasSubstr("No space left on device"));
+    EXPECT_THAT(st.message(), HasSubstr(path));
+    std::string after;
+    ASSERT_TRUE(Env::Default()->ReadFileToString(path, &after).ok());
+    EXPECT_EQ(after, before) << "the previous snapshot changed";
+    EXPECT_EQ(Children(dir), std::vector<std::string>{"model.trib"});
+  }
+  uint64_t seq = 0;
+  auto loaded = Model::Load(path, testing::BuiltinRegistry(), nullptr, &seq);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_EQ((*loaded)->schema().vocabulary().size(), 20u);
+  EXPECT_EQ(seq, 7u);
+}
+
+TEST(EnvTest, SnapshotReadErrorIsAnIOErrorNamingTheFile) {
+  const std::string path = testing::TempDir("env_snap_read") + "/model.trib";
+  ASSERT_TRUE(SmallModel()->Save(path).ok());
+  FaultEnv env;
+  env.Add({FaultEnv::Op::kRead, "model.trib", 0, EIO});
+  auto r = Model::Load(path, testing::BuiltinRegistry(), &env);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kIOError) << r.status().ToString();
+  EXPECT_THAT(r.status().message(), HasSubstr(path));
+  EXPECT_THAT(r.status().message(), HasSubstr("Input/output error"));
+  // The log sequence survives a round trip through the Env as well.
+  uint64_t seq = 1;
+  ASSERT_TRUE(Model::Load(path, testing::BuiltinRegistry(), Env::Default(), &seq).ok());
+  EXPECT_EQ(seq, 0u);
+}
+
+v1::Document Doc(uint32_t term) {
+  v1::Document d;
+  d.set_label("c0");
+  d.add_term_ids(term);
+  d.add_term_counts(1);
+  return d;
+}
+
+// A device that fails in the middle of a stream: the documents before are
+// read, then the error names the file; a full disk while writing a stream is
+// reported by Write or Close with the file's name, never silently.
+TEST(EnvTest, StreamReadAndWriteFaultsNameTheFile) {
+  const std::string path = testing::TempDir("env_stream") + "/docs.pb";
+  {
+    auto w = DocumentWriter::Create(path, NewStreamHeader());
+    ASSERT_TRUE(w.ok());
+    for (uint32_t i = 0; i < 20000; ++i) ASSERT_TRUE((*w)->Write(Doc(i % 7)).ok());
+    ASSERT_TRUE((*w)->Close().ok());
+  }
+  FaultEnv env;
+  env.Add({FaultEnv::Op::kRead, "docs.pb", 1, EIO});  // the first 64 KiB read succeeds
+  auto r = DocumentReader::Open(path, kDefaultMaxFrameBytes, &env);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  v1::Document d;
+  bool eof = false;
+  uint64_t read = 0;
+  Status st;
+  while ((st = (*r)->Next(&d, &eof)).ok() && !eof) ++read;
+  EXPECT_GT(read, 100u);
+  EXPECT_LT(read, 20000u);
+  EXPECT_EQ(st.code(), Status::Code::kIOError) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr(path));
+
+  FaultEnv full;
+  full.Add({FaultEnv::Op::kAppend, "out.pb", 2, ENOSPC});
+  const std::string out = testing::TempDir("env_stream_out") + "/out.pb";
+  auto w = DocumentWriter::Create(out, NewStreamHeader(), &full);
+  ASSERT_TRUE(w.ok());
+  Status wst;
+  for (uint32_t i = 0; i < 100000 && wst.ok(); ++i) wst = (*w)->Write(Doc(i % 7));
+  Status cst = (*w)->Close();
+  Status first = wst.ok() ? cst : wst;
+  ASSERT_FALSE(first.ok());
+  EXPECT_THAT(first.message(), HasSubstr(out));
+  EXPECT_THAT(first.message(), HasSubstr("No space left on device"));
+}
+
+}  // namespace
+}  // namespace tributary
