@@ -386,6 +386,103 @@ TEST_F(CliTest, PluginsListing) {
   EXPECT_THAT(out, HasSubstr("ABI major version mismatch"));
 }
 
+// `plugins --options NAME`: the plugin's option table (ABI 1.3), as text and
+// JSON; a plugin without a table says so; an unknown name is an error listing
+// the names there are.
+TEST_F(CliTest, PluginsOptionsShowsTheOptionTable) {
+  std::string out;
+  ASSERT_EQ(Run("plugins --options multinomial", &out), 0) << out;
+  EXPECT_THAT(out, HasSubstr("family multinomial "));
+  EXPECT_THAT(out, HasSubstr("name\ttype\tdefault\trange\thelp\n"));
+  EXPECT_THAT(out, HasSubstr("\nprior\tnumber\t1\t> 0, or laplace|log\tDirichlet pseudo-count"));
+  EXPECT_THAT(out, HasSubstr("\nclass_prior\tnumber\t1\t> 0\t"));
+  EXPECT_THAT(out, HasSubstr("\nfloor\tchoice\tpaper\tpaper|prior\t"));
+  ASSERT_EQ(Run("plugins --options multinomial --json", &out), 0) << out;
+  json j = json::parse(out);
+  ASSERT_EQ(j["plugins"].size(), 1u);
+  const json& p = j["plugins"][0];
+  EXPECT_EQ(p["kind"], "family");
+  EXPECT_EQ(p["name"], "multinomial");
+  EXPECT_EQ(p["option_table"], true);
+  ASSERT_EQ(p["options"].size(), 3u);
+  const json& prior = p["options"][0];
+  EXPECT_EQ(prior["name"], "prior");
+  EXPECT_EQ(prior["type"], "number");
+  EXPECT_EQ(prior["default"], "1");
+  EXPECT_EQ(prior["min"], 0.0);
+  EXPECT_TRUE(prior["max"].is_null());
+  EXPECT_EQ(prior["min_exclusive"], true);
+  EXPECT_EQ(prior["words"], json::array({"laplace", "log"}));
+  EXPECT_EQ(prior["expected"], "laplace, log or a number > 0");
+  EXPECT_FALSE(prior["help"].get<std::string>().empty());
+  EXPECT_EQ(p["options"][2]["choices"], json::array({"paper", "prior"}));
+  // Aliases and derived defaults (lda), a loss, a loss without options.
+  ASSERT_EQ(Run("plugins --options lda", &out), 0) << out;
+  EXPECT_THAT(out, HasSubstr("\nprior\talias\t-\talias of eta\t"));
+  EXPECT_THAT(out, HasSubstr("\nalpha\tnumber\t1/K\t(0, 1e100]\t"));
+  ASSERT_EQ(Run("plugins --options hinge", &out), 0) << out;
+  EXPECT_THAT(out, HasSubstr("\nweights\tchoice\ttable1\ttable1|algorithm4\t"));
+  ASSERT_EQ(Run("plugins --options nll", &out), 0) << out;
+  EXPECT_THAT(out, HasSubstr("loss nll 1.0.0"));
+  EXPECT_THAT(out, HasSubstr("takes no options"));
+  // A third-party plugin without a table (built for ABI 1.3 all the same).
+  ASSERT_EQ(testing::RunCommand("TRIBUTARY_PLUGIN_PATH=" TRIBUTARY_FIXTURE_PLUGIN_DIR " " + testing::ProgramPath() +
+                                    " plugins --options double-ncll",
+                                &out),
+            0)
+      << out;
+  EXPECT_THAT(out, HasSubstr("loss double-ncll 0.3.0"));
+  EXPECT_THAT(out, HasSubstr("no option table"));
+  // Unknown name: exit 1, the names there are.
+  EXPECT_EQ(Run("plugins --options no-such-plugin", &out, true), 1);
+  EXPECT_THAT(out, HasSubstr("no family or loss plugin named 'no-such-plugin'"));
+  EXPECT_THAT(out, HasSubstr("families: "));
+  EXPECT_THAT(out, HasSubstr("multinomial"));
+  EXPECT_THAT(out, HasSubstr("losses: hinge, ncll, nll"));
+}
+
+// `inspect` shows every option of the family and the loss with its value,
+// marking the ones left at their default; the options as given stay where they
+// were (family_options, loss_options).
+TEST_F(CliTest, InspectShowsOptionValuesAndDefaults) {
+  std::string s = MakeStream("s.pb", 100, 4);
+  std::string out;
+  ASSERT_EQ(
+      Run("train -q --select off --loss hinge --loss-opt margin=3 --prior 2 --in " + s + " --out " + dir_ + "/m.trib",
+          &out, true),
+      0)
+      << out;
+  ASSERT_EQ(Run("inspect --model " + dir_ + "/m.trib", &out), 0) << out;
+  EXPECT_THAT(out, HasSubstr("family option prior\t2\n"));
+  EXPECT_THAT(out, HasSubstr("family option class_prior\t1 (default)\n"));
+  EXPECT_THAT(out, HasSubstr("family option floor\tpaper (default)\n"));
+  EXPECT_THAT(out, HasSubstr("loss option margin\t3\n"));
+  EXPECT_THAT(out, HasSubstr("loss option weights\ttable1 (default)\n"));
+  ASSERT_EQ(Run("inspect --json --model " + dir_ + "/m.trib", &out), 0) << out;
+  json j = json::parse(out);
+  EXPECT_EQ(j["family_options"], json({{"prior", "2"}}));
+  EXPECT_EQ(j["loss_options"], json({{"margin", "3"}}));
+  ASSERT_EQ(j["family_option_values"].size(), 3u);
+  EXPECT_EQ(j["family_option_values"][0], json({{"name", "prior"}, {"value", "2"}, {"default", false}}));
+  EXPECT_EQ(j["family_option_values"][1], json({{"name", "class_prior"}, {"value", "1"}, {"default", true}}));
+  EXPECT_EQ(j["loss_option_values"][1], json({{"name", "weights"}, {"value", "table1"}, {"default", true}}));
+  // Aliases fold into their option; derived defaults say so.
+  ASSERT_EQ(Run("train -q --select off --family lda --loss nll --topics 3 --opt prior=0.2 --in " + s + " --out " +
+                    dir_ + "/lda.trib",
+                &out, true),
+            0)
+      << out;
+  ASSERT_EQ(Run("inspect --json --model " + dir_ + "/lda.trib", &out), 0) << out;
+  j = json::parse(out);
+  bool eta = false, alpha = false;
+  for (const auto& e : j["family_option_values"]) {
+    EXPECT_NE(e["name"], "prior");  // the alias
+    if (e["name"] == "eta") eta = e["value"] == "0.2" && e["default"] == false;
+    if (e["name"] == "alpha") alpha = e["value"] == "1/K" && e["default"] == true && e["derived"] == true;
+  }
+  EXPECT_TRUE(eta && alpha) << j["family_option_values"].dump();
+}
+
 // A plugin that crashes while loading (init_segfaults.so raises SIGSEGV in
 // its init), found on TRIBUTARY_PLUGIN_PATH, is probed in a child process:
 // `plugins` lists it as refused with its signal, and commands that do not

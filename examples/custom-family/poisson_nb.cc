@@ -116,6 +116,18 @@ struct State {
   std::vector<double> log_n;  // log N_k of the document being scored
 };
 
+// The options: what create() accepts, with types, ranges, defaults and help.
+// ParseOptions reads them; TRIBUTARY_DEFINE_PLUGIN_OPTIONS (at the end)
+// exports the table so that `tributary plugins --options poisson-nb` and
+// `tributary inspect` can show it.
+constexpr trib_option_spec kOptions[] = {
+    tributary::sdk::Number("prior", "1", "a: pseudo-occurrences of every term per class (Gamma shape - 1)")
+        .Above(0)
+        .AtMost(kMaxPrior),
+    tributary::sdk::Number("prior_docs", "1", "b: pseudo-documents per class (Gamma rate)").Above(0).AtMost(kMaxPrior),
+    {},  // the end of the table
+};
+
 Model* M(trib_family_model* m) { return reinterpret_cast<Model*>(m); }
 const Model* M(const trib_family_model* m) { return reinterpret_cast<const Model*>(m); }
 
@@ -133,25 +145,14 @@ int Create(const trib_schema* schema, const trib_option* opts, size_t num_opts, 
     auto m = std::make_unique<Model>();
     m->K = schema->num_classes;
     m->V = schema->vocab_size;
-    for (size_t i = 0; i < num_opts; ++i) {
-      const std::string key = opts[i].key ? opts[i].key : "";
-      const std::string val = opts[i].value ? opts[i].value : "";
-      double* target = nullptr;
-      if (key == "prior") {
-        target = &m->a;
-      } else if (key == "prior_docs") {
-        target = &m->b;
-      } else {
-        // Unknown keys are refused, naming the key: a typo must not silently
-        // train with the defaults.
-        return Fail(err, TRIB_ERR_INVALID_ARGUMENT,
-                    "unknown option '%s' for family poisson-nb (known: prior, prior_docs)", key.c_str());
-      }
-      if (!tributary::sdk::ParseDouble(val.c_str(), target) || !(*target > 0) || *target > kMaxPrior) {
-        return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option %s='%s': expected a number > 0 and <= 1e100", key.c_str(),
-                    val.c_str());
-      }
-    }
+    // The option table (kOptions) refuses unknown keys, naming them and the
+    // known ones (a typo must not silently train with the defaults), and bad
+    // values, naming what it expects; options not given take its defaults.
+    tributary::sdk::OptionValues o;
+    int rc = tributary::sdk::ParseOptions(kOptions, TRIB_KIND_FAMILY, "poisson-nb", opts, num_opts, &o, err);
+    if (rc != TRIB_OK) return rc;
+    m->a = o.Number("prior");
+    m->b = o.Number("prior_docs");
     if (m->V > (UINT64_MAX - m->K) / m->K) {
       return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "vocabulary of %llu terms x %u classes is too large",
                   static_cast<unsigned long long>(m->V), m->K);
@@ -386,6 +387,8 @@ int ImportCache(trib_family_model* mm, const double* in, size_t size, trib_error
 
 TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_FAMILY, "poisson-nb", POISSON_NB_VERSION,
                              "Poisson naive Bayes over term counts (Gamma prior) - SDK example");
+
+TRIBUTARY_DEFINE_PLUGIN_OPTIONS(kOptions);  // optional (ABI 1.3): the host can show the table
 
 extern "C" TRIB_PLUGIN_EXPORT int tributary_plugin_init(const trib_host_api* host, trib_plugin_vtable* out,
                                                         trib_error* err) {

@@ -10,12 +10,17 @@
 #include <boost/math/special_functions/digamma.hpp>
 #include <boost/math/special_functions/gamma.hpp>
 #include <cerrno>
+#include <cmath>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
+
+#include "tributary/plugin_options.h"
 
 namespace tributary {
 
@@ -29,6 +34,56 @@ const char* KindName(trib_plugin_kind kind) {
       return "loss";
   }
   return "unknown";
+}
+
+const char* OptionSpec::type_name() const { return sdk::OptionTypeName(type); }
+
+std::string OptionSpec::range() const {
+  std::string words;
+  for (const auto& w : choices) words += (words.empty() ? "" : "|") + w;
+  switch (type) {
+    case TRIB_OPTION_NUMBER:
+    case TRIB_OPTION_INTEGER: {
+      const bool has_min = std::isfinite(min), has_max = std::isfinite(max);
+      std::string r;
+      if (has_min && has_max) {
+        r = std::string((flags & TRIB_OPTION_MIN_EXCLUSIVE) ? "(" : "[") + sdk::FormatOptionNumber(min) + ", " +
+            sdk::FormatOptionNumber(max) + ((flags & TRIB_OPTION_MAX_EXCLUSIVE) ? ")" : "]");
+      } else if (has_min) {
+        r = std::string((flags & TRIB_OPTION_MIN_EXCLUSIVE) ? "> " : ">= ") + sdk::FormatOptionNumber(min);
+      } else if (has_max) {
+        r = std::string((flags & TRIB_OPTION_MAX_EXCLUSIVE) ? "< " : "<= ") + sdk::FormatOptionNumber(max);
+      }
+      if (words.empty()) return r;
+      return r.empty() ? words : r + ", or " + words;
+    }
+    case TRIB_OPTION_BOOLEAN:
+      return "0|1";
+    case TRIB_OPTION_CHOICE:
+      return words;
+    case TRIB_OPTION_ALIAS:
+      return "alias of " + alias_of;
+    default:
+      return "";
+  }
+}
+
+std::string OptionSpec::expected() const {
+  std::string words;
+  for (const auto& w : choices) words += (words.empty() ? "" : "|") + w;
+  return sdk::DescribeOptionExpected(type, flags, min, max, words.empty() ? nullptr : words.c_str());
+}
+
+const OptionSpec* Plugin::FindOption(const std::string& option) const {
+  for (const auto& o : option_specs) {
+    if (o.name != option) continue;
+    if (!o.is_alias()) return &o;
+    for (const auto& t : option_specs) {
+      if (t.name == o.alias_of && !t.is_alias()) return &t;
+    }
+    return nullptr;
+  }
+  return nullptr;
 }
 
 namespace {
@@ -77,6 +132,69 @@ std::string Canonical(const std::string& path) {
   std::error_code ec;
   const fs::path canon = fs::weakly_canonical(fs::path(path), ec);
   return ec ? path : canon.string();
+}
+
+// Copies the optional option table (ABI 1.3) of a plugin built for ABI >= 1.3
+// into `plugin`. A plugin without the symbol has no table. Returns "" or why
+// the table is malformed (the plugin is then refused: a table the host cannot
+// trust would show users wrong options).
+std::string ReadOptionTable(void* handle, const trib_plugin_info& info, Plugin* plugin) {
+  if (info.abi_minor < 3) return "";
+  const auto* table = static_cast<const trib_option_table*>(dlsym(handle, TRIB_PLUGIN_OPTIONS_SYMBOL));
+  if (table == nullptr) return "";
+  constexpr size_t kMaxOptions = 1024;
+  if (table->struct_size < offsetof(trib_option_table, specs) + sizeof(table->specs)) {
+    return "struct_size " + std::to_string(table->struct_size) + " is too small";
+  }
+  // Every field of ABI 1.3's trib_option_spec must be there; later fields
+  // (a larger spec_size) are read as far as this host knows them.
+  if (table->spec_size < sizeof(trib_option_spec) || table->spec_size > 4096) {
+    return "spec_size " + std::to_string(table->spec_size) + " is invalid (expected at least " +
+           std::to_string(sizeof(trib_option_spec)) + ")";
+  }
+  if (table->specs == nullptr) return "no entries (specs is NULL)";
+  std::vector<OptionSpec> specs;
+  std::set<std::string> names;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(table->specs);
+  for (size_t i = 0;; ++i) {
+    if (i == kMaxOptions) return "no terminating entry (name NULL) within " + std::to_string(kMaxOptions) + " entries";
+    trib_option_spec e;
+    std::memcpy(&e, bytes + i * table->spec_size, sizeof e);
+    if (e.name == nullptr) break;
+    OptionSpec o;
+    o.name = e.name;
+    const std::string where = "entry " + std::to_string(i) + " ('" + o.name + "')";
+    if (!ValidName(e.name)) return where + ": invalid option name (expected [a-z0-9_-]+)";
+    if (!names.insert(o.name).second) return where + ": option named twice";
+    if (e.type < TRIB_OPTION_NUMBER || e.type > TRIB_OPTION_ALIAS) {
+      return where + ": unknown type " + std::to_string(e.type);
+    }
+    o.type = e.type;
+    o.flags = e.flags;
+    o.min = e.min;
+    o.max = e.max;
+    if (!(o.min <= o.max)) return where + ": min > max";
+    o.has_default = e.default_value != nullptr;
+    if (e.default_value) o.default_value = e.default_value;
+    o.choices = sdk::SplitOptionWords(e.choices);
+    if (o.type == TRIB_OPTION_CHOICE && o.choices.empty()) return where + ": a choice without choices";
+    if (e.help) o.help = e.help;
+    if (o.type == TRIB_OPTION_ALIAS) {
+      if (e.alias_of == nullptr) return where + ": an alias of nothing";
+      o.alias_of = e.alias_of;
+    }
+    specs.push_back(std::move(o));
+  }
+  for (const auto& o : specs) {
+    if (!o.is_alias()) continue;
+    auto target = std::find_if(specs.begin(), specs.end(), [&](const OptionSpec& t) { return t.name == o.alias_of; });
+    if (target == specs.end() || target->is_alias()) {
+      return "'" + o.name + "' is an alias of '" + o.alias_of + "', which is not an option of the table";
+    }
+  }
+  plugin->option_specs = std::move(specs);
+  plugin->option_table = true;
+  return "";
 }
 
 // Loads without the kind check. Any problem -> PluginError naming the file.
@@ -197,6 +315,9 @@ Result<std::shared_ptr<const Plugin>> LoadAny(const std::string& path_in) {
   plugin->abi_minor = info->abi_minor;
   plugin->path = path;
   plugin->vtable = vt;
+  if (std::string why = ReadOptionTable(handle, *info, plugin.get()); !why.empty()) {
+    return fail("malformed option table '" TRIB_PLUGIN_OPTIONS_SYMBOL "': " + why);
+  }
   std::lock_guard<std::mutex> lock(g_loaded_mu);
   auto [it, inserted] = LoadedByPath().emplace(path, plugin);
   return it->second;

@@ -12,6 +12,8 @@
 TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_FAMILY, "edcm-mixture", "1.2.0",
                              "mixture of EDCM distributions over count vectors, learned by EP / SEP / ADF");
 
+TRIBUTARY_DEFINE_PLUGIN_OPTIONS(tributary::count_mixture::kEdcmOptions);
+
 extern "C" TRIB_PLUGIN_EXPORT int tributary_plugin_init(const trib_host_api* host, trib_plugin_vtable* out,
                                                         trib_error* err) {
   return tributary::count_mixture::Init<tributary::count_mixture::Flavor::kEdcm>(host, out, err);

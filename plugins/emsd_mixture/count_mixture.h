@@ -376,17 +376,67 @@ inline void GammaAt(const Model& m, const trib_stats& s, uint64_t i, double* sha
   *rate = -Posterior(m, s, i + m.V);
 }
 
-inline bool ParseUint(const std::string& v, uint64_t lo, uint64_t hi, uint64_t* out) {
-  if (v.empty() || v.size() > 12) return false;
-  uint64_t x = 0;
-  for (char ch : v) {
-    if (ch < '0' || ch > '9') return false;
-    x = x * 10 + static_cast<uint64_t>(ch - '0');
-  }
-  if (x < lo || x > hi) return false;
-  *out = x;
-  return true;
-}
+// The options (`tributary plugins --options emsd-mixture`); see the header
+// comment. edcm-mixture has the same without the scale's.
+namespace option {
+inline constexpr trib_option_spec kComponents =
+    sdk::Integer("components", "2", "number of mixture components K").AtLeast(1).AtMost(100000);
+inline constexpr trib_option_spec kSamples =
+    sdk::Integer("samples", "32 (100 with integration=montecarlo)", "quadrature points / Monte Carlo draws for s")
+        .AtLeast(2)
+        .AtMost(1000000)
+        .Derived();
+inline constexpr trib_option_spec kPiPrior =
+    sdk::Number("pi_prior", "1", "Dirichlet prior of the mixing weights").Above(0).AtMost(1e6);
+inline constexpr trib_option_spec kPrior = sdk::Alias("prior", "pi_prior");
+inline constexpr trib_option_spec kShapeMean =
+    sdk::Number("shape_prior_mean", "0.1", "prior mean of the shapes").Above(0).AtMost(1e6);
+inline constexpr trib_option_spec kShapeVariance =
+    sdk::Number("shape_prior_variance", "shape_prior_mean", "prior variance of the shapes")
+        .Above(0)
+        .AtMost(1e6)
+        .Derived();
+inline constexpr trib_option_spec kJitter =
+    sdk::Number("init_jitter", "0.5", "log-uniform jitter of the prior means that breaks symmetry")
+        .AtLeast(0)
+        .AtMost(1e6);
+inline constexpr trib_option_spec kRefresh =
+    sdk::Integer("refresh", "1000", "recompute the totals every max(refresh, V) updates; 0: only when needed")
+        .AtLeast(0)
+        .AtMost(1e12);
+inline constexpr trib_option_spec kBurnIn =
+    sdk::Integer("burn_in", "auto", "updates with responsibilities 1/K; auto: min(100, floor(N / 10))")
+        .AtLeast(0)
+        .AtMost(1e12)
+        .Words("auto");
+inline constexpr trib_option_spec kAbsent =
+    sdk::Choice("absent", "propagate|ignore", "propagate", "the evidence of absent terms: propagate or ignore");
+inline constexpr trib_option_spec kIntegration =
+    sdk::Choice("integration", "quadrature|montecarlo", "quadrature", "how moment matching integrates over s");
+}  // namespace option
+
+inline constexpr trib_option_spec kEdcmOptions[] = {
+    option::kComponents, option::kSamples,       option::kPiPrior,     option::kPrior,
+    option::kShapeMean,  option::kShapeVariance, option::kJitter,      option::kRefresh,
+    option::kBurnIn,     option::kAbsent,        option::kIntegration, {},
+};
+inline constexpr trib_option_spec kEmsdOptions[] = {
+    option::kComponents,
+    option::kSamples,
+    option::kPiPrior,
+    option::kPrior,
+    option::kShapeMean,
+    option::kShapeVariance,
+    option::kJitter,
+    option::kRefresh,
+    option::kBurnIn,
+    option::kAbsent,
+    option::kIntegration,
+    sdk::Choice("scale", "fixed|learn", "fixed", "fixed: b = 1 (EDCM with EMSD's names); learn: Gamma sites on b"),
+    sdk::Number("scale_prior_mean", "1", "scale=learn: prior mean of b").Above(0).AtMost(1e6),
+    sdk::Number("scale_prior_variance", "0.01", "scale=learn: prior variance of b").Above(0).AtMost(1e6),
+    {},
+};
 
 // Projects sum_j w_j Gamma(a_j, b_j) (two components) on one Gamma by
 // matching E[theta] and E[log theta]: log a - psi(a) = log E[theta] -
@@ -426,105 +476,25 @@ inline int Create(Flavor flavor, const trib_schema* schema, const trib_option* o
       return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "%s needs a vocabulary of count features (vocab_size is 0)", m->name);
     }
     m->V = schema->vocab_size;
-    for (size_t i = 0; i < num; ++i) {
-      const std::string key = opts[i].key ? opts[i].key : "";
-      const std::string val = opts[i].value ? opts[i].value : "";
-      uint64_t u = 0;
-      double* target = nullptr;
-      if (key == "components") {
-        if (!ParseUint(val, 1, 100000, &u)) {
-          return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option components='%s': expected an integer in [1, 100000]",
-                      val.c_str());
-        }
-        m->K = static_cast<uint32_t>(u);
-        continue;
-      }
-      if (key == "samples") {
-        if (!ParseUint(val, 2, 1000000, &u)) {
-          return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option samples='%s': expected an integer in [2, 1000000]",
-                      val.c_str());
-        }
-        m->S = static_cast<uint32_t>(u);
-        m->samples_given = true;
-        continue;
-      }
-      if (key == "integration") {
-        if (val == "quadrature") {
-          m->monte_carlo = false;
-        } else if (val == "montecarlo") {
-          m->monte_carlo = true;
-        } else {
-          return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option integration='%s': expected quadrature or montecarlo",
-                      val.c_str());
-        }
-        continue;
-      }
-      if (key == "refresh") {
-        if (!ParseUint(val, 0, UINT64_C(1000000000000), &u)) {
-          return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option refresh='%s': expected an integer >= 0", val.c_str());
-        }
-        m->refresh = u;
-        continue;
-      }
-      if (key == "burn_in") {
-        if (val == "auto") {
-          m->burn_in = -1;
-        } else if (!ParseUint(val, 0, UINT64_C(1000000000000), &u)) {
-          return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option burn_in='%s': expected auto or an integer >= 0",
-                      val.c_str());
-        } else {
-          m->burn_in = static_cast<double>(u);
-        }
-        continue;
-      }
-      if (key == "absent") {
-        if (val == "ignore") {
-          m->absent = false;
-        } else if (val == "propagate") {
-          m->absent = true;
-        } else {
-          return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option absent='%s': expected propagate or ignore", val.c_str());
-        }
-        continue;
-      }
-      if (flavor == Flavor::kEmsd && key == "scale") {
-        if (val == "fixed") {
-          m->learn_scale = false;
-        } else if (val == "learn") {
-          m->learn_scale = true;
-        } else {
-          return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option scale='%s': expected fixed or learn", val.c_str());
-        }
-        continue;
-      }
-      bool allow_zero = false;
-      if (key == "pi_prior" || key == "prior") {
-        target = &m->pi_prior;
-      } else if (key == "shape_prior_mean") {
-        target = &m->shape_mean;
-      } else if (key == "shape_prior_variance") {
-        target = &m->shape_var;
-      } else if (key == "init_jitter") {
-        target = &m->jitter;
-        allow_zero = true;
-      } else if (flavor == Flavor::kEmsd && key == "scale_prior_mean") {
-        target = &m->scale_mean;
-      } else if (flavor == Flavor::kEmsd && key == "scale_prior_variance") {
-        target = &m->scale_var;
-      } else {
-        return Fail(err, TRIB_ERR_INVALID_ARGUMENT,
-                    "unknown option '%s' for family %s (known: components, samples, pi_prior, shape_prior_mean, "
-                    "shape_prior_variance, init_jitter, refresh, burn_in, absent, integration%s)",
-                    key.c_str(), m->name,
-                    flavor == Flavor::kEmsd ? ", scale, scale_prior_mean, scale_prior_variance" : "");
-      }
-      if (!sdk::ParseDouble(val.c_str(), target) || !(allow_zero ? *target >= 0 : *target > 0) || *target > 1e6) {
-        return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option %s='%s': expected a number %s 0 and <= 1e6", key.c_str(),
-                    val.c_str(), allow_zero ? ">=" : ">");
-      }
+    sdk::OptionValues o;
+    const trib_option_spec* table = flavor == Flavor::kEmsd ? kEmsdOptions : kEdcmOptions;
+    if (int rc = sdk::ParseOptions(table, TRIB_KIND_FAMILY, m->name, opts, num, &o, err); rc != TRIB_OK) return rc;
+    m->K = o.Integer<uint32_t>("components");
+    m->samples_given = o.IsSet("samples");
+    if (m->samples_given) m->S = o.Integer<uint32_t>("samples");
+    m->monte_carlo = o.Is("integration", "montecarlo");
+    m->refresh = o.Integer<uint64_t>("refresh");
+    m->burn_in = o.Is("burn_in", "auto") ? -1 : o.Number("burn_in");
+    m->absent = o.Is("absent", "propagate");
+    m->pi_prior = o.Number("pi_prior");
+    m->shape_mean = o.Number("shape_prior_mean");
+    m->shape_var = o.HasValue("shape_prior_variance") ? o.Number("shape_prior_variance") : m->shape_mean;
+    m->jitter = o.Number("init_jitter");
+    if (flavor == Flavor::kEmsd) {
+      m->learn_scale = o.Is("scale", "learn");
+      m->scale_mean = o.Number("scale_prior_mean");
+      m->scale_var = o.Number("scale_prior_variance");
     }
-    if (m->shape_mean == 0) m->shape_mean = 0.1;
-    if (m->shape_var == 0) m->shape_var = m->shape_mean;
     m->G = m->learn_scale ? 4 : 2;
     const long double p = static_cast<long double>(m->K) * m->G * static_cast<long double>(m->V) + m->K;
     if (p > 1e10L) {

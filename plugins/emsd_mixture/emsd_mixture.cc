@@ -8,6 +8,8 @@
 TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_FAMILY, "emsd-mixture", "1.2.0",
                              "mixture of EMSD distributions over count vectors, learned by SEP / EP / ADF");
 
+TRIBUTARY_DEFINE_PLUGIN_OPTIONS(tributary::count_mixture::kEmsdOptions);
+
 extern "C" TRIB_PLUGIN_EXPORT int tributary_plugin_init(const trib_host_api* host, trib_plugin_vtable* out,
                                                         trib_error* err) {
   return tributary::count_mixture::Init<tributary::count_mixture::Flavor::kEmsd>(host, out, err);

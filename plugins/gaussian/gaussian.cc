@@ -117,6 +117,14 @@ struct State {
   int unused = 0;
 };
 
+constexpr trib_option_spec kOptions[] = {
+    tributary::sdk::Number("prior", "1", "prior pseudo-count s: every class starts at N = s, mean 0, variance v")
+        .Above(0)
+        .AtMost(1e100),
+    tributary::sdk::Number("prior_variance", "1", "prior variance v of every feature").Above(0).AtMost(1e100),
+    {},
+};
+
 inline Model* M(trib_family_model* m) { return tributary::sdk::As<Model>(m); }
 inline const Model* M(const trib_family_model* m) { return tributary::sdk::As<Model>(m); }
 
@@ -131,23 +139,13 @@ int Create(const trib_schema* schema, const trib_option* opts, size_t n, trib_fa
     auto m = std::make_unique<Model>();
     m->K = schema->num_classes;
     m->J = schema->num_reals;
-    for (size_t i = 0; i < n; ++i) {
-      const std::string key = opts[i].key ? opts[i].key : "";
-      const std::string val = opts[i].value ? opts[i].value : "";
-      double* target = nullptr;
-      if (key == "prior") {
-        target = &m->prior;
-      } else if (key == "prior_variance") {
-        target = &m->prior_variance;
-      } else {
-        return Fail(err, TRIB_ERR_INVALID_ARGUMENT,
-                    "unknown option '%s' for family gaussian (known: prior, prior_variance)", key.c_str());
-      }
-      if (!tributary::sdk::ParseDouble(val.c_str(), target) || !(*target > 0) || *target > 1e100) {
-        return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option %s='%s': expected a number > 0 and <= 1e100", key.c_str(),
-                    val.c_str());
-      }
+    tributary::sdk::OptionValues o;
+    if (int rc = tributary::sdk::ParseOptions(kOptions, TRIB_KIND_FAMILY, "gaussian", opts, n, &o, err);
+        rc != TRIB_OK) {
+      return rc;
     }
+    m->prior = o.Number("prior");
+    m->prior_variance = o.Number("prior_variance");
     const uint64_t kj = static_cast<uint64_t>(m->K) * m->J;
     m->s_offset = m->K;
     m->v_offset = m->K + kj;
@@ -412,6 +410,8 @@ int GrowClasses(const trib_family_model* om, const trib_stats* os, trib_family_m
 
 TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_FAMILY, "gaussian", "1.0.0",
                              "Gaussian naive Bayes over dense real features (Normal-Gamma prior)");
+
+TRIBUTARY_DEFINE_PLUGIN_OPTIONS(kOptions);
 
 extern "C" TRIB_PLUGIN_EXPORT int tributary_plugin_init(const trib_host_api* host, trib_plugin_vtable* out,
                                                         trib_error* err) {

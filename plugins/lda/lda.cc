@@ -164,17 +164,29 @@ inline const Model* M(const trib_family_model* m) { return tributary::sdk::As<Mo
 double Digamma(double x) { return g_host->digamma(x); }
 double LogGamma(double x) { return g_host->lgamma(x); }
 
-bool ParseCount(const std::string& text, uint64_t lo, uint64_t hi, uint32_t* out) {
-  if (text.empty() || text.size() > 12) return false;
-  uint64_t v = 0;
-  for (char ch : text) {
-    if (ch < '0' || ch > '9') return false;
-    v = v * 10 + static_cast<uint64_t>(ch - '0');
-  }
-  if (v < lo || v > hi) return false;
-  *out = static_cast<uint32_t>(v);
-  return true;
-}
+namespace sdk = tributary::sdk;
+
+// The options (`tributary plugins --options lda`); see the header comment.
+constexpr trib_option_spec kOptions[] = {
+    sdk::Integer("topics", "10", "number of topics K").AtLeast(1).AtMost(100000),
+    sdk::Number("alpha", "1/K", "document-topic Dirichlet prior").Above(0).AtMost(1e100).Derived(),
+    sdk::Number("eta", "1/K", "topic-word Dirichlet prior").Above(0).AtMost(1e100).Derived(),
+    sdk::Alias("prior", "eta"),
+    sdk::Choice("inference", "cvb0|vi|gibbs", "cvb0", "the local step: stochastic CVB0, mean-field VI or Gibbs"),
+    sdk::Integer("cvb0_max_iter", "5", "cvb0: sweeps per training document at most").AtLeast(1).AtMost(100000),
+    sdk::Number("cvb0_tol", "0.5", "cvb0: stop when no topic count moves by more (tokens)").AtLeast(0),
+    sdk::Integer("cvb0_predict_iter", "100", "cvb0: sweeps per completion at most").AtLeast(1).AtMost(100000),
+    sdk::Number("cvb0_predict_tol", "0.01", "cvb0: completion tolerance (tokens)").AtLeast(0),
+    sdk::Integer("vi_max_iter", "50", "vi: iterations per document at most").AtLeast(1).AtMost(100000),
+    sdk::Number("vi_tol", "0.001", "vi: stop when the mean change of gamma is below").AtLeast(0),
+    sdk::Integer("gibbs_burnin", "10", "gibbs: burn-in sweeps per document").AtLeast(0).AtMost(100000),
+    sdk::Integer("gibbs_samples", "10", "gibbs: sweeps averaged per document").AtLeast(1).AtMost(100000),
+    sdk::Number("burnin", "3000", "training documents over which the local alpha falls to alpha").AtLeast(0),
+    sdk::Number("burnin_alpha", "30/K", "the local alpha at the first document").Above(0).AtMost(1e100).Derived(),
+    sdk::Number("init_mass", "1", "mass of the random start (tokens per document)").Above(0).AtMost(1e100),
+    sdk::Number("init_shape", "100", "shape of the random start's noise (variance 1/shape)").Above(0).AtMost(1e100),
+    {},
+};
 
 int Create(const trib_schema* schema, const trib_option* opts, size_t num, trib_family_model** out, trib_error* err) {
   return Guard(err, [&] {
@@ -182,100 +194,29 @@ int Create(const trib_schema* schema, const trib_option* opts, size_t num, trib_
       return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "lda needs a vocabulary (vocab_size is 0)");
     auto m = std::make_unique<Model>();
     m->V = schema->vocab_size;
-    for (size_t i = 0; i < num; ++i) {
-      const std::string key = opts[i].key ? opts[i].key : "";
-      const std::string val = opts[i].value ? opts[i].value : "";
-      auto positive = [&](double* target) {
-        if (!tributary::sdk::ParseDouble(val.c_str(), target) || !(*target > 0) || *target > 1e100) {
-          return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option %s='%s': expected a number > 0 and <= 1e100", key.c_str(),
-                      val.c_str());
-        }
-        return TRIB_OK;
-      };
-      int rc = TRIB_OK;
-      if (key == "topics") {
-        if (!ParseCount(val, 1, 100000, &m->K)) {
-          return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option topics='%s': expected an integer in 1..100000",
-                      val.c_str());
-        }
-      } else if (key == "alpha") {
-        rc = positive(&m->alpha);
-      } else if (key == "eta" || key == "prior") {
-        rc = positive(&m->eta);
-      } else if (key == "burnin") {
-        if (!tributary::sdk::ParseDouble(val.c_str(), &m->burnin) || !(m->burnin >= 0)) {
-          return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option burnin='%s': expected a number >= 0", val.c_str());
-        }
-      } else if (key == "burnin_alpha") {
-        rc = positive(&m->burnin_alpha);
-      } else if (key == "init_mass") {
-        rc = positive(&m->init_mass);
-      } else if (key == "init_shape") {
-        rc = positive(&m->init_shape);
-      } else if (key == "inference") {
-        if (val == "vi") {
-          m->inference = Inference::kVi;
-        } else if (val == "gibbs") {
-          m->inference = Inference::kGibbs;
-        } else if (val == "cvb0") {
-          m->inference = Inference::kCvb0;
-        } else {
-          return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option inference='%s': expected cvb0, vi or gibbs", val.c_str());
-        }
-      } else if (key == "cvb0_max_iter") {
-        if (!ParseCount(val, 1, 100000, &m->cvb0_max_iter)) {
-          return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option cvb0_max_iter='%s': expected an integer in 1..100000",
-                      val.c_str());
-        }
-      } else if (key == "cvb0_tol") {
-        if (!tributary::sdk::ParseDouble(val.c_str(), &m->cvb0_tol) || !(m->cvb0_tol >= 0)) {
-          return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option cvb0_tol='%s': expected a number >= 0", val.c_str());
-        }
-      } else if (key == "cvb0_predict_iter") {
-        if (!ParseCount(val, 1, 100000, &m->cvb0_predict_iter)) {
-          return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option cvb0_predict_iter='%s': expected an integer in 1..100000",
-                      val.c_str());
-        }
-      } else if (key == "cvb0_predict_tol") {
-        if (!tributary::sdk::ParseDouble(val.c_str(), &m->cvb0_predict_tol) || !(m->cvb0_predict_tol >= 0)) {
-          return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option cvb0_predict_tol='%s': expected a number >= 0",
-                      val.c_str());
-        }
-      } else if (key == "vi_max_iter") {
-        if (!ParseCount(val, 1, 100000, &m->vi_max_iter)) {
-          return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option vi_max_iter='%s': expected an integer in 1..100000",
-                      val.c_str());
-        }
-      } else if (key == "vi_tol") {
-        if (!tributary::sdk::ParseDouble(val.c_str(), &m->vi_tol) || !(m->vi_tol >= 0)) {
-          return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option vi_tol='%s': expected a number >= 0", val.c_str());
-        }
-      } else if (key == "gibbs_burnin") {
-        if (!ParseCount(val, 0, 100000, &m->gibbs_burnin)) {
-          return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option gibbs_burnin='%s': expected an integer in 0..100000",
-                      val.c_str());
-        }
-      } else if (key == "gibbs_samples") {
-        if (!ParseCount(val, 1, 100000, &m->gibbs_samples)) {
-          return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option gibbs_samples='%s': expected an integer in 1..100000",
-                      val.c_str());
-        }
-      } else {
-        return Fail(err, TRIB_ERR_INVALID_ARGUMENT,
-                    "unknown option '%s' for family lda (known: topics, alpha, eta, prior, inference, cvb0_max_iter, "
-                    "cvb0_tol, cvb0_predict_iter, cvb0_predict_tol, vi_max_iter, vi_tol, gibbs_burnin, gibbs_samples, "
-                    "burnin, burnin_alpha, init_mass, init_shape)",
-                    key.c_str());
-      }
-      if (rc != TRIB_OK) return rc;
-    }
+    sdk::OptionValues o;
+    if (int rc = sdk::ParseOptions(kOptions, TRIB_KIND_FAMILY, "lda", opts, num, &o, err); rc != TRIB_OK) return rc;
+    m->K = o.Integer<uint32_t>("topics");
+    if (o.Is("inference", "vi")) m->inference = Inference::kVi;
+    if (o.Is("inference", "gibbs")) m->inference = Inference::kGibbs;
+    m->cvb0_max_iter = o.Integer<uint32_t>("cvb0_max_iter");
+    m->cvb0_tol = o.Number("cvb0_tol");
+    m->cvb0_predict_iter = o.Integer<uint32_t>("cvb0_predict_iter");
+    m->cvb0_predict_tol = o.Number("cvb0_predict_tol");
+    m->vi_max_iter = o.Integer<uint32_t>("vi_max_iter");
+    m->vi_tol = o.Number("vi_tol");
+    m->gibbs_burnin = o.Integer<uint32_t>("gibbs_burnin");
+    m->gibbs_samples = o.Integer<uint32_t>("gibbs_samples");
+    m->burnin = o.Number("burnin");
+    m->init_mass = o.Number("init_mass");
+    m->init_shape = o.Number("init_shape");
     if (m->V > UINT64_MAX / m->K / 2) {
       return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "topics x vocabulary (%u x %llu) is too large", m->K,
                   static_cast<unsigned long long>(m->V));
     }
-    if (m->alpha < 0) m->alpha = 1.0 / m->K;
-    if (m->eta < 0) m->eta = 1.0 / m->K;
-    if (m->burnin_alpha < 0) m->burnin_alpha = 30.0 / m->K;
+    m->alpha = o.HasValue("alpha") ? o.Number("alpha") : 1.0 / m->K;
+    m->eta = o.HasValue("eta") ? o.Number("eta") : 1.0 / m->K;
+    m->burnin_alpha = o.HasValue("burnin_alpha") ? o.Number("burnin_alpha") : 30.0 / m->K;
     m->raw_total.assign(m->K, 0.0);
     *out = reinterpret_cast<trib_family_model*>(m.release());
     return TRIB_OK;
@@ -899,6 +840,8 @@ int ImportCache(trib_family_model* mm, const double* in, size_t size, trib_error
 #endif
 TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_FAMILY, "lda", TRIB_LDA_VERSION,
                              "latent Dirichlet allocation, online (sdEM; local step CVB0, VI or collapsed Gibbs)");
+
+TRIBUTARY_DEFINE_PLUGIN_OPTIONS(kOptions);
 
 extern "C" TRIB_PLUGIN_EXPORT int tributary_plugin_init(const trib_host_api* host, trib_plugin_vtable* out,
                                                         trib_error* err) {

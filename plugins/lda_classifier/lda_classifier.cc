@@ -139,17 +139,21 @@ struct State {
 inline Model* M(trib_family_model* m) { return tributary::sdk::As<Model>(m); }
 inline const Model* M(const trib_family_model* m) { return tributary::sdk::As<Model>(m); }
 
-bool ParseCount(const std::string& text, uint32_t lo, uint32_t hi, uint32_t* out) {
-  if (text.empty() || text.size() > 10) return false;
-  uint64_t v = 0;
-  for (char c : text) {
-    if (c < '0' || c > '9') return false;
-    v = v * 10 + static_cast<uint64_t>(c - '0');
-  }
-  if (v < lo || v > hi) return false;
-  *out = static_cast<uint32_t>(v);
-  return true;
-}
+namespace sdk = tributary::sdk;
+
+// The options (`tributary plugins --options lda-classifier`); see the header comment.
+constexpr trib_option_spec kOptions[] = {
+    sdk::Integer("topics", "2", "topics per class Z").AtLeast(1).AtMost(kMaxTopics),
+    sdk::Number("prior", "0.1", "words-per-topic prior eta: every N[k][z][w] starts at eta / Z").Above(0),
+    sdk::Number("class_prior", "1", "prior class count").Above(0),
+    sdk::Number("alpha", "1/Z", "Dirichlet parameter of the topic proportions").Above(0).Derived(),
+    sdk::Integer("burn_in", "3", "Gibbs sweeps discarded").AtLeast(0).AtMost(kMaxSweeps),
+    sdk::Integer("samples", "5", "Gibbs sweeps averaged").AtLeast(1).AtMost(kMaxSweeps),
+    sdk::Boolean("share_word_topic", "1", "1: all occurrences of a word share one topic; 0: one per occurrence"),
+    sdk::Choice("init", "sequential|uniform", "sequential",
+                "first assignment: Appendix B's heuristic or uniformly random topics"),
+    {},
+};
 
 int Create(const trib_schema* schema, const trib_option* opts, size_t n, trib_family_model** out, trib_error* err) {
   return Guard(err, [&] {
@@ -160,57 +164,18 @@ int Create(const trib_schema* schema, const trib_option* opts, size_t n, trib_fa
     auto m = std::make_unique<Model>();
     m->K = schema->num_classes;
     m->V = schema->vocab_size;
-    bool alpha_set = false;
-    for (size_t i = 0; i < n; ++i) {
-      const std::string key = opts[i].key, val = opts[i].value;
-      if (key == "topics") {
-        if (!ParseCount(val, 1, kMaxTopics, &m->Z)) {
-          return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option topics='%s': expected an integer in [1, %u]", val.c_str(),
-                      kMaxTopics);
-        }
-      } else if (key == "prior") {
-        if (!tributary::sdk::ParseDouble(val.c_str(), &m->eta) || !(m->eta > 0)) {
-          return Fail(err, TRIB_ERR_INVALID_ARGUMENT,
-                      "option prior='%s': expected a number > 0 (words-per-topic prior eta)", val.c_str());
-        }
-      } else if (key == "class_prior") {
-        if (!tributary::sdk::ParseDouble(val.c_str(), &m->class_prior) || !(m->class_prior > 0)) {
-          return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option class_prior='%s': expected a number > 0", val.c_str());
-        }
-      } else if (key == "alpha") {
-        if (!tributary::sdk::ParseDouble(val.c_str(), &m->alpha) || !(m->alpha > 0)) {
-          return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option alpha='%s': expected a number > 0", val.c_str());
-        }
-        alpha_set = true;
-      } else if (key == "burn_in") {
-        if (!ParseCount(val, 0, kMaxSweeps, &m->burn_in)) {
-          return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option burn_in='%s': expected an integer in [0, %u]",
-                      val.c_str(), kMaxSweeps);
-        }
-      } else if (key == "samples") {
-        if (!ParseCount(val, 1, kMaxSweeps, &m->samples)) {
-          return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option samples='%s': expected an integer in [1, %u]",
-                      val.c_str(), kMaxSweeps);
-        }
-      } else if (key == "share_word_topic") {
-        if (val != "0" && val != "1") {
-          return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option share_word_topic='%s': expected 0 or 1", val.c_str());
-        }
-        m->share = val == "1";
-      } else if (key == "init") {
-        if (val != "sequential" && val != "uniform") {
-          return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option init='%s': expected 'sequential' or 'uniform'",
-                      val.c_str());
-        }
-        m->sequential_init = val == "sequential";
-      } else {
-        return Fail(err, TRIB_ERR_INVALID_ARGUMENT,
-                    "unknown option '%s' for family lda-classifier (known: topics, prior, class_prior, alpha, "
-                    "burn_in, samples, share_word_topic, init)",
-                    key.c_str());
-      }
+    sdk::OptionValues o;
+    if (int rc = sdk::ParseOptions(kOptions, TRIB_KIND_FAMILY, "lda-classifier", opts, n, &o, err); rc != TRIB_OK) {
+      return rc;
     }
-    if (!alpha_set) m->alpha = 1.0 / m->Z;
+    m->Z = o.Integer<uint32_t>("topics");
+    m->eta = o.Number("prior");
+    m->class_prior = o.Number("class_prior");
+    m->alpha = o.HasValue("alpha") ? o.Number("alpha") : 1.0 / m->Z;
+    m->burn_in = o.Integer<uint32_t>("burn_in");
+    m->samples = o.Integer<uint32_t>("samples");
+    m->share = o.Flag("share_word_topic");
+    m->sequential_init = o.Is("init", "sequential");
     const uint64_t kz = static_cast<uint64_t>(m->K) * m->Z;
     if (m->V > (uint64_t{1} << 60) / kz) {
       return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "vocabulary x classes x topics = %llu x %llu is too large",
@@ -567,6 +532,8 @@ int Outputs(const trib_family_model* mm, uint32_t* kind, uint32_t* count, trib_e
 #endif
 TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_FAMILY, "lda-classifier", TRIB_LDA_CLASSIFIER_VERSION,
                              "one LDA per class (sdEM Appendix B), online collapsed Gibbs local step");
+
+TRIBUTARY_DEFINE_PLUGIN_OPTIONS(kOptions);
 
 extern "C" TRIB_PLUGIN_EXPORT int tributary_plugin_init(const trib_host_api* host, trib_plugin_vtable* out,
                                                         trib_error* err) {

@@ -15,9 +15,7 @@
 // two classes alone, so a step shrinks as the model grows confident. The
 // condition for a step (the margin) is the same in both.
 #include <cmath>
-#include <new>
-
-#include "loss_common.h"
+#include "tributary/plugin_sdk.h"
 
 namespace {
 struct HingeLoss {
@@ -60,44 +58,39 @@ int Weights(const double* s, uint32_t K, int64_t y, double* w, double* c, double
   return WeightsMargin(1.0, false, s, K, y, w, c, loss, err);
 }
 
+constexpr trib_option_spec kOptions[] = {
+    tributary::sdk::Number("margin", "1", "the margin m in nats (log-odds); 1 is the paper's").Above(0),
+    tributary::sdk::Choice("weights", "table1|algorithm4", "table1",
+                           "table1: w = +1 / -1 (Table 1); algorithm4: w = 1 - p(y|x) / -p(ybar|x) (Algorithm 4)"),
+    {},
+};
+
 int Create(const trib_option* options, size_t num_options, trib_loss_model** out, trib_error* err) {
   return tributary::sdk::Guard(err, [&] {
-    HingeLoss h;
-    for (size_t i = 0; i < num_options; ++i) {
-      const char* key = options[i].key;
-      if (std::strcmp(key, "margin") == 0) {
-        if (!tributary::sdk::ParseDouble(options[i].value, &h.margin) || !(h.margin > 0)) {
-          return tributary::sdk::Fail(err, TRIB_ERR_INVALID_ARGUMENT,
-                                      "option margin='%s': expected a number > 0 (log-odds, nats)", options[i].value);
-        }
-      } else if (std::strcmp(key, "weights") == 0) {
-        if (std::strcmp(options[i].value, "table1") == 0) {
-          h.algorithm4 = false;
-        } else if (std::strcmp(options[i].value, "algorithm4") == 0) {
-          h.algorithm4 = true;
-        } else {
-          return tributary::sdk::Fail(err, TRIB_ERR_INVALID_ARGUMENT,
-                                      "option weights='%s': expected 'table1' (+1/-1) or 'algorithm4' (1-p, -p)",
-                                      options[i].value);
-        }
-      } else {
-        return tributary::sdk::Fail(err, TRIB_ERR_INVALID_ARGUMENT,
-                                    "unknown option '%s' (hinge takes: margin, weights)", key);
-      }
-    }
-    *out = reinterpret_cast<trib_loss_model*>(new HingeLoss(h));
+    tributary::sdk::OptionValues o;
+    int rc = tributary::sdk::ParseOptions(kOptions, TRIB_KIND_LOSS, "hinge", options, num_options, &o, err);
+    if (rc != TRIB_OK) return rc;
+    *out = tributary::sdk::NewLossModel(HingeLoss{o.Number("margin"), o.Is("weights", "algorithm4")});
     return TRIB_OK;
   });
 }
 
-void Destroy(trib_loss_model* m) { delete reinterpret_cast<HingeLoss*>(m); }
-
 int WeightsWith(const trib_loss_model* m, const double* s, uint32_t K, int64_t y, double* w, double* c, double* loss,
                 trib_error* err) {
-  const auto* h = reinterpret_cast<const HingeLoss*>(m);
+  const auto* h = tributary::sdk::AsLoss<HingeLoss>(m);
   return WeightsMargin(h->margin, h->algorithm4, s, K, y, w, c, loss, err);
 }
 }  // namespace
 
 TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_LOSS, "hinge", "1.1.0", "multi-class hinge loss on log-joint margins");
-TRIBUTARY_DEFINE_LOSS_ENTRY_WITH_OPTIONS(Weights, 1, 1e-4, Create, Destroy, WeightsWith)
+TRIBUTARY_DEFINE_PLUGIN_OPTIONS(kOptions);
+
+extern "C" TRIB_PLUGIN_EXPORT int tributary_plugin_init(const trib_host_api* host, trib_plugin_vtable* out,
+                                                        trib_error* err) {
+  return tributary::sdk::BeginLossVtable<HingeLoss>(host, out, err,
+                                                    {.weights = Weights,
+                                                     .requires_label = true,
+                                                     .default_lambda = 1e-4,
+                                                     .create = Create,
+                                                     .weights_with = WeightsWith});
+}

@@ -2,7 +2,7 @@
 // (sdEM §3.3, Table 1): w_k = 1[k = y] - p(k | x), c = 0.
 #include <cmath>
 
-#include "loss_common.h"
+#include "tributary/plugin_sdk.h"
 
 namespace {
 int Weights(const double* s, uint32_t K, int64_t y, double* w, double* c, double* loss, trib_error* err) {
@@ -14,7 +14,14 @@ int Weights(const double* s, uint32_t K, int64_t y, double* w, double* c, double
   *loss = lse - s[y];
   return TRIB_OK;
 }
+// No options: the empty table says so to the host (`tributary plugins --options`).
+constexpr trib_option_spec kOptions[] = {{}};
 }  // namespace
 
+TRIBUTARY_DEFINE_PLUGIN_OPTIONS(kOptions);
 TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_LOSS, "ncll", "1.0.0", "negative conditional log-likelihood");
-TRIBUTARY_DEFINE_LOSS_ENTRY(Weights, 1, 1e-4)
+extern "C" TRIB_PLUGIN_EXPORT int tributary_plugin_init(const trib_host_api* host, trib_plugin_vtable* out,
+                                                        trib_error* err) {
+  return tributary::sdk::BeginLossVtable(host, out, err,
+                                         {.weights = Weights, .requires_label = true, .default_lambda = 1e-4});
+}

@@ -4,7 +4,7 @@
 // default) sdEM averages the statistics and reproduces the batch MAP estimate.
 #include <cmath>
 
-#include "loss_common.h"
+#include "tributary/plugin_sdk.h"
 
 namespace {
 int Weights(const double* s, uint32_t K, int64_t y, double* w, double* c, double* loss, trib_error*) {
@@ -20,7 +20,14 @@ int Weights(const double* s, uint32_t K, int64_t y, double* w, double* c, double
   *loss = -lse;
   return TRIB_OK;
 }
+// No options: the empty table says so to the host (`tributary plugins --options`).
+constexpr trib_option_spec kOptions[] = {{}};
 }  // namespace
 
+TRIBUTARY_DEFINE_PLUGIN_OPTIONS(kOptions);
 TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_LOSS, "nll", "1.0.0", "negative log-likelihood (online EM, MAP)");
-TRIBUTARY_DEFINE_LOSS_ENTRY(Weights, 0, 1.0)
+extern "C" TRIB_PLUGIN_EXPORT int tributary_plugin_init(const trib_host_api* host, trib_plugin_vtable* out,
+                                                        trib_error* err) {
+  return tributary::sdk::BeginLossVtable(host, out, err,
+                                         {.weights = Weights, .requires_label = false, .default_lambda = 1.0});
+}

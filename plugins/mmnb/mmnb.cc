@@ -181,93 +181,57 @@ inline const Model* M(const trib_family_model* m) { return tributary::sdk::As<Mo
 
 double Alpha(const Model& m) { return m.alpha > 0 ? m.alpha : 1.0 / static_cast<double>(m.K); }
 
-bool ParsePositive(const std::string& val, double* out) {
-  double v = 0;
-  if (!tributary::sdk::ParseDouble(val.c_str(), &v) || !(v > 0) || v > 1e100) return false;
-  *out = v;
-  return true;
-}
+namespace sdk = tributary::sdk;
 
-bool ParseCount(const std::string& val, uint32_t lo, uint32_t hi, uint32_t* out) {
-  if (val.empty() || val.size() > 9) return false;
-  uint32_t v = 0;
-  for (char ch : val) {
-    if (ch < '0' || ch > '9') return false;
-    v = v * 10 + static_cast<uint32_t>(ch - '0');
-  }
-  if (v < lo || v > hi) return false;
-  *out = v;
-  return true;
-}
-
-constexpr const char* kKnownOptions =
-    "components, topics, inference, max_iters, tol, alpha, prior, prior_variance, prior_rate, smoothing, "
-    "discriminative, label_prior, init_spread, warmup";
+// The options (`tributary plugins --options mmnb`); see the header comment.
+constexpr trib_option_spec kOptions[] = {
+    sdk::Integer("components", "5", "number of components K").AtLeast(1).AtMost(100000),
+    sdk::Integer("topics", nullptr, "same as components (when both are given they must agree)")
+        .AtLeast(1)
+        .AtMost(100000),
+    sdk::Choice("inference", "standard|fast", "standard", "the local step: standard (eq. 13-14) or fast (eq. 23-24)"),
+    sdk::Integer("max_iters", "100", "local step: iterations at most").AtLeast(1).AtMost(100000),
+    sdk::Number("tol", "0.0001", "local step: stop when no gamma moves by more").Above(0).AtMost(1e100),
+    sdk::Number("alpha", "1/K", "Dirichlet prior of the memberships").Above(0).AtMost(1e100).Derived(),
+    sdk::Number("prior", "1", "prior pseudo-observations s (Gaussian, Poisson)").Above(0).AtMost(1e100),
+    sdk::Number("prior_variance", "1", "prior variance v of the Gaussian features").Above(0).AtMost(1e100),
+    sdk::Number("prior_rate", "1", "prior rate r of the Poisson features").Above(0).AtMost(1e100),
+    sdk::Number("smoothing", "1", "prior count eps of every category").Above(0).AtMost(1e100),
+    sdk::Boolean("discriminative", "0", "1: DMMNB, the outputs are the schema's classes"),
+    sdk::Number("label_prior", "1", "DMMNB: prior of the label statistics").Above(0).AtMost(1e100),
+    sdk::Number("init_spread", "1", "spread of the random initial components, in prior standard deviations")
+        .AtLeast(0)
+        .AtMost(1e6),
+    sdk::Integer("warmup", "0", "the first W steps use the fast local step").AtLeast(0).AtMost(1e9),
+    {},
+};
 
 int Create(const trib_schema* schema, const trib_option* opts, size_t num_opts, trib_family_model** out,
            trib_error* err) {
   return Guard(err, [&] {
     auto m = std::make_unique<Model>();
-    std::string components_seen, topics_seen;
-    for (size_t i = 0; i < num_opts; ++i) {
-      const std::string key = opts[i].key ? opts[i].key : "";
-      const std::string val = opts[i].value ? opts[i].value : "";
-      auto bad = [&](const char* expected) {
-        return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option %s='%s': expected %s", key.c_str(), val.c_str(), expected);
-      };
-      if (key == "components" || key == "topics") {
-        if (!ParseCount(val, 1, 100000, &m->K)) return bad("an integer in [1, 100000]");
-        (key == "components" ? components_seen : topics_seen) = val;
-      } else if (key == "inference") {
-        if (val == "standard") {
-          m->fast = false;
-        } else if (val == "fast") {
-          m->fast = true;
-        } else {
-          return bad("'standard' (eq. 13-14) or 'fast' (eq. 23-24)");
-        }
-      } else if (key == "max_iters") {
-        if (!ParseCount(val, 1, 100000, &m->max_iters)) return bad("an integer in [1, 100000]");
-      } else if (key == "tol") {
-        if (!ParsePositive(val, &m->tol)) return bad("a number > 0");
-      } else if (key == "alpha") {
-        if (!ParsePositive(val, &m->alpha)) return bad("a number > 0");
-      } else if (key == "prior") {
-        if (!ParsePositive(val, &m->prior)) return bad("a number > 0");
-      } else if (key == "prior_variance") {
-        if (!ParsePositive(val, &m->prior_variance)) return bad("a number > 0");
-      } else if (key == "prior_rate") {
-        if (!ParsePositive(val, &m->prior_rate)) return bad("a number > 0");
-      } else if (key == "smoothing") {
-        if (!ParsePositive(val, &m->smoothing)) return bad("a number > 0");
-      } else if (key == "label_prior") {
-        if (!ParsePositive(val, &m->label_prior)) return bad("a number > 0");
-      } else if (key == "warmup") {
-        uint32_t v = 0;
-        if (!ParseCount(val, 0, 1000000000, &v)) return bad("an integer in [0, 1e9]");
-        m->warmup = v;
-      } else if (key == "init_spread") {
-        double v = 0;
-        if (!tributary::sdk::ParseDouble(val.c_str(), &v) || v < 0 || v > 1e6) return bad("a number in [0, 1e6]");
-        m->init_spread = v;
-      } else if (key == "discriminative") {
-        if (val == "0" || val == "false") {
-          m->discriminative = false;
-        } else if (val == "1" || val == "true") {
-          m->discriminative = true;
-        } else {
-          return bad("0 or 1");
-        }
-      } else {
-        return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "unknown option '%s' for family mmnb (known: %s)", key.c_str(),
-                    kKnownOptions);
-      }
+    sdk::OptionValues opt;
+    if (int rc = sdk::ParseOptions(kOptions, TRIB_KIND_FAMILY, "mmnb", opts, num_opts, &opt, err); rc != TRIB_OK) {
+      return rc;
     }
-    if (!components_seen.empty() && !topics_seen.empty() && components_seen != topics_seen) {
+    if (opt.IsSet("components") && opt.IsSet("topics") && opt.Text("components") != opt.Text("topics")) {
       return Fail(err, TRIB_ERR_INVALID_ARGUMENT,
                   "options components='%s' and topics='%s' disagree (both set the number of components)",
-                  components_seen.c_str(), topics_seen.c_str());
+                  opt.Text("components").c_str(), opt.Text("topics").c_str());
     }
+    m->K = opt.Integer<uint32_t>(opt.IsSet("topics") ? "topics" : "components");
+    m->fast = opt.Is("inference", "fast");
+    m->max_iters = opt.Integer<uint32_t>("max_iters");
+    m->tol = opt.Number("tol");
+    if (opt.HasValue("alpha")) m->alpha = opt.Number("alpha");  // else 1/K (Alpha)
+    m->prior = opt.Number("prior");
+    m->prior_variance = opt.Number("prior_variance");
+    m->prior_rate = opt.Number("prior_rate");
+    m->smoothing = opt.Number("smoothing");
+    m->discriminative = opt.Flag("discriminative");
+    m->label_prior = opt.Number("label_prior");
+    m->init_spread = opt.Number("init_spread");
+    m->warmup = opt.Integer<uint64_t>("warmup");
     // Features.
     m->num_reals = schema->num_reals;
     m->C = schema->num_categoricals;
@@ -945,6 +909,8 @@ int ImportCache(trib_family_model* mm, const double* in, size_t size, trib_error
 TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_FAMILY, "mmnb", "1.0.0",
                              "mixed-membership naive Bayes over Gaussian, Poisson and categorical features "
                              "(Shan & Banerjee 2010; optional DMMNB label term)");
+
+TRIBUTARY_DEFINE_PLUGIN_OPTIONS(kOptions);
 
 extern "C" TRIB_PLUGIN_EXPORT int tributary_plugin_init(const trib_host_api* host, trib_plugin_vtable* out,
                                                         trib_error* err) {

@@ -32,12 +32,31 @@ namespace {
 using tributary::sdk::Fail;
 using tributary::sdk::Guard;
 
+namespace sdk = tributary::sdk;
+
+// The options (`tributary plugins --options multinomial`).
+constexpr trib_option_spec kPriorOption =
+    sdk::Number("prior", "1", "Dirichlet pseudo-count alpha of every word; laplace = 1, log = ln |W| (the paper's P2)")
+        .Above(0)
+        .Words("laplace|log");
+constexpr trib_option_spec kClassPriorOption = sdk::Number("class_prior", "1", "pseudo-count of every class").Above(0);
+constexpr trib_option_spec kFloorOption =
+    sdk::Choice("floor", "paper|prior", "paper",
+                "check-step: paper = Algorithm 2's N >= 0; prior = 1.0.0's, never below the initial pseudo-count");
 #ifdef TRIB_MULTINOMIAL_MIXTURE
 constexpr const char* kFamilyName = "multinomial-mixture";
-constexpr const char* kKnownOptions = "components, prior, class_prior, init_scale";
+constexpr trib_option_spec kOptions[] = {
+    sdk::Integer("components", "2", "number of mixture components K").AtLeast(1).AtMost(1e6),
+    sdk::Alias("topics", "components"),
+    kPriorOption,
+    kClassPriorOption,
+    sdk::Number("init_scale", "1", "random initial counts per term, in units of alpha").AtLeast(0),
+    kFloorOption,
+    {},
+};
 #else
 constexpr const char* kFamilyName = "multinomial";
-constexpr const char* kKnownOptions = "prior, class_prior, floor";
+constexpr trib_option_spec kOptions[] = {kPriorOption, kClassPriorOption, kFloorOption, {}};
 #endif
 
 struct Model {
@@ -72,57 +91,25 @@ int Create(const trib_schema* schema, const trib_option* opts, size_t n, trib_fa
     }
     auto m = std::make_unique<Model>();
     m->V = schema->vocab_size;
-#ifdef TRIB_MULTINOMIAL_MIXTURE
-    m->K = 2;  // components; the schema's classes only label documents for evaluation
-#else
+#ifndef TRIB_MULTINOMIAL_MIXTURE  // the mixture's K is its option components; classes only label documents
     if (schema->num_classes == 0) return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "multinomial needs >= 1 class");
     m->K = schema->num_classes;
 #endif
-    for (size_t i = 0; i < n; ++i) {
-      std::string key = opts[i].key, val = opts[i].value;
+    sdk::OptionValues o;
+    if (int rc = sdk::ParseOptions(kOptions, TRIB_KIND_FAMILY, kFamilyName, opts, n, &o, err); rc != TRIB_OK) return rc;
 #ifdef TRIB_MULTINOMIAL_MIXTURE
-      if (key == "components" || key == "topics") {
-        double k = 0;
-        if (!tributary::sdk::ParseDouble(val.c_str(), &k) || k < 1 || k > 1e6 || k != std::floor(k)) {
-          return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option %s='%s': expected an integer in [1, 1000000]",
-                      key.c_str(), val.c_str());
-        }
-        m->K = static_cast<uint32_t>(k);
-        continue;
-      }
-      if (key == "init_scale") {
-        if (!tributary::sdk::ParseDouble(val.c_str(), &m->init_scale) || m->init_scale < 0) {
-          return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option init_scale='%s': expected a number >= 0", val.c_str());
-        }
-        continue;
-      }
+    m->K = o.Integer<uint32_t>("components");
+    m->init_scale = o.Number("init_scale");
 #endif
-      if (key == "prior") {
-        if (val == "laplace") {
-          m->alpha = 1.0;
-        } else if (val == "log") {
-          m->alpha = std::log(static_cast<double>(m->V));  // the paper's P2: ln |W|
-        } else if (!tributary::sdk::ParseDouble(val.c_str(), &m->alpha) || m->alpha <= 0) {
-          return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option prior='%s': expected 'laplace', 'log' or a number > 0",
-                      val.c_str());
-        }
-      } else if (key == "floor") {
-        if (val == "paper") {
-          m->prior_floor = false;
-        } else if (val == "prior") {
-          m->prior_floor = true;
-        } else {
-          return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option floor='%s': expected 'paper' or 'prior'", val.c_str());
-        }
-      } else if (key == "class_prior") {
-        if (!tributary::sdk::ParseDouble(val.c_str(), &m->class_alpha) || m->class_alpha <= 0) {
-          return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "option class_prior='%s': expected a number > 0", val.c_str());
-        }
-      } else {
-        return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "unknown option '%s' for family %s (known: %s)", key.c_str(),
-                    kFamilyName, kKnownOptions);
-      }
+    if (o.Is("prior", "laplace")) {
+      m->alpha = 1.0;
+    } else if (o.Is("prior", "log")) {
+      m->alpha = std::log(static_cast<double>(m->V));  // the paper's P2: ln |W|
+    } else {
+      m->alpha = o.Number("prior");
     }
+    m->class_alpha = o.Number("class_prior");
+    m->prior_floor = o.Is("floor", "prior");
     if (m->alpha <= 0) {
       return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "prior alpha = ln|W| is %g for |W| = %llu; expected > 0", m->alpha,
                   static_cast<unsigned long long>(m->V));
@@ -706,6 +693,7 @@ TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_FAMILY, "multinomial-mixture", TRIB_MULTI
 TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_FAMILY, "multinomial", TRIB_MULTINOMIAL_VERSION,
                              "multinomial naive Bayes over bags of words (Dirichlet prior)");
 #endif
+TRIBUTARY_DEFINE_PLUGIN_OPTIONS(kOptions);
 
 extern "C" TRIB_PLUGIN_EXPORT int tributary_plugin_init(const trib_host_api* host, trib_plugin_vtable* out,
                                                         trib_error* err) {

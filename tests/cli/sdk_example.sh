@@ -74,10 +74,12 @@ ctest --test-dir "$exb" --output-on-failure >"$dir/ctest.log" 2>&1 || { cat "$di
 grep -E "tests passed" "$dir/ctest.log"
 so=$exb/tributary_family_poisson.so
 [[ -f $so ]] || fail "no plugin at $so"
-# Only the two entry points are exported.
+# Only the two entry points and the option table are exported (tributary_add_plugin:
+# hidden visibility).
 if command -v nm >/dev/null; then
   exported=$(nm -D --defined-only "$so" | awk '$2 ~ /^[TDBRVW]$/ {print $3}' | grep -v '^_' | sort | tr '\n' ' ')
-  [[ $exported == "tributary_plugin_info tributary_plugin_init " ]] || fail "the plugin exports: $exported"
+  [[ $exported == "tributary_plugin_info tributary_plugin_init tributary_plugin_options " ]] ||
+    fail "the plugin exports: $exported"
 fi
 
 # The same plugin built without CMake, from the pkg-config file alone, as
@@ -105,6 +107,11 @@ listing=$("$PT" plugins)
 echo "$listing"
 grep -q -P "^family\tpoisson-nb\t1\.0\.0\t1\.[0-9]+\t\Q$so\E\$" <<<"$listing" ||
   fail "'tributary plugins' does not list poisson-nb at $so"
+# Its option table reaches the installed program.
+opts=$("$PT" plugins --options poisson-nb)
+echo "$opts"
+grep -q -P "^prior\tnumber\t1\t\(0, 1e100\]\t" <<<"$opts" && grep -q -P "^prior_docs\tnumber\t1\t" <<<"$opts" ||
+  fail "'tributary plugins --options poisson-nb' does not show the plugin's options"
 
 python3 "$ex/gen_counts.py" --seed 1 --n 3000 --out "$dir/train.tsv"
 python3 "$ex/gen_counts.py" --seed 2 --n 2000 --out "$dir/test.tsv"

@@ -7,6 +7,11 @@
  *   int tributary_plugin_init(const trib_host_api* host,
  *                             trib_plugin_vtable* out, trib_error* err);
  *
+ * and, optionally (ABI 1.3), the description of the options its create()
+ * accepts, which the host only reads (see trib_option_table below):
+ *
+ *   const trib_option_table tributary_plugin_options;  (data)
+ *
  * The host dlopen()s the file with RTLD_NOW | RTLD_LOCAL, reads
  * `tributary_plugin_info` and refuses the file before calling any plugin
  * function when the magic, the ABI major version, or the kind is wrong, or
@@ -57,7 +62,10 @@ extern "C" {
 #endif
 
 #define TRIB_ABI_MAJOR 1u
-#define TRIB_ABI_MINOR 2u
+/* Minor versions: 1.1 export_cache / import_cache; 1.2 latent outputs,
+ * topics, completion, SEP hooks, loss options, real_kinds, missing values;
+ * 1.3 the optional option table (tributary_plugin_options). */
+#define TRIB_ABI_MINOR 3u
 #define TRIB_PLUGIN_MAGIC 0x54524942u /* "TRIB" */
 
 #if defined(_WIN32)
@@ -247,7 +255,8 @@ typedef struct trib_family_vtable {
   /* Creates a model for `schema` with the given options. Unknown option keys
    * must be refused (TRIB_ERR_INVALID_ARGUMENT naming the key), as must a
    * schema the family cannot model. The program passes --prior P as the
-   * option "prior". */
+   * option "prior". The optional option table (ABI 1.3, below) describes the
+   * options to the host; create() still decides what it accepts. */
   int (*create)(const trib_schema* schema, const trib_option* options, size_t num_options, trib_family_model** out,
                 trib_error* err);
   void (*destroy)(trib_family_model* model);
@@ -422,6 +431,56 @@ typedef struct trib_loss_vtable {
                       double* w, double* c, double* loss_value, trib_error* err);
 } trib_loss_vtable;
 
+/* ---- Option table (ABI 1.3, optional) ----------------------------------- */
+
+/* What a plugin's create() accepts, as data the host can show without
+ * running plugin code (`tributary plugins --options NAME`, `tributary
+ * inspect`). A plugin that exports no table still works: it parses its
+ * options itself and the host shows what was given. The host reads the
+ * symbol only from plugins built for ABI >= 1.3, copies the table at load and
+ * refuses the plugin if the table is malformed (unknown type, empty or
+ * duplicate name, no terminator within 1024 entries). The table describes;
+ * create() still decides: the host never validates options against it.
+ * Strings are static, NUL-terminated UTF-8. */
+
+/* Types of an option value. */
+#define TRIB_OPTION_NUMBER 1u  /* a finite decimal number (strtod), in [min, max] */
+#define TRIB_OPTION_INTEGER 2u /* an integral number, in [min, max] */
+#define TRIB_OPTION_BOOLEAN 3u /* 0, 1, false or true */
+#define TRIB_OPTION_STRING 4u  /* any text */
+#define TRIB_OPTION_CHOICE 5u  /* one of `choices` */
+#define TRIB_OPTION_ALIAS 6u   /* another name of the option `alias_of`; other fields unused */
+
+/* trib_option_spec.flags. DERIVED_DEFAULT: default_value describes what the
+ * plugin derives when the option is not given (e.g. "1/K"); it is not a value. */
+#define TRIB_OPTION_MIN_EXCLUSIVE 1u /* the value must be > min (else >= min) */
+#define TRIB_OPTION_MAX_EXCLUSIVE 2u /* the value must be < max (else <= max) */
+#define TRIB_OPTION_DERIVED_DEFAULT 4u
+
+typedef struct trib_option_spec {
+  const char* name; /* as the user writes it: [a-z0-9_-]+; NULL ends the table */
+  uint32_t type;    /* TRIB_OPTION_* */
+  uint32_t flags;   /* TRIB_OPTION_MIN_EXCLUSIVE | ... */
+  double min;       /* NUMBER / INTEGER range; -HUGE_VAL / HUGE_VAL: unbounded */
+  double max;
+  const char* default_value; /* the value used when not given, as text; NULL: none */
+  /* CHOICE: the accepted values, '|'-separated ("cvb0|vi|gibbs"). NUMBER /
+   * INTEGER: words accepted besides numbers ("laplace|log", "auto"), or NULL. */
+  const char* choices;
+  const char* help;     /* one line */
+  const char* alias_of; /* ALIAS: the name this one stands for; else NULL */
+} trib_option_spec;
+
+/* The exported table. Like every struct crossing the boundary it only grows
+ * at its end; spec_size is the stride of `specs`, so later minor versions can
+ * append fields to trib_option_spec (the host reads a field only if spec_size
+ * covers it). */
+typedef struct trib_option_table {
+  uint32_t struct_size;          /* sizeof(trib_option_table) */
+  uint32_t spec_size;            /* sizeof(trib_option_spec) the plugin was built with */
+  const trib_option_spec* specs; /* ends with an entry whose name is NULL */
+} trib_option_table;
+
 typedef union trib_plugin_vtable {
   trib_family_vtable family;
   trib_loss_vtable loss;
@@ -432,6 +491,7 @@ typedef int (*trib_plugin_init_fn)(const trib_host_api* host, trib_plugin_vtable
 
 #define TRIB_PLUGIN_INFO_SYMBOL "tributary_plugin_info"
 #define TRIB_PLUGIN_INIT_SYMBOL "tributary_plugin_init"
+#define TRIB_PLUGIN_OPTIONS_SYMBOL "tributary_plugin_options" /* optional, ABI 1.3 */
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -29,6 +29,30 @@
 
 namespace tributary {
 
+// One option of a plugin's option table (trib_option_spec, ABI 1.3), copied
+// out of the plugin at load.
+struct OptionSpec {
+  std::string name;
+  uint32_t type = 0;   // TRIB_OPTION_NUMBER, ...
+  uint32_t flags = 0;  // TRIB_OPTION_MIN_EXCLUSIVE, ...
+  double min = 0, max = 0;
+  bool has_default = false;          // the table gives a default text
+  std::string default_value;         // as text; a description when derived_default()
+  std::vector<std::string> choices;  // CHOICE: the values; NUMBER / INTEGER: accepted words
+  std::string help;
+  std::string alias_of;  // ALIAS: the option this name stands for
+
+  bool is_alias() const { return type == TRIB_OPTION_ALIAS; }
+  bool derived_default() const { return (flags & TRIB_OPTION_DERIVED_DEFAULT) != 0; }
+  // "number", "integer", "boolean", "string", "choice", "alias".
+  const char* type_name() const;
+  // The range or the choices in short: "(0, 1e100]", ">= 0", "cvb0|vi|gibbs",
+  // "> 0, or laplace|log"; "" when anything goes.
+  std::string range() const;
+  // What a value must be, as in the plugins' messages: "a number > 0".
+  std::string expected() const;
+};
+
 // A successfully loaded plugin. Immutable; shared by everything using it.
 struct Plugin {
   trib_plugin_kind kind;
@@ -40,9 +64,20 @@ struct Plugin {
   std::string path;
   trib_plugin_vtable vtable{};  // copied from the plugin, zero-extended
   bool builtin = false;         // found in the built-in plugin directory
+  // The plugin's option table (tributary_plugin_options, ABI 1.3), in its
+  // order; empty when it has none, or a table without entries (no options).
+  std::vector<OptionSpec> option_specs;
+  bool option_table = false;  // the plugin exports an option table
 
   const trib_family_vtable& family() const { return vtable.family; }
   const trib_loss_vtable& loss() const { return vtable.loss; }
+  // The options the plugin declares (see option_specs); meaningful only when
+  // has_option_table(): a plugin without a table may take options all the same.
+  const std::vector<OptionSpec>& options() const { return option_specs; }
+  bool has_option_table() const { return option_table; }
+  // The option named `name`, following an alias to its option; null if the
+  // table has none.
+  const OptionSpec* FindOption(const std::string& name) const;
 };
 
 struct RefusedPlugin {

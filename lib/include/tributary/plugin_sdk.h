@@ -1,6 +1,14 @@
 // Header-only C++ helpers for plugin authors, on top of plugin_abi.h.
 // Nothing here crosses the ABI boundary: it only makes it easier to write the
 // C functions of a vtable without letting an exception escape.
+//  - Fail, Guard: error messages, no exception across the boundary;
+//  - BeginFamilyVtable<Model, State>, BeginLossVtable[<L>]: the shared part of
+//    tributary_plugin_init;
+//  - option tables (plugin_options.h): declare the options once, parse them
+//    in create() with ParseOptions, export them with
+//    TRIBUTARY_DEFINE_PLUGIN_OPTIONS;
+//  - Mu / RawFor (the lazy map), LogSumExp, ParseDouble.
+// docs/plugins.md documents all of it.
 #ifndef TRIBUTARY_PLUGIN_SDK_H_
 #define TRIBUTARY_PLUGIN_SDK_H_
 
@@ -12,8 +20,11 @@
 #include <exception>
 #include <new>
 #include <string>
+#include <type_traits>
+#include <utility>
 
 #include "tributary/plugin_abi.h"
+#include "tributary/plugin_options.h"
 
 namespace tributary::sdk {
 
@@ -88,6 +99,81 @@ int BeginFamilyVtable(const trib_host_api* host, trib_plugin_vtable* out, trib_e
   v.destroy = DestroyModel<M>;
   v.clone = CloneModel<M>;
   v.state_destroy = DestroyState<S>;
+  return TRIB_OK;
+}
+
+// What a loss plugin's vtable holds (see trib_loss_vtable). `create`,
+// `weights_with` (and the destroy BeginLossVtable<L> adds) are for a loss with
+// options; leave them NULL for one without.
+struct LossDefinition {
+  int (*weights)(const double* log_joint, uint32_t num_classes, int64_t label, double* w, double* c, double* loss_value,
+                 trib_error* err) = nullptr;
+  bool requires_label = false;
+  double default_lambda = 1.0;
+  int (*create)(const trib_option* options, size_t num_options, trib_loss_model** out, trib_error* err) = nullptr;
+  int (*weights_with)(const trib_loss_model* model, const double* log_joint, uint32_t num_classes, int64_t label,
+                      double* w, double* c, double* loss_value, trib_error* err) = nullptr;
+};
+
+// A loss instance's handle is the loss's own C++ object (type L).
+template <typename L>
+const L* AsLoss(const trib_loss_model* m) {
+  return reinterpret_cast<const L*>(m);
+}
+template <typename L>
+trib_loss_model* NewLossModel(L&& instance) {
+  return reinterpret_cast<trib_loss_model*>(new std::decay_t<L>(std::forward<L>(instance)));
+}
+template <typename L>
+void DestroyLossModel(trib_loss_model* m) {
+  delete reinterpret_cast<L*>(m);
+}
+
+namespace internal {
+inline int FillLossVtable(const trib_host_api* host, trib_plugin_vtable* out, trib_error* err,
+                          const LossDefinition& def) {
+  if (host == nullptr || host->abi_major != TRIB_ABI_MAJOR) {
+    return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "host ABI mismatch");
+  }
+  if (def.weights == nullptr) return Fail(err, TRIB_ERR_INTERNAL, "loss definition without weights");
+  trib_loss_vtable& v = out->loss;
+  std::memset(&v, 0, sizeof(v));
+  v.struct_size = sizeof(trib_loss_vtable);
+  v.requires_label = def.requires_label ? 1 : 0;
+  v.default_lambda = def.default_lambda;
+  v.weights = def.weights;
+  return TRIB_OK;
+}
+}  // namespace internal
+
+// The whole tributary_plugin_init of a loss without options: refuses a host
+// of another ABI major version, zeroes out->loss and fills it from `def`.
+//
+//   extern "C" TRIB_PLUGIN_EXPORT int tributary_plugin_init(const trib_host_api* host, trib_plugin_vtable* out,
+//                                                           trib_error* err) {
+//     return tributary::sdk::BeginLossVtable(host, out, err,
+//                                            {.weights = Weights, .requires_label = true, .default_lambda = 1e-4});
+//   }
+inline int BeginLossVtable(const trib_host_api* host, trib_plugin_vtable* out, trib_error* err,
+                           const LossDefinition& def) {
+  if (def.create != nullptr || def.weights_with != nullptr) {
+    return Fail(err, TRIB_ERR_INTERNAL, "a loss with options needs BeginLossVtable<InstanceType>");
+  }
+  return internal::FillLossVtable(host, out, err, def);
+}
+
+// The same for a loss with options (ABI 1.2) whose instances are C++ objects
+// of type L: `def.create` makes one (NewLossModel), `def.weights_with` reads it
+// (AsLoss<L>), and destroy deletes it.
+template <typename L>
+int BeginLossVtable(const trib_host_api* host, trib_plugin_vtable* out, trib_error* err, const LossDefinition& def) {
+  if (def.create == nullptr || def.weights_with == nullptr) {
+    return Fail(err, TRIB_ERR_INTERNAL, "a loss with options needs create and weights_with");
+  }
+  if (int rc = internal::FillLossVtable(host, out, err, def); rc != TRIB_OK) return rc;
+  out->loss.create = def.create;
+  out->loss.destroy = DestroyLossModel<L>;
+  out->loss.weights_with = def.weights_with;
   return TRIB_OK;
 }
 

@@ -16,6 +16,30 @@ namespace {
 
 using json = nlohmann::json;
 
+// The value of every option in `plugin`'s option table (table order, aliases
+// folded into their option): what `options` gave (the last value, under any
+// name of the option), or the table's default, marked "default": true.
+json OptionValues(const Plugin& plugin, const Options& options) {
+  json out = json::array();
+  for (const auto& spec : plugin.options()) {
+    if (spec.is_alias()) continue;
+    const std::string* given = nullptr;
+    for (const auto& [k, v] : options) {
+      const OptionSpec* o = plugin.FindOption(k);
+      if (o != nullptr && o->name == spec.name) given = &v;
+    }
+    json e = {{"name", spec.name}, {"default", given == nullptr}};
+    if (given != nullptr) {
+      e["value"] = *given;
+    } else {
+      e["value"] = spec.has_default ? json(spec.default_value) : json(nullptr);
+      if (spec.derived_default()) e["derived"] = true;  // e.g. "1/K": the plugin derives it
+    }
+    out.push_back(e);
+  }
+  return out;
+}
+
 struct InspectFlags {
   std::string model;
   bool as_json = false;
@@ -56,6 +80,12 @@ int RunInspect(const std::string& path, bool as_json) {
   json lopts = json::object();
   for (const auto& [k, v] : m.loss_options()) lopts[k] = v;
   j["loss_options"] = lopts;
+  // With the plugins' option tables (ABI 1.3): every option's value, the
+  // defaults included.
+  if (m.family().has_option_table()) j["family_option_values"] = OptionValues(m.family(), m.family_options());
+  if (m.loss_plugin() && m.loss_plugin()->has_option_table()) {
+    j["loss_option_values"] = OptionValues(*m.loss_plugin(), m.loss_options());
+  }
   j["outputs"] = m.num_outputs();
   j["outputs_kind"] = m.latent_outputs() ? "latent" : "classes";
   // The posterior summary of families trained by SEP / EP / ADF (mixing
@@ -81,6 +111,15 @@ int RunInspect(const std::string& path, bool as_json) {
       return d;
     };
     for (auto& [k, v] : j.items()) {
+      if (k == "family_option_values" || k == "loss_option_values") {
+        // "family option prior\t1 (default)"
+        for (const auto& e : v) {
+          std::cout << k.substr(0, k.find('_')) << " option " << e["name"].get<std::string>() << "\t"
+                    << (e["value"].is_null() ? std::string("-") : e["value"].get<std::string>())
+                    << (e["default"].get<bool>() ? " (default)" : "") << "\n";
+        }
+        continue;
+      }
       if (k != "components") {
         std::cout << k << "\t" << shorten(v) << "\n";
         continue;
