@@ -977,18 +977,22 @@ TEST_F(ServerTest, AuthTokenIsRequiredWhenSet) {
   o.auth_token = "s3cret-token";
   auto srv = Start(o);
   ASSERT_TRUE(srv);
-  Client c(srv->port());
   std::mt19937_64 rng(19);
   for (const std::string tok : {"", "s3cret-tokem", "s3cret-toke", "s3cret-token-", "S3CRET-TOKEN"}) {
+    // One guess per connection: the answer, then the server closes it.
+    Client guess(srv->port());
     v1::Request ping = PingRequest();
     ping.set_auth_token(tok);
-    v1::Response r = c.Call(ping);
+    v1::Response r = guess.Call(ping);
     EXPECT_EQ(r.code(), v1::Response::UNAUTHENTICATED) << "token '" << tok << "'";
     EXPECT_FALSE(r.has_pong());
+    EXPECT_TRUE(guess.WaitClosed(5000)) << "the connection stayed open after a wrong token";
+    Client guess2(srv->port());
     v1::Request learn = LearnRequest(RandomDocs(rng, 2));
     learn.set_auth_token(tok);
-    EXPECT_EQ(c.Call(learn).code(), v1::Response::UNAUTHENTICATED);
+    EXPECT_EQ(guess2.Call(learn).code(), v1::Response::UNAUTHENTICATED);
   }
+  Client c(srv->port());
   c.set_token("s3cret-token");
   EXPECT_TRUE(c.Call(PingRequest()).has_pong());
   auto s = c.Call(StatsRequest());
@@ -1690,6 +1694,125 @@ TEST_F(ServerTest, AllSnapshotsDamagedAndTheLogTrimmedIsRefused) {
   EXPECT_TRUE(fs::exists(o.data_dir + "/model.trib"));
   EXPECT_TRUE(fs::exists(o.data_dir + "/model.prev.trib"));
   EXPECT_FALSE(fs::exists(o.data_dir + "/damaged"));
+}
+
+// ---- Strangers and slow peers (issue 13, item 3) -----------------------------------------
+
+// A learn request of about `bytes` bytes, with `token` (none when empty).
+std::string BigLearnFrame(std::mt19937_64& rng, size_t bytes, const std::string& token) {
+  v1::Request req = LearnRequest({});
+  if (!token.empty()) req.set_auth_token(token);
+  while (req.ByteSizeLong() < bytes) *req.mutable_learn()->add_documents() = RandomDoc(rng);
+  return FrameOf(req);
+}
+
+// A stranger's large frame is judged by the token in its first bytes: a
+// wrong or missing token is answered and the connection closed before the
+// frame is buffered (the issue: 40 connections holding 16 MiB each). The
+// token holder's large frames still go through.
+TEST_F(ServerTest, StrangersCannotMakeTheServerBufferLargeFrames) {
+  ServerOptions o = Options();
+  o.auth_token = "s3cret";
+  o.http = "127.0.0.1:0";
+  o.max_frame_bytes = 16u << 20;
+  auto srv = Start(o);
+  ASSERT_TRUE(srv);
+  std::mt19937_64 rng(53);
+  const std::string wrong = BigLearnFrame(rng, 300000, "guess");
+  const std::string none = BigLearnFrame(rng, 300000, "");
+  std::vector<std::unique_ptr<Client>> strangers;
+  for (int i = 0; i < 40; ++i) {
+    strangers.push_back(std::make_unique<Client>(srv->port()));
+    // The header (300 KB declared) and 4 KB of the frame, never the rest.
+    ASSERT_TRUE(strangers.back()->SendRaw((i % 2 ? wrong : none).substr(0, 4096)));
+  }
+  for (auto& c : strangers) {
+    v1::Response r;
+    ASSERT_TRUE(c->Receive(&r, 5000)) << "a stranger's partial frame got no answer";
+    EXPECT_EQ(r.code(), v1::Response::UNAUTHENTICATED);
+    EXPECT_TRUE(c->WaitClosed(5000));
+  }
+  const std::string metrics = HttpGet(srv->http_port(), "/metrics");
+  EXPECT_THAT(metrics, HasSubstr("tributary_buffered_bytes 0\n"));
+  EXPECT_THAT(metrics, HasSubstr("tributary_errors_total{kind=\"unauthenticated\"} 40\n"));
+  Client ok(srv->port());
+  ASSERT_TRUE(ok.SendRaw(BigLearnFrame(rng, 300000, "s3cret")));
+  v1::Response r;
+  ASSERT_TRUE(ok.Receive(&r));
+  EXPECT_EQ(r.code(), v1::Response::OK) << r.message();
+  EXPECT_GT(r.learn().acknowledged(), 1000u);
+}
+
+TEST_F(ServerTest, AStrangerWhoNeverShowsTheTokenIsClosed) {
+  ServerOptions o = Options();
+  o.auth_token = "s3cret";
+  o.auth_timeout_s = 1;
+  auto srv = Start(o);
+  ASSERT_TRUE(srv);
+  Client silent(srv->port());
+  Client partial(srv->port());
+  ASSERT_TRUE(partial.SendRaw(std::string("\x20\x08\x01", 3)));  // a small frame, never finished
+  const auto start = Clock::now();
+  EXPECT_TRUE(silent.WaitClosed(5000));
+  EXPECT_TRUE(partial.WaitClosed(5000));
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(4));
+  Client member(srv->port());
+  member.set_token("s3cret");
+  EXPECT_TRUE(member.Call(PingRequest()).has_pong());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // past the deadline: shown in time, kept
+  EXPECT_TRUE(member.Call(PingRequest()).has_pong());
+}
+
+// Every byte used to reset the idle timer, so a peer sending one byte now
+// and then held its connection (and its slot) forever. Now only whole
+// requests count as activity, and a frame must arrive at a minimum rate.
+TEST_F(ServerTest, SlowPeersAreClosedWhileOthersAreServed) {
+  ServerOptions o = Options();
+  o.idle_timeout_s = 2;
+  o.rate_grace_s = 1;
+  o.min_frame_bytes_per_s = 1000;
+  auto srv = Start(o);
+  ASSERT_TRUE(srv);
+  std::mt19937_64 rng(59);
+  const std::string frame = FrameOf(LearnRequest(RandomDocs(rng, 50)));
+  Client slow(srv->port());
+  Client fine(srv->port());
+  const auto start = Clock::now();
+  bool closed = false;
+  for (size_t i = 0; i < frame.size() - 1 && Clock::now() - start < std::chrono::seconds(8); ++i) {
+    if (!slow.SendRaw(frame.substr(i, 1)) || slow.WaitClosed(200)) {
+      closed = true;
+      break;
+    }
+    EXPECT_TRUE(fine.Call(PingRequest()).has_pong());
+  }
+  EXPECT_TRUE(closed || slow.WaitClosed(1000)) << "a peer trickling one byte every 200 ms kept its connection";
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
+}
+
+// Large frames reserve their length from max_buffered_bytes: a second one
+// waits while the first is in flight, and goes on once it is done.
+TEST_F(ServerTest, LargeFramesWaitForTheBufferBudget) {
+  ServerOptions o = Options();
+  o.max_buffered_bytes = 400000;
+  auto srv = Start(o);
+  ASSERT_TRUE(srv);
+  std::mt19937_64 rng(61);
+  const std::string a = BigLearnFrame(rng, 300000, "");
+  const std::string b = BigLearnFrame(rng, 300000, "");
+  Client ca(srv->port());
+  Client cb(srv->port());
+  ASSERT_TRUE(ca.SendRaw(a.substr(0, a.size() / 2)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // a's reservation is made
+  std::thread sender([&] { cb.SendRaw(b); });                   // b's whole frame
+  v1::Response r;
+  EXPECT_FALSE(cb.Receive(&r, 700)) << "the second large frame was buffered over the budget";
+  ASSERT_TRUE(ca.SendRaw(a.substr(a.size() / 2)));
+  ASSERT_TRUE(ca.Receive(&r));
+  EXPECT_EQ(r.code(), v1::Response::OK) << r.message();
+  ASSERT_TRUE(cb.Receive(&r));
+  EXPECT_EQ(r.code(), v1::Response::OK) << r.message();
+  sender.join();
 }
 
 }  // namespace

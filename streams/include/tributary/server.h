@@ -64,6 +64,26 @@ struct ServerOptions {
   uint32_t idle_timeout_s = 300;
   uint32_t max_inflight = 128;  // requests read but not yet answered, per connection
   std::string auth_token;       // empty: no authentication
+  // Strangers (only when auth_token is set): until a connection has shown
+  // the token, a frame over pre_auth_max_frame_bytes must carry the token in
+  // its first bytes (the protocol's field order puts it there) or the
+  // connection is closed before the frame is buffered; a connection that has
+  // not shown the token after auth_timeout_s, or shows a wrong one, is
+  // closed. So strangers hold at most max_connections x (64 KiB read chunk +
+  // pre-auth frame) of memory.
+  uint32_t pre_auth_max_frame_bytes = 64u << 10;
+  uint32_t auth_timeout_s = 10;
+  // Slow peers: a frame being received must arrive at min_frame_bytes_per_s
+  // at least, measured once it has taken more than rate_grace_s; and only
+  // complete requests reset the idle timeout, not single bytes.
+  uint32_t min_frame_bytes_per_s = 1024;
+  uint32_t rate_grace_s = 10;
+  // All connections' large frames in flight together: a frame over one read
+  // chunk (64 KiB) reserves its whole length from this budget once its
+  // header is read, and the connection stops reading until the reservation
+  // is granted (one frame alone may exceed it). Reservations are
+  // all-or-nothing per frame, so they cannot deadlock; small frames need none.
+  uint64_t max_buffered_bytes = 256u << 20;
   uint64_t snapshot_every_documents = 1000000;
   uint32_t snapshot_interval_s = 300;
   uint64_t wal_segment_bytes = 64u << 20;

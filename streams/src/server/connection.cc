@@ -28,6 +28,26 @@ bool ConstantTimeEquals(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
+// The auth_token of a Request read from the first bytes of its frame, which
+// protobuf writes in field order (request_id = 1, auth_token = 2, then the
+// payload), so a stranger's large frame is judged before it is buffered.
+// False when the prefix ends first or another field comes before the token.
+bool TokenInPrefix(const char* data, size_t size, std::string* token) {
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(data), static_cast<int>(size));
+  for (;;) {
+    const uint32_t tag = in.ReadTag();
+    if (tag == 0) return false;
+    if (tag == (1u << 3 | 0)) {  // request_id, varint
+      uint64_t ignored;
+      if (!in.ReadVarint64(&ignored)) return false;
+      continue;
+    }
+    if (tag != (2u << 3 | 2)) return false;  // not the token: it is absent
+    uint32_t len = 0;
+    return in.ReadVarint32(&len) && in.ReadString(token, static_cast<int>(len));
+  }
+}
+
 std::string Frame(const google::protobuf::Message& msg) {
   std::string body;
   msg.SerializeToString(&body);
@@ -43,15 +63,94 @@ std::string Frame(const google::protobuf::Message& msg) {
 // ---- Connection --------------------------------------------------------------
 
 Connection::Connection(Server::Impl* srv, tcp::socket socket)
-    : srv_(srv), socket_(std::move(socket)), strand_(asio::make_strand(srv->io)), idle_(strand_) {}
+    : srv_(srv),
+      socket_(std::move(socket)),
+      strand_(asio::make_strand(srv->io)),
+      idle_(strand_),
+      auth_deadline_(strand_),
+      budget_wait_(strand_),
+      authenticated_(srv->opt.auth_token.empty()) {}
 
-Connection::~Connection() { srv_->open_connections--; }
+Connection::~Connection() {
+  srv_->buffered_bytes -= accounted_;
+  srv_->frame_reservations -= reserved_;
+  srv_->open_connections--;
+}
 
 void Connection::Start() {
   asio::dispatch(strand_, [self = shared_from_this()] {
     self->ArmIdle();
+    self->ArmAuthDeadline();
     self->ReadMore();
   });
+}
+
+void Connection::ArmAuthDeadline() {
+  if (authenticated_ || srv_->opt.auth_timeout_s == 0) return;
+  auth_deadline_.expires_after(std::chrono::seconds(srv_->opt.auth_timeout_s));
+  auth_deadline_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
+    if (ec || self->authenticated_) return;
+    self->srv_->counters.err_unauthenticated++;
+    self->peer_gone_ = true;  // nothing is owed to a stranger
+    self->closing_ = true;
+    self->buf_.clear();
+    self->Account();
+    self->MaybeFinish();
+  });
+}
+
+void Connection::RefuseUnauthenticated(uint64_t slot, uint64_t id) {
+  // One guess per connection: the answer is written, then the connection
+  // is closed, so guessing costs a TCP handshake each time.
+  buf_.clear();
+  Account();
+  closing_ = true;
+  Fill(slot,
+       Frame(ErrorResponse(id, v1::Response::UNAUTHENTICATED, "missing or wrong auth_token; closing the connection")));
+  MaybeFinish();
+}
+
+void Connection::Account() {
+  const uint64_t now = buf_.size();
+  if (now >= accounted_) {
+    srv_->buffered_bytes += now - accounted_;
+  } else {
+    srv_->buffered_bytes -= accounted_ - now;
+  }
+  accounted_ = now;
+}
+
+bool Connection::TryReserve() {
+  uint64_t cur = srv_->frame_reservations.load();
+  for (;;) {
+    // One frame alone is admitted even over the budget (max_frame_bytes
+    // bounds it), so a budget below the largest frame cannot stall forever.
+    if (cur != 0 && cur + needs_reservation_ > srv_->opt.max_buffered_bytes) return false;
+    if (srv_->frame_reservations.compare_exchange_weak(cur, cur + needs_reservation_)) break;
+  }
+  reserved_ = needs_reservation_;
+  needs_reservation_ = 0;
+  return true;
+}
+
+void Connection::ReleaseReservation() {
+  srv_->frame_reservations -= reserved_;
+  reserved_ = 0;
+  needs_reservation_ = 0;
+}
+
+bool Connection::TooSlow() {
+  if (buf_.empty() || srv_->opt.min_frame_bytes_per_s == 0) return false;
+  const double elapsed = std::chrono::duration<double>(Clock::now() - partial_since_).count();
+  if (elapsed <= srv_->opt.rate_grace_s) return false;
+  if (static_cast<double>(partial_bytes_) >= elapsed * srv_->opt.min_frame_bytes_per_s) return false;
+  srv_->counters.err_frame++;
+  peer_gone_ = true;  // a peer this slow would not read the answer either
+  closing_ = true;
+  buf_.clear();
+  Account();
+  MaybeFinish();
+  return true;
 }
 
 void Connection::Complete(uint64_t slot, v1::Response response) {
@@ -68,7 +167,13 @@ void Connection::ArmIdle() {
     // Idle: nothing owed. Stalled: a peer that has not taken a single
     // response for the whole idle time (it never reads) would otherwise
     // hold its connection, and its slot under max_connections, forever.
-    const bool idle = self->slots_.empty() && !self->writing_;
+    // A frame still arriving at the minimum rate is not idleness.
+    bool receiving = false;
+    if (!self->buf_.empty()) {
+      if (self->TooSlow()) return;  // closed
+      receiving = true;
+    }
+    const bool idle = self->slots_.empty() && !self->writing_ && !receiving;
     const bool stalled = self->writing_ && Clock::now() - self->write_started_ >= limit;
     if (idle || stalled) {
       if (stalled) self->peer_gone_ = true;
@@ -94,6 +199,15 @@ void Connection::ReadMore() {
   parsing_ = false;
   if (reading_ || paused_ || closing_ || !socket_.is_open()) return;
   if (slots_.size() >= srv_->opt.max_inflight) return;  // resumes when a response is written
+  if (needs_reservation_ > 0 && !TryReserve()) {
+    // The budget for large frames is spent: wait until other connections
+    // finish theirs (this one's rate is still checked by the idle timer).
+    budget_wait_.expires_after(std::chrono::milliseconds(5));
+    budget_wait_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
+      if (!ec) self->ReadMore();
+    });
+    return;
+  }
   reading_ = true;
   socket_.async_read_some(
       asio::buffer(chunk_),
@@ -108,8 +222,14 @@ void Connection::ReadMore() {
           self->MaybeFinish();
           return;
         }
+        if (self->buf_.empty()) {
+          self->partial_since_ = Clock::now();
+          self->partial_bytes_ = 0;
+        }
         self->buf_.append(self->chunk_.data(), n);
-        self->ArmIdle();
+        self->partial_bytes_ += n;
+        self->Account();
+        if (self->TooSlow()) return;
         self->ReadMore();
       }));
 }
@@ -128,10 +248,32 @@ bool Connection::ParseOne() {
     return BadFrame("frame of " + std::to_string(len) + " bytes is over the limit of " +
                     std::to_string(srv_->opt.max_frame_bytes) + " bytes");
   }
-  if (buf_.size() < hdr + len) return false;
+  if (!authenticated_ && len > srv_->opt.pre_auth_max_frame_bytes) {
+    // A stranger's large frame: judge the token in its first bytes before
+    // buffering the rest.
+    const size_t prefix = std::min<size_t>(len, 1024);
+    if (buf_.size() < hdr + prefix) return false;
+    std::string token;
+    if (!TokenInPrefix(buf_.data() + hdr, prefix, &token) || !ConstantTimeEquals(token, srv_->opt.auth_token)) {
+      RefuseUnauthenticated(NewSlot(), 0);
+      return false;
+    }
+    authenticated_ = true;
+    auth_deadline_.cancel();
+  }
+  if (buf_.size() < hdr + len) {
+    if (reserved_ == 0 && hdr + len > chunk_.size()) needs_reservation_ = hdr + len;
+    return false;
+  }
+  ReleaseReservation();
   v1::Request req;
   bool ok = req.ParseFromArray(buf_.data() + hdr, static_cast<int>(len));
   buf_.erase(0, hdr + len);
+  Account();
+  // The next frame starts now; a complete request is activity.
+  partial_since_ = Clock::now();
+  partial_bytes_ = buf_.size();
+  ArmIdle();
   if (!ok) return BadFrame("frame does not parse as tributary.v1.Request");
   srv_->counters.requests++;
   Handle(std::move(req));
@@ -145,6 +287,7 @@ bool Connection::BadFrame(const std::string& why) {
   r.set_message(why + "; closing the connection (framing lost)");
   // Stop reading before anything else: nothing after this point is parsed.
   buf_.clear();
+  Account();
   closing_ = true;
   uint64_t slot = NewSlot();
   Fill(slot, Frame(r));
@@ -208,6 +351,8 @@ void Connection::MaybeFinish() {
     socket_.cancel(ignored);
   }
   idle_.cancel();
+  auth_deadline_.cancel();
+  budget_wait_.cancel();
   boost::system::error_code ignored;
   socket_.shutdown(tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
@@ -226,9 +371,13 @@ void Connection::Handle(v1::Request req) {
   const uint64_t slot = NewSlot();
   const uint64_t id = req.request_id();
   auto start = Clock::now();
-  if (!srv_->opt.auth_token.empty() && !ConstantTimeEquals(req.auth_token(), srv_->opt.auth_token)) {
-    Fill(slot, Frame(ErrorResponse(id, v1::Response::UNAUTHENTICATED, "missing or wrong auth_token")));
-    return;
+  if (!srv_->opt.auth_token.empty()) {
+    if (!ConstantTimeEquals(req.auth_token(), srv_->opt.auth_token)) {
+      RefuseUnauthenticated(slot, id);
+      return;
+    }
+    authenticated_ = true;
+    auth_deadline_.cancel();
   }
   switch (req.kind_case()) {
     case v1::Request::kPing: {

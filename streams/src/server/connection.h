@@ -30,6 +30,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
  private:
   void ArmIdle();
+  // Closes a connection that has not shown the auth token in time.
+  void ArmAuthDeadline();
+  // Refuses with UNAUTHENTICATED and closes once the answer is written.
+  void RefuseUnauthenticated(uint64_t slot, uint64_t id);
+  // Keeps srv_->buffered_bytes in step with buf_.size().
+  void Account();
+  // True (and closes) when the frame being received arrives too slowly.
+  bool TooSlow();
+  // Takes needs_reservation_ bytes from the budget; false when it is spent.
+  bool TryReserve();
+  void ReleaseReservation();
   void ReadMore();
   // Parses one complete frame from buf_ and handles it. False when more
   // bytes are needed.
@@ -49,12 +60,21 @@ class Connection : public std::enable_shared_from_this<Connection> {
   tcp::socket socket_;
   asio::strand<asio::io_context::executor_type> strand_;
   asio::steady_timer idle_;
+  asio::steady_timer auth_deadline_;
+  asio::steady_timer budget_wait_;  // retries a read held back by max_buffered_bytes
   std::array<char, 64 * 1024> chunk_{};
   std::string buf_, out_;
   std::deque<std::pair<uint64_t, std::optional<std::string>>> slots_;
   uint64_t next_slot_ = 0;
   bool reading_ = false, parsing_ = false, writing_ = false, closing_ = false, paused_ = false, peer_gone_ = false;
   Clock::time_point write_started_{};
+  bool authenticated_ = false;      // no token configured, or the token was shown
+  uint64_t accounted_ = 0;          // this connection's share of srv_->buffered_bytes
+  uint64_t reserved_ = 0;           // this frame's reservation in srv_->frame_reservations
+  uint64_t needs_reservation_ = 0;  // a frame of this size waits for one
+  // The frame being received: since when, and how many of its bytes so far.
+  Clock::time_point partial_since_{};
+  uint64_t partial_bytes_ = 0;
 };
 
 }  // namespace tributary

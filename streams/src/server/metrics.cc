@@ -91,6 +91,8 @@ std::string Server::Impl::MetricsText() {
   gauge("tributary_model_version", "Version (documents learned) of the published model.",
         pub ? static_cast<double>(pub->version) : 0.0);
   gauge("tributary_open_connections", "Open client connections.", open_connections.load());
+  gauge("tributary_buffered_bytes", "Bytes of partly received frames over all connections.",
+        static_cast<double>(buffered_bytes.load()));
   gauge("tributary_learning_enabled", "1 while learn requests are accepted.", learning_enabled ? 1.0 : 0.0);
   gauge("tributary_damage_reports", "Damage reports in the data directory awaiting review (/healthz fails).",
         static_cast<double>(DamageReports().size()));

@@ -119,6 +119,10 @@ struct Server::Impl {
   uint16_t port = 0, http_port = 0;  // bound ports, set before the threads start
   // Declared before the io_context: connections destroyed with it use it.
   std::atomic<uint32_t> open_connections{0};
+  std::atomic<uint64_t> buffered_bytes{0};  // received, not yet parsed, over all connections
+  // Bytes reserved by connections receiving a frame larger than one read
+  // chunk (ServerOptions::max_buffered_bytes bounds it).
+  std::atomic<uint64_t> frame_reservations{0};
 
   asio::io_context io;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
