@@ -151,5 +151,54 @@ TEST(EnvTest, StreamReadAndWriteFaultsNameTheFile) {
   EXPECT_THAT(first.message(), HasSubstr("No space left on device"));
 }
 
+// Two streams concatenated: the second header is not a document (it used to
+// parse as one, its magic read as the id). And a frame length of 2^32 + n is
+// not n: protobuf's 32-bit varint reader drops the high bits.
+TEST(StreamIoTest, ASecondHeaderAndWrappedFrameLengthsAreRefused) {
+  const std::string dir = testing::TempDir("stream_bad");
+  const std::string one = dir + "/one.pb";
+  {
+    auto w = DocumentWriter::Create(one, NewStreamHeader());
+    ASSERT_TRUE(w.ok());
+    for (uint32_t i = 0; i < 3; ++i) ASSERT_TRUE((*w)->Write(Doc(i)).ok());
+    ASSERT_TRUE((*w)->Close().ok());
+  }
+  std::string bytes;
+  ASSERT_TRUE(Env::Default()->ReadFileToString(one, &bytes).ok());
+  const std::string two = dir + "/two.pb";
+  ASSERT_TRUE(Env::Default()->WriteFileAtomically(two, bytes + bytes).ok());
+  auto r = DocumentReader::Open(two);
+  ASSERT_TRUE(r.ok());
+  v1::Document d;
+  bool eof = false;
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*r)->Next(&d, &eof).ok());
+  Status st = (*r)->Next(&d, &eof);
+  ASSERT_TRUE(st.IsCorruption()) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr("document #3"));
+  EXPECT_THAT(st.message(), HasSubstr("second stream header"));
+  EXPECT_TRUE((*r)->last_error_recoverable());
+  // The stream goes on after it (what --skip-bad does).
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE((*r)->Next(&d, &eof).ok());
+    ASSERT_FALSE(eof);
+  }
+
+  // A header frame, then a frame whose length varint says 2^32 + 5 followed
+  // by 5 bytes: must be refused as over the limit, not read as 5 bytes.
+  std::string header;
+  NewStreamHeader().SerializeToString(&header);
+  std::string wrapped(1, static_cast<char>(header.size()));
+  wrapped += header;
+  wrapped += std::string("\x85\x80\x80\x80\x10", 5);  // varint of 2^32 + 5
+  wrapped += std::string("\x0a\x01\x78\x12\x00", 5);
+  const std::string wp = dir + "/wrapped.pb";
+  ASSERT_TRUE(Env::Default()->WriteFileAtomically(wp, wrapped).ok());
+  auto rw = DocumentReader::Open(wp);
+  ASSERT_TRUE(rw.ok()) << rw.status().ToString();
+  st = (*rw)->Next(&d, &eof);
+  ASSERT_TRUE(st.IsCorruption()) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr("declares 4294967301 bytes, over the limit"));
+}
+
 }  // namespace
 }  // namespace tributary

@@ -685,6 +685,23 @@ TEST_F(ServerTest, OversizedFrameIsRefusedNamingTheLimit) {
   auto srv = Start(o);
   ASSERT_TRUE(srv);
   {
+    // A length of 2^32 + 4 must not wrap to 4 (and the 4 bytes after it,
+    // a valid ping, must not be answered as one).
+    Client c(srv->port());
+    v1::Request ping = PingRequest();
+    std::string body;
+    ping.SerializeToString(&body);
+    ASSERT_LT(body.size(), 128u);
+    std::string varint("\x80\x80\x80\x80\x10", 5);
+    varint[0] = static_cast<char>(0x80 | body.size());
+    ASSERT_TRUE(c.SendRaw(varint + body));
+    v1::Response r;
+    ASSERT_TRUE(c.Receive(&r));
+    EXPECT_EQ(r.code(), v1::Response::INVALID_REQUEST);
+    EXPECT_THAT(r.message(), HasSubstr(std::to_string((uint64_t{1} << 32) + body.size()) + " bytes is over the limit"));
+    EXPECT_TRUE(c.WaitClosed());
+  }
+  {
     // A real learn request over the limit.
     Client c(srv->port());
     std::mt19937_64 rng(7);

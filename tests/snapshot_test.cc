@@ -138,6 +138,20 @@ TEST_F(SnapshotTest, CacheImportAcceptsRoundingResidueAndRefusesGarbage) {
   EXPECT_NE(fv.import_cache(model_->family_model(), cache.data(), n - 1, &err), TRIB_OK);
 }
 
+// A snapshot whose CRC is valid but whose statistics are not finite (saved
+// from a diverged model, or crafted) is refused, naming the value.
+TEST_F(SnapshotTest, NonFiniteStatisticsAreRefusedDespiteAValidChecksum) {
+  model_->stats().raw()[7] = std::nan("");
+  const std::string p = dir_ + "/nan.trib";
+  ASSERT_TRUE(model_->Save(p).ok());
+  Status st = LoadStatus(p);
+  ASSERT_TRUE(st.IsCorruption()) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr("statistic #7 is nan (expected a finite number)"));
+  model_->stats().raw()[7] = INFINITY;
+  ASSERT_TRUE(model_->Save(p).ok());
+  EXPECT_THAT(LoadStatus(p).message(), HasSubstr("statistic #7 is inf"));
+}
+
 TEST_F(SnapshotTest, SaveIsAtomicAndLeavesNoTemporaryFiles) {
   ASSERT_TRUE(model_->Save(path_).ok());  // overwrite
   int files = 0;

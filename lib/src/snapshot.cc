@@ -198,6 +198,14 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const Plugin
     blocks[b].scale = pb.scale();
     blocks[b].shift = pb.shift();
   }
+  // A valid checksum says the bytes are as written, not that they are sane:
+  // a model saved with NaN or infinite statistics would score garbage.
+  for (int i = 0; i < snap.raw_size(); ++i) {
+    if (!std::isfinite(snap.raw(i))) {
+      return corrupt("statistic #" + std::to_string(i) + " is " + std::to_string(snap.raw(i)) +
+                     " (expected a finite number)");
+    }
+  }
   std::copy(snap.raw().begin(), snap.raw().end(), m->stats_.raw().begin());
   const auto& ls = snap.learner();
   m->learner_.updates = ls.updates();

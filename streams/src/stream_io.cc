@@ -74,10 +74,11 @@ Status DocumentReader::ReadFrame(bool* eof, uint32_t* size) {
   input_->BackUp(avail);
   const uint64_t offset = bytes_read();
   pbio::CodedInputStream coded(input_.get());
-  uint32_t len = 0;
+  // 64 bits: ReadVarint32 would drop the high bits, reading 2^32 + n as n.
+  uint64_t len = 0;
   // A device error surfaces as a short read: report it as what it is.
   auto io_error = [&] { return source_->error().WithContext("reading stream '" + path_ + "'"); };
-  if (!coded.ReadVarint32(&len)) {
+  if (!coded.ReadVarint64(&len)) {
     if (!source_->error().ok()) return io_error();
     return Status::Corruption("'" + path_ + "': truncated or invalid frame length at byte " + std::to_string(offset) +
                               " (frame " + std::to_string(docs_ + 1) + ")");
@@ -93,7 +94,7 @@ Status DocumentReader::ReadFrame(bool* eof, uint32_t* size) {
     return Status::Corruption("'" + path_ + "': truncated frame at byte " + std::to_string(offset) + ": expected " +
                               std::to_string(len) + " bytes, the stream ended first");
   }
-  *size = len;
+  *size = static_cast<uint32_t>(len);
   return Status::OK();
 }
 
@@ -131,6 +132,18 @@ Status DocumentReader::Next(v1::Document* doc, bool* eof) {
   TRIB_RETURN_IF_ERROR(ReadFrame(eof, &len));
   if (*eof) return Status::OK();
   const uint64_t index = docs_++;
+  // A StreamHeader parses as a Document too (its magic lands in `id`): two
+  // streams concatenated must not have the second header learned.
+  if (buf_.size() >= sizeof(kStreamMagic) + 1 && buf_[0] == 0x0a &&
+      buf_.compare(2, sizeof(kStreamMagic) - 1, kStreamMagic) == 0) {
+    v1::StreamHeader h;
+    if (h.ParseFromString(buf_) && h.magic() == kStreamMagic) {
+      recoverable_ = true;  // the framing is intact: --skip-bad may go on
+      return Status::Corruption("'" + path_ + "': document #" + std::to_string(index) + " (frame at byte " +
+                                std::to_string(offset) +
+                                ") is a second stream header: two streams concatenated? Expected a Document");
+    }
+  }
   if (!doc->ParseFromString(buf_)) {
     recoverable_ = true;
     return Status::Corruption("'" + path_ + "': document #" + std::to_string(index) + " (frame at byte " +

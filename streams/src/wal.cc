@@ -38,8 +38,9 @@ enum class Frame { kOk, kIncomplete, kBadLength, kBadChecksum };
 Frame ReadFrameAt(const std::string& data, size_t off, v1::WalRecord* rec, size_t* size) {
   google::protobuf::io::CodedInputStream cin(reinterpret_cast<const uint8_t*>(data.data() + off),
                                              static_cast<int>(std::min<size_t>(data.size() - off, 10)));
-  uint32_t len = 0;
-  if (!cin.ReadVarint32(&len)) return data.size() - off < 10 ? Frame::kIncomplete : Frame::kBadLength;
+  uint64_t len = 0;  // 64 bits: ReadVarint32 would read 2^32 + n as n
+  if (!cin.ReadVarint64(&len)) return data.size() - off < 10 ? Frame::kIncomplete : Frame::kBadLength;
+  if (len > (1u << 30)) return Frame::kBadLength;
   const size_t hdr = static_cast<size_t>(cin.CurrentPosition());
   if (off + hdr + len + 4 > data.size()) return Frame::kIncomplete;
   const char* payload = data.data() + off + hdr;

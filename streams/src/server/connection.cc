@@ -238,16 +238,17 @@ bool Connection::ParseOne() {
   if (buf_.empty()) return false;
   google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(buf_.data()),
                                             static_cast<int>(std::min<size_t>(buf_.size(), 10)));
-  uint32_t len = 0;
-  if (!in.ReadVarint32(&len)) {
+  uint64_t len64 = 0;  // 64 bits: ReadVarint32 would read 2^32 + n as n
+  if (!in.ReadVarint64(&len64)) {
     if (buf_.size() >= 10) return BadFrame("invalid frame length");
     return false;
   }
   size_t hdr = static_cast<size_t>(in.CurrentPosition());
-  if (len > srv_->opt.max_frame_bytes) {
-    return BadFrame("frame of " + std::to_string(len) + " bytes is over the limit of " +
+  if (len64 > srv_->opt.max_frame_bytes) {
+    return BadFrame("frame of " + std::to_string(len64) + " bytes is over the limit of " +
                     std::to_string(srv_->opt.max_frame_bytes) + " bytes");
   }
+  const uint32_t len = static_cast<uint32_t>(len64);
   if (!authenticated_ && len > srv_->opt.pre_auth_max_frame_bytes) {
     // A stranger's large frame: judge the token in its first bytes before
     // buffering the rest.
