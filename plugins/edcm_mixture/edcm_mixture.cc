@@ -8,6 +8,7 @@
 // The implementation is shared with emsd-mixture (EDCM is EMSD with unit
 // scale); see ../emsd_mixture/count_mixture.h for the model and the options.
 #include "../emsd_mixture/count_mixture.h"
+#include "../emsd_mixture/count_mixture_options.h"
 
 TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_FAMILY, "edcm-mixture", "1.2.0",
                              "mixture of EDCM distributions over count vectors, learned by EP / SEP / ADF");

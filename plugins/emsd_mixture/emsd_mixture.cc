@@ -4,6 +4,7 @@
 // (or EP / ADF) through the hooks of sep_abi.h. See count_mixture.h for the
 // model, the moment matching and the options.
 #include "count_mixture.h"
+#include "count_mixture_options.h"
 
 TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_FAMILY, "emsd-mixture", "1.2.0",
                              "mixture of EMSD distributions over count vectors, learned by SEP / EP / ADF");

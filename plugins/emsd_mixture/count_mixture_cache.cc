@@ -1,0 +1,44 @@
+// The caches saved with snapshots (ABI 1.1 export_cache / import_cache).
+#include <cstring>
+
+#include "count_mixture.h"
+
+namespace tributary::count_mixture {
+
+// Cache: T (K), U (K), the frames' smallest reference rates (K) and shifts
+// (K), 1 (formerly the decay since the last refresh), commits: the layout of
+// version 1.1.0. Import restores T, U (so that a loaded model scores exactly
+// as the saved one) and the update count; Model::Load runs rebuild() first,
+// which restarts the frames at the loaded statistics, and the imported T, U
+// are within the bound of those.
+int ExportCache(const trib_family_model* mm, double* out, size_t* size, trib_error*) {
+  const Model& m = *M(mm);
+  const size_t need = 4 * static_cast<size_t>(m.K) + 2;
+  if (out == nullptr) {
+    *size = need;
+    return TRIB_OK;
+  }
+  const size_t K = m.K;
+  std::memcpy(out, m.total_mean.data(), K * sizeof(double));
+  std::memcpy(out + K, m.total_var.data(), K * sizeof(double));
+  std::memcpy(out + 2 * K, m.frame_min_rate.data(), K * sizeof(double));
+  std::memcpy(out + 3 * K, m.frame_shift.data(), K * sizeof(double));
+  out[4 * K] = 1.0;
+  out[4 * K + 1] = static_cast<double>(m.commits);
+  *size = need;
+  return TRIB_OK;
+}
+
+int ImportCache(trib_family_model* mm, const double* in, size_t size, trib_error* err) {
+  Model& m = *M(mm);
+  const size_t K = m.K;
+  if (size != 4 * K + 2) {
+    return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "cache has %zu values, expected %zu", size, 4 * K + 2);
+  }
+  std::memcpy(m.total_mean.data(), in, K * sizeof(double));
+  std::memcpy(m.total_var.data(), in + K, K * sizeof(double));
+  m.commits = static_cast<uint64_t>(in[4 * K + 1]);
+  return TRIB_OK;
+}
+
+}  // namespace tributary::count_mixture

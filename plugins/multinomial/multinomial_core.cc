@@ -1,0 +1,675 @@
+// The multinomial families' shared implementation (multinomial_core.h).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "multinomial_core.h"
+#include "tributary/plugin_sdk.h"
+
+namespace tributary::multinomial {
+namespace {
+
+using tributary::sdk::Fail;
+using tributary::sdk::Guard;
+
+namespace sdk = tributary::sdk;
+
+struct Model {
+  uint32_t K = 0;
+  uint64_t V = 0;
+  double alpha = 1.0;                  // word pseudo-count
+  double class_alpha = 1.0;            // class pseudo-count
+  uint64_t word_offset = 0;            // = K
+  std::vector<double> raw_word_total;  // R[k] = sum_w raw N[w][k]
+  double raw_class_total = 0;          // sum_k raw C[k]
+  double init_scale = 1.0;             // mixture: random initial counts, in units of alpha
+  // floor=prior (1.0.0's check-step, kept as an option): discriminative steps
+  // (c = 0) never take a count below its initial pseudo-count (raw >= 0).
+  bool prior_floor = false;
+};
+
+struct State {
+  // Score's scratch: the rows of the document's terms and their counts.
+  std::vector<const double*> rows;
+  std::vector<double> counts;
+  std::vector<double> prod;    // P_k (see Score)
+  std::vector<uint64_t> expo;  // E_k
+};
+
+inline Model* M(trib_family_model* m) { return tributary::sdk::As<Model>(m); }
+inline const Model* M(const trib_family_model* m) { return tributary::sdk::As<Model>(m); }
+
+int Create(Variant variant, const trib_schema* schema, const trib_option* opts, size_t n, trib_family_model** out,
+           trib_error* err) {
+  return Guard(err, [&] {
+    if (schema->vocab_size == 0) {
+      return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "multinomial needs a vocabulary (vocab_size is 0)");
+    }
+    auto m = std::make_unique<Model>();
+    m->V = schema->vocab_size;
+    const bool mixture = variant == Variant::kMixture;
+    if (!mixture) {  // the mixture's K is its option components; classes only label documents
+      if (schema->num_classes == 0) return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "multinomial needs >= 1 class");
+      m->K = schema->num_classes;
+    }
+    const trib_option_spec* table = mixture ? kMixtureOptions : kNaiveBayesOptions;
+    const char* family = mixture ? "multinomial-mixture" : "multinomial";
+    sdk::OptionValues o;
+    if (int rc = sdk::ParseOptions(table, TRIB_KIND_FAMILY, family, opts, n, &o, err); rc != TRIB_OK) return rc;
+    if (mixture) {
+      m->K = o.Integer<uint32_t>("components");
+      m->init_scale = o.Number("init_scale");
+    }
+    if (o.Is("prior", "laplace")) {
+      m->alpha = 1.0;
+    } else if (o.Is("prior", "log")) {
+      m->alpha = std::log(static_cast<double>(m->V));  // the paper's P2: ln |W|
+    } else {
+      m->alpha = o.Number("prior");
+    }
+    m->class_alpha = o.Number("class_prior");
+    m->prior_floor = o.Is("floor", "prior");
+    if (m->alpha <= 0) {
+      return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "prior alpha = ln|W| is %g for |W| = %llu; expected > 0", m->alpha,
+                  static_cast<unsigned long long>(m->V));
+    }
+    m->word_offset = m->K;
+    m->raw_word_total.assign(m->K, 0.0);
+    *out = reinterpret_cast<trib_family_model*>(m.release());
+    return TRIB_OK;
+  });
+}
+
+int Layout(const trib_family_model* mm, trib_block* blocks, uint32_t* num, trib_error* err) {
+  const Model* m = M(mm);
+  if (blocks == nullptr) {
+    *num = 2;
+    return TRIB_OK;
+  }
+  if (*num < 2) return Fail(err, TRIB_ERR_INTERNAL, "layout needs room for 2 blocks");
+  blocks[0] = trib_block{0, m->K, 0.0, m->class_alpha, 1.0, 0.0};
+  blocks[1] = trib_block{m->word_offset, m->V * m->K, 0.0, m->alpha, 1.0, 0.0};
+  *num = 2;
+  return TRIB_OK;
+}
+
+int Rebuild(trib_family_model* mm, trib_stats* s, const trib_step*, trib_error* err) {
+  return Guard(err, [&] {
+    Model* m = M(mm);
+    m->raw_class_total = 0;
+    const double cfloor = -s->blocks[0].alpha_bar, wfloor = -s->blocks[1].alpha_bar;
+    for (uint32_t k = 0; k < m->K; ++k) {
+      s->raw[k] = std::max(s->raw[k], cfloor);
+      m->raw_class_total += s->raw[k];
+    }
+    std::fill(m->raw_word_total.begin(), m->raw_word_total.end(), 0.0);
+    double* r = s->raw + m->word_offset;
+    for (uint64_t w = 0; w < m->V; ++w) {
+      double* row = r + w * m->K;
+      for (uint32_t k = 0; k < m->K; ++k) {
+        row[k] = std::max(row[k], wfloor);
+        m->raw_word_total[k] += row[k];
+      }
+    }
+    return TRIB_OK;
+  });
+}
+
+int StateCreate(const trib_family_model*, uint64_t, trib_family_state** out, trib_error* err) {
+  return Guard(err, [&] {
+    auto* st = new State();
+    *out = reinterpret_cast<trib_family_state*>(st);
+    return TRIB_OK;
+  });
+}
+
+// ---- Vector kernels -----------------------------------------------------------
+//
+// Two doubles per operation through the GCC/Clang vector extensions: on the
+// x86-64 baseline this is plain SSE2 (no -march, no -ffast-math); a build with
+// a wider -m flag gets the same code on wider registers.
+typedef double v2d __attribute__((vector_size(16)));
+typedef uint64_t v2u __attribute__((vector_size(16)));
+typedef int64_t v2i __attribute__((vector_size(16)));
+
+inline v2d Load2(const double* p) {
+  v2d v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline v2d Splat(double x) { return v2d{x, x}; }
+
+constexpr uint64_t kMant = 0x000fffffffffffffull, kOne = 0x3ff0000000000000ull;  // mantissa bits, 1.0
+constexpr double ln2_hi = 0x1.62e42feep-1;        // 3fe62e42 fee00000 (ln 2 to 32 bits: k ln2_hi is exact)
+constexpr double ln2_lo = 0x1.a39ef35793c76p-33;  // 3dea39ef 35793c76 (ln 2 - ln2_hi)
+
+// log(x) for positive normal finite x, both lanes, without branches.
+// The algorithm of fdlibm's e_log.c (also musl's former log.c): reduce x to
+// 2^k * m with m in [sqrt(2)/2, sqrt(2)), then log(m) = f - hfsq + s (hfsq + R)
+// with f = m - 1, s = f / (2 + f) and R a degree-14 minimax polynomial in s.
+// Error < 1 ulp; against glibc's std::log on 4e7 inputs (random bit patterns
+// over all positive normal doubles, and dense around 1, sqrt(2)/2 and sqrt(2)):
+// at most 1 ulp apart, relative difference <= 2.3e-16. Other inputs (0,
+// subnormal, negative, inf, NaN) give meaningless values: callers check and
+// fall back to std::log.
+inline v2d LogPositiveNormal(v2d x) {
+  constexpr double Lg1 = 0x1.5555555555593p-1, Lg2 = 0x1.999999997fa04p-2, Lg3 = 0x1.2492494229359p-2,
+                   Lg4 = 0x1.c71c51d8e78afp-3, Lg5 = 0x1.7466496cb03dep-3, Lg6 = 0x1.39a09d078c69fp-3,
+                   Lg7 = 0x1.2f112df3e5244p-3;
+  // Adding (0x3ff00000 - 0x3fe6a09e) to the high word moves the exponent up by
+  // one exactly when the mantissa is >= sqrt(2); the mantissa is then re-based
+  // on 0x3fe6a09e so that m lands in [sqrt(2)/2, sqrt(2)).
+  const v2u ix = reinterpret_cast<v2u>(x) + ((0x3ff00000ull - 0x3fe6a09eull) << 32);
+  // k = (ix >> 52) - 1023 as a double, exactly (2^52 + e trick; SSE2 has no
+  // 64-bit integer -> double conversion).
+  const v2d dk = reinterpret_cast<v2d>((ix >> 52) | 0x4330000000000000ull) - Splat(0x1p52 + 1023.0);
+  const v2d m = reinterpret_cast<v2d>((ix & kMant) + (0x3fe6a09eull << 32));
+  const v2d f = m - 1.0;
+  const v2d hfsq = 0.5 * f * f;
+  const v2d s = f / (2.0 + f);
+  const v2d z = s * s;
+  const v2d w = z * z;
+  const v2d t1 = w * (Lg2 + w * (Lg4 + w * Lg6));
+  const v2d t2 = z * (Lg1 + w * (Lg3 + w * (Lg5 + w * Lg7)));
+  const v2d R = t2 + t1;
+  return s * (hfsq + R) + dk * ln2_lo - hfsq + f + dk * ln2_hi;
+}
+
+// All-ones lanes where x is a positive normal finite double (NaN: zero).
+inline v2i NormalMask(v2d x) { return (x >= Splat(0x1p-1022)) & (x <= Splat(0x1.fffffffffffffp+1023)); }
+
+// ---- Score ---------------------------------------------------------------------
+
+// log p(k, x) = log p(k) + sum_w n_w log p(w | k)   (Algorithm 3, without the
+// multinomial coefficient, which is the same for every class).
+//
+// The reference form, one std::log per (term, class): used when the fast path
+// meets a value it does not handle (zero, subnormal, inf or NaN statistics).
+void ScoreScalar(const Model* m, const trib_stats* s, const trib_document* d, double* out) {
+  const uint32_t K = m->K;
+  const trib_block& cb = s->blocks[0];
+  const trib_block& wb = s->blocks[1];
+  const double log_ctot = std::log(cb.scale * m->raw_class_total + cb.shift * cb.alpha_bar * K);
+  const double wshift = wb.shift * wb.alpha_bar;
+  const double wscale = wb.scale;
+  const double total = d->total_count;
+  for (uint32_t k = 0; k < K; ++k) {
+    const double mk = wscale * m->raw_word_total[k] + wshift * static_cast<double>(m->V);
+    out[k] = std::log(cb.scale * s->raw[k] + cb.shift * cb.alpha_bar) - log_ctot - total * std::log(mk);
+  }
+  const double* base = s->raw + m->word_offset;
+  for (uint32_t j = 0; j < d->num_terms; ++j) {
+    const double* row = base + static_cast<uint64_t>(d->term_ids[j]) * K;
+    const double n = d->term_counts[j];
+    for (uint32_t k = 0; k < K; ++k) out[k] += n * std::log(wscale * row[k] + wshift);
+  }
+}
+
+// The fast path computes the same sums, two classes per vector, with
+//   sum_{w: n_w = 1} log x_wk = E_k ln 2 + log P_k:
+// the x_wk are multiplied together, eight terms at a time, and after each group
+// the product's binary exponent is moved into the integer E_k (P_k back to
+// [1, 2)), so one log per class replaces one per (term, class). Every x is
+// checked to lie in [2^-100, 2^100] (a min and a max per vector), so a group's
+// product stays a normal double (|exponent| <= 801) and each multiplication
+// rounds once (relative 1.1e-16): the same absolute error as summing the logs.
+// NaN propagates through the products and is caught by the group check; any
+// failed check sends the whole document to ScoreScalar. Terms with other
+// counts take n_w * log x_wk.
+//
+// Pass 1 (memory-bound) walks the unit-count rows four classes at a time and
+// stores P and E; pass 2 (compute-bound) takes the logs. Keeping the logs out
+// of pass 1 lets the core run further ahead on the rows' cache misses; pass 1
+// also prefetches each row two cache lines ahead.
+struct ScoreArgs {
+  const double* const* unit_rows;  // rows of the terms with count 1
+  uint32_t num_unit;
+  const double* const* other_rows;  // rows of the other terms ...
+  const double* other_counts;       // ... and their counts
+  uint32_t num_other;
+  const double* class_raw;   // raw C[k]
+  const double* word_total;  // R[k]
+  double cscale, cshift, wscale, wshift, mshift, log_ctot, total;
+  uint32_t K;
+  double* prod;    // pass 1 -> 2: P_k in [1, 2)
+  uint64_t* expo;  // pass 1 -> 2: E_k
+};
+
+// Two lanes of p at classes k, k + 1; in a tail, lanes past K - 1 repeat
+// class K - 1 (never reading past the row).
+template <bool Tail>
+inline v2d LoadClasses(const double* p, uint32_t k, uint32_t K) {
+  if (!Tail) return Load2(p + k);
+  return v2d{p[std::min(k, K - 1)], p[std::min(k + 1, K - 1)]};
+}
+
+constexpr uint32_t kGroup = 8;                                 // terms per product before renormalising
+constexpr double kMinFactor = 0x1p-100, kMaxFactor = 0x1p100;  // kGroup * 100 + 1 < 1022
+
+struct PassOneResult {
+  v2d lo, hi;  // smallest and largest factor seen
+  v2u ok;      // all ones while every group product was a positive normal double
+};
+
+// Pass 1 for classes k0 .. k0 + 3.
+template <bool Tail>
+inline void ProductPass(const ScoreArgs& a, uint32_t k0, PassOneResult* res) {
+  const v2d wscale = Splat(a.wscale), wshift = Splat(a.wshift);
+  v2d lo = res->lo, hi = res->hi;
+  v2u ok = res->ok;
+  v2u E0 = v2u{0, 0}, E1 = v2u{0, 0};
+  v2d P0 = Splat(1.0), P1 = Splat(1.0);
+  for (uint32_t j0 = 0; j0 < a.num_unit; j0 += kGroup) {
+    const uint32_t j1 = std::min(a.num_unit, j0 + kGroup);
+    for (uint32_t j = j0; j < j1; ++j) {
+      const double* row = a.unit_rows[j];
+      __builtin_prefetch(row + k0 + 16);  // two cache lines ahead (never faults)
+      const v2d x0 = wscale * LoadClasses<Tail>(row, k0, a.K) + wshift;
+      const v2d x1 = wscale * LoadClasses<Tail>(row, k0 + 2, a.K) + wshift;
+      P0 *= x0;
+      P1 *= x1;
+      const v2d mn = x0 < x1 ? x0 : x1, mx = x0 > x1 ? x0 : x1;
+      lo = mn < lo ? mn : lo;
+      hi = mx > hi ? mx : hi;
+    }
+    // Move the exponent into E, P back to [1, 2).
+    ok &= reinterpret_cast<v2u>(NormalMask(P0) & NormalMask(P1));
+    const v2u p0 = reinterpret_cast<v2u>(P0), p1 = reinterpret_cast<v2u>(P1);
+    E0 += (p0 >> 52) - 1023u;
+    E1 += (p1 >> 52) - 1023u;
+    P0 = reinterpret_cast<v2d>((p0 & kMant) | kOne);
+    P1 = reinterpret_cast<v2d>((p1 & kMant) | kOne);
+  }
+  std::memcpy(a.prod + k0, &P0, sizeof P0);
+  std::memcpy(a.prod + k0 + 2, &P1, sizeof P1);
+  std::memcpy(a.expo + k0, &E0, sizeof E0);
+  std::memcpy(a.expo + k0 + 2, &E1, sizeof E1);
+  res->lo = lo;
+  res->hi = hi;
+  res->ok = ok;
+}
+
+// Pass 2 for classes k, k + 1. Returns false if some value is not a positive
+// normal double. The class count C_k joins the product (one log less):
+//   log C_k + sum_{n_w = 1} log x_wk = E'_k ln 2 + log (P_k m(C_k)).
+template <bool Tail>
+inline bool LogPass(const ScoreArgs& a, uint32_t k, double* out) {
+  const v2d wscale = Splat(a.wscale), wshift = Splat(a.wshift);
+  const v2d c = Splat(a.cscale) * LoadClasses<Tail>(a.class_raw, k, a.K) + a.cshift;
+  const v2d mk = wscale * LoadClasses<Tail>(a.word_total, k, a.K) + a.mshift;
+  v2u ok = reinterpret_cast<v2u>(NormalMask(c) & NormalMask(mk));
+  const v2u cu = reinterpret_cast<v2u>(c);
+  v2d P;
+  v2u E;
+  std::memcpy(&P, a.prod + k, sizeof P);
+  std::memcpy(&E, a.expo + k, sizeof E);
+  P *= reinterpret_cast<v2d>((cu & kMant) | kOne);  // in [1, 4)
+  // E (unbiased) plus C_k's unbiased exponent; |.| < 2^51, to double exactly
+  // (1.5 * 2^52 trick).
+  const v2u e_unb = E + (cu >> 52) - 1023u;
+  const v2d dE = reinterpret_cast<v2d>(e_unb + 0x4338000000000000ull) - Splat(0x1.8p52);
+  v2d S = dE * ln2_hi + (dE * ln2_lo + LogPositiveNormal(P));
+  for (uint32_t j = 0; j < a.num_other; ++j) {
+    const v2d x = wscale * LoadClasses<Tail>(a.other_rows[j], k, a.K) + wshift;
+    ok &= reinterpret_cast<v2u>(NormalMask(x));
+    S += a.other_counts[j] * LogPositiveNormal(x);
+  }
+  const v2d r = S - a.log_ctot - a.total * LogPositiveNormal(mk);
+  if (!Tail) {
+    std::memcpy(out + k, &r, sizeof r);
+  } else {
+    out[k] = r[0];  // k = K - 1
+  }
+  return (ok[0] & ok[1]) != 0;
+}
+
+int Score(const trib_family_model* mm, const trib_stats* s, trib_family_state* ss, const trib_document* d, double* out,
+          trib_error* err) {
+  return Guard(err, [&] {
+    const Model* m = M(mm);
+    auto* st = reinterpret_cast<State*>(ss);
+    const uint32_t K = m->K;
+    const trib_block& cb = s->blocks[0];
+    const trib_block& wb = s->blocks[1];
+    const uint32_t T = d->num_terms;
+    if (st->rows.size() < T) {
+      st->rows.resize(T);
+      st->counts.resize(T);
+    }
+    const size_t K4 = (static_cast<size_t>(K) + 3) & ~size_t{3};
+    if (st->prod.size() < K4) {
+      st->prod.resize(K4);
+      st->expo.resize(K4);
+    }
+    const double* base = s->raw + m->word_offset;
+    // Unit-count rows from the front of `rows`, the others from the back.
+    uint32_t nu = 0, no = 0;
+    for (uint32_t j = 0; j < T; ++j) {
+      const double* row = base + static_cast<uint64_t>(d->term_ids[j]) * K;
+      __builtin_prefetch(row);
+      __builtin_prefetch(row + 8);
+      if (d->term_counts[j] == 1.0) {
+        st->rows[nu++] = row;
+      } else {
+        ++no;
+        st->rows[T - no] = row;
+        st->counts[T - no] = d->term_counts[j];
+      }
+    }
+    ScoreArgs a;
+    a.unit_rows = st->rows.data();
+    a.num_unit = nu;
+    a.other_rows = st->rows.data() + (T - no);
+    a.other_counts = st->counts.data() + (T - no);
+    a.num_other = no;
+    a.class_raw = s->raw;
+    a.word_total = m->raw_word_total.data();
+    a.cscale = cb.scale;
+    a.cshift = cb.shift * cb.alpha_bar;
+    a.wscale = wb.scale;
+    a.wshift = wb.shift * wb.alpha_bar;
+    a.mshift = a.wshift * static_cast<double>(m->V);
+    a.log_ctot = std::log(cb.scale * m->raw_class_total + cb.shift * cb.alpha_bar * K);
+    a.total = d->total_count;
+    a.K = K;
+    a.prod = st->prod.data();
+    a.expo = st->expo.data();
+    PassOneResult r1{Splat(kMaxFactor), Splat(kMinFactor), v2u{~0ull, ~0ull}};
+    uint32_t k = 0;
+    for (; k + 4 <= K; k += 4) ProductPass<false>(a, k, &r1);
+    if (k < K) ProductPass<true>(a, k, &r1);
+    bool ok = (r1.ok[0] & r1.ok[1]) != 0 && r1.lo[0] >= kMinFactor && r1.lo[1] >= kMinFactor &&
+              r1.hi[0] <= kMaxFactor && r1.hi[1] <= kMaxFactor;
+    for (k = 0; k + 2 <= K; k += 2) ok &= LogPass<false>(a, k, out);
+    if (k < K) ok &= LogPass<true>(a, k, out);
+    if (!ok) ScoreScalar(m, s, d, out);
+    return TRIB_OK;
+  });
+}
+
+// sum_k w_k s(k, x): w_k to C[k] and w_k n_w to N[w][k] (Table 1).
+int Accumulate(const trib_family_model* mm, const trib_stats*, trib_family_state*, const trib_document* d,
+               const double* w, trib_delta* delta, trib_error* err) {
+  const Model* m = M(mm);
+  const uint32_t K = m->K;
+  uint32_t active[64];
+  std::vector<uint32_t> active_big;
+  uint32_t* act = active;
+  if (K > 64) {
+    active_big.resize(K);
+    act = active_big.data();
+  }
+  uint32_t na = 0;
+  for (uint32_t k = 0; k < K; ++k) {  // branch-free: which weights are 0 is data-dependent
+    act[na] = k;
+    na += w[k] != 0.0;
+  }
+  if (na == 0) return TRIB_OK;
+  size_t need = delta->size + na * (static_cast<size_t>(d->num_terms) + 1);
+  if (need > delta->capacity && delta->grow(delta, need) != 0) {
+    return Fail(err, TRIB_ERR_NO_MEMORY, "cannot grow delta to %zu entries", need);
+  }
+  uint64_t* __restrict index = delta->index;
+  double* __restrict value = delta->value;
+  size_t p = delta->size;
+  if (na == K) {
+    // Every class moves (NCLL: w_k = 1[k = y] - p(k | x)): whole rows.
+    for (uint32_t k = 0; k < K; ++k) {
+      index[p + k] = k;
+      value[p + k] = w[k];
+    }
+    p += K;
+    for (uint32_t j = 0; j < d->num_terms; ++j) {
+      const uint64_t row = m->word_offset + static_cast<uint64_t>(d->term_ids[j]) * K;
+      const double n = d->term_counts[j];
+      for (uint32_t k = 0; k < K; ++k) {
+        index[p + k] = row + k;
+        value[p + k] = w[k] * n;
+      }
+      p += K;
+    }
+  } else {
+    for (uint32_t a = 0; a < na; ++a) {
+      index[p] = act[a];
+      value[p++] = w[act[a]];
+    }
+    for (uint32_t j = 0; j < d->num_terms; ++j) {
+      const uint64_t row = m->word_offset + static_cast<uint64_t>(d->term_ids[j]) * K;
+      const double n = d->term_counts[j];
+      for (uint32_t a = 0; a < na; ++a) {
+        index[p] = row + act[a];
+        value[p++] = w[act[a]] * n;
+      }
+    }
+  }
+  delta->size = p;
+  return TRIB_OK;
+}
+
+// max(v, floor) without a branch (which side is data-dependent: NCLL pushes
+// many entries below the floor).
+inline double ClampAbove(double v, double floor) {
+  const v2d x = Splat(v), f = Splat(floor);
+  return (x > f ? x : f)[0];
+}
+
+// Check-step (Algorithm 2 lines 15, 22: N = max(N, 0), i.e. raw >= -abar)
+// and totals.
+// With floor=prior a discriminative step (c = 0) clamps at raw >= 0 instead:
+// N >= scale abar, the initial pseudo-count is never taken away (1.0.0's rule;
+// NLL steps never reach either floor, so they use the paper's).
+int Commit(trib_family_model* mm, trib_stats* s, const uint64_t* idx, const double* old_raw, size_t count,
+           const trib_step* step, trib_error*) {
+  Model* m = M(mm);
+  const uint32_t K = m->K;
+  const uint64_t off = m->word_offset;
+  double* __restrict raw = s->raw;
+  double* __restrict total = m->raw_word_total.data();
+  double class_total = m->raw_class_total;
+  const bool prior_floor = m->prior_floor && step->c == 0.0;
+  const double cfloor = prior_floor ? 0.0 : -s->blocks[0].alpha_bar;
+  const double wfloor = prior_floor ? 0.0 : -s->blocks[1].alpha_bar;
+  // A whole run idx[j..j+K) = first, first + 1, ... (what Accumulate writes
+  // when every class moves): checked with xor/or, which vectorises on SSE2
+  // unlike a 64-bit ==.
+  auto whole_run = [&](size_t j, uint64_t first) {
+    if (count - j < K || idx[j + K - 1] != first + K - 1) return false;
+    uint64_t diff = 0;
+    for (uint32_t k = 0; k < K; ++k) diff |= idx[j + k] ^ (first + k);
+    return diff == 0;
+  };
+  uint64_t row_base = off;  // start of the K-run holding the previous index
+  size_t j = 0;
+  while (j < count) {
+    const uint64_t i = idx[j];
+    if (i < off) {
+      if (i == 0 && whole_run(j, 0)) {
+        const double* o = old_raw + j;
+        v2d change = Splat(0.0);
+        uint32_t k = 0;
+        for (; k + 2 <= K; k += 2) {
+          v2d v = Load2(raw + k);
+          v = v > Splat(cfloor) ? v : Splat(cfloor);
+          std::memcpy(raw + k, &v, sizeof v);
+          change += v - Load2(o + k);
+        }
+        double c = change[0] + change[1];
+        if (k < K) {
+          const double v = ClampAbove(raw[k], cfloor);
+          raw[k] = v;
+          c += v - o[k];
+        }
+        class_total += c;
+        j += K;
+        continue;
+      }
+      const double v = ClampAbove(raw[i], cfloor);
+      raw[i] = v;
+      class_total += v - old_raw[j];
+      ++j;
+      continue;
+    }
+    if (i - row_base >= K) row_base = i - (i - off) % K;  // one division per term, not per entry
+    if (i == row_base && whole_run(j, i)) {
+      double* r = raw + i;
+      const double* o = old_raw + j;
+      for (uint32_t k = 0; k < K; ++k) {
+        const double v = r[k] > wfloor ? r[k] : wfloor;
+        r[k] = v;
+        total[k] += v - o[k];
+      }
+      j += K;
+      continue;
+    }
+    const double v = ClampAbove(raw[i], wfloor);
+    raw[i] = v;
+    total[i - row_base] += v - old_raw[j];
+    ++j;
+  }
+  m->raw_class_total = class_total;
+  return TRIB_OK;
+}
+
+// ---- Naive Bayes (labelled classes) ------------------------------------------
+
+int GrowClasses(const trib_family_model* om, const trib_stats* os, trib_family_model* nm, trib_stats* ns,
+                trib_error* err) {
+  return Guard(err, [&] {
+    const Model* o = M(om);
+    const Model* n = M(nm);
+    for (uint32_t k = 0; k < o->K; ++k) ns->raw[k] = os->raw[k];
+    for (uint64_t w = 0; w < o->V; ++w)
+      for (uint32_t k = 0; k < o->K; ++k)
+        ns->raw[n->word_offset + w * n->K + k] = os->raw[o->word_offset + w * o->K + k];
+    return TRIB_OK;
+  });
+}
+
+// The running totals R[k] and sum_k raw C[k] are kept incrementally by
+// Commit; recomputing them in Rebuild sums in another order and differs in the
+// last bits. Saving them in snapshots lets a resumed model continue exactly
+// as the uninterrupted one would (ABI 1.1 export_cache / import_cache).
+int ExportCache(const trib_family_model* mm, double* out, size_t* size, trib_error*) {
+  const Model* m = M(mm);
+  *size = static_cast<size_t>(m->K) + 1;
+  if (out == nullptr) return TRIB_OK;
+  std::copy(m->raw_word_total.begin(), m->raw_word_total.end(), out);
+  out[m->K] = m->raw_class_total;
+  return TRIB_OK;
+}
+
+int ImportCache(trib_family_model* mm, const double* in, size_t size, trib_error* err) {
+  Model* m = M(mm);
+  if (size != static_cast<size_t>(m->K) + 1) {
+    return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "cache has %zu values, expected %u (classes + 1)", size, m->K + 1);
+  }
+  // Finite, but not necessarily >= 0: a running total of entries that were
+  // all clamped back to 0 can end a few ulps below zero (e.g. -5e-16 for a
+  // class seen only early under NCLL), and such a snapshot must still load.
+  for (size_t i = 0; i < size; ++i) {
+    if (!std::isfinite(in[i])) {
+      return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "cache value %zu is %g, expected a finite total", i, in[i]);
+    }
+  }
+  std::copy(in, in + m->K, m->raw_word_total.begin());
+  m->raw_class_total = in[m->K];
+  return TRIB_OK;
+}
+
+// ---- Mixture of multinomials (latent class; online EM = sdEM with NLL) ------
+
+int Outputs(const trib_family_model* mm, uint32_t* kind, uint32_t* count, trib_error*) {
+  *kind = TRIB_OUTPUTS_LATENT;
+  *count = M(mm)->K;
+  return TRIB_OK;
+}
+
+// Symmetry breaking: every component starts at the prior plus a random
+// fraction (init_scale x alpha x U(0, 1)) of pseudo-counts per term, so the
+// first documents' posteriors p(k | x) differ between components.
+int InitStats(trib_family_model* mm, trib_stats* s, uint64_t seed, trib_error* err) {
+  return Guard(err, [&] {
+    const Model* m = M(mm);
+    std::mt19937_64 rng(seed ^ 0x6d6978747572650aULL);
+    const double scale = m->init_scale * m->alpha / s->blocks[1].scale;
+    double* r = s->raw + m->word_offset;
+    for (uint64_t i = 0; i < m->V * m->K; ++i) {
+      r[i] = scale * static_cast<double>(rng() >> 11) * 0x1.0p-53;
+    }
+    return TRIB_OK;
+  });
+}
+
+// p(w | k) = N[w][k] / M[k] for every term.
+int ComponentTerms(const trib_family_model* mm, const trib_stats* s, uint32_t k, double* out, trib_error*) {
+  const Model* m = M(mm);
+  const trib_block& b = s->blocks[1];
+  const double total = b.scale * m->raw_word_total[k] + b.shift * m->alpha * static_cast<double>(m->V);
+  for (uint64_t w = 0; w < m->V; ++w) {
+    out[w] = (b.scale * s->raw[m->word_offset + w * m->K + k] + b.shift * m->alpha) / total;
+  }
+  return TRIB_OK;
+}
+
+// log p(heldout | observed) = sum_w n_w log sum_k p(k | observed) p(w | k).
+int Completion(const trib_family_model* mm, const trib_stats* s, trib_family_state* ss, const trib_document* obs,
+               const trib_document* held, double* log_prob, trib_error* err) {
+  return Guard(err, [&] {
+    const Model* m = M(mm);
+    std::vector<double> post(m->K);
+    int rc = Score(mm, s, ss, obs, post.data(), err);
+    if (rc != TRIB_OK) return rc;
+    const double lse = tributary::sdk::LogSumExp(post.data(), m->K);
+    for (auto& p : post) p = std::exp(p - lse);
+    const trib_block& b = s->blocks[1];
+    std::vector<double> total(m->K);
+    for (uint32_t k = 0; k < m->K; ++k) {
+      total[k] = b.scale * m->raw_word_total[k] + b.shift * m->alpha * static_cast<double>(m->V);
+    }
+    double lp = 0;
+    for (uint32_t i = 0; i < held->num_terms; ++i) {
+      const double* row = s->raw + m->word_offset + uint64_t{held->term_ids[i]} * m->K;
+      double p = 0;
+      for (uint32_t k = 0; k < m->K; ++k) p += post[k] * (b.scale * row[k] + b.shift * m->alpha) / total[k];
+      lp += held->term_counts[i] * std::log(p);
+    }
+    *log_prob = lp;
+    return TRIB_OK;
+  });
+}
+
+template <Variant V>
+int CreateVariant(const trib_schema* schema, const trib_option* opts, size_t n, trib_family_model** out,
+                  trib_error* err) {
+  return Create(V, schema, opts, n, out, err);
+}
+
+}  // namespace
+
+int Init(Variant variant, const trib_host_api* host, trib_plugin_vtable* out, trib_error* err) {
+  if (int rc = tributary::sdk::BeginFamilyVtable<Model, State>(host, out, err); rc != TRIB_OK) return rc;
+  trib_family_vtable& v = out->family;
+  v.create = variant == Variant::kMixture ? CreateVariant<Variant::kMixture> : CreateVariant<Variant::kNaiveBayes>;
+  v.layout = Layout;
+  v.rebuild = Rebuild;
+  v.state_create = StateCreate;
+  v.score = Score;
+  v.accumulate = Accumulate;
+  v.commit = Commit;
+  v.export_cache = ExportCache;
+  v.import_cache = ImportCache;
+  if (variant == Variant::kMixture) {
+    v.init_stats = InitStats;
+    v.outputs = Outputs;
+    v.component_terms = ComponentTerms;
+    v.completion = Completion;
+  } else {
+    v.grow_classes = GrowClasses;
+  }
+  return TRIB_OK;
+}
+
+}  // namespace tributary::multinomial
