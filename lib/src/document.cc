@@ -304,6 +304,13 @@ Status DocumentDecoder::Decode(const v1::Document& doc, uint64_t index, const Mo
     out->term_counts.push_back(1.0);
   }
   out->Canonicalize();
+  // Repeated ids are summed: finite counts can add up to infinity.
+  for (size_t i = 0; i < out->term_counts.size(); ++i) {
+    if (!std::isfinite(out->term_counts[i])) {
+      return bad("the counts of term id " + std::to_string(out->term_ids[i]) +
+                 " (repeated in term_ids) add up to " + Num(out->term_counts[i]) + ", expected a finite total");
+    }
+  }
   // Dense features.
   if (static_cast<uint32_t>(doc.reals_size()) != num_reals_) {
     return bad("has " + std::to_string(doc.reals_size()) + " real features, expected " + std::to_string(num_reals_));
