@@ -113,6 +113,12 @@ echo "$opts"
 grep -q -P "^prior\tnumber\t1\t\(0, 1e100\]\t" <<<"$opts" && grep -q -P "^prior_docs\tnumber\t1\t" <<<"$opts" ||
   fail "'tributary plugins --options poisson-nb' does not show the plugin's options"
 
+# The conformance checks pass on the example (rho = 0, cache, snapshot, every
+# loss, concurrent scoring).
+"$PT" plugin-check "$so" || fail "tributary plugin-check $so"
+"$PT" plugin-check --json "$so" | python3 -c 'import json,sys; j=json.load(sys.stdin); sys.exit(0 if j["ok"] and j["name"] == "poisson-nb" else 1)' ||
+  fail "tributary plugin-check --json $so"
+
 python3 "$ex/gen_counts.py" --seed 1 --n 3000 --out "$dir/train.tsv"
 python3 "$ex/gen_counts.py" --seed 2 --n 2000 --out "$dir/test.tsv"
 "$PT" convert -q --format tsv --in "$dir/train.tsv" --out "$dir/train.pb"

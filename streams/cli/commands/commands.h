@@ -36,6 +36,7 @@ Runner SetUpTopics(CLI::App* cmd);       // commands/topics.cc
 Runner SetUpPrequential(CLI::App* cmd);  // commands/prequential.cc
 Runner SetUpPlugins(CLI::App* cmd);      // commands/plugins.cc
 Runner SetUpInspect(CLI::App* cmd);      // commands/inspect.cc
+Runner SetUpPluginCheck(CLI::App* cmd);  // commands/plugin_check.cc
 Runner SetUpServe(CLI::App* cmd);        // serve.cc
 Runner SetUpClient(CLI::App* cmd);       // serve.cc
 
