@@ -846,6 +846,7 @@ TEST_P(ServerWalFaultTest, LogWriteErrorDisablesLearningButLosesNothingAcknowled
   o.env = &files;
   o.fsync_every_request = true;  // one Append + one Sync per learn request
   o.http = "127.0.0.1:0";
+  o.wal_retry_interval_ms = 0;  // stays off until restarted (resuming: LearningResumesWhenTheLogTakesDataAgain)
   std::mt19937_64 rng(17);
   LogOrder order;
   uint64_t acked = 0;
@@ -1531,6 +1532,91 @@ std::vector<std::string> DamagedFiles(const std::string& data_dir, const std::st
   }
   std::sort(out.begin(), out.end());
   return out;
+}
+
+// A full disk (ENOSPC on append) or a failing fsync: learning stops, the
+// log is probed every wal_retry_interval_ms and stays off while the probe
+// fails; when the file system takes data again learning resumes by itself,
+// numbering on from the last acknowledged document. A crash image taken
+// after that recovers every acknowledged document, before and after the
+// failure, and nothing else: the refused write left nothing in the log.
+TEST_P(ServerWalFaultTest, LearningResumesWhenTheLogTakesDataAgain) {
+  const bool append = GetParam() == WalFault::kAppend;
+  testing::FaultEnv files;
+  files.Add({append ? testing::FaultEnv::Op::kAppend : testing::FaultEnv::Op::kSync, "wal-", /*after=*/4,
+             append ? ENOSPC : EIO, /*torn=*/append});
+  ServerOptions o = Options();
+  o.env = &files;
+  o.fsync_every_request = true;
+  o.http = "127.0.0.1:0";
+  o.wal_retry_interval_ms = 20;
+  std::mt19937_64 rng(19);
+  LogOrder order;
+  auto srv = Start(o);
+  ASSERT_TRUE(srv);
+  Client c(srv->port());
+  uint64_t acked = 0;
+  for (int i = 0; i < 4; ++i) acked += LearnAll(c, RandomDocs(rng, 3), 3, &order);
+  v1::Response failed = c.Call(LearnRequest(RandomDocs(rng, 3)));
+  EXPECT_EQ(failed.code(), v1::Response::UNAVAILABLE);
+  // While the disk stays full every probe fails and learning stays off.
+  for (int i = 0; i < 500 && files.fired() < 4; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_GE(files.fired(), 4) << "the log was not probed again";
+  EXPECT_FALSE(c.Call(StatsRequest()).stats().learning_enabled());
+  v1::Response refused = c.Call(LearnRequest(RandomDocs(rng, 2)));
+  EXPECT_EQ(refused.code(), v1::Response::UNAVAILABLE);
+  std::string health = HttpGet(srv->http_port(), "/healthz");
+  EXPECT_THAT(health, HasSubstr("503"));
+  EXPECT_THAT(health, HasSubstr("injected"));
+  EXPECT_THAT(health, HasSubstr("retrying every 20 ms"));
+  EXPECT_THAT(HttpGet(srv->http_port(), "/metrics"), HasSubstr("tributary_wal_recoveries_total 0\n"));
+
+  files.Clear();  // space is back
+  bool resumed = false;
+  for (int i = 0; i < 500 && !resumed; ++i) {
+    resumed = c.Call(StatsRequest()).stats().learning_enabled();
+    if (!resumed) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(resumed) << "learning did not resume after the log worked again";
+  EXPECT_THAT(HttpGet(srv->http_port(), "/healthz"), HasSubstr("200"));
+  EXPECT_THAT(HttpGet(srv->http_port(), "/metrics"), HasSubstr("tributary_wal_recoveries_total 1\n"));
+  for (int i = 0; i < 3; ++i) {
+    auto docs = RandomDocs(rng, 3);
+    v1::Response r = c.Call(LearnRequest(docs));
+    ASSERT_EQ(r.code(), v1::Response::OK) << r.message();
+    EXPECT_EQ(r.learn().first_sequence(), acked + 1);
+    order.Add(r.learn().first_sequence(), docs);
+    acked += docs.size();
+  }
+  order.ExpectContiguous(acked);
+  WaitLearned(c, acked);
+  EXPECT_FALSE(fs::exists(o.data_dir + "/wal/wal-probe.tmp"));
+
+  // A crash now: the log alone (no snapshot since the base one) must give
+  // back exactly the acknowledged documents; the refused write must not
+  // have left a torn record in the older segment (replay would call it
+  // corruption and refuse to start).
+  const std::string image = dir_ + "/image";
+  CopyDataDir(o.data_dir, image);
+  srv->Shutdown();
+  EXPECT_TRUE(srv->Wait().ok());
+  auto rs = Start(Options(image), nullptr);
+  ASSERT_TRUE(rs);
+  EXPECT_TRUE(rs->recovery().damage.empty());
+  EXPECT_EQ(rs->recovery().lost_records, 0u);
+  Client rc(rs->port());
+  auto stats = rc.Call(StatsRequest()).stats();
+  EXPECT_EQ(stats.documents_learned(), acked);
+  EXPECT_EQ(stats.wal_sequence(), acked);
+  v1::Response snap = rc.Call(SnapshotRequest());
+  ASSERT_EQ(snap.code(), v1::Response::OK) << snap.message();
+  OfflineModel offline;
+  order.TrainOffline(&offline, acked);
+  auto m = LoadSnapshot(snap.snapshot().path());
+  ASSERT_TRUE(m);
+  ExpectSameStatistics(*m, offline.model());
+  rs->Shutdown();
+  EXPECT_TRUE(rs->Wait().ok());
 }
 
 // The probe of issue 13: one flipped bit at 30 % of the live segment. By

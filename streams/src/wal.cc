@@ -330,6 +330,54 @@ Status WriteAheadLog::Sync() {
   return st;
 }
 
+Status WriteAheadLog::Recover(uint64_t next_sequence) {
+  if (failed_.ok() && current_) return Status::OK();
+  // 1. Does the file system take data again? A probe of the size of a large
+  // group commit, written and fsynced; nothing of the log is touched before.
+  const std::string probe = (fs::path(dir_) / "wal-probe.tmp").string();
+  {
+    auto f = env_->NewWritableFile(probe);
+    Status st = f.status();
+    if (st.ok()) st = (*f)->Append(std::string(kProbeBytes, '\0'));
+    if (st.ok()) st = (*f)->Sync();
+    if (st.ok()) st = (*f)->Close();
+    if (!st.ok() || f.ok()) env_->RemoveFile(probe);  // best effort: a leftover probe is ignored by Replay
+    if (!st.ok()) return st.WithContext("write-ahead log still failing");
+  }
+  // 2. Cut what the failed write may have left after the last durable
+  // record, through a new handle, and make the cut durable: an older segment
+  // must end on a record boundary or replay would call it corrupt.
+  if (current_) {
+    const std::string path = SegmentPath(current_first_);
+    current_.reset();
+    auto f = env_->NewAppendableFile(path);
+    Status st = f.status();
+    if (st.ok()) st = (*f)->Truncate(synced_bytes_);
+    if (st.ok()) st = (*f)->Sync();
+    if (st.ok()) st = (*f)->Close();
+    if (!st.ok()) {
+      // Keep failing; next time the same segment is cut again.
+      current_ = nullptr;
+      pending_cut_ = path;
+      return st.WithContext("write-ahead log: cannot cut the unacknowledged tail");
+    }
+  } else if (!pending_cut_.empty()) {
+    auto f = env_->NewAppendableFile(pending_cut_);
+    Status st = f.status();
+    if (st.ok()) st = (*f)->Truncate(synced_bytes_);
+    if (st.ok()) st = (*f)->Sync();
+    if (st.ok()) st = (*f)->Close();
+    if (!st.ok()) return st.WithContext("write-ahead log: cannot cut the unacknowledged tail");
+  }
+  pending_cut_.clear();
+  buffer_.clear();
+  failed_ = Status::OK();
+  // 3. Go on in a fresh segment (a segment with no durable record is replaced).
+  Status st = StartSegment(next_sequence);
+  if (!st.ok()) failed_ = st;
+  return st;
+}
+
 Status WriteAheadLog::DropCovered(uint64_t covered) {
   auto segs = Segments();
   for (size_t i = 0; i + 1 < segs.size(); ++i) {

@@ -87,6 +87,12 @@ struct ServerOptions {
   uint64_t snapshot_every_documents = 1000000;
   uint32_t snapshot_interval_s = 300;
   uint64_t wal_segment_bytes = 64u << 20;
+  // After a write-ahead log failure (full disk, I/O error) learning stops
+  // (learn requests: UNAVAILABLE; predictions go on; /healthz 503) and the
+  // log is tried again every wal_retry_interval_ms (a probe write + fsync in
+  // its directory); learning resumes by itself once that succeeds. 0: stay
+  // off until restarted.
+  uint32_t wal_retry_interval_ms = 1000;
   uint64_t seed = 1;  // the learner's seed (as `train --seed`)
   // "auto": SEP for families with SEP hooks (the count mixtures), else sdEM;
   // "sdem", "sep" or "adf" to insist (EP is not offered: its sites grow with

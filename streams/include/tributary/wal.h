@@ -103,6 +103,19 @@ class WriteAheadLog {
   // first error, since after a failed fsync the file's contents can no
   // longer be trusted.
   Status Sync();
+  // Makes a failed log usable again once the file system accepts writes
+  // (a full disk freed, a device back): probes the log's directory by
+  // writing and fsyncing kProbeBytes to <dir>/wal-probe.tmp (then removes
+  // it); cuts the current segment back to its last durable length through a
+  // fresh file handle and fsyncs that (after a failed fsync the old handle's
+  // state cannot be trusted), then starts a new segment at `next_sequence`.
+  // Records acknowledged before the failure stay where they are; the
+  // refused ones are gone from disk. On error the log stays failed and
+  // Recover may be called again later. OK at once if the log has not failed.
+  Status Recover(uint64_t next_sequence);
+  static constexpr size_t kProbeBytes = 1u << 20;
+  // True after a write or sync failed (until Recover succeeds).
+  bool failed() const { return !failed_.ok(); }
   // Deletes segments whose records all have sequence <= covered (they are in
   // a snapshot). The current segment is kept.
   Status DropCovered(uint64_t covered);
@@ -130,7 +143,8 @@ class WriteAheadLog {
   uint64_t current_bytes_ = 0;
   uint64_t synced_bytes_ = 0;  // durable length of the current segment
   std::string buffer_;
-  Status failed_;  // sticky: the first write/sync error
+  Status failed_;            // sticky: the first write/sync error
+  std::string pending_cut_;  // a segment Recover could not cut back yet
 };
 
 }  // namespace tributary

@@ -18,7 +18,18 @@ void Server::Impl::CommitterLoop() {
   for (;;) {
     {
       std::unique_lock<std::mutex> l(commit_mu);
-      commit_cv.wait(l, [&] { return stopping_commit || !commit_queue.empty(); });
+      if (!learning_enabled && opt.wal_retry_interval_ms > 0) {
+        // The log failed (a full disk, a device error): try it again every
+        // interval, and learn again as soon as it takes data (wal.h Recover).
+        if (!commit_cv.wait_for(l, std::chrono::milliseconds(opt.wal_retry_interval_ms),
+                                [&] { return stopping_commit || !commit_queue.empty(); })) {
+          l.unlock();
+          TryRecoverLog();
+          continue;
+        }
+      } else {
+        commit_cv.wait(l, [&] { return stopping_commit || !commit_queue.empty(); });
+      }
       if (commit_queue.empty() && stopping_commit) break;
       if (!opt.fsync_every_request) {
         // Group commit: gather requests until the interval since the last
@@ -106,6 +117,22 @@ void Server::Impl::CommitterLoop() {
     Status st = wal->Sync();
     if (!st.ok()) counters.err_wal++;
   }
+}
+
+void Server::Impl::TryRecoverLog() {
+  Status st = wal->Recover(next_sequence);
+  counters.wal_recovery_attempts++;
+  if (!st.ok()) {
+    std::lock_guard<std::mutex> l(commit_mu);
+    wal_error = st.ToString();
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> l(commit_mu);
+    wal_error.clear();
+  }
+  counters.wal_recoveries++;
+  learning_enabled = true;
 }
 
 }  // namespace tributary

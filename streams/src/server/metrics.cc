@@ -94,6 +94,10 @@ std::string Server::Impl::MetricsText() {
   gauge("tributary_buffered_bytes", "Bytes of partly received frames over all connections.",
         static_cast<double>(buffered_bytes.load()));
   gauge("tributary_learning_enabled", "1 while learn requests are accepted.", learning_enabled ? 1.0 : 0.0);
+  counter("tributary_wal_recoveries_total", "Times learning resumed after a write-ahead log failure.",
+          counters.wal_recoveries);
+  counter("tributary_wal_recovery_attempts_total", "Attempts to use the write-ahead log again after a failure.",
+          counters.wal_recovery_attempts);
   gauge("tributary_damage_reports", "Damage reports in the data directory awaiting review (/healthz fails).",
         static_cast<double>(DamageReports().size()));
   gauge("tributary_recovery_lost_documents", "Acknowledged documents the last recovery could not read.",
@@ -136,7 +140,12 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       // Unhealthy while learning is off, or while a damage report waits for
       // the operator (it names what was lost; removing it clears this).
       std::string body;
-      if (!srv_->learning_enabled) body += "degraded: learning disabled (write-ahead log failure)\n";
+      if (!srv_->learning_enabled) {
+        body += "degraded: learning disabled (write-ahead log failure: " + srv_->WalError() + ")";
+        body += srv_->opt.wal_retry_interval_ms > 0
+                    ? "; retrying every " + std::to_string(srv_->opt.wal_retry_interval_ms) + " ms\n"
+                    : "; restart to learn again\n";
+      }
       for (const auto& report : srv_->DamageReports()) {
         std::string text;
         srv_->env->ReadFileToString(report, &text);

@@ -77,6 +77,8 @@ struct Counters {
   std::atomic<uint64_t> requests{0};
   std::atomic<uint64_t> connections{0};
   std::atomic<uint64_t> snapshots{0};
+  // Log failures: attempts to use the log again, and the successful ones.
+  std::atomic<uint64_t> wal_recovery_attempts{0}, wal_recoveries{0};
   // Errors by kind (the Response codes, plus framing and log errors).
   std::atomic<uint64_t> err_invalid{0}, err_unauthenticated{0}, err_overloaded{0}, err_unavailable{0}, err_internal{0},
       err_frame{0}, err_wal{0};
@@ -186,6 +188,11 @@ struct Server::Impl {
   std::string DamagedDir() const { return (std::filesystem::path(opt.data_dir) / "damaged").string(); }
   // The .report files in DamagedDir(), sorted (empty when healthy).
   std::vector<std::string> DamageReports() const;
+  // The log's last error (empty while it works).
+  std::string WalError() {
+    std::lock_guard<std::mutex> l(commit_mu);
+    return wal_error;
+  }
 
   std::shared_ptr<const Published> Current() const {
     std::lock_guard<std::mutex> l(pub_mu);
@@ -210,6 +217,9 @@ struct Server::Impl {
   uint64_t QueueDepth();
 
   void CommitterLoop();  // committer.cc
+  // Committer thread, while learning is disabled by a log failure: one
+  // WriteAheadLog::Recover attempt; on success learning is enabled again.
+  void TryRecoverLog();  // committer.cc
   void LearnerLoop();    // learner_loop.cc
   // server.cc: the first fatal error is kept for Wait(), then the server stops.
   void Fail(const Status& st);
