@@ -1534,6 +1534,57 @@ std::vector<std::string> DamagedFiles(const std::string& data_dir, const std::st
   return out;
 }
 
+// A snapshot that cannot be written (full disk) does not stop learning: the
+// log keeps every document, a requested snapshot answers the error, the
+// periodic ones are retried after a pause (not rewritten every batch), and
+// the first one after space returns covers everything learned.
+TEST_F(ServerTest, FailedSnapshotsAreRetriedWithoutStoppingLearning) {
+  testing::FaultEnv files;
+  // The base snapshot of the new data directory is written; later ones fail.
+  files.Add({testing::FaultEnv::Op::kAppend, "model.trib.tmp", /*after=*/1, ENOSPC});
+  ServerOptions o = Options();
+  o.env = &files;
+  o.http = "127.0.0.1:0";
+  o.snapshot_every_documents = 5;
+  o.wal_retry_interval_ms = 20;  // snapshots wait at least 1 s after a failure
+  std::mt19937_64 rng(23);
+  LogOrder order;
+  auto srv = Start(o);
+  ASSERT_TRUE(srv);
+  Client c(srv->port());
+  uint64_t n = 0;
+  for (int i = 0; i < 20; ++i) {
+    n += LearnAll(c, RandomDocs(rng, 3), 3, &order);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  WaitLearned(c, n);
+  v1::Response requested = c.Call(SnapshotRequest());
+  EXPECT_NE(requested.code(), v1::Response::OK);
+  EXPECT_THAT(requested.message(), HasSubstr("injected"));
+  EXPECT_TRUE(c.Call(StatsRequest()).stats().learning_enabled());
+  // 20 batches over ~0.3 s, each past snapshot_every_documents: one periodic
+  // attempt plus the requested one, not one per batch.
+  EXPECT_LE(files.fired(), 3);
+  files.Clear();
+  bool saved = false;
+  for (int i = 0; i < 300 && !saved; ++i) {
+    n += LearnAll(c, RandomDocs(rng, 1), 1, &order);
+    saved = fs::exists(o.data_dir + "/model.trib");
+    if (!saved) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(saved) << "no snapshot after the disk had space again";
+  EXPECT_THAT(HttpGet(srv->http_port(), "/metrics"), HasSubstr("tributary_snapshot_failures_total"));
+  WaitLearned(c, n);
+  srv->Shutdown();
+  EXPECT_TRUE(srv->Wait().ok());
+  auto rs = Start(Options(), nullptr);
+  ASSERT_TRUE(rs);
+  Client rc(rs->port());
+  EXPECT_EQ(rc.Call(StatsRequest()).stats().documents_learned(), n);
+  rs->Shutdown();
+  EXPECT_TRUE(rs->Wait().ok());
+}
+
 // A full disk (ENOSPC on append) or a failing fsync: learning stops, the
 // log is probed every wal_retry_interval_ms and stays off while the probe
 // fails; when the file system takes data again learning resumes by itself,

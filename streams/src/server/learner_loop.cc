@@ -18,6 +18,7 @@ namespace tributary {
 void Server::Impl::LearnerLoop() {
   auto last_publish = Clock::now();
   auto last_snapshot = Clock::now();
+  auto snapshot_retry_at = last_snapshot;
   uint64_t since_publish = 0, since_snapshot = 0;
   Status last_snapshot_status;
   for (;;) {
@@ -61,9 +62,13 @@ void Server::Impl::LearnerLoop() {
       since_publish = 0;
       last_publish = now;
     }
-    bool snapshot_due = !snap_waiters.empty() ||
-                        (since_snapshot > 0 && (since_snapshot >= opt.snapshot_every_documents ||
-                                                now - last_snapshot >= std::chrono::seconds(opt.snapshot_interval_s)));
+    // After a failed snapshot (a full disk) the periodic ones wait a retry
+    // interval instead of rewriting the model every batch; the log keeps
+    // everything meanwhile (it is dropped only up to a saved snapshot).
+    bool snapshot_due =
+        !snap_waiters.empty() || (since_snapshot > 0 && now >= snapshot_retry_at &&
+                                  (since_snapshot >= opt.snapshot_every_documents ||
+                                   now - last_snapshot >= std::chrono::seconds(opt.snapshot_interval_s)));
     if (snapshot_due || stop) {
       Status st = since_snapshot > 0 || !snap_waiters.empty() || stop ? SaveSnapshot() : Status::OK();
       last_snapshot_status = st;
@@ -71,6 +76,9 @@ void Server::Impl::LearnerLoop() {
       if (st.ok()) {
         since_snapshot = 0;
         last_snapshot = now;
+      } else {
+        counters.snapshot_failures++;
+        snapshot_retry_at = now + std::chrono::milliseconds(std::max<uint32_t>(1000, opt.wal_retry_interval_ms));
       }
     }
     if (stop) {
