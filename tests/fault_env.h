@@ -5,10 +5,12 @@
 #define TRIBUTARY_TESTS_FAULT_ENV_H_
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tributary/env.h"
@@ -25,6 +27,7 @@ class FaultEnv : public EnvWrapper {
     int error = EIO;            // errno reported
     bool torn = false;          // kAppend: write the first half, then fail
     bool once = false;          // fire once, then succeed again
+    int delay_ms = 0;           // > 0: a slow device: wait this long, then succeed
   };
 
   explicit FaultEnv(Env* base = Env::Default()) : EnvWrapper(base) {}
@@ -52,6 +55,10 @@ class FaultEnv : public EnvWrapper {
       if (r.calls++ < r.f.after) continue;
       if (r.f.once) r.spent = true;
       ++fired_;
+      if (r.f.delay_ms > 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(r.f.delay_ms));
+        return Status::OK();
+      }
       if (torn) *torn = r.f.torn;
       return Status::IOError(std::string(what) + " '" + path + "': " + std::strerror(r.f.error) + " (injected)");
     }

@@ -1534,6 +1534,59 @@ std::vector<std::string> DamagedFiles(const std::string& data_dir, const std::st
   return out;
 }
 
+// A long recovery (here: a slow device under the log) is visible: /healthz
+// answers 503 "not ready: replaying ..." from the moment the HTTP port is
+// bound, the protocol port opens only when the model is ready, and then
+// /healthz says 200.
+TEST_F(ServerTest, HealthSaysNotReadyWhileTheLogIsReplayed) {
+  std::mt19937_64 rng(29);
+  LogOrder order;
+  uint64_t n = 0;
+  const std::string image = dir_ + "/image";
+  {
+    ServerOptions o = Options();
+    auto srv = Start(o);
+    ASSERT_TRUE(srv);
+    Client c(srv->port());
+    n = LearnAll(c, RandomDocs(rng, 60), 3, &order);
+    WaitLearned(c, n);
+    CopyDataDir(o.data_dir, image);  // a crash image: only the log holds the documents
+    srv->Shutdown();
+    EXPECT_TRUE(srv->Wait().ok());
+  }
+  testing::FaultEnv slow;
+  slow.Add({testing::FaultEnv::Op::kRead, "wal-", 0, 0, false, false, /*delay_ms=*/300});
+  ServerOptions o = Options(image);
+  o.env = &slow;
+  o.http = "127.0.0.1:0";
+  std::atomic<uint16_t> http_port{0};
+  o.on_http_listening = [&](uint16_t p) { http_port = p; };
+  std::atomic<bool> started{false};
+  std::vector<std::string> seen;
+  std::thread poll([&] {
+    while (!started) {
+      if (http_port) seen.push_back(HttpGet(http_port, "/healthz"));
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  auto rs = Start(o, nullptr);
+  started = true;
+  poll.join();
+  ASSERT_TRUE(rs);
+  EXPECT_EQ(rs->recovery().replayed, n);
+  bool replaying = false;
+  for (const auto& h : seen)
+    replaying = replaying || (h.find("503") != std::string::npos &&
+                              h.find("not ready: replaying the write-ahead log") != std::string::npos);
+  EXPECT_TRUE(replaying) << "no 'not ready' answer among " << seen.size() << " health checks during recovery";
+  EXPECT_THAT(HttpGet(rs->http_port(), "/healthz"), HasSubstr("200"));
+  EXPECT_THAT(HttpGet(rs->http_port(), "/metrics"), HasSubstr("tributary_ready 1\n"));
+  Client rc(rs->port());
+  EXPECT_EQ(rc.Call(StatsRequest()).stats().documents_learned(), n);
+  rs->Shutdown();
+  EXPECT_TRUE(rs->Wait().ok());
+}
+
 // A snapshot that cannot be written (full disk) does not stop learning: the
 // log keeps every document, a requested snapshot answers the error, the
 // periodic ones are retried after a pause (not rewritten every batch), and

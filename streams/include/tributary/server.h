@@ -37,6 +37,7 @@
 #define TRIBUTARY_SERVER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -102,6 +103,10 @@ struct ServerOptions {
   // What to do with corruption inside the write-ahead log (wal.h).
   CorruptionPolicy on_corruption = CorruptionPolicy::kRefuse;
   Env* env = nullptr;  // snapshots and the log; nullptr: Env::Default() (tests inject faults here)
+  // Called on Start's thread once the HTTP port is bound, before recovery
+  // (loading the snapshot, replaying the log) begins: from then on /healthz
+  // answers 503 "not ready: ..." until Start returns.
+  std::function<void(uint16_t http_port)> on_http_listening;
 };
 
 struct RecoveryInfo {

@@ -99,16 +99,11 @@ Status Server::Impl::Apply(const v1::WalRecord& rec) {
   std::string new_class;
   Status st = learner_decoder->Decode(rec.document(), rec.sequence(), model->schema(), true, &buf, &new_class, nullptr);
   if (st.ok() && !new_class.empty()) {
+    // The decoder holds no class list (labels are looked up in the schema
+    // passed to Decode), so it stands; a classifier's layout changed, and the
+    // learner rebuilds itself on its next document.
     st = model->AddClass(new_class);
-    if (st.ok()) {
-      buf.label = model->schema().ClassIndex(new_class);
-      v1::Schema s;
-      model->schema().ToProto(&s);
-      auto dec = DocumentDecoder::Create(model->schema(), s);
-      if (!dec.ok()) return dec.status();
-      learner_decoder.emplace(std::move(dec).value());
-      // (A classifier's layout changed: the learner rebuilds itself.)
-    }
+    if (st.ok()) buf.label = model->schema().ClassIndex(new_class);
   }
   if (st.ok()) {
     // An infeasible SEP / ADF update is skipped by the engine (the model

@@ -102,8 +102,12 @@ std::string Server::Impl::MetricsText() {
           counters.wal_recovery_attempts);
   gauge("tributary_damage_reports", "Damage reports in the data directory awaiting review (/healthz fails).",
         static_cast<double>(DamageReports().size()));
+  const bool ready = recovery_phase.load() == RecoveryPhase::kReady;
+  gauge("tributary_ready", "1 once recovery is done and the protocol port is open.", ready ? 1.0 : 0.0);
+  gauge("tributary_replayed_documents", "Log records replayed by the recovery (so far, while not ready).",
+        static_cast<double>(replay_progress.load()));
   gauge("tributary_recovery_lost_documents", "Acknowledged documents the last recovery could not read.",
-        static_cast<double>(recovery.lost_records));
+        ready ? static_cast<double>(recovery.lost_records) : 0.0);
   counters.learn_latency.Write(os, "tributary_learn_latency_seconds", "Learn request latency (read to acknowledged).");
   counters.predict_latency.Write(os, "tributary_predict_latency_seconds", "Predict request latency.");
   return os.str();
@@ -142,6 +146,20 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       // Unhealthy while learning is off, or while a damage report waits for
       // the operator (it names what was lost; removing it clears this).
       std::string body;
+      switch (srv_->recovery_phase.load()) {
+        case RecoveryPhase::kLoading:
+          body += "not ready: loading the snapshot\n";
+          break;
+        case RecoveryPhase::kReplaying:
+          body += "not ready: replaying the write-ahead log (" + std::to_string(srv_->replay_progress.load()) +
+                  " records so far)\n";
+          break;
+        case RecoveryPhase::kSnapshot:
+          body += "not ready: writing the recovered snapshot\n";
+          break;
+        case RecoveryPhase::kReady:
+          break;
+      }
       if (!srv_->learning_enabled) {
         body += "degraded: learning disabled (write-ahead log failure: " + srv_->WalError() + ")";
         body += srv_->opt.wal_retry_interval_ms > 0

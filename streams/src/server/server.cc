@@ -136,6 +136,60 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, std:
   if (!wal.ok()) return wal.status();
   s.wal = std::move(wal).value();
 
+  // 0. /healthz and /metrics first, so an operator (or an orchestrator's
+  // readiness probe) sees "not ready: replaying" during a long recovery
+  // instead of a refused connection. The protocol port opens when ready.
+  boost::system::error_code ec;
+  if (!s.opt.http.empty()) {
+    auto hep = ParseEndpoint(s.opt.http);
+    if (!hep.ok()) return hep.status();
+    s.http_acceptor.open(hep->protocol(), ec);
+    if (!ec) s.http_acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
+    if (!ec) s.http_acceptor.bind(*hep, ec);
+    if (!ec) s.http_acceptor.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) return Status::IOError("cannot listen (HTTP) on " + s.opt.http + ": " + ec.message());
+    s.http_port = s.http_acceptor.local_endpoint(ec).port();
+    if (s.opt.on_http_listening) s.opt.on_http_listening(s.http_port);
+  }
+  s.work.emplace(asio::make_work_guard(s.io));
+  Impl* raw = impl.get();
+  for (unsigned i = 0; i < s.opt.io_threads; ++i) s.io_threads.emplace_back([raw] { raw->io.run(); });
+  if (!s.opt.http.empty()) s.StartHttpAccept();
+  auto stop_io = [&](Status st) {
+    asio::post(s.accept_strand, [raw] {
+      boost::system::error_code ignored;
+      raw->http_acceptor.close(ignored);
+    });
+    s.work.reset();
+    s.io.stop();
+    for (auto& t : s.io_threads)
+      if (t.joinable()) t.join();
+    return st;
+  };
+  Status recovered = s.Recover(std::move(initial));
+  if (!recovered.ok()) return stop_io(recovered);
+  // 3. The protocol socket.
+  auto ep = ParseEndpoint(s.opt.listen);
+  if (!ep.ok()) return stop_io(ep.status());
+  s.acceptor.open(ep->protocol(), ec);
+  if (!ec) s.acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) s.acceptor.bind(*ep, ec);
+  if (!ec) s.acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return stop_io(Status::IOError("cannot listen on " + s.opt.listen + ": " + ec.message()));
+  s.port = s.acceptor.local_endpoint(ec).port();
+  // 4. Threads.
+  s.StartAccept();
+  s.committer = std::thread([raw] { raw->CommitterLoop(); });
+  s.learner_thread = std::thread([raw] { raw->LearnerLoop(); });
+  s.recovery_phase = RecoveryPhase::kReady;
+  return std::unique_ptr<Server>(new Server(std::move(impl)));
+}
+
+// Steps 1 and 2 of Start: the model from the newest readable snapshot (or
+// `initial`), the log replayed onto it, a snapshot of the result, the first
+// published model. Runs on Start's thread while /healthz answers "not ready".
+Status Server::Impl::Recover(std::unique_ptr<Model> initial) {
+  Impl& s = *this;
   // 1. The model: the newest readable snapshot (model.trib, else the one it
   // replaced, model.prev.trib: the log is kept from that one's sequence on),
   // else `initial`. A damaged snapshot is moved aside with a report only
@@ -228,8 +282,14 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, std:
   }
   // 2. Replay the log tail (damage handled by the policy: wal.h).
   WalReplayReport rep;
+  s.recovery_phase = RecoveryPhase::kReplaying;
   TRIB_RETURN_IF_ERROR(s.wal->Replay(
-      after, [&](const v1::WalRecord& rec) { return s.Apply(rec); }, &rep, s.opt.on_corruption));
+      after,
+      [&](const v1::WalRecord& rec) {
+        s.replay_progress.fetch_add(1, std::memory_order_relaxed);
+        return s.Apply(rec);
+      },
+      &rep, s.opt.on_corruption));
   s.recovery.replayed = rep.records;
   s.recovery.torn_bytes = rep.torn_bytes;
   s.recovery.lost_records = rep.lost_records;
@@ -249,36 +309,9 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, std:
   if (rep.records > 0 || !s.recovery.from_snapshot || !damaged.empty() || !rep.damage.empty()) {
     TRIB_RETURN_IF_ERROR(s.SaveSnapshot());
   }
+  s.recovery_phase = RecoveryPhase::kSnapshot;
   TRIB_RETURN_IF_ERROR(s.Publish());
-  // 3. Sockets.
-  auto ep = ParseEndpoint(s.opt.listen);
-  if (!ep.ok()) return ep.status();
-  boost::system::error_code ec;
-  s.acceptor.open(ep->protocol(), ec);
-  if (!ec) s.acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
-  if (!ec) s.acceptor.bind(*ep, ec);
-  if (!ec) s.acceptor.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) return Status::IOError("cannot listen on " + s.opt.listen + ": " + ec.message());
-  s.port = s.acceptor.local_endpoint(ec).port();
-  if (!s.opt.http.empty()) {
-    auto hep = ParseEndpoint(s.opt.http);
-    if (!hep.ok()) return hep.status();
-    s.http_acceptor.open(hep->protocol(), ec);
-    if (!ec) s.http_acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
-    if (!ec) s.http_acceptor.bind(*hep, ec);
-    if (!ec) s.http_acceptor.listen(asio::socket_base::max_listen_connections, ec);
-    if (ec) return Status::IOError("cannot listen (HTTP) on " + s.opt.http + ": " + ec.message());
-    s.http_port = s.http_acceptor.local_endpoint(ec).port();
-  }
-  // 4. Threads.
-  s.work.emplace(asio::make_work_guard(s.io));
-  s.StartAccept();
-  if (!s.opt.http.empty()) s.StartHttpAccept();
-  Impl* raw = impl.get();
-  s.committer = std::thread([raw] { raw->CommitterLoop(); });
-  s.learner_thread = std::thread([raw] { raw->LearnerLoop(); });
-  for (unsigned i = 0; i < s.opt.io_threads; ++i) s.io_threads.emplace_back([raw] { raw->io.run(); });
-  return std::unique_ptr<Server>(new Server(std::move(impl)));
+  return Status::OK();
 }
 
 }  // namespace tributary

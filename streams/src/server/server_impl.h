@@ -115,11 +115,16 @@ struct LearnJob {
   Clock::time_point start;
 };
 
+// Where Start is: HTTP answers from the beginning, the protocol when ready.
+enum class RecoveryPhase { kLoading, kReplaying, kSnapshot, kReady };
+
 struct Server::Impl {
   ServerOptions opt;
   server_internal::Counters counters;
-  RecoveryInfo recovery;
-  uint16_t port = 0, http_port = 0;  // bound ports, set before the threads start
+  RecoveryInfo recovery;  // written by Recover, read by others only once ready
+  std::atomic<RecoveryPhase> recovery_phase{RecoveryPhase::kLoading};
+  std::atomic<uint64_t> replay_progress{0};  // log records replayed so far
+  uint16_t port = 0, http_port = 0;          // bound ports, set before the threads start
   // Declared before the io_context: connections destroyed with it use it.
   std::atomic<uint32_t> open_connections{0};
   std::atomic<uint64_t> buffered_bytes{0};  // received, not yet parsed, over all connections
@@ -217,7 +222,8 @@ struct Server::Impl {
   bool TryReserve(uint64_t n, std::function<void()> retry);
   uint64_t QueueDepth();
 
-  void CommitterLoop();  // committer.cc
+  Status Recover(std::unique_ptr<Model> initial);  // server.cc
+  void CommitterLoop();                            // committer.cc
   // Committer thread, while learning is disabled by a log failure: one
   // WriteAheadLog::Recover attempt; on success learning is enabled again.
   void TryRecoverLog();  // committer.cc
