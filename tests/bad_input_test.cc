@@ -20,6 +20,7 @@ namespace tributary {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class BadInputTest : public ::testing::Test {
  protected:
@@ -277,6 +278,31 @@ TEST_F(BadInputTest, CountFeaturesAndMissingValues) {
   auto without = Model::Load(dir_ + "/g.trib", testing::BuiltinRegistry());
   ASSERT_TRUE(without.ok());
   EXPECT_EQ((*with_skip)->stats().raw(), (*without)->stats().raw());
+}
+
+// Sizes from a header are checked before anything is allocated: a hashed
+// vocabulary over the cap is refused naming the field, and a schema whose
+// model cannot fit in this machine's memory is refused with the sizes that
+// make it up (not std::bad_alloc, not the OOM killer).
+TEST_F(BadInputTest, HeaderSizesAreCheckedBeforeAllocating) {
+  v1::StreamHeader h = NewStreamHeader();
+  h.mutable_schema()->set_hashed_dim(uint64_t{1} << 26);
+  for (int k = 0; k < 2; ++k) h.mutable_schema()->add_class_names("c" + std::to_string(k));
+  v1::Document d;
+  d.set_label("c0");
+  d.add_term_ids(5);
+  std::string out;
+  EXPECT_NE(Train(Write("wide.pb", h, {d}), "--select off --epochs 1", &out), 0);
+  EXPECT_THAT(out, HasSubstr("hashed_dim 67108864 exceeds the maximum 16777216"));
+  EXPECT_THAT(out, Not(HasSubstr("bad_alloc")));
+
+  // 2^24 ids x 4,000 classes x 8 bytes: 512 GiB of statistics.
+  h.mutable_schema()->set_hashed_dim(uint64_t{1} << 24);
+  for (int k = 2; k < 4000; ++k) h.mutable_schema()->add_class_names("c" + std::to_string(k));
+  EXPECT_NE(Train(Write("huge.pb", h, {d}), "--select off --epochs 1", &out), 0);
+  EXPECT_THAT(out, HasSubstr("family 'multinomial' needs 67108868000 statistics (500.0 GiB)"));
+  EXPECT_THAT(out, HasSubstr("hashed_dim 16777216, 4000 classes"));
+  EXPECT_THAT(out, HasSubstr("more than this machine's memory"));
 }
 
 TEST_F(BadInputTest, EmptyStreamAndHeaderOnlyStream) {

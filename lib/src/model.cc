@@ -1,7 +1,10 @@
 #include "tributary/model.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 namespace tributary {
@@ -23,6 +26,14 @@ Status PluginStatus(int code, const trib_error& err, const Plugin& plugin, const
 }
 
 // ---- SufficientStats ---------------------------------------------------------
+
+namespace {
+// Installed memory (0: unknown).
+uint64_t PhysicalMemoryBytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+}
+}  // namespace
 
 Status SufficientStats::Init(std::vector<trib_block> blocks) {
   uint64_t expect = 0;
@@ -109,6 +120,25 @@ Result<std::unique_ptr<Model>> Model::CreateInternal(std::shared_ptr<const Plugi
   rc = fv.layout(m->fmodel_, blocks.data(), &nb, &err);
   if (rc != TRIB_OK) return PluginStatus(rc, err, *m->family_, "layout");
   blocks.resize(nb);
+  // Refuse a model that cannot fit before allocating it (a schema from a
+  // file sizes it: vocabulary or hashed_dim x classes x topics...), with the
+  // sizes that make it up, instead of std::bad_alloc or the OOM killer.
+  uint64_t values = 0;
+  for (const auto& b : blocks) values += b.size;
+  const uint64_t limit = PhysicalMemoryBytes();
+  if (limit > 0 && values > limit / sizeof(double)) {
+    auto gib = [](double bytes) {
+      char buf[32];
+      std::snprintf(buf, sizeof(buf), "%.1f", bytes / (1u << 30));
+      return std::string(buf);
+    };
+    return Status::InvalidArgument(
+        "family '" + m->family_->name + "' needs " + std::to_string(values) + " statistics (" +
+        gib(static_cast<double>(values) * sizeof(double)) + " GiB) for this schema (" +
+        (m->schema_.hashed() ? "hashed_dim " : "vocabulary of ") + std::to_string(m->schema_.vocab_size()) +
+        (m->schema_.hashed() ? "" : " terms") + ", " + std::to_string(m->schema_.classes().size()) +
+        " classes), more than this machine's memory (" + gib(static_cast<double>(limit)) + " GiB)");
+  }
   TRIB_RETURN_IF_ERROR(m->stats_.Init(std::move(blocks)).WithContext("family '" + m->family_->name + "'"));
   TRIB_RETURN_IF_ERROR(m->QueryOutputs());
   if (m->loss_) TRIB_RETURN_IF_ERROR(m->SetLoss(m->loss_, m->loss_options_));

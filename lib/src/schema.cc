@@ -11,9 +11,10 @@ Result<ModelSchema> ModelSchema::FromProto(const v1::Schema& proto) {
                                    " terms) and hashed_dim (" + std::to_string(proto.hashed_dim()) +
                                    ") are set; expected one of them");
   }
-  if (proto.hashed_dim() > (uint64_t{1} << 32)) {
+  if (proto.hashed_dim() > kMaxHashedDim) {
     return Status::InvalidArgument("schema: hashed_dim " + std::to_string(proto.hashed_dim()) +
-                                   " exceeds the maximum 2^32");
+                                   " exceeds the maximum " + std::to_string(kMaxHashedDim) +
+                                   " (2^24; every class keeps hashed_dim statistics)");
   }
   s.hashed_dim_ = proto.hashed_dim();
   s.vocabulary_.assign(proto.vocabulary().begin(), proto.vocabulary().end());

@@ -22,6 +22,12 @@ struct FeatureSpecInfo {
   std::vector<std::string> categories;
 };
 
+// Largest hashed vocabulary a schema may declare: 2^24 ids (fastText's
+// default is 2M buckets, Vowpal Wabbit's 2^18). A header's hashed_dim sizes
+// per-class statistics before any document is read, so an unchecked one
+// (2^30 in a few bytes) would make a reader allocate hundreds of GB.
+inline constexpr uint64_t kMaxHashedDim = uint64_t{1} << 24;
+
 class ModelSchema {
  public:
   // Validates: unique non-empty term names, unique class names, categorical
