@@ -1534,6 +1534,44 @@ std::vector<std::string> DamagedFiles(const std::string& data_dir, const std::st
   return out;
 }
 
+// A stream where every document brings a new class is slow to learn (each
+// class regrows the model). Shutdown must not wait for all of it: at the
+// drain deadline (0 here) the learner stops, the final snapshot holds what
+// was applied, and the rest is replayed from the log at the next start:
+// every acknowledged document is in the model then.
+TEST_F(ServerTest, ShutdownStopsAtTheDrainDeadlineAndTheLogKeepsTheRest) {
+  v1::Schema proto = testing::TextSchema(1000, kClasses);
+  proto.set_open_classes(true);
+  auto schema = ModelSchema::FromProto(proto);
+  ASSERT_TRUE(schema.ok());
+  auto initial = Model::Create(testing::BuiltinFamily("multinomial"), testing::BuiltinLoss("ncll"), *schema, {}, kSeed);
+  ASSERT_TRUE(initial.ok());
+  (*initial)->learner_state().effective_size = kEffectiveSize;
+  ServerOptions o = Options();
+  o.drain_timeout_ms = 0;
+  std::mt19937_64 rng(37);
+  std::vector<v1::Document> docs = RandomDocs(rng, 200);
+  for (size_t i = 0; i < docs.size(); ++i) docs[i].set_label("new" + std::to_string(i));
+  {
+    auto srv = Start(o, std::move(initial).value());
+    ASSERT_TRUE(srv);
+    Client c(srv->port());
+    v1::Response r = c.Call(LearnRequest(docs));
+    ASSERT_EQ(r.code(), v1::Response::OK) << r.message();
+    ASSERT_EQ(r.learn().acknowledged(), docs.size());
+    srv->Shutdown();
+    EXPECT_TRUE(srv->Wait().ok());
+  }
+  auto rs = Start(Options(), nullptr);
+  ASSERT_TRUE(rs);
+  EXPECT_GT(rs->recovery().replayed, 0u) << "shutdown learned everything: the deadline was not applied";
+  EXPECT_EQ(rs->recovery().snapshot_sequence + rs->recovery().replayed, docs.size());
+  Client rc(rs->port());
+  EXPECT_EQ(rc.Call(StatsRequest()).stats().documents_learned(), docs.size());
+  rs->Shutdown();
+  EXPECT_TRUE(rs->Wait().ok());
+}
+
 // A long recovery (here: a slow device under the log) is visible: /healthz
 // answers 503 "not ready: replaying ..." from the moment the HTTP port is
 // bound, the protocol port opens only when the model is ready, and then

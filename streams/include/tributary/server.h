@@ -94,6 +94,11 @@ struct ServerOptions {
   // its directory); learning resumes by itself once that succeeds. 0: stay
   // off until restarted.
   uint32_t wal_retry_interval_ms = 1000;
+  // Shutdown drains: every acknowledged document is learned before the
+  // final snapshot, for at most this long; what is left then stays in the
+  // log and is replayed at the next start (nothing acknowledged is lost
+  // either way). Bounds how long SIGTERM takes when learning is slow.
+  uint32_t drain_timeout_ms = 30000;
   uint64_t seed = 1;  // the learner's seed (as `train --seed`)
   // "auto": SEP for families with SEP hooks (the count mixtures), else sdEM;
   // "sdem", "sep" or "adf" to insist (EP is not offered: its sites grow with
@@ -136,7 +141,8 @@ class Server {
   const RecoveryInfo& recovery() const;
 
   // Graceful stop: stop accepting, answer what was read, learn everything
-  // acknowledged, write a final snapshot. Safe to call from any thread and
+  // acknowledged (for at most ServerOptions::drain_timeout_ms; the rest stays
+  // in the log), write a final snapshot. Safe to call from any thread and
   // from a signal handler's asio callback; idempotent.
   void Shutdown();
   // Blocks until the server has stopped (after Shutdown(), or after SIGTERM /

@@ -34,6 +34,14 @@ void Server::Impl::LearnerLoop() {
       stop = stopping_learn && batch.empty();
     }
     for (const auto& rec : batch) {
+      if (draining && Clock::now() >= drain_deadline.load()) {
+        // Shutting down and out of time (ServerOptions::drain_timeout_ms):
+        // stop here. The final snapshot covers what was applied; the rest
+        // is in the log, replayed at the next start (behind a "not ready"
+        // /healthz).
+        stop = true;
+        break;
+      }
       Status st = Apply(rec);
       if (!st.ok()) {
         Fail(st.WithContext("learner"));

@@ -54,6 +54,7 @@ void Server::Impl::Fail(const Status& st) {
 
 void Server::Impl::ShutdownNow() {
   std::call_once(shutdown_once, [this] {
+    drain_deadline = Clock::now() + std::chrono::milliseconds(opt.drain_timeout_ms);
     draining = true;
     asio::post(accept_strand, [this] {
       boost::system::error_code ignored;

@@ -180,6 +180,9 @@ struct Server::Impl {
 
   std::thread committer, learner_thread;
   std::atomic<bool> draining{false};
+  // Set with `draining`: the learner stops applying logged documents at
+  // this time (they stay in the log for the next start).
+  std::atomic<Clock::time_point> drain_deadline{Clock::time_point::max()};
   std::once_flag shutdown_once;
   std::mutex done_mu;
   std::condition_variable done_cv;
