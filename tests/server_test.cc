@@ -355,6 +355,8 @@ enum class WalFault { kAppend, kSync };
 
 // ---- The fixture -------------------------------------------------------------------------
 
+class LogOrder;
+
 class ServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -401,6 +403,13 @@ class ServerTest : public ::testing::Test {
     }
     return r.stats();
   }
+
+  // Starts a server with `o`, learns `docs` in requests of `per_request`
+  // (recording the log order), waits until all are learned, copies its data
+  // directory while it runs (a crash image: the base snapshot and the log),
+  // shuts it down, and returns the copy's path.
+  std::string LearnAndTakeCrashImage(const ServerOptions& o, const std::vector<v1::Document>& docs, size_t per_request,
+                                     LogOrder* order);
 
   std::string name_, dir_;
 };
@@ -1246,6 +1255,21 @@ void CopyDataDir(const std::string& from, const std::string& to) {
   fs::copy(from, to, fs::copy_options::recursive);
 }
 
+std::string ServerTest::LearnAndTakeCrashImage(const ServerOptions& o, const std::vector<v1::Document>& docs,
+                                               size_t per_request, LogOrder* order) {
+  auto srv = Start(o);
+  EXPECT_TRUE(srv);
+  if (!srv) return "";
+  Client c(srv->port());
+  const uint64_t n = LearnAll(c, docs, per_request, order);
+  WaitLearned(c, n);
+  const std::string image = dir_ + "/image";
+  CopyDataDir(o.data_dir, image);
+  srv->Shutdown();
+  EXPECT_TRUE(srv->Wait().ok());
+  return image;
+}
+
 std::string NewestSegment(const std::string& data_dir) {
   std::vector<std::string> segs;
   for (const auto& e : fs::directory_iterator(data_dir + "/wal")) {
@@ -1477,23 +1501,15 @@ TEST_F(ServerTest, SepFamilyIsLearnedBySepLikeOfflineAndRecovered) {
 
 // A crash image with no snapshot at all: the whole model comes from the log.
 TEST_F(ServerTest, CrashImageWithoutSnapshotReplaysTheWholeLog) {
-  ServerOptions o = Options();
   std::mt19937_64 rng(37);
   LogOrder order;
-  auto srv = Start(o);
-  ASSERT_TRUE(srv);
-  Client c(srv->port());
-  const uint64_t n = LearnAll(c, RandomDocs(rng, 60), 6, &order);
-  WaitLearned(c, n);
-  const std::string image = dir_ + "/image";
-  CopyDataDir(o.data_dir, image);
+  const uint64_t n = 60;
+  const std::string image = LearnAndTakeCrashImage(Options(), RandomDocs(rng, n), 6, &order);
   // A new data directory gets a base snapshot at sequence 0 at once; take it
   // away (and any other) so that nothing but the log is left.
   ASSERT_TRUE(fs::exists(image + "/model.trib"));
   fs::remove(image + "/model.trib");
   fs::remove(image + "/model.prev.trib");
-  srv->Shutdown();
-  EXPECT_TRUE(srv->Wait().ok());
 
   auto rs = Start(Options(image));  // the initial model is used: no snapshot yet
   ASSERT_TRUE(rs);
@@ -1579,19 +1595,8 @@ TEST_F(ServerTest, ShutdownStopsAtTheDrainDeadlineAndTheLogKeepsTheRest) {
 TEST_F(ServerTest, HealthSaysNotReadyWhileTheLogIsReplayed) {
   std::mt19937_64 rng(29);
   LogOrder order;
-  uint64_t n = 0;
-  const std::string image = dir_ + "/image";
-  {
-    ServerOptions o = Options();
-    auto srv = Start(o);
-    ASSERT_TRUE(srv);
-    Client c(srv->port());
-    n = LearnAll(c, RandomDocs(rng, 60), 3, &order);
-    WaitLearned(c, n);
-    CopyDataDir(o.data_dir, image);  // a crash image: only the log holds the documents
-    srv->Shutdown();
-    EXPECT_TRUE(srv->Wait().ok());
-  }
+  const uint64_t n = 60;
+  const std::string image = LearnAndTakeCrashImage(Options(), RandomDocs(rng, n), 3, &order);
   testing::FaultEnv slow;
   slow.Add({testing::FaultEnv::Op::kRead, "wal-", 0, 0, false, false, /*delay_ms=*/300});
   ServerOptions o = Options(image);
@@ -1768,18 +1773,10 @@ TEST_P(ServerWalFaultTest, LearningResumesWhenTheLogTakesDataAgain) {
 // those), names the lost sequences, and /healthz fails until the report is
 // removed, across restarts.
 TEST_F(ServerTest, CorruptLogIsRefusedByDefaultOrSkippedWithAReport) {
-  ServerOptions o = Options();
   std::mt19937_64 rng(41);
   LogOrder order;
-  auto srv = Start(o);
-  ASSERT_TRUE(srv);
-  Client c(srv->port());
-  const uint64_t n = LearnAll(c, RandomDocs(rng, 300), 10, &order);
-  WaitLearned(c, n);
-  const std::string image = dir_ + "/image";
-  CopyDataDir(o.data_dir, image);  // a crash image: the base snapshot (sequence 0) and the whole log
-  srv->Shutdown();
-  EXPECT_TRUE(srv->Wait().ok());
+  const uint64_t n = 300;
+  const std::string image = LearnAndTakeCrashImage(Options(), RandomDocs(rng, n), 10, &order);
 
   const std::string seg = NewestSegment(image);
   FlipByteAt(seg, ReadBytes(seg).size() * 3 / 10);
