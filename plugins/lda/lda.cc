@@ -814,23 +814,11 @@ int Completion(const trib_family_model* mm, const trib_stats* s, trib_family_sta
 // R_k is a running sum kept by Commit; recomputing it in Rebuild sums in
 // another order, so snapshots carry it for bit-exact resumption.
 int ExportCache(const trib_family_model* mm, double* out, size_t* size, trib_error*) {
-  const Model* m = M(mm);
-  *size = m->K;
-  if (out != nullptr) std::copy(m->raw_total.begin(), m->raw_total.end(), out);
-  return TRIB_OK;
+  return tributary::sdk::ExportCache(out, size, M(mm)->raw_total);
 }
 
 int ImportCache(trib_family_model* mm, const double* in, size_t size, trib_error* err) {
-  Model* m = M(mm);
-  if (size != m->K)
-    return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "cache has %zu values, expected %u (topics)", size, m->K);
-  for (size_t i = 0; i < size; ++i) {
-    if (!std::isfinite(in[i])) {
-      return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "cache value %zu is %g, expected a finite total", i, in[i]);
-    }
-  }
-  std::copy(in, in + size, m->raw_total.begin());
-  return TRIB_OK;
+  return tributary::sdk::ImportCache(in, size, err, "topics", M(mm)->raw_total);
 }
 
 }  // namespace

@@ -492,31 +492,12 @@ int GrowClasses(const trib_family_model* om, const trib_stats* os, trib_family_m
 // Rebuild sums in another order and differs in the last bits. Saving them in
 // snapshots lets a resumed model continue exactly (ABI 1.1).
 int ExportCache(const trib_family_model* mm, double* out, size_t* size, trib_error*) {
-  const Model* m = M(mm);
-  *size = m->raw_word_total.size() + 1;
-  if (out == nullptr) return TRIB_OK;
-  std::copy(m->raw_word_total.begin(), m->raw_word_total.end(), out);
-  out[m->raw_word_total.size()] = m->raw_class_total;
-  return TRIB_OK;
+  return tributary::sdk::ExportCache(out, size, M(mm)->raw_word_total, M(mm)->raw_class_total);
 }
 
 int ImportCache(trib_family_model* mm, const double* in, size_t size, trib_error* err) {
-  Model* m = M(mm);
-  const size_t want = m->raw_word_total.size() + 1;
-  if (size != want) {
-    return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "cache has %zu values, expected %zu (classes x topics + 1)", size,
-                want);
-  }
-  // Finite, not necessarily >= 0: a running total of entries all clamped back
-  // to 0 can end a few ulps below zero.
-  for (size_t i = 0; i < size; ++i) {
-    if (!std::isfinite(in[i])) {
-      return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "cache value %zu is %g, expected a finite total", i, in[i]);
-    }
-  }
-  std::copy(in, in + want - 1, m->raw_word_total.begin());
-  m->raw_class_total = in[want - 1];
-  return TRIB_OK;
+  return tributary::sdk::ImportCache(in, size, err, "classes x topics + 1", M(mm)->raw_word_total,
+                                     M(mm)->raw_class_total);
 }
 
 int Outputs(const trib_family_model* mm, uint32_t* kind, uint32_t* count, trib_error*) {

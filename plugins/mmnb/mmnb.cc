@@ -883,25 +883,11 @@ double PerplexityTokens(const trib_family_model* mm, const trib_document* d) {
 // The categorical totals are kept incrementally by Commit; a resumed model
 // must continue with the same running sums (ABI 1.1).
 int ExportCache(const trib_family_model* mm, double* out, size_t* size, trib_error*) {
-  const Model* m = M(mm);
-  *size = m->cat_total.size();
-  if (out != nullptr) std::copy(m->cat_total.begin(), m->cat_total.end(), out);
-  return TRIB_OK;
+  return tributary::sdk::ExportCache(out, size, M(mm)->cat_total);
 }
 
 int ImportCache(trib_family_model* mm, const double* in, size_t size, trib_error* err) {
-  Model* m = M(mm);
-  if (size != m->cat_total.size()) {
-    return Fail(err, TRIB_ERR_INVALID_ARGUMENT,
-                "cache has %zu values, expected %zu (categorical features x components)", size, m->cat_total.size());
-  }
-  for (size_t i = 0; i < size; ++i) {
-    if (!std::isfinite(in[i])) {
-      return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "cache value %zu is %g, expected a finite total", i, in[i]);
-    }
-  }
-  std::copy(in, in + size, m->cat_total.begin());
-  return TRIB_OK;
+  return tributary::sdk::ImportCache(in, size, err, "categorical features x components", M(mm)->cat_total);
 }
 
 }  // namespace

@@ -552,31 +552,14 @@ int GrowClasses(const trib_family_model* om, const trib_stats* os, trib_family_m
 // Commit; recomputing them in Rebuild sums in another order and differs in the
 // last bits. Saving them in snapshots lets a resumed model continue exactly
 // as the uninterrupted one would (ABI 1.1 export_cache / import_cache).
+// Finite, not necessarily >= 0 (e.g. -5e-16 for a class seen only early
+// under NCLL): sdk::ImportCache's rule.
 int ExportCache(const trib_family_model* mm, double* out, size_t* size, trib_error*) {
-  const Model* m = M(mm);
-  *size = static_cast<size_t>(m->K) + 1;
-  if (out == nullptr) return TRIB_OK;
-  std::copy(m->raw_word_total.begin(), m->raw_word_total.end(), out);
-  out[m->K] = m->raw_class_total;
-  return TRIB_OK;
+  return sdk::ExportCache(out, size, M(mm)->raw_word_total, M(mm)->raw_class_total);
 }
 
 int ImportCache(trib_family_model* mm, const double* in, size_t size, trib_error* err) {
-  Model* m = M(mm);
-  if (size != static_cast<size_t>(m->K) + 1) {
-    return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "cache has %zu values, expected %u (classes + 1)", size, m->K + 1);
-  }
-  // Finite, but not necessarily >= 0: a running total of entries that were
-  // all clamped back to 0 can end a few ulps below zero (e.g. -5e-16 for a
-  // class seen only early under NCLL), and such a snapshot must still load.
-  for (size_t i = 0; i < size; ++i) {
-    if (!std::isfinite(in[i])) {
-      return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "cache value %zu is %g, expected a finite total", i, in[i]);
-    }
-  }
-  std::copy(in, in + m->K, m->raw_word_total.begin());
-  m->raw_class_total = in[m->K];
-  return TRIB_OK;
+  return sdk::ImportCache(in, size, err, "classes + 1", M(mm)->raw_word_total, M(mm)->raw_class_total);
 }
 
 // ---- Mixture of multinomials (latent class; online EM = sdEM with NLL) ------

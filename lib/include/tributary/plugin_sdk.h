@@ -12,6 +12,7 @@
 #ifndef TRIBUTARY_PLUGIN_SDK_H_
 #define TRIBUTARY_PLUGIN_SDK_H_
 
+#include <algorithm>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
@@ -22,6 +23,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "tributary/plugin_abi.h"
 #include "tributary/plugin_options.h"
@@ -207,6 +209,59 @@ inline double LogSumExp(const double* x, uint32_t n) {
   double s = 0;
   for (uint32_t i = 0; i < n; ++i) s += std::exp(x[i] - m);
   return m + std::log(s);
+}
+
+// ---- Caches in snapshots (export_cache / import_cache, ABI 1.1) -----------------
+//
+// A family's incremental caches are usually a few vectors and scalars (running
+// totals). ExportCache and ImportCache write and read them in the order given,
+// so a family's two hooks are one line each:
+//
+//   int ExportCache(const trib_family_model* m, double* out, size_t* size, trib_error*) {
+//     return sdk::ExportCache(out, size, M(m)->word_total, M(m)->class_total);
+//   }
+//   int ImportCache(trib_family_model* m, const double* in, size_t size, trib_error* err) {
+//     return sdk::ImportCache(in, size, err, "classes + 1", M(m)->word_total, M(m)->class_total);
+//   }
+//
+// ImportCache refuses a size other than the pieces' total (naming `layout`,
+// what the values are) and any non-finite value, before copying anything.
+// Values may be slightly negative: a running total of entries clamped to 0
+// can end a few ulps below zero.
+namespace internal {
+inline size_t CachePieceSize(const std::vector<double>& v) { return v.size(); }
+inline size_t CachePieceSize(double) { return 1; }
+inline void CacheOut(const std::vector<double>& v, double** out) {
+  std::copy(v.begin(), v.end(), *out);
+  *out += v.size();
+}
+inline void CacheOut(double x, double** out) { *(*out)++ = x; }
+inline void CacheIn(const double** in, std::vector<double>& v) {
+  std::copy(*in, *in + v.size(), v.begin());
+  *in += v.size();
+}
+inline void CacheIn(const double** in, double& x) { x = *(*in)++; }
+}  // namespace internal
+
+template <typename... Pieces>
+int ExportCache(double* out, size_t* size, const Pieces&... pieces) {
+  *size = (internal::CachePieceSize(pieces) + ... + size_t{0});
+  if (out != nullptr) (internal::CacheOut(pieces, &out), ...);
+  return TRIB_OK;
+}
+
+template <typename... Pieces>
+int ImportCache(const double* in, size_t size, trib_error* err, const char* layout, Pieces&... pieces) {
+  const size_t want = (internal::CachePieceSize(pieces) + ... + size_t{0});
+  if (size != want)
+    return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "cache has %zu values, expected %zu (%s)", size, want, layout);
+  for (size_t i = 0; i < size; ++i) {
+    if (!std::isfinite(in[i])) {
+      return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "cache value %zu is %g, expected a finite total", i, in[i]);
+    }
+  }
+  (internal::CacheIn(&in, pieces), ...);
+  return TRIB_OK;
 }
 
 }  // namespace tributary::sdk
