@@ -40,13 +40,18 @@ Frame ReadFrameAt(const std::string& data, size_t off, v1::WalRecord* rec, size_
                                              static_cast<int>(std::min<size_t>(data.size() - off, 10)));
   uint64_t len = 0;  // 64 bits: ReadVarint32 would read 2^32 + n as n
   if (!cin.ReadVarint64(&len)) return data.size() - off < 10 ? Frame::kIncomplete : Frame::kBadLength;
-  if (len > (1u << 30)) return Frame::kBadLength;
+  // A record holds its sequence (>= 1), so its payload is never empty: a
+  // zero length is unreadable bytes (zeros a crash left where a file grew but
+  // its data never landed read as length 0 with the CRC of nothing, 0).
+  if (len == 0 || len > (1u << 30)) return Frame::kBadLength;
   const size_t hdr = static_cast<size_t>(cin.CurrentPosition());
   if (off + hdr + len + 4 > data.size()) return Frame::kIncomplete;
   const char* payload = data.data() + off + hdr;
   uint32_t want = 0;
   for (int i = 0; i < 4; ++i) want |= static_cast<uint32_t>(static_cast<unsigned char>(payload[len + i])) << (8 * i);
-  if (Crc32(payload, len) != want || !rec->ParseFromArray(payload, static_cast<int>(len))) return Frame::kBadChecksum;
+  if (Crc32(payload, len) != want || !rec->ParseFromArray(payload, static_cast<int>(len)) || rec->sequence() == 0) {
+    return Frame::kBadChecksum;
+  }
   *size = hdr + len + 4;
   return Frame::kOk;
 }
