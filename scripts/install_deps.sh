@@ -6,7 +6,10 @@ set -euo pipefail
 pkgs=(cmake ninja-build g++ pkg-config python3 python3-protobuf
       libboost-dev libeigen3-dev libprotobuf-dev protobuf-compiler zlib1g-dev
       libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev
-      fortunes fortunes-min bible-kjv)
+      fortunes fortunes-min bible-kjv
+      # scripts/fuzz.sh: clang with libFuzzer and the sanitizer runtimes
+      # (libclang-rt-14-dev is only a Recommends of clang-14).
+      clang-14 libclang-rt-14-dev)
 if [[ "${1:-}" == "--demo" ]]; then
   pkgs+=(liblinear-tools)
 fi

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds and runs the whole test suite: a Release build, then the same suite
 # under AddressSanitizer + UndefinedBehaviorSanitizer, then the concurrency
-# tests (the server's) under ThreadSanitizer.
+# tests (the server's) under ThreadSanitizer, then a bounded fuzzing run
+# (scripts/fuzz.sh).
 # Usage: scripts/test.sh [--no-sanitizers]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,4 +35,9 @@ if [[ "${1:-}" != "--no-sanitizers" ]]; then
   cmake --build build-tsan -j "$jobs" --target server_test trainer_test
   (cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 history_size=4" \
     ctest --output-on-failure -j "$jobs" -R 'Server|TrainerTest')
+
+  # Fuzz targets (docs/fuzzing.md): the saved findings and seeds, then 20 s
+  # of new inputs per target, under libFuzzer + ASan + UBSan (clang-14).
+  echo "== Fuzz targets" >&2
+  bash scripts/fuzz.sh 20
 fi

@@ -357,7 +357,7 @@ TEST_F(ConvertTest, BadOptions) {
   EXPECT_EQ(ConvertFile(o, nullptr).code(), Status::Code::kInvalidArgument);
 
   o = Tsv("a\tb\n");
-  o.hashed_dim = (uint64_t{1} << 32) + 1;
+  o.hashed_dim = kMaxHashedDim + 1;
   EXPECT_EQ(ConvertFile(o, nullptr).code(), Status::Code::kInvalidArgument);
 
   o = Svm("1 1:1\n");

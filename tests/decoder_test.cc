@@ -1,8 +1,18 @@
 // The document decoder's refusals that no single field shows: counts that are
 // each finite but add up to infinity over repeated term ids (eval and predict
 // used to pass them on; the server acknowledged them, then skipped them).
+// Token counts (Document.token_counts, what `tributary client learn` sends for
+// a stream's term ids): honoured, and refused by the rule of term_counts.
+// DecodeForLearning: the rule the server and the client apply to a document
+// to be learned.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "test_util.h"
 #include "tributary/document.h"
@@ -35,6 +45,168 @@ TEST(DecoderTest, RepeatedTermCountsThatAddUpToInfinityAreRefused) {
   ASSERT_TRUE(dec->Decode(d, 17, *schema, false, &buf, nullptr, nullptr).ok());
   EXPECT_EQ(buf.term_counts.size(), 1u);
   EXPECT_EQ(buf.term_counts[0], 1e308 + 2.0);
+}
+
+class TokenCountsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    proto_ = testing::TextSchema(10, 2);
+    auto schema = ModelSchema::FromProto(proto_);
+    ASSERT_TRUE(schema.ok());
+    schema_ = std::move(schema).value();
+    auto dec = DocumentDecoder::Create(schema_, proto_);
+    ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+    dec_.emplace(std::move(dec).value());
+  }
+  Status Decode(const v1::Document& d) { return dec_->Decode(d, 5, schema_, false, &buf_, nullptr, nullptr); }
+  v1::Schema proto_;
+  ModelSchema schema_;
+  std::optional<DocumentDecoder> dec_;
+  DocumentBuffer buf_;
+};
+
+TEST_F(TokenCountsTest, CountsAreTakenAsTheyAre) {
+  v1::Document d;
+  d.set_label("c1");
+  d.add_tokens("t3");
+  d.add_token_counts(3.0);
+  d.add_tokens("t7");
+  d.add_token_counts(0.5);
+  d.add_tokens("t3");  // repeated: summed
+  d.add_token_counts(0.25);
+  d.add_tokens("t2");  // the same term as a term id: summed too
+  d.add_token_counts(1e12);
+  d.add_term_ids(2);
+  d.add_term_counts(2.0);
+  ASSERT_TRUE(Decode(d).ok());
+  EXPECT_EQ(buf_.term_ids, (std::vector<uint32_t>{2, 3, 7}));
+  EXPECT_EQ(buf_.term_counts, (std::vector<double>{1e12 + 2.0, 3.25, 0.5}));
+}
+
+TEST_F(TokenCountsTest, NoCountsMeansOnceEach) {
+  v1::Document d;
+  d.add_tokens("t1");
+  d.add_tokens("t1");
+  d.add_tokens("t4");
+  ASSERT_TRUE(Decode(d).ok());
+  EXPECT_EQ(buf_.term_ids, (std::vector<uint32_t>{1, 4}));
+  EXPECT_EQ(buf_.term_counts, (std::vector<double>{2.0, 1.0}));
+}
+
+TEST_F(TokenCountsTest, UnknownTokensAreCountedByTheirCounts) {
+  v1::Document d;
+  d.add_tokens("t1");
+  d.add_tokens("never-seen");
+  d.add_token_counts(1.0);
+  d.add_token_counts(4.0);
+  DecodeCounters counters;
+  ASSERT_TRUE(dec_->Decode(d, 0, schema_, false, &buf_, nullptr, &counters).ok());
+  EXPECT_EQ(counters.unseen_terms, 4u);
+  d.set_token_counts(1, 1e300);  // saturates, never wraps
+  ASSERT_TRUE(dec_->Decode(d, 0, schema_, false, &buf_, nullptr, &counters).ok());
+  EXPECT_GE(counters.unseen_terms, 4u + 1000000000000000000u);
+}
+
+TEST_F(TokenCountsTest, BadCountsAreRefusedByTheRuleOfTermCounts) {
+  for (double bad : {-5.0, 0.0, std::nan(""), std::numeric_limits<double>::infinity()}) {
+    v1::Document d;
+    d.set_id("doc-x");
+    d.add_tokens("t1");
+    d.add_tokens("t2");
+    d.add_token_counts(1.0);
+    d.add_token_counts(bad);
+    Status st = Decode(d);
+    ASSERT_TRUE(st.IsInvalidDocument()) << bad << ": " << st.ToString();
+    EXPECT_THAT(st.message(), HasSubstr("document #5 (id 'doc-x')"));
+    EXPECT_THAT(st.message(), HasSubstr("token_counts[1] is "));
+    EXPECT_THAT(st.message(), HasSubstr("expected a finite count > 0"));
+    // The same count as a term count: the same words but the field's name.
+    v1::Document t;
+    t.set_id("doc-x");
+    t.add_term_ids(1);
+    t.add_term_ids(2);
+    t.add_term_counts(1.0);
+    t.add_term_counts(bad);
+    Status ts = Decode(t);
+    ASSERT_TRUE(ts.IsInvalidDocument()) << ts.ToString();
+    std::string expected = st.message();
+    expected.replace(expected.find("token_counts"), 12, "term_counts");
+    EXPECT_EQ(ts.message(), expected);
+  }
+}
+
+TEST_F(TokenCountsTest, CountsMustBeOnePerTokenOrNone) {
+  v1::Document d;
+  d.set_id("short");
+  d.add_tokens("t1");
+  d.add_tokens("t2");
+  d.add_tokens("t3");
+  d.add_token_counts(1.0);
+  d.add_token_counts(2.0);
+  Status st = Decode(d);
+  ASSERT_TRUE(st.IsInvalidDocument()) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr("document #5 (id 'short')"));
+  EXPECT_THAT(st.message(), HasSubstr("token_counts has 2 entries, expected 3 (one per token) or 0"));
+  d.clear_tokens();  // counts without tokens (in a document with a term)
+  d.add_term_ids(1);
+  st = Decode(d);
+  ASSERT_TRUE(st.IsInvalidDocument()) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr("token_counts has 2 entries, expected 0 (one per token) or 0"));
+}
+
+TEST_F(TokenCountsTest, TokenCountsThatAddUpToInfinityAreRefused) {
+  v1::Document d;
+  for (int i = 0; i < 3; ++i) {
+    d.add_tokens("t6");
+    d.add_token_counts(1e308);
+  }
+  Status st = Decode(d);
+  ASSERT_TRUE(st.IsInvalidDocument()) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr("term id 6"));
+  EXPECT_THAT(st.message(), HasSubstr("expected a finite total"));
+}
+
+TEST_F(TokenCountsTest, HashedTokensKeepTheirCounts) {
+  v1::Schema proto;
+  proto.set_hashed_dim(64);
+  auto schema = ModelSchema::FromProto(proto);
+  ASSERT_TRUE(schema.ok());
+  auto dec = DocumentDecoder::Create(*schema, proto);
+  ASSERT_TRUE(dec.ok());
+  v1::Document d;
+  d.add_tokens("hello");
+  d.add_token_counts(2.5);
+  ASSERT_TRUE(dec->Decode(d, 0, *schema, false, &buf_, nullptr, nullptr).ok());
+  EXPECT_EQ(buf_.term_ids, (std::vector<uint32_t>{static_cast<uint32_t>(HashToken("hello", 64))}));
+  EXPECT_EQ(buf_.term_counts, (std::vector<double>{2.5}));
+}
+
+TEST_F(TokenCountsTest, DecodeForLearningNeedsALabelOnlyWhenTheLossDoes) {
+  v1::Document d;
+  d.set_id("u");
+  d.add_tokens("t1");
+  std::string new_class;
+  ASSERT_TRUE(dec_->DecodeForLearning(d, 3, schema_, "", &buf_, &new_class).ok());
+  Status st = dec_->DecodeForLearning(d, 3, schema_, "ncll", &buf_, &new_class);
+  ASSERT_TRUE(st.IsInvalidDocument()) << st.ToString();
+  EXPECT_EQ(st.message(), "document #3 (id 'u'): loss 'ncll' needs a label, the document has none");
+  d.set_label("c0");
+  ASSERT_TRUE(dec_->DecodeForLearning(d, 3, schema_, "ncll", &buf_, &new_class).ok());
+  EXPECT_EQ(buf_.label, 0);
+  // A new label: refused by a closed schema, returned by an open one (and
+  // then the document is labelled).
+  d.set_label("brand-new");
+  st = dec_->DecodeForLearning(d, 3, schema_, "ncll", &buf_, &new_class);
+  ASSERT_TRUE(st.IsInvalidDocument()) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr("label 'brand-new' is not a class of the model"));
+  schema_.set_open_classes(true);
+  ASSERT_TRUE(dec_->DecodeForLearning(d, 3, schema_, "ncll", &buf_, &new_class).ok());
+  EXPECT_EQ(new_class, "brand-new");
+  // Its counts are checked as Decode checks them.
+  d.add_token_counts(-5);
+  st = dec_->DecodeForLearning(d, 3, schema_, "ncll", &buf_, &new_class);
+  ASSERT_TRUE(st.IsInvalidDocument()) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr("token_counts[0] is -5, expected a finite count > 0"));
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "test_util.h"
+#include "tributary/checksum.h"
 #include "tributary/sdem_learner.h"
 
 namespace tributary {
@@ -150,6 +151,50 @@ TEST_F(SnapshotTest, NonFiniteStatisticsAreRefusedDespiteAValidChecksum) {
   model_->stats().raw()[7] = INFINITY;
   ASSERT_TRUE(model_->Save(p).ok());
   EXPECT_THAT(LoadStatus(p).message(), HasSubstr("statistic #7 is inf"));
+}
+
+// A negative count (statistic 7 is a word count of the multinomial family)
+// with a valid checksum is refused naming it, not clamped into another
+// model.
+TEST_F(SnapshotTest, StatisticsOutsideTheFamilysDomainAreRefused) {
+  const std::string p = dir_ + "/negative.trib";
+  const double saved = model_->stats().raw()[7];
+  model_->stats().raw()[7] = -5;
+  ASSERT_TRUE(model_->Save(p).ok());
+  Status st = LoadStatus(p);
+  ASSERT_TRUE(st.IsCorruption()) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr("statistic #7 is -5.000000, outside what family 'multinomial' allows"));
+  model_->stats().raw()[7] = saved;
+  ASSERT_TRUE(model_->Save(p).ok());
+  EXPECT_TRUE(LoadStatus(p).ok());
+}
+
+// Regression (found by tests/fuzz snapshot target): a snapshot with a valid
+// CRC whose schema declares a huge hashed vocabulary, but holds the few
+// statistics of a small one, is refused before the model allocates the
+// statistics it declares (2^24 terms, the schema's cap, x 3 classes: 400 MB;
+// the cap itself refuses larger hashed_dim, see bad_input_test).
+TEST_F(SnapshotTest, DeclaredLayoutLargerThanTheStoredStatisticsIsRefusedBeforeAllocating) {
+  const std::string file = ReadFile(path_);
+  const size_t header = 8 + 4 + 8;
+  v1::ModelSnapshot snap;
+  ASSERT_TRUE(snap.ParseFromString(file.substr(header, file.size() - header - 4)));
+  snap.mutable_schema()->clear_vocabulary();
+  snap.mutable_schema()->set_hashed_dim(uint64_t{1} << 24);
+  const std::string payload = snap.SerializeAsString();
+  std::string sealed = file.substr(0, 12);
+  for (int i = 0; i < 8; ++i) sealed.push_back(static_cast<char>((payload.size() >> (8 * i)) & 0xff));
+  sealed += payload;
+  const uint32_t crc = Crc32(payload.data(), payload.size());
+  for (int i = 0; i < 4; ++i) sealed.push_back(static_cast<char>((crc >> (8 * i)) & 0xff));
+  const std::string p = dir_ + "/huge.trib";
+  WriteFile(p, sealed);
+  Status st = LoadStatus(p);
+  ASSERT_TRUE(st.IsCorruption()) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr("statistics layout (" + std::to_string(snap.raw_size()) + " values)"));
+  // multinomial: K class totals and K x V counts.
+  EXPECT_THAT(st.message(), HasSubstr("does not match family 'multinomial' (" +
+                                      std::to_string(uint64_t{3} + (uint64_t{3} << 24)) + " values"));
 }
 
 TEST_F(SnapshotTest, SaveIsAtomicAndLeavesNoTemporaryFiles) {

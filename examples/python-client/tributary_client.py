@@ -36,6 +36,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import zlib
 
 # ---- The generated protobuf module --------------------------------------------
 
@@ -143,8 +144,26 @@ def read_frame(read):
 # ---- Stream files (the same framing, first frame a StreamHeader) -------------------------
 
 
+def frame_crc(body):
+    """The masked CRC-32 of a format 2 frame: over varint(len) + body (see StreamHeader)."""
+    crc = zlib.crc32(body, zlib.crc32(encode_varint(len(body))))
+    return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def _read_crc(read, what):
+    b = read(4)
+    if len(b) != 4:
+        raise EOFError("end of input inside the checksum of %s" % what)
+    return int.from_bytes(b, "little")
+
+
 def read_stream(path, pb2=None):
-    """Reads a document stream file: returns (StreamHeader, [Document])."""
+    """Reads a document stream file: returns (StreamHeader, [Document]).
+
+    Format 1 (plain frames) and format 2 (a CRC per frame, written by
+    `tributary convert --frame-checksum`) are read; a damaged format 2 frame
+    raises ValueError naming the document.
+    """
     pb2 = pb2 or load_pb2()
     with open(path, "rb") as f:
         body = read_frame(f.read)
@@ -153,11 +172,31 @@ def read_stream(path, pb2=None):
         header = pb2.StreamHeader.FromString(body)
         if header.magic != "tributary.stream":
             raise ValueError("%s: not a tributary stream (magic %r)" % (path, header.magic))
+        if header.format_version not in (1, 2):
+            raise ValueError("%s: stream format_version %d is not supported" % (path, header.format_version))
+        checked = header.format_version == 2
+        if checked and _read_crc(f.read, "the header") != frame_crc(body):
+            raise ValueError("%s: stream header checksum mismatch" % path)
         docs = []
         while True:
-            body = read_frame(f.read)
-            if body is None:
+            length, shift = 0, 0
+            b = f.read(1)
+            if not b:
                 return header, docs
+            while True:
+                length |= (b[0] & 0x7F) << shift
+                if not b[0] & 0x80:
+                    break
+                shift += 7
+                b = f.read(1)
+                if not b or shift > 63:
+                    raise EOFError("%s: end of input inside a frame length" % path)
+            crc = _read_crc(f.read, "document #%d" % len(docs)) if checked else None
+            body = f.read(length)
+            if len(body) != length:
+                raise EOFError("%s: end of input inside a frame of %d bytes" % (path, length))
+            if checked and crc != frame_crc(body):
+                raise ValueError("%s: document #%d: checksum mismatch" % (path, len(docs)))
             docs.append(pb2.Document.FromString(body))
 
 
@@ -175,15 +214,22 @@ def write_stream(path, schema, docs, pb2=None, source="tributary_client.py"):
 
 def ids_to_tokens(doc, vocabulary):
     """A copy of `doc` with its stream term ids replaced by tokens (the server
-    speaks the model's ids, which need not be the stream's)."""
+    speaks the model's ids, which need not be the stream's): one token per
+    distinct term, its count unchanged in token_counts (the server refuses
+    counts that are not finite and > 0, naming the document)."""
     out = type(doc)()
     out.CopyFrom(doc)
     if doc.term_ids:
         del out.term_ids[:]
         del out.term_counts[:]
-        for i, t in enumerate(doc.term_ids):
-            count = doc.term_counts[i] if doc.term_counts else 1.0
-            out.tokens.extend([vocabulary[t]] * max(1, int(round(count))))
+        if not doc.token_counts:
+            out.token_counts.extend([1.0] * len(doc.tokens))
+        counts = {}
+        for i, t in sorted(enumerate(doc.term_ids), key=lambda p: (p[1], p[0])):
+            counts[t] = counts.get(t, 0.0) + (doc.term_counts[i] if doc.term_counts else 1.0)
+        for t, count in counts.items():
+            out.tokens.append(vocabulary[t])
+            out.token_counts.append(count)
     return out
 
 

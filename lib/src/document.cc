@@ -262,7 +262,10 @@ Status DocumentDecoder::Decode(const v1::Document& doc, uint64_t index, const Mo
     bool all = true;
     for (size_t f = 0; f < feature_slot_.size(); ++f) {
       const auto [categorical, slot] = feature_slot_[f];
-      all &= (categorical ? out->categorical_missing : out->real_missing)[slot] != 0;
+      // A repeated entry can leave one kind's flags unallocated (found by the
+      // decoder fuzz target): then none of that kind is missing.
+      const auto& flags = categorical ? out->categorical_missing : out->real_missing;
+      all &= !flags.empty() && flags[slot] != 0;
     }
     if (all) return bad("empty document: every feature is missing and there are no terms");
   }
@@ -270,45 +273,51 @@ Status DocumentDecoder::Decode(const v1::Document& doc, uint64_t index, const Mo
     return bad("term_counts has " + std::to_string(doc.term_counts_size()) + " entries, expected " +
                std::to_string(doc.term_ids_size()) + " (one per term id) or 0");
   }
+  if (doc.token_counts_size() != 0 && doc.token_counts_size() != doc.tokens_size()) {
+    return bad("token_counts has " + std::to_string(doc.token_counts_size()) + " entries, expected " +
+               std::to_string(doc.tokens_size()) + " (one per token) or 0");
+  }
   // Weight.
   double w = doc.weight();
   if (!Finite(w) || w < 0) return bad("weight is " + Num(w) + ", expected a finite number >= 0");
   out->weight = w == 0 ? 1.0 : w;
-  // Terms.
+  // Terms: term ids and tokens, one rule for the counts of both.
+  auto check_count = [&](const char* field, int i, double c) {
+    if (Finite(c) && c > 0) return Status::OK();
+    return bad(std::string(field) + "[" + std::to_string(i) + "] is " + Num(c) + ", expected a finite count > 0");
+  };
   uint64_t unseen = 0;
-  for (int i = 0; i < doc.term_ids_size(); ++i) {
-    uint32_t sid = doc.term_ids(i);
-    double c = doc.term_counts_size() ? doc.term_counts(i) : 1.0;
-    if (!Finite(c) || c <= 0) {
-      return bad("term_counts[" + std::to_string(i) + "] is " + Num(c) + ", expected a finite count > 0");
+  auto add_term = [&](int64_t mid, double c) {
+    if (mid < 0) {  // unknown to the model: counted in whole occurrences (saturating)
+      unseen += c < 1e18 ? static_cast<uint64_t>(std::llround(c)) : uint64_t{1000000000000000000};
+      return;
     }
+    out->term_ids.push_back(static_cast<uint32_t>(mid));
+    out->term_counts.push_back(c);
+  };
+  for (int i = 0; i < doc.term_ids_size(); ++i) {
+    const uint32_t sid = doc.term_ids(i);
+    const double c = doc.term_counts_size() ? doc.term_counts(i) : 1.0;
+    TRIB_RETURN_IF_ERROR(check_count("term_counts", i, c));
     if (sid >= stream_vocab_size_) {
       return bad("term id " + std::to_string(sid) + " out of range: the stream's " +
                  (hashed_ ? "hashed_dim" : "vocabulary size") + " is " + std::to_string(stream_vocab_size_));
     }
-    int64_t mid = hashed_ ? static_cast<int64_t>(sid) : remap_[sid];
-    if (mid < 0) {
-      unseen += static_cast<uint64_t>(std::llround(c));
-      continue;
-    }
-    out->term_ids.push_back(static_cast<uint32_t>(mid));
-    out->term_counts.push_back(c);
+    add_term(hashed_ ? static_cast<int64_t>(sid) : remap_[sid], c);
   }
-  for (const auto& tok : doc.tokens()) {
-    int64_t mid = hashed_ ? static_cast<int64_t>(HashToken(tok, hashed_dim_)) : model.TermIndex(tok);
-    if (mid < 0) {
-      ++unseen;
-      continue;
-    }
-    out->term_ids.push_back(static_cast<uint32_t>(mid));
-    out->term_counts.push_back(1.0);
+  for (int i = 0; i < doc.tokens_size(); ++i) {
+    const double c = doc.token_counts_size() ? doc.token_counts(i) : 1.0;
+    TRIB_RETURN_IF_ERROR(check_count("token_counts", i, c));
+    const std::string& tok = doc.tokens(i);
+    add_term(hashed_ ? static_cast<int64_t>(HashToken(tok, hashed_dim_)) : model.TermIndex(tok), c);
   }
   out->Canonicalize();
-  // Repeated ids are summed: finite counts can add up to infinity.
+  // Repeated terms are summed: finite counts can add up to infinity.
   for (size_t i = 0; i < out->term_counts.size(); ++i) {
     if (!std::isfinite(out->term_counts[i])) {
       return bad("the counts of term id " + std::to_string(out->term_ids[i]) +
-                 " (repeated in term_ids) add up to " + Num(out->term_counts[i]) + ", expected a finite total");
+                 " (repeated in term_ids or tokens) add up to " + Num(out->term_counts[i]) +
+                 ", expected a finite total");
     }
   }
   // Dense features.
@@ -367,6 +376,17 @@ Status DocumentDecoder::Decode(const v1::Document& doc, uint64_t index, const Mo
   if (counters) {
     counters->documents++;
     counters->unseen_terms += unseen;
+  }
+  return Status::OK();
+}
+
+Status DocumentDecoder::DecodeForLearning(const v1::Document& doc, uint64_t index, const ModelSchema& model,
+                                          const std::string& label_required_by, DocumentBuffer* out,
+                                          std::string* new_class) const {
+  TRIB_RETURN_IF_ERROR(Decode(doc, index, model, true, out, new_class, nullptr));
+  if (!label_required_by.empty() && out->label < 0 && new_class->empty()) {
+    return Status::InvalidDocument(out->Name() + ": loss '" + label_required_by +
+                                   "' needs a label, the document has none");
   }
   return Status::OK();
 }

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -171,13 +172,15 @@ Status Env::ReadFileToString(const std::string& path, std::string* out) {
   out->clear();
   auto f = NewSequentialFile(path);
   if (!f.ok()) return f.status();
+  // Read into a buffer of its own, appending what came: growing `out` by a
+  // chunk per read zero-filled 64 KiB, and past the first chunk reallocated
+  // 128 KiB (an mmap and munmap), for every small file.
   constexpr size_t kChunk = 1 << 16;
+  std::unique_ptr<char[]> buf(new char[kChunk]);
   for (;;) {
-    size_t old = out->size();
-    out->resize(old + kChunk);
     size_t got = 0;
-    Status st = (*f)->Read(kChunk, out->data() + old, &got);
-    out->resize(old + got);
+    Status st = (*f)->Read(kChunk, buf.get(), &got);
+    out->append(buf.get(), std::min(got, kChunk));
     TRIB_RETURN_IF_ERROR(st);
     if (got == 0) return Status::OK();
   }

@@ -55,6 +55,33 @@ Result<std::shared_ptr<const Plugin>> FindPlugin(const v1::PluginRef& ref, trib_
                           "TRIBUTARY_PLUGIN_PATH or name the file yourself (tributary --plugin PATH)");
 }
 
+// The number of statistics `family` lays out for `schema` and `options`,
+// asked of a throwaway instance of the family (create, layout, destroy):
+// Load compares it with the number the snapshot holds before the model
+// allocates them. Without it a small file declaring a huge hashed vocabulary
+// (hashed_dim: one field of a few bytes, with a valid CRC) made Load allocate
+// what it declared (GBs) before finding that the statistics were not there.
+Result<uint64_t> LayoutSize(const Plugin& family, const ModelSchema& schema, const Options& options) {
+  const auto& fv = family.family();
+  std::vector<trib_option> opts;
+  for (const auto& [k, v] : options) opts.push_back({k.c_str(), v.c_str()});
+  const trib_schema cs = schema.CView();
+  trib_error err{};
+  trib_family_model* fm = nullptr;
+  int rc = fv.create(&cs, opts.data(), opts.size(), &fm, &err);
+  if (rc != TRIB_OK) return PluginStatus(rc, err, family, "create");
+  if (fm == nullptr) return Status::PluginError("family '" + family.name + "' create returned no model");
+  uint32_t nb = 0;
+  rc = fv.layout(fm, nullptr, &nb, &err);
+  std::vector<trib_block> blocks(nb);
+  if (rc == TRIB_OK) rc = fv.layout(fm, blocks.data(), &nb, &err);
+  fv.destroy(fm);
+  if (rc != TRIB_OK) return PluginStatus(rc, err, family, "layout");
+  uint64_t total = 0;
+  for (uint32_t b = 0; b < std::min<size_t>(nb, blocks.size()); ++b) total += blocks[b].size;
+  return total;
+}
+
 }  // namespace
 
 Status Model::Save(const std::string& path, const SnapshotOptions& options) const {
@@ -172,6 +199,12 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const Plugin
   if (!schema.ok()) return schema.status().WithContext("snapshot '" + path + "'");
   Options opts;
   for (const auto& o : snap.family_options()) opts.emplace_back(o.key(), o.value());
+  auto layout = LayoutSize(**fam, *schema, opts);
+  if (!layout.ok()) return layout.status().WithContext("snapshot '" + path + "'");
+  if (*layout != static_cast<uint64_t>(snap.raw_size())) {
+    return corrupt("statistics layout (" + std::to_string(snap.raw_size()) + " values) does not match family '" +
+                   (*fam)->name + "' (" + std::to_string(*layout) + " values for the snapshot's schema and options)");
+  }
   auto r = CreateInternal(*fam, loss, std::move(schema).value(), std::move(opts));
   if (!r.ok()) return r.status().WithContext("snapshot '" + path + "'");
   auto m = std::move(r).value();
@@ -218,9 +251,21 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const Plugin
   m->learner_.schedule.kappa = ls.schedule().kappa();
   m->learner_.schedule.rho = ls.schedule().rho();
   m->training_report_ = snap.training_report();
-  // Caches only: the check-step leaves feasible statistics unchanged.
+  // Caches only: the check-step leaves feasible statistics unchanged. It
+  // projects them onto what the family allows (counts >= 0, ...), so a value
+  // it moves by more than rounding was not written by a learner: such a file
+  // (a negative count with a valid checksum) is refused, not quietly clamped
+  // into a different model.
   trib_step step{0.0, m->learner_.effective_size, 0.0, m->learner_.updates};
   TRIB_RETURN_IF_ERROR(m->Rebuild(step).WithContext("snapshot '" + path + "'"));
+  const auto& checked = m->stats_.raw();
+  for (int i = 0; i < snap.raw_size(); ++i) {
+    const double was = snap.raw(i), now = checked[static_cast<size_t>(i)];
+    if (std::abs(now - was) > 1e-9 * std::max(1.0, std::abs(was))) {
+      return corrupt("statistic #" + std::to_string(i) + " is " + std::to_string(was) + ", outside what family '" +
+                     m->family_->name + "' allows (its check-step makes it " + std::to_string(now) + ")");
+    }
+  }
   if (snap.family_cache_size() > 0 && m->family_->family().import_cache) {
     trib_error err{};
     int rc = m->family_->family().import_cache(m->fmodel_, snap.family_cache().data(),

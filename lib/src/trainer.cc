@@ -239,7 +239,9 @@ Result<std::unique_ptr<Model>> Trainer::TrainOffline(const ModelFactory& factory
                       : std::clamp<size_t>(static_cast<size_t>(std::llround(search_frac * static_cast<double>(left))),
                                            std::min<size_t>(1, left), left);
       }
-      const auto at = [&](size_t j) { return idx.begin() + static_cast<std::ptrdiff_t>(j); };
+      // Not [&]: clang before 16 cannot capture a structured binding.
+      const auto first = idx.begin();
+      const auto at = [first](size_t j) { return first + static_cast<std::ptrdiff_t>(j); };
       val_idx.insert(val_idx.end(), idx.begin(), at(v));
       search_idx.insert(search_idx.end(), at(v), at(v + k));
       later_idx.insert(later_idx.end(), at(v + k), idx.end());

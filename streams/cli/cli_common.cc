@@ -4,7 +4,9 @@
 
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <iostream>
+#include <new>
 #include <sstream>
 
 namespace tributary::cli {
@@ -12,6 +14,24 @@ namespace tributary::cli {
 int ReportError(const Status& st) {
   std::cerr << "tributary: error: " << st.ToString() << std::endl;
   return kExitError;
+}
+
+Status NameFile(const Status& st, const std::string& path) {
+  if (st.ok() || st.message().find("'" + path + "'") != std::string::npos) return st;
+  return st.WithContext("'" + path + "'");
+}
+
+int RunOnInput(const std::string& path, const std::function<int()>& run) {
+  try {
+    return run();
+  } catch (const std::bad_alloc&) {
+    // The input asked for it (a damaged header's sizes, say): it is named.
+    return ReportError(
+        Status::InvalidArgument("'" + path + "': out of memory while reading or learning from it (std::bad_alloc)"));
+  } catch (const std::exception& ex) {
+    return ReportError(Status::Internal("'" + path + "': unexpected failure while reading or learning from it (" +
+                                        std::string(ex.what()) + ")"));
+  }
 }
 
 Progress::Progress(std::string label, bool quiet)
@@ -105,13 +125,13 @@ std::string Fmt(double x, int precision) {
 }
 
 Result<std::unique_ptr<Model>> NewModelFromFlags(const LearnFlags& f, const PluginRegistry& registry,
-                                                 const v1::StreamHeader& header, uint64_t stream_documents) {
+                                                 const v1::StreamHeader& header, uint64_t stream_documents,
+                                                 const std::string& source) {
+  // The flags alone first: their errors name the flag or the plugin.
   auto fam = registry.Find(f.family, TRIB_KIND_FAMILY);
   if (!fam.ok()) return fam.status();
   auto loss = registry.Find(f.loss, TRIB_KIND_LOSS);
   if (!loss.ok()) return loss.status();
-  auto schema = ModelSchema::FromProto(header.schema());
-  if (!schema.ok()) return schema.status();
   Options opts;
   if (!f.prior.empty()) opts.emplace_back("prior", f.prior);
   if (f.topics > 0) opts.emplace_back("topics", std::to_string(f.topics));
@@ -129,20 +149,27 @@ Result<std::unique_ptr<Model>> NewModelFromFlags(const LearnFlags& f, const Plug
   TRIB_RETURN_IF_ERROR(parse(f.options, "--opt", &opts));
   Options loss_opts;
   TRIB_RETURN_IF_ERROR(parse(f.loss_options, "--loss-opt", &loss_opts));
-  auto model = Model::Create(*fam, nullptr, std::move(schema).value(), std::move(opts), f.seed);
-  if (!model.ok()) return model.status();
-  TRIB_RETURN_IF_ERROR((*model)->SetLoss(*loss, std::move(loss_opts)));
-  (*model)->learner_state().schedule.lambda = (*loss)->loss().default_lambda;
-  LearnerState& ls = (*model)->learner_state();
+  StepSchedule::Kind schedule_kind;
   if (f.schedule == "inverse") {
-    ls.schedule.kind = StepSchedule::Kind::kInverseLinear;
+    schedule_kind = StepSchedule::Kind::kInverseLinear;
   } else if (f.schedule == "poly") {
-    ls.schedule.kind = StepSchedule::Kind::kPolynomial;
+    schedule_kind = StepSchedule::Kind::kPolynomial;
   } else if (f.schedule == "constant") {
-    ls.schedule.kind = StepSchedule::Kind::kConstant;
+    schedule_kind = StepSchedule::Kind::kConstant;
   } else {
     return Status::InvalidArgument("--schedule '" + f.schedule + "': expected inverse, poly or constant");
   }
+  // Then the model for the stream's schema: a refusal may be the schema's
+  // (or the header's length) as well as an option's, so it names the stream.
+  auto in_source = [&source](const Status& st) { return NameFile(st, source); };
+  auto schema = ModelSchema::FromProto(header.schema());
+  if (!schema.ok()) return in_source(schema.status());
+  auto model = Model::Create(*fam, nullptr, std::move(schema).value(), std::move(opts), f.seed);
+  if (!model.ok()) return in_source(model.status());
+  if (Status st = (*model)->SetLoss(*loss, std::move(loss_opts)); !st.ok()) return in_source(st);
+  (*model)->learner_state().schedule.lambda = (*loss)->loss().default_lambda;
+  LearnerState& ls = (*model)->learner_state();
+  ls.schedule.kind = schedule_kind;
   if (f.lambda >= 0) ls.schedule.lambda = f.lambda;
   ls.schedule.tau0 = f.tau0;
   ls.schedule.kappa = f.kappa;
@@ -162,13 +189,13 @@ Result<std::unique_ptr<Model>> NewModelFromFlags(const LearnFlags& f, const Plug
   } else if (stream_documents > 0) {
     ls.effective_size = static_cast<double>(stream_documents);
   } else {
-    return Status::InvalidArgument(
-        "the stream's length is unknown (no document_count in its header, not a file): pass --n, the effective "
-        "data-set size");
+    return in_source(
+        Status::InvalidArgument("the stream's length is unknown (no document_count in its header, not a file): "
+                                "pass --n, the effective data-set size"));
   }
   // Families that derive theta from n (e.g. LDA's lambda = n mu) see the
   // configured n before the first document.
-  TRIB_RETURN_IF_ERROR((*model)->Rebuild(trib_step{0.0, ls.effective_size, 0.0, 0}));
+  if (Status st = (*model)->Rebuild(trib_step{0.0, ls.effective_size, 0.0, 0}); !st.ok()) return in_source(st);
   return model;
 }
 

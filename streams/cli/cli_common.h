@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +25,18 @@ constexpr int kExitUsage = 2;  // bad command line
 
 // Prints "tributary: error: <status>" to stderr and returns kExitError.
 int ReportError(const Status& st);
+
+// `st` naming the file it is about: "'<path>': <message>", unless the message
+// names the file already (the stream reader's, DecodedStream's and
+// Model::Load's errors do). OK stays OK. Every refusal of a command that reads
+// a file names the file (and the document, where one is involved): through
+// this, or in its own words.
+Status NameFile(const Status& st, const std::string& path);
+
+// Runs a command whose input is `path`: an exception that escapes `run`
+// (std::bad_alloc when a damaged input asks for more memory than there is) is
+// reported naming the input, never as a bare internal error.
+int RunOnInput(const std::string& path, const std::function<int()>& run);
 
 // Progress on stderr, only when stderr is a terminal and not --quiet.
 class Progress {
@@ -82,9 +95,13 @@ void NoteScheduleGiven(const CLI::App& cmd, LearnFlags* f);
 constexpr double kLatentTau0 = 256.0;
 constexpr double kLatentKappa = 0.7;
 
-// Builds a fresh model for the stream `header` from the flags.
+// Builds a fresh model for the stream `header` (of the file `source`) from
+// the flags. Errors of the flags alone (an unknown plugin, a malformed --opt)
+// name the flag or the plugin; the others (the schema, a plugin refusing the
+// schema or an option, an unknown length) name `source` too.
 Result<std::unique_ptr<Model>> NewModelFromFlags(const LearnFlags& flags, const PluginRegistry& registry,
-                                                 const v1::StreamHeader& header, uint64_t stream_documents);
+                                                 const v1::StreamHeader& header, uint64_t stream_documents,
+                                                 const std::string& source);
 
 // n by default: the header's document_count, else a counting pass over the
 // file (0 for standard input). A damaged stream fails here, before learning.

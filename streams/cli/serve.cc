@@ -4,16 +4,21 @@
 #include <unistd.h>
 
 #include <google/protobuf/io/coded_stream.h>
+#include <algorithm>
 #include <boost/asio.hpp>
 #include <cmath>
 #include <fstream>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <string>
+#include <vector>
 
 #include "cli_common.h"
 #include "commands/commands.h"
+#include "tributary/document.h"
+#include "tributary/schema.h"
 #include "tributary/sep_engine.h"
 #include "tributary/server.h"
 #include "tributary/stream_io.h"
@@ -92,7 +97,7 @@ int RunServe(const ServeFlags& f) {
         auto fam = Registry().Find(learn.family, TRIB_KIND_FAMILY);
         if (fam.ok() && SepLearner::Supports(**fam)) learn.loss = "nll";
       }
-      auto m = NewModelFromFlags(learn, Registry(), (*r)->header(), 0);
+      auto m = NewModelFromFlags(learn, Registry(), (*r)->header(), 0, f.schema);
       if (!m.ok()) return ReportError(m.status());
       initial = std::move(m).value();
     } else {
@@ -190,6 +195,31 @@ Status CheckResponse(const v1::Response& r) {
   return Status::InvalidArgument("server answered " + v1::Response::Code_Name(r.code()) + ": " + r.message());
 }
 
+// Replaces the term ids of `d` (ids of the stream's `vocab`, checked to be in
+// range) by tokens: one per distinct term, after the tokens it has, with its
+// count unchanged in token_counts (the counts of a repeated id summed in the
+// order the decoder sums them, DocumentBuffer::Canonicalize).
+void TermIdsToTokens(const google::protobuf::RepeatedPtrField<std::string>& vocab, v1::Document* d) {
+  if (d->term_ids_size() == 0) return;
+  std::vector<int> order(static_cast<size_t>(d->term_ids_size()));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return d->term_ids(a) < d->term_ids(b); });
+  if (d->token_counts_size() == 0) {  // the tokens it has occur once each
+    for (int i = 0; i < d->tokens_size(); ++i) d->add_token_counts(1.0);
+  }
+  for (size_t k = 0; k < order.size();) {
+    const uint32_t id = d->term_ids(order[k]);
+    double count = 0;
+    for (; k < order.size() && d->term_ids(order[k]) == id; ++k) {
+      count += d->term_counts_size() ? d->term_counts(order[k]) : 1.0;
+    }
+    d->add_tokens(vocab[static_cast<int>(id)]);
+    d->add_token_counts(count);
+  }
+  d->clear_term_ids();
+  d->clear_term_counts();
+}
+
 int RunClient(const ClientFlags& f) {
   using json = nlohmann::json;
   Client c;
@@ -249,9 +279,33 @@ int RunClient(const ClientFlags& f) {
   if (f.in.empty()) return ReportError(Status::InvalidArgument("client " + f.action + ": --in is required"));
   auto reader = DocumentReader::Open(f.in, f.max_frame_bytes);
   if (!reader.ok()) return ReportError(reader.status());
+  const v1::Schema& stream_schema = (*reader)->header().schema();
+  // Each document is checked here, by the rule the server applies to it
+  // (DocumentDecoder::DecodeForLearning for learn, Decode for predict), in
+  // the stream's own id space, before its batch is sent: a bad document is
+  // refused naming the file and the document, and nothing of its batch goes
+  // out. Labels are the model's business (it may have classes the stream
+  // lacks): the local schema takes any.
+  auto local = ModelSchema::FromProto(stream_schema);
+  if (!local.ok()) return ReportError(local.status().WithContext("'" + f.in + "'"));
+  local->set_open_classes(true);
+  auto local_decoder = DocumentDecoder::Create(*local, stream_schema);
+  if (!local_decoder.ok()) return ReportError(local_decoder.status().WithContext("'" + f.in + "'"));
+  std::string label_required_by;  // the server's loss, when it needs labels
+  if (f.action == "learn") {
+    v1::Request r = base();
+    r.mutable_stats();
+    v1::Response resp;
+    if (!(st = c.Send(r)).ok() || !(st = c.Receive(&resp)).ok() || !(st = CheckResponse(resp)).ok()) {
+      return ReportError(st);
+    }
+    // A loss this program cannot load is left to the server to apply.
+    auto loss = Registry().Find(resp.stats().loss(), TRIB_KIND_LOSS);
+    if (loss.ok() && (*loss)->loss().requires_label) label_required_by = resp.stats().loss();
+  }
   // Term ids of a stream with a vocabulary are the stream's own; the server
   // speaks the model's ids, so send them as tokens unless told otherwise.
-  const auto& vocab = (*reader)->header().schema().vocabulary();
+  const auto& vocab = stream_schema.vocabulary();
   const bool to_tokens = !f.ids_as_is && vocab.size() > 0;
   uint64_t acknowledged = 0, predicted = 0, requests = 0;
   v1::Request req = base();
@@ -280,27 +334,23 @@ int RunClient(const ClientFlags& f) {
     req = base();
     return Status::OK();
   };
+  DocumentBuffer checked;
+  std::string new_class;
   for (;;) {
     v1::Document d;
     bool eof = false;
     st = (*reader)->Next(&d, &eof);
     if (!st.ok()) break;
     if (eof) break;
-    if (to_tokens) {
-      for (int i = 0; i < d.term_ids_size(); ++i) {
-        if (d.term_ids(i) >= static_cast<uint32_t>(vocab.size())) {
-          st = Status::InvalidDocument("'" + f.in + "': " + DocumentName((*reader)->documents_read() - 1, d.id()) +
-                                       ": term id " + std::to_string(d.term_ids(i)) + " out of range");
-          break;
-        }
-        double count = d.term_counts_size() ? d.term_counts(i) : 1.0;
-        for (long k = 0; k < std::max(1L, std::lround(count)); ++k)
-          d.add_tokens(vocab[static_cast<int>(d.term_ids(i))]);
-      }
-      if (!st.ok()) break;
-      d.clear_term_ids();
-      d.clear_term_counts();
+    const uint64_t index = (*reader)->documents_read() - 1;
+    st = f.action == "learn"
+             ? local_decoder->DecodeForLearning(d, index, *local, label_required_by, &checked, &new_class)
+             : local_decoder->Decode(d, index, *local, true, &checked, &new_class, nullptr);
+    if (!st.ok()) {
+      st = st.WithContext("'" + f.in + "'");
+      break;
     }
+    if (to_tokens) TermIdsToTokens(vocab, &d);
     auto* docs =
         f.action == "learn" ? req.mutable_learn()->mutable_documents() : req.mutable_predict()->mutable_documents();
     *docs->Add() = std::move(d);
@@ -349,6 +399,14 @@ Runner SetUpServe(CLI::App* sv) {
       ->capture_default_str();
   sv->add_option("--fsync", s->fsync, "always (every request) or interval (group commit)")->capture_default_str();
   sv->add_option("--fsync-interval-ms", s->server.fsync_interval_ms, "group-commit interval")->capture_default_str();
+  sv->add_option("--wal-retry-interval-ms", s->server.wal_retry_interval_ms,
+                 "after a write-ahead log failure (full disk): probe the log this often and resume learning when it "
+                 "takes data again (0: stay off until restarted)")
+      ->capture_default_str();
+  sv->add_option("--drain-timeout-ms", s->server.drain_timeout_ms,
+                 "on SIGTERM, learn what was acknowledged for at most this long; the rest stays in the log and is "
+                 "replayed at the next start")
+      ->capture_default_str();
   sv->add_option("--publish-interval-ms", s->server.publish_interval_ms, "publish the model at least this often")
       ->capture_default_str();
   sv->add_option("--publish-every", s->server.publish_every_updates, "... or every this many updates")
@@ -384,7 +442,9 @@ Runner SetUpClient(CLI::App* cl) {
   cl->add_option("--batch", c->batch, "documents per request")->capture_default_str();
   cl->add_option("--auth-token-file", c->auth_token_file, "shared secret");
   cl->add_flag("--json", c->json, "JSON output");
-  cl->add_flag("--ids-as-is", c->ids_as_is, "send term ids unchanged (the stream already uses the model's ids)");
+  cl->add_flag("--ids-as-is", c->ids_as_is,
+               "send term ids unchanged (the stream already uses the model's ids; they are still checked against "
+               "the stream's own header, as every document is before it is sent)");
   return [c] { return RunClient(*c); };
 }
 

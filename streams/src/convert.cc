@@ -394,7 +394,7 @@ Status ConvertTsv(const ConvertOptions& opt, LineSource* src, ConvertReport* rep
   std::vector<std::string> classes(class_set.begin(), class_set.end());
   std::sort(classes.begin(), classes.end());
 
-  v1::StreamHeader header = NewStreamHeader();
+  v1::StreamHeader header = NewStreamHeader(opt.frame_checksum);
   v1::Schema* schema = header.mutable_schema();
   if (hashed) {
     schema->set_hashed_dim(opt.hashed_dim);
@@ -602,7 +602,7 @@ Status ConvertSvmlight(const ConvertOptions& opt, LineSource* src, ConvertReport
                                    "); convert sparse data with features=counts instead");
   }
 
-  v1::StreamHeader header = NewStreamHeader();
+  v1::StreamHeader header = NewStreamHeader(opt.frame_checksum);
   v1::Schema* schema = header.mutable_schema();
   if (reals) {
     for (uint32_t i = 1; i <= dim; ++i) {
@@ -668,9 +668,10 @@ Status CheckOptions(const ConvertOptions& opt) {
       return Status::InvalidArgument("features='" + opt.features + "' applies to svmlight input only (tsv is text)");
     }
     if (opt.dim != 0) return Status::InvalidArgument("dim applies to svmlight input with features=reals only");
-    if (opt.hashed_dim > (uint64_t{1} << 32)) {
-      return Status::InvalidArgument("hashed_dim " + std::to_string(opt.hashed_dim) +
-                                     " is too large (term ids are 32-bit: expected at most 4294967296)");
+    if (opt.hashed_dim > kMaxHashedDim) {
+      return Status::InvalidArgument("hashed_dim " + std::to_string(opt.hashed_dim) + " exceeds the maximum " +
+                                     std::to_string(kMaxHashedDim) +
+                                     " (2^24; a stream with more could not be read: schema.h)");
     }
   } else {
     if (opt.features != "counts" && opt.features != "reals") {

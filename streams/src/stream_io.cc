@@ -3,16 +3,40 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/util/delimited_message_util.h>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+
+#include "tributary/checksum.h"
 
 namespace tributary {
 
 namespace pbio = google::protobuf::io;
 
-v1::StreamHeader NewStreamHeader() {
+namespace {
+
+// The masked CRC of a frame: its length varint, then its bytes. The length
+// is covered too, so a damaged length that still frames a CRC-valid run of
+// bytes is caught.
+uint32_t FrameCrc(const std::string& bytes) {
+  uint8_t len[10];
+  const uint8_t* end = pbio::CodedOutputStream::WriteVarint64ToArray(bytes.size(), len);
+  const uint32_t crc = Crc32(len, static_cast<size_t>(end - len));
+  return MaskCrc32(Crc32(bytes.data(), bytes.size(), crc));
+}
+
+std::string Hex(uint32_t v) {
+  char s[16];
+  std::snprintf(s, sizeof(s), "0x%08x", v);
+  return s;
+}
+
+}  // namespace
+
+v1::StreamHeader NewStreamHeader(bool frame_checksum) {
   v1::StreamHeader h;
   h.set_magic(kStreamMagic);
-  h.set_format_version(1);
+  h.set_format_version(frame_checksum ? kStreamFormatVersionChecksummed : kStreamFormatVersion);
+  if (frame_checksum) h.set_frame_checksum(v1::StreamHeader::FRAME_CHECKSUM_CRC32);
   return h;
 }
 
@@ -88,6 +112,11 @@ Status DocumentReader::ReadFrame(bool* eof, uint32_t* size) {
                               std::to_string(len) + " bytes, over the limit of " + std::to_string(max_frame_) +
                               " bytes (garbage, or raise --max-frame-bytes)");
   }
+  if (checksummed_ && !coded.ReadLittleEndian32(&frame_crc_)) {
+    if (!source_->error().ok()) return io_error();
+    return Status::Corruption("'" + path_ + "': truncated frame at byte " + std::to_string(offset) +
+                              ": the stream ended inside the frame's checksum");
+  }
   buf_.resize(len);
   if (len > 0 && !coded.ReadRaw(buf_.data(), static_cast<int>(len))) {
     if (!source_->error().ok()) return io_error();
@@ -118,9 +147,39 @@ Result<std::unique_ptr<DocumentReader>> DocumentReader::Open(const std::string& 
                               "': not a Tributary document stream (expected a StreamHeader with magic \"" +
                               kStreamMagic + "\" in the first frame)");
   }
-  if (r->header_.format_version() != 1) {
-    return Status::Corruption("'" + r->path_ + "': stream format_version " +
-                              std::to_string(r->header_.format_version()) + " is not supported (expected 1)");
+  const uint32_t version = r->header_.format_version();
+  const int checksum = r->header_.frame_checksum();
+  if (version != kStreamFormatVersion && version != kStreamFormatVersionChecksummed) {
+    return Status::Corruption("'" + r->path_ + "': stream format_version " + std::to_string(version) +
+                              " is not supported (expected 1, or 2 with frame checksums)");
+  }
+  if (checksum != v1::StreamHeader::FRAME_CHECKSUM_NONE && checksum != v1::StreamHeader::FRAME_CHECKSUM_CRC32) {
+    return Status::Corruption("'" + r->path_ + "': frame_checksum " + std::to_string(checksum) +
+                              " is not supported (expected CRC32)");
+  }
+  const bool checksummed = checksum == v1::StreamHeader::FRAME_CHECKSUM_CRC32;
+  if (checksummed != (version == kStreamFormatVersionChecksummed)) {
+    return Status::Corruption("'" + r->path_ + "': inconsistent stream header: format_version " +
+                              std::to_string(version) + (checksummed ? " with" : " without") +
+                              " frame checksums (version 2 has them, version 1 does not)");
+  }
+  if (checksummed) {
+    // The header's own CRC follows its frame: a damaged schema (a changed
+    // term name or class) is refused too.
+    uint32_t stored = 0;
+    {
+      pbio::CodedInputStream coded(r->input_.get());
+      if (!coded.ReadLittleEndian32(&stored)) {
+        if (!r->source_->error().ok()) return r->source_->error().WithContext("reading stream '" + r->path_ + "'");
+        return Status::Corruption("'" + r->path_ + "': truncated stream header: the stream ended inside its checksum");
+      }
+    }
+    const uint32_t computed = FrameCrc(r->buf_);
+    if (stored != computed) {
+      return Status::Corruption("'" + r->path_ + "': stream header checksum mismatch (stored " + Hex(stored) +
+                                ", computed " + Hex(computed) + "): the header is damaged");
+    }
+    r->checksummed_ = true;
   }
   return r;
 }
@@ -132,6 +191,16 @@ Status DocumentReader::Next(v1::Document* doc, bool* eof) {
   TRIB_RETURN_IF_ERROR(ReadFrame(eof, &len));
   if (*eof) return Status::OK();
   const uint64_t index = docs_++;
+  if (checksummed_) {
+    const uint32_t computed = FrameCrc(buf_);
+    if (computed != frame_crc_) {
+      recoverable_ = true;  // nothing of this frame is used; --skip-bad may go on with the next one
+      return Status::Corruption("'" + path_ + "': document #" + std::to_string(index) + " (frame at byte " +
+                                std::to_string(offset) + ", " + std::to_string(len) +
+                                " bytes): checksum mismatch (stored " + Hex(frame_crc_) + ", computed " +
+                                Hex(computed) + "): the frame is damaged");
+    }
+  }
   // A StreamHeader parses as a Document too (its magic lands in `id`): two
   // streams concatenated must not have the second header learned.
   if (buf_.size() >= sizeof(kStreamMagic) + 1 && buf_[0] == 0x0a &&
@@ -190,14 +259,52 @@ Result<std::unique_ptr<DocumentWriter>> DocumentWriter::CreateRaw(const std::str
 
 Result<std::unique_ptr<DocumentWriter>> DocumentWriter::Create(const std::string& path, const v1::StreamHeader& header,
                                                                Env* env) {
+  const int checksum = header.frame_checksum();
+  if (checksum != v1::StreamHeader::FRAME_CHECKSUM_NONE && checksum != v1::StreamHeader::FRAME_CHECKSUM_CRC32) {
+    return Status::InvalidArgument("writing '" + path + "': frame_checksum " + std::to_string(checksum) +
+                                   " is not supported (expected NONE or CRC32)");
+  }
+  const bool checksummed = checksum == v1::StreamHeader::FRAME_CHECKSUM_CRC32;
   auto w = CreateRaw(path, env);
   if (!w.ok()) return w;
-  TRIB_RETURN_IF_ERROR((*w)->Write(header));
+  v1::StreamHeader h = header;
+  h.set_format_version(checksummed ? kStreamFormatVersionChecksummed : kStreamFormatVersion);
+  if (!checksummed) {
+    TRIB_RETURN_IF_ERROR((*w)->Write(h));
+    return w;
+  }
+  // The header frame stays plain (a reader learns the framing from it) and
+  // is followed by its CRC; from here on every frame carries one.
+  DocumentWriter* dw = w->get();
+  if (!h.SerializeToString(&dw->frame_)) return Status::Internal("writing '" + path + "': serialization failed");
+  {
+    pbio::CodedOutputStream coded(dw->output_.get());
+    coded.WriteVarint64(dw->frame_.size());
+    coded.WriteRaw(dw->frame_.data(), static_cast<int>(dw->frame_.size()));
+    coded.WriteLittleEndian32(FrameCrc(dw->frame_));
+  }
+  if (!dw->sink_->error().ok()) return dw->sink_->error();
+  dw->checksummed_ = true;
   return w;
+}
+
+Status DocumentWriter::WriteFrame(const std::string& bytes) {
+  {
+    pbio::CodedOutputStream coded(output_.get());
+    coded.WriteVarint64(bytes.size());
+    coded.WriteLittleEndian32(FrameCrc(bytes));
+    coded.WriteRaw(bytes.data(), static_cast<int>(bytes.size()));
+    if (coded.HadError() && sink_->error().ok()) return Status::IOError("writing '" + path_ + "': write failed");
+  }
+  return sink_->error();
 }
 
 Status DocumentWriter::Write(const google::protobuf::Message& msg) {
   if (!output_) return Status::Internal("writing '" + path_ + "': the writer is closed");
+  if (checksummed_) {
+    if (!msg.SerializeToString(&frame_)) return Status::IOError("writing '" + path_ + "': serialization failed");
+    return WriteFrame(frame_);
+  }
   if (!google::protobuf::util::SerializeDelimitedToZeroCopyStream(msg, output_.get())) {
     return sink_->error().ok() ? Status::IOError("writing '" + path_ + "': serialization failed") : sink_->error();
   }

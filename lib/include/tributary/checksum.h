@@ -12,6 +12,16 @@ namespace tributary {
 // equals the CRC of a followed by b.
 uint32_t Crc32(const void* data, size_t n, uint32_t crc = 0);
 
+// LevelDB's CRC mask, for CRCs stored among the bytes of other frames
+// (document stream frames): computing a CRC over data that embeds CRCs is
+// problematic (the CRC of bytes followed by their own CRC is a constant), so
+// what is stored is the CRC rotated and offset. UnmaskCrc32 inverts it.
+inline uint32_t MaskCrc32(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 0xa282ead8u; }
+inline uint32_t UnmaskCrc32(uint32_t masked) {
+  const uint32_t rot = masked - 0xa282ead8u;
+  return (rot >> 17) | (rot << 15);
+}
+
 }  // namespace tributary
 
 #endif  // TRIBUTARY_CHECKSUM_H_

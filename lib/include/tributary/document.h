@@ -117,7 +117,9 @@ class DocumentDecoder {
 
   // Decodes `doc` (frame `index` of the stream, 0-based among documents).
   // Errors (kInvalidDocument) name the document and say expected vs found:
-  // term id out of range, NaN/inf/non-positive counts, wrong number of
+  // term id out of range, NaN/inf/non-positive term or token counts (one rule
+  // for both), term_counts / token_counts not one per term id / token (nor
+  // empty), counts of a repeated term adding up to infinity, wrong number of
   // reals, NaN/inf reals, a COUNT feature that is not an integer >= 0,
   // categorical out of range, a missing_features entry out of range, bad
   // weight, unknown label, a document with no content at all. A label unknown to the model is an
@@ -126,6 +128,18 @@ class DocumentDecoder {
   // adds the class (Model::AddClass) and sets out->label itself.
   Status Decode(const v1::Document& doc, uint64_t index, const ModelSchema& model, bool allow_new_classes,
                 DocumentBuffer* out, std::string* new_class, DecodeCounters* counters) const;
+
+  // The rule a document must pass to be learned, shared by whatever accepts
+  // documents for learning: the server checks each document of a learn
+  // request with it before logging any, and `tributary client learn` checks
+  // each document before sending its batch. Decode with new classes allowed
+  // (`new_class` must not be null: a label unknown to a schema with open
+  // classes is returned there, as Decode does), then, when
+  // `label_required_by` is not empty (the name of a loss that needs labels),
+  // a document without a label is refused: "<document>: loss 'ncll' needs a
+  // label, the document has none" (kInvalidDocument).
+  Status DecodeForLearning(const v1::Document& doc, uint64_t index, const ModelSchema& model,
+                           const std::string& label_required_by, DocumentBuffer* out, std::string* new_class) const;
 
  private:
   DocumentDecoder() = default;

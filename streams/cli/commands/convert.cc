@@ -17,7 +17,7 @@ struct ConvertFlags {
 int RunConvert(const ConvertOptions& o, bool quiet) {
   ConvertReport report;
   Status st = ConvertFile(o, &report);
-  if (!st.ok()) return ReportError(st);
+  if (!st.ok()) return ReportError(NameFile(st, o.in));
   if (!quiet) {
     std::cerr << "converted " << report.documents << " documents (" << report.unlabelled << " unlabelled, "
               << report.skipped << " skipped, " << report.empty << " empty lines dropped), " << report.terms
@@ -43,8 +43,12 @@ Runner SetUpConvert(CLI::App* cmd) {
   cmd->add_option("--dim", f->options.dim, "svmlight reals: number of features (default: largest index in the file)");
   cmd->add_flag("--open-classes", f->options.open_classes, "let unknown labels add classes during training");
   cmd->add_flag("--skip-bad", f->options.skip_bad, "skip malformed lines instead of stopping");
+  cmd->add_flag("--frame-checksum,!--no-frame-checksum", f->options.frame_checksum,
+                "write a CRC with every frame (stream format 2, the default), so that readers refuse a damaged "
+                "file instead of learning it; --no-frame-checksum writes format 1, for readers older than format 2")
+      ->capture_default_str();
   cmd->add_flag("-q,--quiet", f->quiet, "no summary on stderr");
-  return [f] { return RunConvert(f->options, f->quiet); };
+  return [f] { return RunOnInput(f->options.in, [&] { return RunConvert(f->options, f->quiet); }); };
 }
 
 }  // namespace tributary::cli

@@ -73,12 +73,12 @@ struct LatentEval {
 
 int RunEval(const std::string& model_path, const std::string& in, bool as_json, bool skip_bad, uint32_t max_frame) {
   auto mr = Model::Load(model_path, Registry());
-  if (!mr.ok()) return ReportError(mr.status());
+  if (!mr.ok()) return ReportError(NameFile(mr.status(), model_path));
   auto model = std::move(mr).value();
   auto ds = DecodedStream::Open(in, max_frame, *model);
-  if (!ds.ok()) return ReportError(ds.status());
+  if (!ds.ok()) return ReportError(NameFile(ds.status(), in));
   auto state = model->NewScoringState();
-  if (!state.ok()) return ReportError(state.status());
+  if (!state.ok()) return ReportError(NameFile(state.status(), model_path));
   const bool latent = model->latent_outputs();
   ClassificationMetrics metrics(model->num_outputs());
   std::unique_ptr<LatentEval> lat;
@@ -89,13 +89,13 @@ int RunEval(const std::string& model_path, const std::string& in, bool as_json, 
   for (;;) {
     bool eof = false, grew = false;
     Status st = (*ds)->Next(model.get(), false, skip_bad, &bad, &doc, &eof, &grew);
-    if (!st.ok()) return ReportError(st);
+    if (!st.ok()) return ReportError(NameFile(st, in));
     if (eof) break;
     trib_document v = doc.View();
     st = model->Score(v, state->get(), scores.data());
     if (st.ok() && latent) st = lat->Add(*model, v, scores.data(), state->get());
     if (!st.ok()) {
-      st = st.WithContext(doc.Name());
+      st = NameFile(st.WithContext(doc.Name()), in);
       if (skip_bad) {
         bad.Record(st);
         continue;
@@ -141,7 +141,7 @@ int RunEval(const std::string& model_path, const std::string& in, bool as_json, 
                                            : json(nullptr);
       j["log_evidence_documents"] = lat->evidence_documents;
     }
-    if (Status st = AddPosteriorSummary(*model, &j); !st.ok()) return ReportError(st);
+    if (Status st = AddPosteriorSummary(*model, &j); !st.ok()) return ReportError(NameFile(st, model_path));
   } else {
     j["labelled"] = metrics.labelled();
     j["accuracy"] = num(metrics.accuracy());
@@ -197,7 +197,9 @@ Runner SetUpEval(CLI::App* cmd) {
   cmd->add_flag("--json", f->as_json, "one JSON object on stdout");
   cmd->add_flag("--skip-bad", f->skip_bad, "skip and count bad documents");
   cmd->add_option("--max-frame-bytes", f->max_frame_bytes, "largest accepted frame");
-  return [f] { return RunEval(f->model, f->in, f->as_json, f->skip_bad, f->max_frame_bytes); };
+  return [f] {
+    return RunOnInput(f->in, [&] { return RunEval(f->model, f->in, f->as_json, f->skip_bad, f->max_frame_bytes); });
+  };
 }
 
 }  // namespace tributary::cli

@@ -48,7 +48,7 @@ struct InspectFlags {
 int RunInspect(const std::string& path, bool as_json) {
   uint64_t wal_sequence = 0;  // the server's log position, kept in the snapshot
   auto mr = Model::Load(path, Registry(), nullptr, &wal_sequence);
-  if (!mr.ok()) return ReportError(mr.status());
+  if (!mr.ok()) return ReportError(NameFile(mr.status(), path));
   const Model& m = **mr;
   // A digest of the statistics (raw values and each block's scale/shift):
   // equal digests mean bit-identical models.
@@ -90,7 +90,7 @@ int RunInspect(const std::string& path, bool as_json) {
   j["outputs_kind"] = m.latent_outputs() ? "latent" : "classes";
   // The posterior summary of families trained by SEP / EP / ADF (mixing
   // weights, per-component means and variances).
-  if (Status st = AddPosteriorSummary(m, &j); !st.ok()) return ReportError(st);
+  if (Status st = AddPosteriorSummary(m, &j); !st.ok()) return ReportError(NameFile(st, path));
   // How train's defaults chose the model (trainer.h).
   if (!m.training_report().empty()) {
     json tr = json::parse(m.training_report(), nullptr, false);
@@ -140,7 +140,7 @@ Runner SetUpInspect(CLI::App* cmd) {
   auto f = std::make_shared<InspectFlags>();
   cmd->add_option("--model", f->model, "model snapshot")->required();
   cmd->add_flag("--json", f->as_json, "JSON output");
-  return [f] { return RunInspect(f->model, f->as_json); };
+  return [f] { return RunOnInput(f->model, [&] { return RunInspect(f->model, f->as_json); }); };
 }
 
 }  // namespace tributary::cli

@@ -33,15 +33,15 @@ int RunPredict(const std::string& model_path, const std::string& in, const std::
     return ReportError(Status::InvalidArgument("--format '" + format + "': expected jsonl or pb"));
   }
   auto mr = Model::Load(model_path, Registry());
-  if (!mr.ok()) return ReportError(mr.status());
+  if (!mr.ok()) return ReportError(NameFile(mr.status(), model_path));
   auto model = std::move(mr).value();
   auto ds = DecodedStream::Open(in, max_frame, *model);
-  if (!ds.ok()) return ReportError(ds.status());
+  if (!ds.ok()) return ReportError(NameFile(ds.status(), in));
   auto state = model->NewScoringState();
-  if (!state.ok()) return ReportError(state.status());
+  if (!state.ok()) return ReportError(NameFile(state.status(), model_path));
   const uint32_t K = model->num_outputs();
   if (infer && !model->latent_outputs()) {
-    return ReportError(Status::InvalidArgument("infer: family '" + model->family().name +
+    return ReportError(Status::InvalidArgument("infer: '" + model_path + "': family '" + model->family().name +
                                                "' has no latent components or topics (its outputs are the classes); "
                                                "use predict"));
   }
@@ -71,10 +71,10 @@ int RunPredict(const std::string& model_path, const std::string& in, const std::
   for (;;) {
     bool eof = false, grew = false;
     Status st = (*ds)->Next(model.get(), false, skip_bad, &bad, &doc, &eof, &grew);
-    if (!st.ok()) return ReportError(st);
+    if (!st.ok()) return ReportError(NameFile(st, in));
     if (eof) break;
     st = model->Score(doc.View(), state->get(), scores.data());
-    if (!st.ok()) return ReportError(st.WithContext(doc.Name()));
+    if (!st.ok()) return ReportError(NameFile(st.WithContext(doc.Name()), in));
     Posterior(scores.data(), K, probs.data());
     uint32_t best = static_cast<uint32_t>(std::max_element(probs.begin(), probs.end()) - probs.begin());
     if (writer) {
@@ -126,12 +126,18 @@ std::shared_ptr<PredictFlags> AddPredictOptions(CLI::App* cmd) {
 
 Runner SetUpPredict(CLI::App* cmd) {
   auto f = AddPredictOptions(cmd);
-  return [f] { return RunPredict(f->model, f->in, f->format, f->out, f->skip_bad, f->max_frame_bytes, false); };
+  return [f] {
+    return RunOnInput(
+        f->in, [&] { return RunPredict(f->model, f->in, f->format, f->out, f->skip_bad, f->max_frame_bytes, false); });
+  };
 }
 
 Runner SetUpInfer(CLI::App* cmd) {
   auto f = AddPredictOptions(cmd);
-  return [f] { return RunPredict(f->model, f->in, f->format, f->out, f->skip_bad, f->max_frame_bytes, true); };
+  return [f] {
+    return RunOnInput(
+        f->in, [&] { return RunPredict(f->model, f->in, f->format, f->out, f->skip_bad, f->max_frame_bytes, true); });
+  };
 }
 
 }  // namespace tributary::cli

@@ -24,15 +24,17 @@ struct PrequentialFlags {
 };
 
 int RunPrequential(const LearnFlags& f, const std::string& in, uint64_t every, bool as_json, const std::string& out) {
+  // Every refusal names the stream (cli_common.h NameFile).
+  auto refuse = [&in](const Status& st) { return ReportError(NameFile(st, in)); };
   auto first = DocumentReader::Open(in, f.max_frame_bytes);
-  if (!first.ok()) return ReportError(first.status());
+  if (!first.ok()) return refuse(first.status());
   auto length = StreamLength(**first, in, f);
-  if (!length.ok()) return ReportError(length.status());
-  auto mr = NewModelFromFlags(f, Registry(), (*first)->header(), *length);
-  if (!mr.ok()) return ReportError(mr.status());
+  if (!length.ok()) return refuse(length.status());
+  auto mr = NewModelFromFlags(f, Registry(), (*first)->header(), *length, in);
+  if (!mr.ok()) return ReportError(mr.status());  // names the file where it is about the file
   auto model = std::move(mr).value();
   if (model->latent_outputs()) {
-    return ReportError(Status::InvalidArgument(
+    return refuse(Status::InvalidArgument(
         "prequential measures classification accuracy, but family '" + model->family().name +
         "' learns latent components (labels are ignored); use train, then eval for clustering metrics"));
   }
@@ -40,10 +42,10 @@ int RunPrequential(const LearnFlags& f, const std::string& in, uint64_t every, b
   lo.engine = "sdem";
   lo.seed = f.seed;
   auto lr = Learner::Create(model.get(), lo);
-  if (!lr.ok()) return ReportError(lr.status());
+  if (!lr.ok()) return refuse(lr.status());
   auto learner = std::move(lr).value();
   auto ds = DecodedStream::Open(std::move(first).value(), *model);
-  if (!ds.ok()) return ReportError(ds.status());
+  if (!ds.ok()) return refuse(ds.status());
   // Progressive (test-then-train) accuracy, log-loss (NCLL, -log p(y | x))
   // and hinge loss (eq. 17, margin 1), cumulative and over the last window.
   ClassificationMetrics total(model->num_outputs()), window(model->num_outputs());
@@ -78,7 +80,7 @@ int RunPrequential(const LearnFlags& f, const std::string& in, uint64_t every, b
     Status st = (*ds)->Next(model.get(), true, f.skip_bad, &bad, &doc, &eof, &grew);
     if (!st.ok()) {
       SavePartial(*model, out);
-      return ReportError(st);
+      return refuse(st);
     }
     if (eof) break;
     if (grew) {
@@ -99,7 +101,7 @@ int RunPrequential(const LearnFlags& f, const std::string& in, uint64_t every, b
         continue;
       }
       SavePartial(*model, out);
-      return ReportError(st);
+      return refuse(st);
     }
     total.Add(outcome.scores->data(), doc.label, model->PerplexityTokens(v));
     window.Add(outcome.scores->data(), doc.label, model->PerplexityTokens(v));
@@ -109,10 +111,10 @@ int RunPrequential(const LearnFlags& f, const std::string& in, uint64_t every, b
   progress.Done(total.documents());
   if (window.documents() > 0 || curve.empty()) emit();
   PrintBad(bad);
-  if (total.documents() == 0) return ReportError(Status::InvalidArgument("'" + in + "': no document in the stream"));
+  if (total.documents() == 0) return refuse(Status::InvalidArgument("'" + in + "': no document in the stream"));
   if (!out.empty()) {
     Status st = model->Save(out);
-    if (!st.ok()) return ReportError(st);
+    if (!st.ok()) return ReportError(NameFile(st, out));
   }
   if (as_json) {
     json j;
@@ -143,7 +145,7 @@ Runner SetUpPrequential(CLI::App* cmd) {
   cmd->add_option("--out", f->out, "also save the final model here");
   return [cmd, f] {
     NoteScheduleGiven(*cmd, &f->learn);
-    return RunPrequential(f->learn, f->in, f->every, f->as_json, f->out);
+    return RunOnInput(f->in, [&] { return RunPrequential(f->learn, f->in, f->every, f->as_json, f->out); });
   };
 }
 

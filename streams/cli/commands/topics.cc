@@ -23,14 +23,14 @@ struct TopicsFlags {
 
 int RunTopics(const std::string& path, uint32_t top, bool as_json) {
   auto mr = Model::Load(path, Registry());
-  if (!mr.ok()) return ReportError(mr.status());
+  if (!mr.ok()) return ReportError(NameFile(mr.status(), path));
   const Model& m = **mr;
   const auto& vocab = m.schema().vocabulary();
   json topics = json::array();
   std::vector<double> p;
   for (uint32_t k = 0; k < m.num_outputs(); ++k) {
     Status st = m.ComponentTerms(k, &p);
-    if (!st.ok()) return ReportError(st);
+    if (!st.ok()) return ReportError(NameFile(st, path));
     std::vector<uint32_t> ids(p.size());
     for (uint32_t i = 0; i < ids.size(); ++i) ids[i] = i;
     const size_t n = std::min<size_t>(top, ids.size());
@@ -63,7 +63,7 @@ Runner SetUpTopics(CLI::App* cmd) {
   cmd->add_option("--model", f->model, "model snapshot")->required();
   cmd->add_option("--top", f->top, "terms per topic")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_flag("--json", f->as_json, "JSON output");
-  return [f] { return RunTopics(f->model, f->top, f->as_json); };
+  return [f] { return RunOnInput(f->model, [&] { return RunTopics(f->model, f->top, f->as_json); }); };
 }
 
 }  // namespace tributary::cli

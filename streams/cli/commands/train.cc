@@ -79,6 +79,8 @@ std::vector<CandidateSpec> DefaultCandidates(const LearnFlags& f, bool streaming
 int RunTrainSelect(const LearnFlags& f, const std::string& in, const std::string& out,
                    std::unique_ptr<Model> schema_model, std::unique_ptr<DocumentReader> reader, uint64_t length) {
   const bool streaming = in == "-" || f.epochs == 1;
+  // Every refusal names the training stream (cli_common.h NameFile).
+  auto refuse = [&in](const Status& st) { return ReportError(NameFile(st, in)); };
   const v1::StreamHeader header = reader->header();
   TrainerConfig cfg;
   cfg.candidates = DefaultCandidates(f, streaming);
@@ -101,7 +103,7 @@ int RunTrainSelect(const LearnFlags& f, const std::string& in, const std::string
       if (k == "prior") g.prior = v;
     }
     for (const auto& [k, v] : c.loss_options) g.loss_options.push_back(k + "=" + v);
-    auto m = NewModelFromFlags(g, Registry(), header, length);
+    auto m = NewModelFromFlags(g, Registry(), header, length, in);
     if (!m.ok()) return m.status();
     if (classes_from != nullptr) {
       for (const auto& name : classes_from->schema().classes()) {
@@ -121,7 +123,7 @@ int RunTrainSelect(const LearnFlags& f, const std::string& in, const std::string
     // Decode once into memory (labels as class indices of schema_model).
     DocumentSet docs;
     auto ds = DecodedStream::OpenPass(&reader, in, f.max_frame_bytes, *schema_model);
-    if (!ds.ok()) return ReportError(ds.status());
+    if (!ds.ok()) return refuse(ds.status());
     for (;;) {
       bool eof = false, grew = false;
       Status st = (*ds)->Next(schema_model.get(), true, f.skip_bad, &bad, &doc, &eof, &grew);
@@ -135,24 +137,23 @@ int RunTrainSelect(const LearnFlags& f, const std::string& in, const std::string
             SavePartial(**r, out);
           }
         }
-        return ReportError(st);
+        return refuse(st);
       }
       if (eof) break;
       docs.Add(doc);
     }
     documents = docs.size();
-    if (docs.empty())
-      return ReportError(Status::InvalidArgument("'" + in + "': no document was learned (empty stream?)"));
+    if (docs.empty()) return refuse(Status::InvalidArgument("'" + in + "': no document was learned (empty stream?)"));
     auto r = Trainer::TrainOffline(factory, cfg, docs, &report, [&](uint64_t n) { progress.Tick(steps = n); });
-    if (!r.ok()) return ReportError(r.status().WithContext("'" + in + "'"));
+    if (!r.ok()) return refuse(r.status().WithContext("'" + in + "'"));
     model = std::move(r).value();
   } else {
     classes_from = nullptr;  // the trainer's first candidate decodes the stream
     auto tr = Trainer::Create(factory, cfg);
-    if (!tr.ok()) return ReportError(tr.status());
+    if (!tr.ok()) return refuse(tr.status());
     std::unique_ptr<Trainer> trainer = std::move(tr).value();
     auto ds = DecodedStream::OpenPass(&reader, in, f.max_frame_bytes, *trainer->schema_model());
-    if (!ds.ok()) return ReportError(ds.status());
+    if (!ds.ok()) return refuse(ds.status());
     auto fail = [&](const Status& st) {
       if (documents > 0) {
         auto r = trainer->Finish(&report);
@@ -161,7 +162,7 @@ int RunTrainSelect(const LearnFlags& f, const std::string& in, const std::string
           SavePartial(**r, out);
         }
       }
-      return ReportError(st);
+      return refuse(st);
     };
     for (;;) {
       bool eof = false, grew = false;
@@ -182,10 +183,10 @@ int RunTrainSelect(const LearnFlags& f, const std::string& in, const std::string
       progress.Tick(++documents);
     }
     if (documents == 0) {
-      return ReportError(Status::InvalidArgument("'" + in + "': no document was learned (empty stream?)"));
+      return refuse(Status::InvalidArgument("'" + in + "': no document was learned (empty stream?)"));
     }
     auto r = trainer->Finish(&report);
-    if (!r.ok()) return ReportError(r.status().WithContext("'" + in + "'"));
+    if (!r.ok()) return refuse(r.status().WithContext("'" + in + "'"));
     model = std::move(r).value();
   }
   progress.Done(documents);
@@ -194,7 +195,7 @@ int RunTrainSelect(const LearnFlags& f, const std::string& in, const std::string
   model->learner_state().skipped_documents += bad.skipped;
   model->set_training_report(report.ToJson());
   Status st = model->Save(out);
-  if (!st.ok()) return ReportError(st);
+  if (!st.ok()) return ReportError(NameFile(st, out));
   if (!f.quiet) {
     std::ostringstream os;
     os << "chose '" << report.kept << "' on " << report.validation_documents << " held-out training documents ("
@@ -220,17 +221,20 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
   // SEP / EP / ADF use no loss; the snapshot records nll (the posterior they
   // approximate is the likelihood's) whatever --loss says.
   if (ep_family) f.loss = "nll";
+  // Every refusal names the training stream (cli_common.h NameFile), or the
+  // file it is about (--resume, --out).
+  auto refuse = [&in](const Status& st) { return ReportError(NameFile(st, in)); };
   auto first = DocumentReader::Open(in, f.max_frame_bytes);
-  if (!first.ok()) return ReportError(first.status());
+  if (!first.ok()) return refuse(first.status());
   auto length = StreamLength(**first, in, f);
-  if (!length.ok()) return ReportError(length.status());
+  if (!length.ok()) return refuse(length.status());
   std::unique_ptr<Model> model;
   if (!f.resume.empty()) {
     // Continue a snapshot with its own family, loss, options, schedule and
     // step counter (n too, unless --n is given): one learner, arrival order.
     if (ep_family) return ReportError(Status::InvalidArgument("--resume continues sdEM models only"));
     auto lr = Model::Load(f.resume, Registry());
-    if (!lr.ok()) return ReportError(lr.status());
+    if (!lr.ok()) return ReportError(NameFile(lr.status(), f.resume));
     model = std::move(lr).value();
     if (model->family().family().sep != nullptr && model->latent_outputs()) {
       return ReportError(Status::InvalidArgument("--resume: '" + f.resume + "' is a " + model->family().name +
@@ -242,8 +246,8 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
     if (f.n > 0) model->learner_state().effective_size = f.n;
     f.select = "off";
   } else {
-    auto mr = NewModelFromFlags(f, Registry(), (*first)->header(), *length);
-    if (!mr.ok()) return ReportError(mr.status());
+    auto mr = NewModelFromFlags(f, Registry(), (*first)->header(), *length, in);
+    if (!mr.ok()) return ReportError(mr.status());  // names the file where it is about the file
     model = std::move(mr).value();
   }
   std::unique_ptr<DocumentReader> reader = std::move(first).value();
@@ -281,7 +285,7 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
   std::vector<Replica> replicas;  // [0] is the main model while the window is open
   if (ep_family) {
     auto engine = ParseSepEngine(f.engine);
-    if (!engine.ok()) return ReportError(engine.status());
+    if (!engine.ok()) return refuse(engine.status());
     for (uint32_t r = 0; r < f.restarts; ++r) {
       Replica rep;
       rep.seed = f.seed + r;
@@ -290,7 +294,7 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
       } else {
         LearnFlags fr = f;
         fr.seed = rep.seed;
-        auto mr2 = NewModelFromFlags(fr, Registry(), reader->header(), *length);
+        auto mr2 = NewModelFromFlags(fr, Registry(), reader->header(), *length, in);
         if (!mr2.ok()) return ReportError(mr2.status());
         rep.model = std::move(mr2).value();
       }
@@ -300,7 +304,7 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
       lo.damping = f.damping;
       lo.seed = rep.seed;
       auto sl = Learner::Create(rep.model.get(), lo);
-      if (!sl.ok()) return ReportError(sl.status());
+      if (!sl.ok()) return refuse(sl.status());
       rep.learner = std::move(sl).value();
       replicas.push_back(std::move(rep));
     }
@@ -312,7 +316,7 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
     lo.engine = "sdem";
     lo.seed = f.seed;
     auto lr = Learner::Create(model.get(), lo);
-    if (!lr.ok()) return ReportError(lr.status());
+    if (!lr.ok()) return refuse(lr.status());
     learner = std::move(lr).value();
   }
   // A new class (open schema): the learner rebuilds itself for a classifier's
@@ -393,7 +397,7 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
   };
   auto fail = [&](const Status& st) {
     SavePartial(*model, out);
-    return ReportError(st);
+    return refuse(st);
   };
   auto start = std::chrono::steady_clock::now();
   DocumentBuffer doc;
@@ -401,7 +405,7 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
     // Decode once into memory, then shuffle per epoch (Algorithm 1, line 0).
     std::vector<DocumentBuffer> docs;
     auto ds = DecodedStream::OpenPass(&reader, in, f.max_frame_bytes, *model);
-    if (!ds.ok()) return ReportError(ds.status());
+    if (!ds.ok()) return refuse(ds.status());
     for (;;) {
       bool eof = false, grew = false;
       Status st = (*ds)->Next(model.get(), true, f.skip_bad, &bad, &doc, &eof, &grew);
@@ -446,7 +450,7 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   PrintBad(bad);
   if (seen == 0) {
-    return ReportError(Status::InvalidArgument("'" + in + "': no document was learned (empty stream?)"));
+    return refuse(Status::InvalidArgument("'" + in + "': no document was learned (empty stream?)"));
   }
   const SepLearner* sep = learner->sep();
   if (sep && sep->counters().updates == 0) {
@@ -459,10 +463,10 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
              ": each site is applied " + Fmt(sep->damping() * sep->effective_size(), 4) +
              " times over; use a smaller --damping)";
     }
-    return ReportError(Status::Numeric("'" + in + "': " + why));
+    return refuse(Status::Numeric("'" + in + "': " + why));
   }
   Status st = model->Save(out);
-  if (!st.ok()) return ReportError(st);
+  if (!st.ok()) return ReportError(NameFile(st, out));
   if (!f.quiet && !restart_report.empty()) std::cerr << restart_report << std::endl;
   if (!f.quiet && sep) {
     const auto& c = sep->counters();
@@ -539,7 +543,7 @@ Runner SetUpTrain(CLI::App* cmd) {
   cmd->add_option("--out", f->out, "model snapshot to write")->required();
   return [cmd, f] {
     NoteScheduleGiven(*cmd, &f->learn);
-    return RunTrain(f->learn, f->in, f->out);
+    return RunOnInput(f->in, [&] { return RunTrain(f->learn, f->in, f->out); });
   };
 }
 

@@ -2,61 +2,22 @@
 // creates connections.
 #include "server/connection.h"
 
-#include <google/protobuf/io/coded_stream.h>
 #include <algorithm>
 #include <chrono>
 #include <mutex>
 #include <vector>
 
+#include "server/frame.h"
 #include "tributary/metrics.h"
 
 namespace tributary {
 
 using server_internal::CountError;
+using server_internal::FrameParse;
 
 namespace {
 
-bool ConstantTimeEquals(const std::string& a, const std::string& b) {
-  // Time depends only on the lengths, never on where the strings differ.
-  size_t n = std::max(a.size(), b.size());
-  unsigned char diff = static_cast<unsigned char>(a.size() != b.size());
-  for (size_t i = 0; i < n; ++i) {
-    unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
-    unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
-    diff |= static_cast<unsigned char>(x ^ y);
-  }
-  return diff == 0;
-}
-
-// The auth_token of a Request read from the first bytes of its frame, which
-// protobuf writes in field order (request_id = 1, auth_token = 2, then the
-// payload), so a stranger's large frame is judged before it is buffered.
-// False when the prefix ends first or another field comes before the token.
-bool TokenInPrefix(const char* data, size_t size, std::string* token) {
-  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(data), static_cast<int>(size));
-  for (;;) {
-    const uint32_t tag = in.ReadTag();
-    if (tag == 0) return false;
-    if (tag == (1u << 3 | 0)) {  // request_id, varint
-      uint64_t ignored;
-      if (!in.ReadVarint64(&ignored)) return false;
-      continue;
-    }
-    if (tag != (2u << 3 | 2)) return false;  // not the token: it is absent
-    uint32_t len = 0;
-    return in.ReadVarint32(&len) && in.ReadString(token, static_cast<int>(len));
-  }
-}
-
-std::string Frame(const google::protobuf::Message& msg) {
-  std::string body;
-  msg.SerializeToString(&body);
-  uint8_t hdr[10];
-  uint8_t* end = google::protobuf::io::CodedOutputStream::WriteVarint32ToArray(static_cast<uint32_t>(body.size()), hdr);
-  std::string out(reinterpret_cast<const char*>(hdr), static_cast<size_t>(end - hdr));
-  out += body;
-  return out;
-}
+std::string Frame(const google::protobuf::Message& msg) { return server_internal::FrameMessage(msg); }
 
 }  // namespace
 
@@ -235,40 +196,35 @@ void Connection::ReadMore() {
 }
 
 bool Connection::ParseOne() {
-  if (buf_.empty()) return false;
-  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(buf_.data()),
-                                            static_cast<int>(std::min<size_t>(buf_.size(), 10)));
-  uint64_t len64 = 0;  // 64 bits: ReadVarint32 would read 2^32 + n as n
-  if (!in.ReadVarint64(&len64)) {
-    if (buf_.size() >= 10) return BadFrame("invalid frame length");
-    return false;
-  }
-  size_t hdr = static_cast<size_t>(in.CurrentPosition());
-  if (len64 > srv_->opt.max_frame_bytes) {
-    return BadFrame("frame of " + std::to_string(len64) + " bytes is over the limit of " +
-                    std::to_string(srv_->opt.max_frame_bytes) + " bytes");
-  }
-  const uint32_t len = static_cast<uint32_t>(len64);
-  if (!authenticated_ && len > srv_->opt.pre_auth_max_frame_bytes) {
-    // A stranger's large frame: judge the token in its first bytes before
-    // buffering the rest.
-    const size_t prefix = std::min<size_t>(len, 1024);
-    if (buf_.size() < hdr + prefix) return false;
-    std::string token;
-    if (!TokenInPrefix(buf_.data() + hdr, prefix, &token) || !ConstantTimeEquals(token, srv_->opt.auth_token)) {
-      RefuseUnauthenticated(NewSlot(), 0);
-      return false;
-    }
+  server_internal::FrameLimits limits;
+  limits.max_frame_bytes = srv_->opt.max_frame_bytes;
+  limits.check_token = !authenticated_;
+  limits.pre_auth_max_frame_bytes = srv_->opt.pre_auth_max_frame_bytes;
+  limits.auth_token = srv_->opt.auth_token;
+  FrameParse f = server_internal::ParseFrame(buf_, limits);
+  if (f.token_shown) {
     authenticated_ = true;
     auth_deadline_.cancel();
   }
-  if (buf_.size() < hdr + len) {
-    if (reserved_ == 0 && hdr + len > chunk_.size()) needs_reservation_ = hdr + len;
-    return false;
+  switch (f.kind) {
+    case FrameParse::kBad:
+      return BadFrame(f.error);
+    case FrameParse::kUnauthenticated:
+      RefuseUnauthenticated(NewSlot(), 0);
+      return false;
+    case FrameParse::kNeedMore:
+      if (f.header_bytes > 0 && reserved_ == 0 && f.header_bytes + f.body_bytes > chunk_.size()) {
+        needs_reservation_ = f.header_bytes + f.body_bytes;
+      }
+      return false;
+    case FrameParse::kFrame:
+      break;
   }
+  const size_t hdr = f.header_bytes;
+  const uint32_t len = f.body_bytes;
   ReleaseReservation();
   v1::Request req;
-  bool ok = req.ParseFromArray(buf_.data() + hdr, static_cast<int>(len));
+  bool ok = server_internal::ParseRequest(std::string_view(buf_).substr(hdr, len), &req);
   buf_.erase(0, hdr + len);
   Account();
   // The next frame starts now; a complete request is activity.
@@ -372,11 +328,12 @@ void Connection::Handle(v1::Request req) {
   const uint64_t slot = NewSlot();
   const uint64_t id = req.request_id();
   auto start = Clock::now();
+  const server_internal::RequestCheck check = server_internal::CheckRequest(req, srv_->opt.auth_token);
+  if (check == server_internal::RequestCheck::kUnauthenticated) {
+    RefuseUnauthenticated(slot, id);
+    return;
+  }
   if (!srv_->opt.auth_token.empty()) {
-    if (!ConstantTimeEquals(req.auth_token(), srv_->opt.auth_token)) {
-      RefuseUnauthenticated(slot, id);
-      return;
-    }
     authenticated_ = true;
     auth_deadline_.cancel();
   }
@@ -446,7 +403,7 @@ void Connection::Handle(v1::Request req) {
     case v1::Request::KIND_NOT_SET:
       break;
   }
-  Fill(slot, Frame(ErrorResponse(id, v1::Response::INVALID_REQUEST, "request has no kind (learn, predict, ...)")));
+  Fill(slot, Frame(ErrorResponse(id, v1::Response::INVALID_REQUEST, server_internal::kNoKindMessage)));
 }
 
 v1::Response Connection::Predict(uint64_t id, const v1::PredictRequest& pr, Clock::time_point start) {
@@ -490,8 +447,8 @@ void Connection::Learn(uint64_t slot, uint64_t id, v1::LearnRequest lr, Clock::t
                                    "learning is disabled after a write-ahead log failure; predictions still served")));
     return;
   }
-  if (lr.documents_size() == 0) {
-    Fill(slot, Frame(ErrorResponse(id, v1::Response::INVALID_REQUEST, "learn request has no documents")));
+  if (const std::string why = server_internal::LearnRequestError(lr); !why.empty()) {
+    Fill(slot, Frame(ErrorResponse(id, v1::Response::INVALID_REQUEST, why)));
     return;
   }
   // Validate every document before anything is logged: a request is
@@ -500,12 +457,11 @@ void Connection::Learn(uint64_t slot, uint64_t id, v1::LearnRequest lr, Clock::t
   DocumentBuffer buf;
   for (int i = 0; i < lr.documents_size(); ++i) {
     std::string new_class;
-    Status st = pub->decoder->Decode(lr.documents(i), static_cast<uint64_t>(i), pub->model->schema(), true, &buf,
-                                     &new_class, nullptr);
-    if (st.ok() && buf.label < 0 && new_class.empty() && pub->model->loss_plugin()->loss().requires_label) {
-      st = Status::InvalidDocument(buf.Name() + ": loss '" + pub->model->loss_plugin()->name +
-                                   "' needs a label, the document has none");
-    }
+    // The one learning rule, shared with `tributary client learn`.
+    const auto& loss = *pub->model->loss_plugin();
+    Status st =
+        pub->decoder->DecodeForLearning(lr.documents(i), static_cast<uint64_t>(i), pub->model->schema(),
+                                        loss.loss().requires_label ? loss.name : std::string(), &buf, &new_class);
     if (!st.ok()) {
       Fill(slot, Frame(ErrorResponse(id, v1::Response::INVALID_REQUEST,
                                      "learn (document index within the request): " + st.message())));
