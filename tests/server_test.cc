@@ -464,6 +464,18 @@ uint64_t LearnAll(Client& c, const std::vector<v1::Document>& docs, size_t per_r
   return acked;
 }
 
+// A snapshot of what the server behind `c` serves now equals the model
+// trained offline, document by document, on the first `n` logged documents.
+void ExpectServesOfflineModel(Client& c, const LogOrder& order, uint64_t n) {
+  v1::Response snap = c.Call(SnapshotRequest());
+  ASSERT_EQ(snap.code(), v1::Response::OK) << snap.message();
+  OfflineModel offline;
+  order.TrainOffline(&offline, n);
+  auto m = LoadSnapshot(snap.snapshot().path());
+  ASSERT_TRUE(m);
+  ExpectSameStatistics(*m, offline.model());
+}
+
 // ---- Concurrency -------------------------------------------------------------------------
 
 struct Observed {
@@ -902,13 +914,7 @@ TEST_P(ServerWalFaultTest, LogWriteErrorDisablesLearningButLosesNothingAcknowled
     EXPECT_EQ(stats.model_version(), acked);
     EXPECT_EQ(stats.wal_sequence(), acked);
     EXPECT_TRUE(stats.learning_enabled());
-    v1::Response snap = c.Call(SnapshotRequest());
-    ASSERT_EQ(snap.code(), v1::Response::OK) << snap.message();
-    OfflineModel offline;
-    order.TrainOffline(&offline, acked);
-    auto m = LoadSnapshot(snap.snapshot().path());
-    ASSERT_TRUE(m);
-    ExpectSameStatistics(*m, offline.model());
+    ExpectServesOfflineModel(c, order, acked);
     srv->Shutdown();
     EXPECT_TRUE(srv->Wait().ok());
   }
@@ -1384,13 +1390,7 @@ TEST_F(ServerTest, RecoveryAcrossASnapshotEqualsUninterruptedTraining) {
   ASSERT_TRUE(rs);
   ASSERT_GT(rs->recovery().replayed, 0u);
   Client rc(rs->port());
-  v1::Response snap = rc.Call(SnapshotRequest());
-  ASSERT_EQ(snap.code(), v1::Response::OK);
-  OfflineModel offline;
-  order.TrainOffline(&offline, n);
-  auto m = LoadSnapshot(snap.snapshot().path());
-  ASSERT_TRUE(m);
-  ExpectSameStatistics(*m, offline.model());
+  ExpectServesOfflineModel(rc, order, n);
 }
 
 // A family with SEP hooks (emsd-mixture) is learned by SEP (engine auto):
@@ -1517,13 +1517,7 @@ TEST_F(ServerTest, CrashImageWithoutSnapshotReplaysTheWholeLog) {
   EXPECT_EQ(rs->recovery().replayed, n);
   Client rc(rs->port());
   EXPECT_EQ(rc.Call(StatsRequest()).stats().documents_learned(), n);
-  v1::Response snap = rc.Call(SnapshotRequest());
-  ASSERT_EQ(snap.code(), v1::Response::OK);
-  OfflineModel offline;
-  order.TrainOffline(&offline, n);
-  auto m = LoadSnapshot(snap.snapshot().path());
-  ASSERT_TRUE(m);
-  ExpectSameStatistics(*m, offline.model());
+  ExpectServesOfflineModel(rc, order, n);
 }
 
 // ---- Damaged storage (issue 13, item 1) -----------------------------------------------
@@ -1755,13 +1749,7 @@ TEST_P(ServerWalFaultTest, LearningResumesWhenTheLogTakesDataAgain) {
   auto stats = rc.Call(StatsRequest()).stats();
   EXPECT_EQ(stats.documents_learned(), acked);
   EXPECT_EQ(stats.wal_sequence(), acked);
-  v1::Response snap = rc.Call(SnapshotRequest());
-  ASSERT_EQ(snap.code(), v1::Response::OK) << snap.message();
-  OfflineModel offline;
-  order.TrainOffline(&offline, acked);
-  auto m = LoadSnapshot(snap.snapshot().path());
-  ASSERT_TRUE(m);
-  ExpectSameStatistics(*m, offline.model());
+  ExpectServesOfflineModel(rc, order, acked);
   rs->Shutdown();
   EXPECT_TRUE(rs->Wait().ok());
 }
@@ -1888,13 +1876,7 @@ TEST_F(ServerTest, DamagedSnapshotIsRecoveredFromThePreviousOneAndTheLog) {
   EXPECT_THAT(health, HasSubstr("checksum mismatch"));
   EXPECT_THAT(health, HasSubstr("nothing lost"));
   Client rc(rs->port());
-  v1::Response snap = rc.Call(SnapshotRequest());
-  ASSERT_EQ(snap.code(), v1::Response::OK);
-  OfflineModel offline;
-  order.TrainOffline(&offline, n);
-  auto m = LoadSnapshot(snap.snapshot().path());
-  ASSERT_TRUE(m);
-  ExpectSameStatistics(*m, offline.model());
+  ExpectServesOfflineModel(rc, order, n);
   rs->Shutdown();
   EXPECT_TRUE(rs->Wait().ok());
 }

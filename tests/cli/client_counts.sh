@@ -13,18 +13,7 @@
 # Usage: client_counts.sh PATH/TO/tributary SOURCE_DIR
 set -euo pipefail
 T=$1
-dir=$(mktemp -d)
-pid=
-cleanup() {
-  if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then kill -9 "$pid" 2>/dev/null || true; fi
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-fail() {
-  echo "FAIL: $*" >&2
-  for f in "$dir"/*.log; do echo "--- $f" >&2; cat "$f" >&2; done
-  exit 1
-}
+source "$(dirname "$0")/lib/serve.sh"  # $dir, fail, start
 
 # 1. 300 svmlight lines, two classes, counts 3 and 0.5 among others.
 for i in $(seq 1 300); do
@@ -42,19 +31,6 @@ N=300
 # 2. Offline: one sdEM learner (NCLL), arrival order, seed 7.
 "$T" train -q --in "$dir/train.pb" --out "$dir/offline.trib" --select off --loss ncll --seed 7 --n $N
 
-start() {  # start DATA_DIR LOG [flags...]
-  local data=$1 log=$2
-  shift 2
-  rm -f "$dir/port"
-  "$T" serve --data-dir "$data" --listen 127.0.0.1:0 --port-file "$dir/port" "$@" 2>"$log" &
-  pid=$!
-  for _ in $(seq 1 200); do
-    [[ -s "$dir/port" ]] && return 0
-    kill -0 "$pid" 2>/dev/null || return 1
-    sleep 0.05
-  done
-  return 1
-}
 learned() { "$T" client stats --connect "127.0.0.1:$port" --json | sed -n 's/.*"documents_learned":\([0-9]*\).*/\1/p'; }
 wait_learned() {
   for _ in $(seq 1 200); do

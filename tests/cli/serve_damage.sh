@@ -11,18 +11,7 @@
 # Usage: serve_damage.sh PATH/TO/tributary SOURCE_DIR
 set -euo pipefail
 T=$1
-dir=$(mktemp -d)
-pid=
-cleanup() {
-  if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then kill -9 "$pid" 2>/dev/null || true; fi
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-fail() {
-  echo "FAIL: $*" >&2
-  for f in "$dir"/*.log; do echo "--- $f" >&2; cat "$f" >&2; done
-  exit 1
-}
+source "$(dirname "$0")/lib/serve.sh"  # $dir, fail, start
 
 # 400 labelled lines of two topics.
 for i in $(seq 1 400); do
@@ -30,19 +19,6 @@ for i in $(seq 1 400); do
 done >"$dir/train.tsv"
 "$T" convert -q --format tsv --in "$dir/train.tsv" --out "$dir/train.pb"
 
-start() {  # start DATA_DIR LOG [flags...]: starts serve in the background, waits for its port file
-  local data=$1 log=$2
-  shift 2
-  rm -f "$dir/port"
-  "$T" serve --data-dir "$data" --listen 127.0.0.1:0 --http 127.0.0.1:0 --port-file "$dir/port" "$@" 2>"$log" &
-  pid=$!
-  for _ in $(seq 1 200); do
-    [[ -s "$dir/port" ]] && return 0
-    kill -0 "$pid" 2>/dev/null || return 1
-    sleep 0.05
-  done
-  return 1
-}
 http_get() {  # http_get PORT PATH: prints the status line and body
   exec 3<>"/dev/tcp/127.0.0.1/$1"
   printf 'GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n' "$2" >&3
