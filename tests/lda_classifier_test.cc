@@ -138,7 +138,7 @@ uint64_t WordIndex(uint32_t w, uint32_t k, uint32_t z, uint32_t Z, uint32_t K = 
 std::vector<double> Beta(const Model& m, uint32_t k, uint32_t z, uint32_t Z) {
   std::vector<double> b(m.schema().vocab_size());
   double total = 0;
-  for (uint32_t w = 0; w < b.size(); ++w) total += b[w] = m.stats().Mu(WordIndex(w, k, z, Z, m.num_classes()));
+  for (uint32_t w = 0; w < b.size(); ++w) total += b[w] = m.stats().Mu(WordIndex(w, k, z, Z, m.class_capacity()));
   for (double& x : b) x /= total;
   return b;
 }

@@ -52,6 +52,10 @@ TEST(PluginCheckTest, EveryBuiltinPluginPasses) {
       for (const auto& [k, v] : r.info) sep |= k == "trained_with" && v == "sep";
       std::vector<std::string> must_pass = {"snapshot-roundtrip", "concurrent-score"};
       must_pass.push_back(sep ? "train-sep" : "rho0-noop");
+      // Families that add classes in place (ABI 1.4).
+      if (r.name == "multinomial" || r.name == "gaussian" || r.name == "lda-classifier") {
+        must_pass.push_back("add-class");
+      }
       for (const std::string& name : must_pass) {
         const auto* c = FindCheck(r, name);
         ASSERT_NE(c, nullptr) << name << "\n" << Describe(r);
@@ -101,6 +105,18 @@ TEST(PluginCheckTest, CommitMovingStatisticsAtRhoZeroFailsRho0) {
   EXPECT_EQ(c->outcome, CheckOutcome::kFail);
   EXPECT_THAT(c->message, HasSubstr("rho = 0"));
   EXPECT_THAT(c->message, HasSubstr("raw["));
+}
+
+// ABI 1.4: a class added in place must give the model grow_classes gives.
+TEST(PluginCheckTest, AddClassThatDisturbsTheModelFailsAddClass) {
+  PluginCheckReport r = Check(Fixture("check_add_class_drift"));
+  EXPECT_FALSE(r.ok());
+  const auto* c = FindCheck(r, "add-class");
+  ASSERT_NE(c, nullptr) << Describe(r);
+  EXPECT_EQ(c->outcome, CheckOutcome::kFail);
+  EXPECT_THAT(c->message, HasSubstr("in place != grow_classes only"));
+  // The same code with the correct add_class (the built-in multinomial)
+  // passes: EveryBuiltinPluginPasses.
 }
 
 TEST(PluginCheckTest, FileThatDoesNotLoadReportsTheLoadersReason) {

@@ -175,18 +175,13 @@ TEST_F(SnapshotTest, StatisticsOutsideTheFamilysDomainAreRefused) {
 // statistics it declares (2^24 terms, the schema's cap, x 3 classes: 400 MB;
 // the cap itself refuses larger hashed_dim, see bad_input_test).
 TEST_F(SnapshotTest, DeclaredLayoutLargerThanTheStoredStatisticsIsRefusedBeforeAllocating) {
-  const std::string file = ReadFile(path_);
-  const size_t header = 8 + 4 + 8;
   v1::ModelSnapshot snap;
-  ASSERT_TRUE(snap.ParseFromString(file.substr(header, file.size() - header - 4)));
-  snap.mutable_schema()->clear_vocabulary();
-  snap.mutable_schema()->set_hashed_dim(uint64_t{1} << 24);
-  const std::string payload = snap.SerializeAsString();
-  std::string sealed = file.substr(0, 12);
-  for (int i = 0; i < 8; ++i) sealed.push_back(static_cast<char>((payload.size() >> (8 * i)) & 0xff));
-  sealed += payload;
-  const uint32_t crc = Crc32(payload.data(), payload.size());
-  for (int i = 0; i < 4; ++i) sealed.push_back(static_cast<char>((crc >> (8 * i)) & 0xff));
+  const std::string sealed = testing::ResealSnapshot(ReadFile(path_), [&](v1::ModelSnapshot* s) {
+    s->mutable_schema()->clear_vocabulary();
+    s->mutable_schema()->set_hashed_dim(uint64_t{1} << 24);
+    snap = *s;
+  });
+  ASSERT_FALSE(sealed.empty());
   const std::string p = dir_ + "/huge.trib";
   WriteFile(p, sealed);
   Status st = LoadStatus(p);

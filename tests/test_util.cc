@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "tributary/checksum.h"
+
 namespace tributary::testing {
 
 const PluginRegistry& BuiltinRegistry() {
@@ -15,6 +17,20 @@ const PluginRegistry& BuiltinRegistry() {
     return r;
   }();
   return *reg;
+}
+
+std::string ResealSnapshot(const std::string& file, const std::function<void(v1::ModelSnapshot*)>& edit) {
+  constexpr size_t kHeader = 8 + 4 + 8;  // magic, format version, payload length
+  v1::ModelSnapshot snap;
+  if (file.size() < kHeader + 4 || !snap.ParseFromString(file.substr(kHeader, file.size() - kHeader - 4))) return "";
+  edit(&snap);
+  const std::string payload = snap.SerializeAsString();
+  std::string sealed = file.substr(0, 12);
+  for (int i = 0; i < 8; ++i) sealed.push_back(static_cast<char>((payload.size() >> (8 * i)) & 0xff));
+  sealed += payload;
+  const uint32_t crc = Crc32(payload.data(), payload.size());
+  for (int i = 0; i < 4; ++i) sealed.push_back(static_cast<char>((crc >> (8 * i)) & 0xff));
+  return sealed;
 }
 
 std::shared_ptr<const Plugin> BuiltinFamily(const std::string& name) {

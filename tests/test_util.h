@@ -2,6 +2,7 @@
 #ifndef TRIBUTARY_TESTS_TEST_UTIL_H_
 #define TRIBUTARY_TESTS_TEST_UTIL_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,6 +26,11 @@ v1::Schema RealSchema(uint32_t reals, uint32_t classes);
 
 // A fresh empty directory under the test temp dir, removed at exit.
 std::string TempDir(const std::string& name);
+
+// A snapshot file's bytes with its ModelSnapshot payload edited by `edit`
+// and the header's length and the CRC recomputed, so that Load sees a
+// well-formed file with the edited content (empty if `file` does not parse).
+std::string ResealSnapshot(const std::string& file, const std::function<void(v1::ModelSnapshot*)>& edit);
 
 // Builds a DocumentBuffer from (term, count) pairs.
 DocumentBuffer MakeDoc(uint64_t index, int64_t label, const std::vector<std::pair<uint32_t, double>>& terms);

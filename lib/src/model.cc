@@ -97,7 +97,7 @@ Model::~Model() {
 
 Result<std::unique_ptr<Model>> Model::CreateInternal(std::shared_ptr<const Plugin> family,
                                                      std::shared_ptr<const Plugin> loss, ModelSchema schema,
-                                                     Options family_options) {
+                                                     Options family_options, uint32_t class_capacity) {
   if (!family || family->kind != TRIB_KIND_FAMILY) return Status::InvalidArgument("not a family plugin");
   if (loss && loss->kind != TRIB_KIND_LOSS) return Status::InvalidArgument("not a loss plugin");
   std::unique_ptr<Model> m(new Model());
@@ -109,6 +109,10 @@ Result<std::unique_ptr<Model>> Model::CreateInternal(std::shared_ptr<const Plugi
   std::vector<trib_option> opts;
   for (const auto& [k, v] : m->options_) opts.push_back({k.c_str(), v.c_str()});
   trib_schema cs = m->schema_.CView();
+  if (fv.add_class) {
+    m->class_capacity_ = std::max(class_capacity, cs.num_classes);
+    cs.class_capacity = m->class_capacity_;
+  }
   trib_error err{};
   int rc = fv.create(&cs, opts.data(), opts.size(), &m->fmodel_, &err);
   if (rc != TRIB_OK) return PluginStatus(rc, err, *m->family_, "create");
@@ -245,6 +249,7 @@ Result<std::unique_ptr<Model>> Model::Clone() const {
   m->loss_model_ = loss_model_;  // immutable after create: shared by clones
   m->output_kind_ = output_kind_;
   m->num_outputs_ = num_outputs_;
+  m->class_capacity_ = class_capacity_;
   m->stats_ = stats_;
   m->learner_ = learner_;
   m->training_report_ = training_report_;
@@ -316,14 +321,35 @@ Status Model::AddClass(const std::string& name) {
     if (schema_.ClassIndex(name) < 0) schema_.AddClass(name);
     return Status::OK();
   }
+  if (schema_.ClassIndex(name) >= 0) return Status::OK();
   const auto& fv = family_->family();
   if (!fv.grow_classes) {
     return Status::InvalidArgument("family '" + family_->name + "' cannot add class '" + name +
                                    "' to a model being trained (it does not support open classes)");
   }
+  if (!fv.add_class || num_classes() >= class_capacity()) return GrowClasses(name);
+  // In place: the next padded class comes into use (ABI 1.4 add_class).
+  trib_error err{};
+  trib_stats view = stats_.View();
+  int rc = fv.add_class(fmodel_, &view, &err);
+  if (rc != TRIB_OK) return PluginStatus(rc, err, *family_, "add_class").WithContext("adding class '" + name + "'");
+  schema_.AddClass(name);
+  ++num_outputs_;
+  ++layout_version_;
+  return Status::OK();
+}
+
+// A new model with one more class (and, for a family with add_class, room
+// for half as many again: amortised O(model / classes) per class), the old
+// classes' statistics copied into it by the family (grow_classes).
+Status Model::GrowClasses(const std::string& name) {
+  const auto& fv = family_->family();
   ModelSchema grown = schema_;
-  if (grown.ClassIndex(name) < 0) grown.AddClass(name);
-  auto r = CreateInternal(family_, loss_, grown, options_);
+  grown.AddClass(name);
+  const uint32_t k = num_classes() + 1;
+  const uint32_t room = fv.add_class ? k + k / 2 : k;
+  auto r = CreateInternal(family_, loss_, grown, options_, room);
+  if (!r.ok() && room > k) r = CreateInternal(family_, loss_, grown, options_, k);  // no memory to spare
   if (!r.ok()) return r.status().WithContext("adding class '" + name + "'");
   auto nm = std::move(r).value();
   if (nm->stats_.blocks().size() != stats_.blocks().size()) {
@@ -343,6 +369,7 @@ Status Model::AddClass(const std::string& name) {
   std::swap(fmodel_, nm->fmodel_);
   stats_ = std::move(nm->stats_);
   num_outputs_ = nm->num_outputs_;
+  class_capacity_ = nm->class_capacity_;
   schema_ = std::move(nm->schema_);
   ++layout_version_;
   return Status::OK();

@@ -410,6 +410,67 @@ void CheckSnapshot(Checks& checks, const PluginRegistry& registry, const Model& 
   checks.Pass(name);
 }
 
+// add-class (families with ABI 1.4 add_class): a class brought into use in
+// place gives the model grow_classes gives. The trained history is replayed
+// on two models, one of the family as it is and one of the same family with
+// add_class removed (every class through grow_classes); both gain two
+// classes (the first by grow_classes in both, which leaves room; the second
+// in place in the first model only), learn a pass in which a third of the
+// documents carry each new label, and must score every document the same to
+// 1e-9 relative (grow_classes' rebuild re-sums caches in another order). The
+// padded model must then survive a snapshot round trip bit for bit.
+void CheckAddClass(Checks& checks, const PluginRegistry& registry, const std::shared_ptr<const Plugin>& family,
+                   const std::string& loss_name, const ModelSchema& schema, const std::vector<DocumentBuffer>& docs,
+                   uint64_t seed) {
+  const std::string name = "add-class";
+  auto loss = registry.FindByName(loss_name, TRIB_KIND_LOSS);
+  if (!loss.ok()) return checks.Fail(name, loss.status().ToString());
+  auto copying_family = std::make_shared<Plugin>(*family);
+  copying_family->vtable.family.add_class = nullptr;
+  std::vector<DocumentBuffer> relabelled = docs;
+  const int64_t K = static_cast<int64_t>(schema.classes().size());
+  for (size_t i = 0; i < relabelled.size(); ++i) {
+    if (i % 3 != 0) relabelled[i].label = K + static_cast<int64_t>(i % 3) - 1;
+  }
+  std::unique_ptr<Model> models[2];
+  for (int which = 0; which < 2; ++which) {
+    const std::string path = which == 0 ? "in place" : "grow_classes only";
+    auto m = Model::Create(which == 0 ? family : copying_family, *loss, schema, {}, seed);
+    if (!m.ok()) return checks.Fail(name, path + ": " + m.status().ToString());
+    bool refused = false;
+    Status st = TrainOnePass(m->get(), docs, seed, &refused);
+    if (st.ok()) st = (*m)->AddClass("added-1");
+    const double* before = (*m)->stats().raw().data();
+    if (st.ok()) st = (*m)->AddClass("added-2");
+    if (st.ok() && which == 0 && (*m)->stats().raw().data() != before) {
+      return checks.Fail(name, "the second class moved the statistics (class_capacity " +
+                                   std::to_string((*m)->class_capacity()) + "): add_class was not used");
+    }
+    if (st.ok()) st = TrainOnePass(m->get(), relabelled, seed, &refused);
+    if (!st.ok()) return checks.Fail(name, path + ": " + st.ToString());
+    models[which] = std::move(m).value();
+  }
+  auto a = ScoreAll(*models[0], relabelled, seed);
+  if (!a.ok()) return checks.Fail(name, "in place: " + a.status().ToString());
+  auto b = ScoreAll(*models[1], relabelled, seed);
+  if (!b.ok()) return checks.Fail(name, "grow_classes only: " + b.status().ToString());
+  std::string d = Diff("score", *a, *b, 1e-9);
+  if (!d.empty()) return checks.Fail(name, d + " (in place != grow_classes only, 1e-9 relative)");
+  TempDir dir;
+  const std::string path = dir.path + "/grown.trib";
+  Status st = models[0]->Save(path);
+  if (!st.ok()) return checks.Fail(name, "Save: " + st.ToString());
+  auto loaded = Model::Load(path, registry);
+  if (!loaded.ok()) return checks.Fail(name, "Load of the grown model: " + loaded.status().ToString());
+  d = Diff("raw", models[0]->stats().raw(), (*loaded)->stats().raw());
+  if (d.empty()) {
+    auto c = ScoreAll(**loaded, relabelled, seed);
+    d = c.ok() ? Diff("score", *a, *c) : c.status().ToString();
+  }
+  if (!d.empty()) return checks.Fail(name, d + " (grown model saved != loaded)");
+  checks.Pass(name);
+}
+
 void CheckConcurrentScore(Checks& checks, const Model& m, const std::vector<DocumentBuffer>& docs, uint64_t seed,
                           uint32_t threads) {
   const std::string name = "concurrent-score";
@@ -555,6 +616,13 @@ void CheckFamily(const PluginRegistry& registry, std::shared_ptr<const Plugin> f
     checks.Skip("rho0-noop", no_model);
     checks.Skip("cache-rebuild", no_model);
     checks.Skip("snapshot-roundtrip", no_model);
+  }
+  if (trained && !trained->latent_outputs() && family->family().add_class) {
+    std::string loss_name;
+    for (const auto& [k, v] : report->info) {
+      if (k == "trained_with") loss_name = v;
+    }
+    if (loss_name != "sep") CheckAddClass(checks, registry, family, loss_name, schema->schema, docs, options.seed);
   }
   for (auto& r : train_results) report->checks.push_back(std::move(r));
   if (trained) {

@@ -300,6 +300,9 @@ Result<std::shared_ptr<const Plugin>> LoadAny(const std::string& path_in) {
     else if (!f.commit)
       missing = "commit";
     if (missing) return fail(std::string("family vtable lacks required function '") + missing + "'");
+    if (f.add_class && !f.grow_classes) {
+      return fail("family vtable has 'add_class' but lacks 'grow_classes' (needed when the class capacity runs out)");
+    }
   } else if (!vt.loss.weights) {
     return fail("loss vtable lacks required function 'weights'");
   } else if (vt.loss.create && (!vt.loss.destroy || !vt.loss.weights_with)) {

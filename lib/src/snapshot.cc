@@ -61,11 +61,13 @@ Result<std::shared_ptr<const Plugin>> FindPlugin(const v1::PluginRef& ref, trib_
 // allocates them. Without it a small file declaring a huge hashed vocabulary
 // (hashed_dim: one field of a few bytes, with a valid CRC) made Load allocate
 // what it declared (GBs) before finding that the statistics were not there.
-Result<uint64_t> LayoutSize(const Plugin& family, const ModelSchema& schema, const Options& options) {
+Result<uint64_t> LayoutSize(const Plugin& family, const ModelSchema& schema, const Options& options,
+                            uint32_t class_capacity) {
   const auto& fv = family.family();
   std::vector<trib_option> opts;
   for (const auto& [k, v] : options) opts.push_back({k.c_str(), v.c_str()});
-  const trib_schema cs = schema.CView();
+  trib_schema cs = schema.CView();
+  if (fv.add_class) cs.class_capacity = std::max(class_capacity, cs.num_classes);
   trib_error err{};
   trib_family_model* fm = nullptr;
   int rc = fv.create(&cs, opts.data(), opts.size(), &fm, &err);
@@ -133,6 +135,7 @@ Status Model::Save(const std::string& path, const SnapshotOptions& options) cons
   }
   snap.set_created_by(std::string("tributary ") + Version());
   snap.set_training_report(training_report_);
+  if (class_capacity_ > num_classes()) snap.set_class_capacity(class_capacity_);
   std::string payload;
   if (!snap.SerializeToString(&payload)) return Status::Internal("cannot serialize snapshot for '" + path + "'");
   std::string file(kMagic, sizeof(kMagic));
@@ -199,13 +202,20 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const Plugin
   if (!schema.ok()) return schema.status().WithContext("snapshot '" + path + "'");
   Options opts;
   for (const auto& o : snap.family_options()) opts.emplace_back(o.key(), o.value());
-  auto layout = LayoutSize(**fam, *schema, opts);
+  const uint32_t capacity = snap.class_capacity();
+  const uint32_t classes = static_cast<uint32_t>(schema->classes().size());
+  if (capacity != 0 && (capacity < classes || !(*fam)->family().add_class)) {
+    return corrupt("class_capacity " + std::to_string(capacity) + " is invalid (the schema has " +
+                   std::to_string(classes) + " classes; family '" + (*fam)->name +
+                   ((*fam)->family().add_class ? "' needs a capacity >= that)" : "' has no class capacity)"));
+  }
+  auto layout = LayoutSize(**fam, *schema, opts, capacity);
   if (!layout.ok()) return layout.status().WithContext("snapshot '" + path + "'");
   if (*layout != static_cast<uint64_t>(snap.raw_size())) {
     return corrupt("statistics layout (" + std::to_string(snap.raw_size()) + " values) does not match family '" +
                    (*fam)->name + "' (" + std::to_string(*layout) + " values for the snapshot's schema and options)");
   }
-  auto r = CreateInternal(*fam, loss, std::move(schema).value(), std::move(opts));
+  auto r = CreateInternal(*fam, loss, std::move(schema).value(), std::move(opts), capacity);
   if (!r.ok()) return r.status().WithContext("snapshot '" + path + "'");
   auto m = std::move(r).value();
   if (loss) {

@@ -10,7 +10,10 @@
 //   block 0  N[k]       "counts"          K entries,   nu = 0, abar = s
 //   block 1  S[k][j]    "sums"            K*J entries, nu = 1, abar = 0
 //   block 2  V[k][j]    "sums of squares" K*J entries, nu = 1, abar = s * v
-// with S[k][j] at K + k*J + j and V[k][j] at K + K*J + k*J + j. With the
+// with S[k][j] at C + k*J + j and V[k][j] at C + C*J + k*J + j, where
+// C >= K is the class capacity (ABI 1.4: classes K..C-1 are padding at raw
+// zero until add_class brings them into use; C = K unless the model grew
+// while it was trained). With the
 // defaults s = v = 1 these are the paper's priors: a Beta/Dirichlet prior
 // with nu = 0, abar = 1 for N and a Normal-Gamma prior with nu = 1, abar = 0
 // for S and abar = 1 for V (§4.1, after [6, p. 268]), which put zero density
@@ -69,6 +72,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -102,11 +106,12 @@ constexpr double kLog2Pi = 1.8378770664093454836;
 
 struct Model {
   uint32_t K = 0;
+  uint32_t C = 0;  // class capacity (>= K): the layout's class count
   uint32_t J = 0;
   double prior = 1.0;           // pseudo-count s: abar of N
   double prior_variance = 1.0;  // v: abar of V is s * v
-  uint64_t s_offset = 0;        // K
-  uint64_t v_offset = 0;        // K + K*J
+  uint64_t s_offset = 0;        // C
+  uint64_t v_offset = 0;        // C + C*J
   // commit(): classes touched by the current step (deduplicated by stamp).
   std::vector<uint64_t> stamp;
   uint64_t epoch = 0;
@@ -146,11 +151,13 @@ int Create(const trib_schema* schema, const trib_option* opts, size_t n, trib_fa
     }
     m->prior = o.Number("prior");
     m->prior_variance = o.Number("prior_variance");
-    const uint64_t kj = static_cast<uint64_t>(m->K) * m->J;
-    m->s_offset = m->K;
-    m->v_offset = m->K + kj;
-    m->stamp.assign(m->K, 0);
-    m->touched.reserve(m->K);
+    m->C = m->K;
+    if (schema->struct_size > offsetof(trib_schema, class_capacity)) m->C = std::max(m->K, schema->class_capacity);
+    const uint64_t cj = static_cast<uint64_t>(m->C) * m->J;
+    m->s_offset = m->C;
+    m->v_offset = m->C + cj;
+    m->stamp.assign(m->C, 0);
+    m->touched.reserve(m->C);
     *out = reinterpret_cast<trib_family_model*>(m.release());
     return TRIB_OK;
   });
@@ -163,12 +170,12 @@ int Layout(const trib_family_model* mm, trib_block* blocks, uint32_t* num, trib_
     return TRIB_OK;
   }
   if (*num < kNumBlocks) return Fail(err, TRIB_ERR_INTERNAL, "layout needs room for %u blocks", kNumBlocks);
-  const uint64_t kj = static_cast<uint64_t>(m->K) * m->J;
+  const uint64_t cj = static_cast<uint64_t>(m->C) * m->J;
   // Beta prior for N: nu = 0, abar = 1; Normal-Gamma for (S, V): nu = 1,
   // abar = 0 and 1 (sdEM §4.1).
-  blocks[kBlockN] = trib_block{0, m->K, 0.0, m->prior, 1.0, 0.0};
-  blocks[kBlockS] = trib_block{m->s_offset, kj, 1.0, 0.0, 1.0, 0.0};
-  blocks[kBlockV] = trib_block{m->v_offset, kj, 1.0, m->prior * m->prior_variance, 1.0, 0.0};
+  blocks[kBlockN] = trib_block{0, m->C, 0.0, m->prior, 1.0, 0.0};
+  blocks[kBlockS] = trib_block{m->s_offset, cj, 1.0, 0.0, 1.0, 0.0};
+  blocks[kBlockV] = trib_block{m->v_offset, cj, 1.0, m->prior * m->prior_variance, 1.0, 0.0};
   *num = kNumBlocks;
   return TRIB_OK;
 }
@@ -240,6 +247,11 @@ int Rebuild(trib_family_model* mm, trib_stats* s, const trib_step* step, trib_er
       int rc = CheckClass(*m, s, k, r, err);
       if (rc != TRIB_OK) return rc;
     }
+    // Padding (classes K..C-1) stays at raw zero (a block restart moves it).
+    const uint64_t J = m->J;
+    std::fill(s->raw + m->K, s->raw + m->C, 0.0);
+    std::fill(s->raw + m->s_offset + m->K * J, s->raw + m->s_offset + m->C * J, 0.0);
+    std::fill(s->raw + m->v_offset + m->K * J, s->raw + m->v_offset + m->C * J, 0.0);
     return TRIB_OK;
   });
 }
@@ -393,7 +405,9 @@ int GrowClasses(const trib_family_model* om, const trib_stats* os, trib_family_m
   return Guard(err, [&] {
     const Model* o = M(om);
     const Model* n = M(nm);
-    if (n->J != o->J || n->K < o->K) return Fail(err, TRIB_ERR_INTERNAL, "grow_classes: incompatible layouts");
+    if (n->J != o->J || n->K <= o->K || n->C < n->K) {
+      return Fail(err, TRIB_ERR_INTERNAL, "grow_classes: incompatible layouts");
+    }
     const uint32_t J = o->J;
     for (uint32_t k = 0; k < o->K; ++k) {
       ns->raw[k] = os->raw[k];
@@ -402,6 +416,20 @@ int GrowClasses(const trib_family_model* om, const trib_stats* os, trib_family_m
       std::memcpy(ns->raw + n->v_offset + static_cast<uint64_t>(k) * J,
                   os->raw + o->v_offset + static_cast<uint64_t>(k) * J, J * sizeof(double));
     }
+    return TRIB_OK;
+  });
+}
+
+// The next padded class comes into use (ABI 1.4). Its N, S and V are raw
+// zero, what grow_classes gives a new class; the check-step at rho = 0 (as
+// the rebuild after grow_classes applies it) leaves it feasible. O(J).
+int AddClass(trib_family_model* mm, trib_stats* s, trib_error* err) {
+  return Guard(err, [&] {
+    Model* m = M(mm);
+    if (m->K >= m->C) return Fail(err, TRIB_ERR_INTERNAL, "add_class: no room (capacity %u)", m->C);
+    int rc = CheckClass(*m, s, m->K, 0.0, err);
+    if (rc != TRIB_OK) return rc;
+    ++m->K;
     return TRIB_OK;
   });
 }
@@ -426,5 +454,6 @@ extern "C" TRIB_PLUGIN_EXPORT int tributary_plugin_init(const trib_host_api* hos
   v.commit = Commit;
   v.perplexity_tokens = PerplexityTokens;
   v.grow_classes = GrowClasses;
+  v.add_class = AddClass;
   return TRIB_OK;
 }

@@ -11,8 +11,10 @@
 //                         nu = 0, abar = class_prior (Algorithm 5 line 1: 1)
 //   block 1  N[k][z][w]   words-per-topic counts per class,  V*K*Z entries,
 //                         nu = 0, abar = eta / Z (Algorithm 5 line 1)
-// block 1 is laid out term-major, N[w][k][z] at K + (w*K + k)*Z + z, so a
-// document touches |d| runs of K*Z doubles. theta(mu) is plain normalisation:
+// block 1 is laid out term-major, N[w][k][z] at C + (w*C + k)*Z + z, so a
+// document touches |d| runs of K*Z doubles; C >= K is the class capacity
+// (ABI 1.4: classes K..C-1 are padding at raw zero until add_class brings
+// them into use; C = K unless the model grew while it was trained). theta(mu) is plain normalisation:
 //   p(k) = C[k] / sum_j C[j],   beta_{k,z,w} = N[k][z][w] / M[k][z],
 //   M[k][z] = sum_w N[k][z][w],
 // with the totals kept incrementally in raw space (R[k][z] = sum_w raw), so
@@ -80,6 +82,7 @@
 //                       (default) or uniformly random topics
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -99,6 +102,7 @@ constexpr uint32_t kMaxTokensPerTerm = 256;
 
 struct Model {
   uint32_t K = 0;
+  uint32_t C = 0;  // class capacity (>= K): the layout's class count
   uint64_t V = 0;
   uint32_t Z = 2;
   double eta = 0.1;          // words-per-topic prior mass per word (entry abar = eta / Z)
@@ -108,11 +112,11 @@ struct Model {
   uint32_t samples = 5;
   bool share = true;
   bool sequential_init = true;
-  uint64_t word_offset = 0;            // = K
+  uint64_t word_offset = 0;            // = C
   std::vector<double> raw_word_total;  // R[k*Z + z] = sum_w raw N[w][k][z]
   double raw_class_total = 0;          // sum_k raw C[k]
 
-  uint64_t Row(uint32_t term) const { return word_offset + static_cast<uint64_t>(term) * K * Z; }
+  uint64_t Row(uint32_t term) const { return word_offset + static_cast<uint64_t>(term) * C * Z; }
 };
 
 struct State {
@@ -176,13 +180,16 @@ int Create(const trib_schema* schema, const trib_option* opts, size_t n, trib_fa
     m->samples = o.Integer<uint32_t>("samples");
     m->share = o.Flag("share_word_topic");
     m->sequential_init = o.Is("init", "sequential");
-    const uint64_t kz = static_cast<uint64_t>(m->K) * m->Z;
-    if (m->V > (uint64_t{1} << 60) / kz) {
+    m->C = m->K;
+    if (schema->struct_size > offsetof(trib_schema, class_capacity)) m->C = std::max(m->K, schema->class_capacity);
+    const uint64_t cz = static_cast<uint64_t>(m->C) * m->Z;
+    if (m->V > (uint64_t{1} << 60) / cz) {
       return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "vocabulary x classes x topics = %llu x %llu is too large",
-                  static_cast<unsigned long long>(m->V), static_cast<unsigned long long>(kz));
+                  static_cast<unsigned long long>(m->V), static_cast<unsigned long long>(cz));
     }
-    m->word_offset = m->K;
-    m->raw_word_total.assign(kz, 0.0);
+    m->word_offset = m->C;
+    m->raw_word_total.reserve(cz);
+    m->raw_word_total.assign(static_cast<uint64_t>(m->K) * m->Z, 0.0);
     *out = reinterpret_cast<trib_family_model*>(m.release());
     return TRIB_OK;
   });
@@ -195,8 +202,8 @@ int Layout(const trib_family_model* mm, trib_block* blocks, uint32_t* num, trib_
     return TRIB_OK;
   }
   if (*num < 2) return Fail(err, TRIB_ERR_INTERNAL, "layout needs room for 2 blocks");
-  blocks[0] = trib_block{0, m->K, 0.0, m->class_prior, 1.0, 0.0};
-  blocks[1] = trib_block{m->word_offset, m->V * m->K * m->Z, 0.0, m->eta / m->Z, 1.0, 0.0};
+  blocks[0] = trib_block{0, m->C, 0.0, m->class_prior, 1.0, 0.0};
+  blocks[1] = trib_block{m->word_offset, m->V * m->C * m->Z, 0.0, m->eta / m->Z, 1.0, 0.0};
   *num = 2;
   return TRIB_OK;
 }
@@ -218,14 +225,17 @@ int Rebuild(trib_family_model* mm, trib_stats* s, const trib_step*, trib_error* 
       s->raw[k] = std::max(s->raw[k], cfloor);
       m->raw_class_total += s->raw[k];
     }
+    std::fill(s->raw + m->K, s->raw + m->C, 0.0);  // padding (a block restart moves it)
     std::fill(m->raw_word_total.begin(), m->raw_word_total.end(), 0.0);
     double* total = m->raw_word_total.data();
+    const uint64_t CZ = static_cast<uint64_t>(m->C) * m->Z;
     for (uint64_t w = 0; w < m->V; ++w) {
       double* row = s->raw + m->Row(static_cast<uint32_t>(w));
       for (uint64_t kz = 0; kz < KZ; ++kz) {
         row[kz] = std::max(row[kz], wfloor);
         total[kz] += row[kz];
       }
+      std::fill(row + KZ, row + CZ, 0.0);
     }
     return TRIB_OK;
   });
@@ -451,7 +461,7 @@ int Commit(trib_family_model* mm, trib_stats* s, const uint64_t* idx, const doub
            const trib_step*, trib_error*) {
   Model* m = M(mm);
   const uint64_t off = m->word_offset;
-  const uint64_t KZ = static_cast<uint64_t>(m->K) * m->Z;
+  const uint64_t CZ = static_cast<uint64_t>(m->C) * m->Z;
   double* raw = s->raw;
   double* total = m->raw_word_total.data();
   double class_total = m->raw_class_total;
@@ -464,7 +474,7 @@ int Commit(trib_family_model* mm, trib_stats* s, const uint64_t* idx, const doub
     if (i < off) {
       class_total += v - old_raw[j];
     } else {
-      total[(i - off) % KZ] += v - old_raw[j];
+      total[(i - off) % CZ] += v - old_raw[j];  // < K*Z: accumulate writes no padding
     }
   }
   m->raw_class_total = class_total;
@@ -476,7 +486,9 @@ int GrowClasses(const trib_family_model* om, const trib_stats* os, trib_family_m
   return Guard(err, [&] {
     const Model* o = M(om);
     const Model* n = M(nm);
-    if (o->Z != n->Z || o->V != n->V) return Fail(err, TRIB_ERR_INTERNAL, "grow_classes: options differ");
+    if (o->Z != n->Z || o->V != n->V || n->K <= o->K || n->C < n->K) {
+      return Fail(err, TRIB_ERR_INTERNAL, "grow_classes: incompatible layouts");
+    }
     for (uint32_t k = 0; k < o->K; ++k) ns->raw[k] = os->raw[k];
     const uint64_t okz = static_cast<uint64_t>(o->K) * o->Z;
     for (uint64_t w = 0; w < o->V; ++w) {
@@ -484,6 +496,18 @@ int GrowClasses(const trib_family_model* om, const trib_stats* os, trib_family_m
       double* dst = ns->raw + n->Row(static_cast<uint32_t>(w));
       std::copy(src, src + okz, dst);
     }
+    return TRIB_OK;
+  });
+}
+
+// The next padded class comes into use (ABI 1.4): its statistics are raw zero
+// (rebuild keeps padding there), so its topic totals are zero too. O(Z).
+int AddClass(trib_family_model* mm, trib_stats*, trib_error* err) {
+  return Guard(err, [&] {
+    Model* m = M(mm);
+    if (m->K >= m->C) return Fail(err, TRIB_ERR_INTERNAL, "add_class: no room (capacity %u)", m->C);
+    m->raw_word_total.resize(m->raw_word_total.size() + m->Z, 0.0);
+    ++m->K;
     return TRIB_OK;
   });
 }
@@ -528,6 +552,7 @@ extern "C" TRIB_PLUGIN_EXPORT int tributary_plugin_init(const trib_host_api* hos
   v.accumulate = Accumulate;
   v.commit = Commit;
   v.grow_classes = GrowClasses;
+  v.add_class = AddClass;
   v.export_cache = ExportCache;
   v.import_cache = ImportCache;
   v.outputs = Outputs;

@@ -1,6 +1,7 @@
 // The multinomial families' shared implementation (multinomial_core.h).
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -19,10 +20,13 @@ namespace sdk = tributary::sdk;
 
 struct Model {
   uint32_t K = 0;
+  // Row stride and size of the class block: the class capacity (ABI 1.4,
+  // >= K); the entries of classes K .. S-1 are padding at raw zero.
+  uint32_t S = 0;
   uint64_t V = 0;
   double alpha = 1.0;                  // word pseudo-count
   double class_alpha = 1.0;            // class pseudo-count
-  uint64_t word_offset = 0;            // = K
+  uint64_t word_offset = 0;            // = S
   std::vector<double> raw_word_total;  // R[k] = sum_w raw N[w][k]
   double raw_class_total = 0;          // sum_k raw C[k]
   double init_scale = 1.0;             // mixture: random initial counts, in units of alpha
@@ -76,7 +80,12 @@ int Create(Variant variant, const trib_schema* schema, const trib_option* opts, 
       return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "prior alpha = ln|W| is %g for |W| = %llu; expected > 0", m->alpha,
                   static_cast<unsigned long long>(m->V));
     }
-    m->word_offset = m->K;
+    m->S = m->K;
+    if (!mixture && schema->struct_size > offsetof(trib_schema, class_capacity)) {
+      m->S = std::max(m->K, schema->class_capacity);
+    }
+    m->word_offset = m->S;
+    m->raw_word_total.reserve(m->S);
     m->raw_word_total.assign(m->K, 0.0);
     *out = reinterpret_cast<trib_family_model*>(m.release());
     return TRIB_OK;
@@ -90,8 +99,8 @@ int Layout(const trib_family_model* mm, trib_block* blocks, uint32_t* num, trib_
     return TRIB_OK;
   }
   if (*num < 2) return Fail(err, TRIB_ERR_INTERNAL, "layout needs room for 2 blocks");
-  blocks[0] = trib_block{0, m->K, 0.0, m->class_alpha, 1.0, 0.0};
-  blocks[1] = trib_block{m->word_offset, m->V * m->K, 0.0, m->alpha, 1.0, 0.0};
+  blocks[0] = trib_block{0, m->S, 0.0, m->class_alpha, 1.0, 0.0};
+  blocks[1] = trib_block{m->word_offset, m->V * m->S, 0.0, m->alpha, 1.0, 0.0};
   *num = 2;
   return TRIB_OK;
 }
@@ -105,14 +114,16 @@ int Rebuild(trib_family_model* mm, trib_stats* s, const trib_step*, trib_error* 
       s->raw[k] = std::max(s->raw[k], cfloor);
       m->raw_class_total += s->raw[k];
     }
+    std::fill(s->raw + m->K, s->raw + m->S, 0.0);  // padding (a block restart moves it)
     std::fill(m->raw_word_total.begin(), m->raw_word_total.end(), 0.0);
     double* r = s->raw + m->word_offset;
     for (uint64_t w = 0; w < m->V; ++w) {
-      double* row = r + w * m->K;
+      double* row = r + w * m->S;
       for (uint32_t k = 0; k < m->K; ++k) {
         row[k] = std::max(row[k], wfloor);
         m->raw_word_total[k] += row[k];
       }
+      std::fill(row + m->K, row + m->S, 0.0);
     }
     return TRIB_OK;
   });
@@ -202,7 +213,7 @@ void ScoreScalar(const Model* m, const trib_stats* s, const trib_document* d, do
   }
   const double* base = s->raw + m->word_offset;
   for (uint32_t j = 0; j < d->num_terms; ++j) {
-    const double* row = base + static_cast<uint64_t>(d->term_ids[j]) * K;
+    const double* row = base + static_cast<uint64_t>(d->term_ids[j]) * m->S;
     const double n = d->term_counts[j];
     for (uint32_t k = 0; k < K; ++k) out[k] += n * std::log(wscale * row[k] + wshift);
   }
@@ -348,7 +359,7 @@ int Score(const trib_family_model* mm, const trib_stats* s, trib_family_state* s
     // Unit-count rows from the front of `rows`, the others from the back.
     uint32_t nu = 0, no = 0;
     for (uint32_t j = 0; j < T; ++j) {
-      const double* row = base + static_cast<uint64_t>(d->term_ids[j]) * K;
+      const double* row = base + static_cast<uint64_t>(d->term_ids[j]) * m->S;
       __builtin_prefetch(row);
       __builtin_prefetch(row + 8);
       if (d->term_counts[j] == 1.0) {
@@ -423,7 +434,7 @@ int Accumulate(const trib_family_model* mm, const trib_stats*, trib_family_state
     }
     p += K;
     for (uint32_t j = 0; j < d->num_terms; ++j) {
-      const uint64_t row = m->word_offset + static_cast<uint64_t>(d->term_ids[j]) * K;
+      const uint64_t row = m->word_offset + static_cast<uint64_t>(d->term_ids[j]) * m->S;
       const double n = d->term_counts[j];
       for (uint32_t k = 0; k < K; ++k) {
         index[p + k] = row + k;
@@ -437,7 +448,7 @@ int Accumulate(const trib_family_model* mm, const trib_stats*, trib_family_state
       value[p++] = w[act[a]];
     }
     for (uint32_t j = 0; j < d->num_terms; ++j) {
-      const uint64_t row = m->word_offset + static_cast<uint64_t>(d->term_ids[j]) * K;
+      const uint64_t row = m->word_offset + static_cast<uint64_t>(d->term_ids[j]) * m->S;
       const double n = d->term_counts[j];
       for (uint32_t a = 0; a < na; ++a) {
         index[p] = row + act[a];
@@ -464,7 +475,7 @@ inline double ClampAbove(double v, double floor) {
 int Commit(trib_family_model* mm, trib_stats* s, const uint64_t* idx, const double* old_raw, size_t count,
            const trib_step* step, trib_error*) {
   Model* m = M(mm);
-  const uint32_t K = m->K;
+  const uint32_t K = m->K, S = m->S;
   const uint64_t off = m->word_offset;
   double* __restrict raw = s->raw;
   double* __restrict total = m->raw_word_total.data();
@@ -481,7 +492,7 @@ int Commit(trib_family_model* mm, trib_stats* s, const uint64_t* idx, const doub
     for (uint32_t k = 0; k < K; ++k) diff |= idx[j + k] ^ (first + k);
     return diff == 0;
   };
-  uint64_t row_base = off;  // start of the K-run holding the previous index
+  uint64_t row_base = off;  // start of the row (stride S) holding the previous index
   size_t j = 0;
   while (j < count) {
     const uint64_t i = idx[j];
@@ -512,7 +523,7 @@ int Commit(trib_family_model* mm, trib_stats* s, const uint64_t* idx, const doub
       ++j;
       continue;
     }
-    if (i - row_base >= K) row_base = i - (i - off) % K;  // one division per term, not per entry
+    if (i - row_base >= S) row_base = i - (i - off) % S;  // one division per term, not per entry
     if (i == row_base && whole_run(j, i)) {
       double* r = raw + i;
       const double* o = old_raw + j;
@@ -540,10 +551,26 @@ int GrowClasses(const trib_family_model* om, const trib_stats* os, trib_family_m
   return Guard(err, [&] {
     const Model* o = M(om);
     const Model* n = M(nm);
+    if (n->V != o->V || n->K <= o->K || n->S < n->K) {
+      return Fail(err, TRIB_ERR_INTERNAL, "grow_classes: incompatible layouts");
+    }
     for (uint32_t k = 0; k < o->K; ++k) ns->raw[k] = os->raw[k];
-    for (uint64_t w = 0; w < o->V; ++w)
-      for (uint32_t k = 0; k < o->K; ++k)
-        ns->raw[n->word_offset + w * n->K + k] = os->raw[o->word_offset + w * o->K + k];
+    for (uint64_t w = 0; w < o->V; ++w) {
+      const double* src = os->raw + o->word_offset + w * o->S;
+      std::copy(src, src + o->K, ns->raw + n->word_offset + w * n->S);
+    }
+    return TRIB_OK;
+  });
+}
+
+// The next padded class comes into use (ABI 1.4): its statistics are raw zero
+// (rebuild keeps padding there), so its totals are zero too. O(1).
+int AddClass(trib_family_model* mm, trib_stats*, trib_error* err) {
+  return Guard(err, [&] {
+    Model* m = M(mm);
+    if (m->K >= m->S) return Fail(err, TRIB_ERR_INTERNAL, "add_class: no room (capacity %u)", m->S);
+    m->raw_word_total.push_back(0.0);  // (reserved for S classes at creation)
+    ++m->K;
     return TRIB_OK;
   });
 }
@@ -592,7 +619,7 @@ int ComponentTerms(const trib_family_model* mm, const trib_stats* s, uint32_t k,
   const trib_block& b = s->blocks[1];
   const double total = b.scale * m->raw_word_total[k] + b.shift * m->alpha * static_cast<double>(m->V);
   for (uint64_t w = 0; w < m->V; ++w) {
-    out[w] = (b.scale * s->raw[m->word_offset + w * m->K + k] + b.shift * m->alpha) / total;
+    out[w] = (b.scale * s->raw[m->word_offset + w * m->S + k] + b.shift * m->alpha) / total;
   }
   return TRIB_OK;
 }
@@ -614,7 +641,7 @@ int Completion(const trib_family_model* mm, const trib_stats* s, trib_family_sta
     }
     double lp = 0;
     for (uint32_t i = 0; i < held->num_terms; ++i) {
-      const double* row = s->raw + m->word_offset + uint64_t{held->term_ids[i]} * m->K;
+      const double* row = s->raw + m->word_offset + uint64_t{held->term_ids[i]} * m->S;
       double p = 0;
       for (uint32_t k = 0; k < m->K; ++k) p += post[k] * (b.scale * row[k] + b.shift * m->alpha) / total[k];
       lp += held->term_counts[i] * std::log(p);
@@ -651,6 +678,7 @@ int Init(Variant variant, const trib_host_api* host, trib_plugin_vtable* out, tr
     v.completion = Completion;
   } else {
     v.grow_classes = GrowClasses;
+    v.add_class = AddClass;
   }
   return TRIB_OK;
 }

@@ -8,6 +8,7 @@
 #ifndef TRIBUTARY_MODEL_H_
 #define TRIBUTARY_MODEL_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -153,11 +154,19 @@ class Model {
   Status ComponentTerms(uint32_t k, std::vector<double>* out) const;
 
   // Adds a class (schema with open classes; the family must support growth).
-  // For a classifier this changes the layout of the statistics: every
-  // scoring state made before is invalid, and layout_version() changes (a
-  // Learner, learner.h, rebuilds itself when it sees that).
+  // Every scoring state made before is invalid afterwards, and
+  // layout_version() changes (a Learner, learner.h, rebuilds itself when it
+  // sees that). Cost: for a family with add_class (ABI 1.4: multinomial,
+  // gaussian, lda-classifier) O(one class's statistics) while there is room
+  // (class_capacity()), and O(model) when the room is exhausted and the model
+  // is re-created with 1.5 times as much (amortised O(classes + vocabulary)
+  // per class); for other families O(model) every time (grow_classes).
+  // On error the model is unchanged.
   Status AddClass(const std::string& name);
   uint64_t layout_version() const { return layout_version_; }
+  // Classes the statistics have room for (>= num_classes()); equal to
+  // num_classes() for a model created or loaded with a fixed set of classes.
+  uint32_t class_capacity() const { return std::max(class_capacity_, num_classes()); }
 
   const ModelSchema& schema() const { return schema_; }
   ModelSchema* mutable_schema() { return &schema_; }
@@ -199,9 +208,12 @@ class Model {
  private:
   Model() = default;
   Status QueryOutputs();
+  // `class_capacity` (0: the schema's classes) is passed to families with
+  // add_class only (trib_schema.class_capacity).
   static Result<std::unique_ptr<Model>> CreateInternal(std::shared_ptr<const Plugin> family,
                                                        std::shared_ptr<const Plugin> loss, ModelSchema schema,
-                                                       Options family_options);
+                                                       Options family_options, uint32_t class_capacity = 0);
+  Status GrowClasses(const std::string& name);
   std::shared_ptr<const Plugin> family_;
   std::shared_ptr<const Plugin> loss_;
   uint64_t layout_version_ = 0;
@@ -211,6 +223,7 @@ class Model {
   std::shared_ptr<trib_loss_model> loss_model_;  // the loss's instance (NULL: no options support)
   uint32_t output_kind_ = TRIB_OUTPUTS_CLASSES;
   uint32_t num_outputs_ = 0;
+  uint32_t class_capacity_ = 0;  // 0: num_classes()
   trib_family_model* fmodel_ = nullptr;
   SufficientStats stats_;
   LearnerState learner_;

@@ -64,8 +64,9 @@ extern "C" {
 #define TRIB_ABI_MAJOR 1u
 /* Minor versions: 1.1 export_cache / import_cache; 1.2 latent outputs,
  * topics, completion, SEP hooks, loss options, real_kinds, missing values;
- * 1.3 the optional option table (tributary_plugin_options). */
-#define TRIB_ABI_MINOR 3u
+ * 1.3 the optional option table (tributary_plugin_options); 1.4 classes added
+ * in place (trib_schema.class_capacity, add_class). */
+#define TRIB_ABI_MINOR 4u
 #define TRIB_PLUGIN_MAGIC 0x54524942u /* "TRIB" */
 
 #if defined(_WIN32)
@@ -146,6 +147,15 @@ typedef struct trib_schema {
   /* num_reals entries: TRIB_FEATURE_REAL or TRIB_FEATURE_COUNT, the declared
    * kind of each entry of trib_document.reals. */
   const uint32_t* real_kinds;
+  /* ---- ABI 1.4 ---- */
+  /* Room for classes (>= num_classes), set by the host only for families
+   * with add_class (0 or num_classes otherwise: no room). Such a family lays
+   * its statistics out for class_capacity classes; the entries of the classes
+   * num_classes .. class_capacity-1 are padding: raw zero, never scored, never
+   * touched by accumulate or commit, kept at zero by rebuild (which sets
+   * them to zero, so a snapshot with anything else there is refused), until
+   * add_class brings the next one into use. */
+  uint32_t class_capacity;
 } trib_schema;
 
 /* One validated document, in the model's id space. The host guarantees:
@@ -329,11 +339,12 @@ typedef struct trib_family_vtable {
   double (*perplexity_tokens)(const trib_family_model* model, const trib_document* doc);
 
   /* Optional (NULL: the family cannot gain classes). The host created
-   * `new_model` for a schema with one more class, laid out `new_stats` (raw
-   * zero; each block's scale/shift copied from the old block of the same
-   * position) and asks the family to copy every old class's raw statistics to
-   * their place in the new layout. The new class keeps raw zero, i.e. starts
-   * at the current prior level. The host calls rebuild afterwards. */
+   * `new_model` for a schema with one more class (and, for a family with
+   * add_class, a larger class_capacity), laid out `new_stats` (raw zero; each
+   * block's scale/shift copied from the old block of the same position) and
+   * asks the family to copy every old class's raw statistics to their place
+   * in the new layout. The new class keeps raw zero, i.e. starts at the
+   * current prior level. The host calls rebuild afterwards. O(model). */
   int (*grow_classes)(const trib_family_model* old_model, const trib_stats* old_stats, trib_family_model* new_model,
                       trib_stats* new_stats, trib_error* err);
 
@@ -394,6 +405,22 @@ typedef struct trib_family_vtable {
   /* Optional: the hooks the SEP / EP / ADF engines call (see sep_abi.h);
    * NULL when the family can only be trained by sdEM. */
   const struct trib_sep_hooks* sep;
+
+  /* ---- ABI 1.4 ---- */
+
+  /* Optional (NULL: every new class goes through grow_classes, which copies
+   * the whole model). Brings the next padded class (index num_classes, see
+   * trib_schema.class_capacity) into use in place: the layout does not
+   * change, its statistics are raw zero (the current prior level, exactly
+   * what grow_classes gives a new class) and the family extends its caches
+   * and its class count. Cost O(statistics of one class), never O(model):
+   * this is what makes open-class streams cost O(classes + vocabulary) per
+   * new class (amortised; the host grows the capacity geometrically through
+   * grow_classes when it is exhausted). The host calls it only when
+   * num_classes < class_capacity, does not call rebuild afterwards, and
+   * refuses a family that has add_class without grow_classes. On error the
+   * model must be unchanged. */
+  int (*add_class)(trib_family_model* model, trib_stats* stats, trib_error* err);
 } trib_family_vtable;
 
 #define TRIB_OUTPUTS_CLASSES 0u
