@@ -20,17 +20,24 @@
 //      what was written; the report's damage names exactly that range, the
 //      offset and the byte count; s is copied byte for byte to damaged/ with
 //      a .report naming the range and the copy; no segment file changed.
+//  The log is written as the server writes it: its acknowledgement mark
+//  (wal.h) is rewritten after every group commit, so it names the last
+//  record (M = kRecords) unless a test moves it back.
 //  Damage running to the end of the newest segment (nothing readable after
-//  it): a torn tail, under both policies: records 1..q-1 replayed, the
-//  segment cut at the offset of r and the cut bytes kept byte for byte in
-//  damaged/; no other file changed. This is the documented limit: a flipped
-//  bit in the newest segment's last record looks like a torn write.
+//  it): records up to the mark were acknowledged, so it is corruption of the
+//  records q..M ("... in acknowledged records at the end of the log"), as
+//  above, and the segment is not cut. Only bytes past the mark (zeros a
+//  crash appended after record M) are a torn tail, under both policies:
+//  records 1..q-1 replayed, the segment cut at the offset of r and the cut
+//  bytes kept byte for byte in damaged/; no other file changed.
 //  A segment truncated at a record boundary or deleted: if it is older, the
 //  next segment's name reveals a gap (Corruption "missing records before this
 //  segment" naming the next segment and exactly the missing range; skip goes
-//  on after it). If it is the newest, nothing on disk tells a shorter log from
-//  a cut one: the records after the cut are gone without a report (a limit
-//  the test states rather than hides; see KnownLimits below).
+//  on after it). If it is the newest, the log ends before the mark:
+//  Corruption "acknowledged records missing at the end of the log" naming the
+//  segment that is left and the range q..M. What is still out of reach --
+//  records acknowledged after the last mark was written -- is shown in
+//  RecordsAfterTheMark below.
 //
 // Snapshots: a bit flipped at every bit of a small snapshot is refused with
 // Corruption naming the file; no damaged snapshot ever loads.
@@ -161,8 +168,9 @@ struct Expect {
   enum Kind {
     kCorrupt,     // refused / skipped with a report naming the lost range
     kTorn,        // a torn tail: cut, bytes kept, both policies go on
-    kSilentLoss,  // a log cut at a record boundary of its newest segment
+    kSilentLoss,  // the newest segment cut at a record boundary after the mark
   } kind = kCorrupt;
+  bool tail = false;  // corrupt records at the end of the log: the reason gets the suffix below
   uint64_t first_lost = 0, last_lost = 0;
   std::string segment;  // file name of the segment the damage is reported in
   size_t offset = 0;    // corrupt: report offset; torn: where the segment is cut
@@ -186,6 +194,7 @@ class WalFaultTest : public ::testing::Test {
       ASSERT_TRUE((*w)->Append(Record(s)).ok());
       if (s % 3 == 0 || s == kRecords) {
         ASSERT_TRUE((*w)->Sync().ok());
+        ASSERT_TRUE((*w)->MarkAcknowledged(s).ok());
       }
     }
     w->reset();
@@ -258,25 +267,39 @@ class WalFaultTest : public ::testing::Test {
     e.offset = l.frames[r].off;
     e.first_lost = l.frames[r].seq;
     const bool last = r2 + 1 == l.frames.size();
-    if (last && Newest(s)) {
+    if (last && Newest(s) && e.first_lost > mark_) {
       e.kind = Expect::kTorn;
       e.last_lost = kRecords;
       return e;  // bytes: set by the caller (the segment's damaged length)
     }
     e.kind = Expect::kCorrupt;
-    e.last_lost = l.frames[r2].seq;
+    e.tail = last && Newest(s);
+    e.last_lost = e.tail ? mark_ : l.frames[r2].seq;
     e.bytes = (last ? l.size : l.frames[r2 + 1].off) - e.offset;
     e.reason = reason;
     return e;
   }
   // The rule for segment s losing its records from record r on (cut at a
-  // record boundary, or deleted with r = 0).
-  Expect ForMissingTail(size_t s, size_t r) const {
+  // record boundary, or `deleted` with r = 0).
+  Expect ForMissingTail(size_t s, size_t r, bool deleted = false) const {
     Expect e;
     e.first_lost = layout_[s].frames[r].seq;
-    if (Newest(s)) {
+    if (Newest(s) && e.first_lost > mark_) {
       e.kind = Expect::kSilentLoss;
       e.last_lost = kRecords;
+      return e;
+    }
+    if (Newest(s)) {
+      // The log ends before the mark; the report names the segment left.
+      const size_t at = deleted ? s - 1 : s;
+      e.kind = Expect::kCorrupt;
+      e.last_lost = mark_;
+      e.segment = layout_[at].name;
+      e.offset = deleted ? layout_[at].size : layout_[s].frames[r].off;
+      e.reason =
+          "acknowledged records missing at the end of the log (its newest segment was cut short or deleted; "
+          "the acknowledgement mark is at " +
+          std::to_string(mark_) + ")";
       return e;
     }
     e.kind = Expect::kCorrupt;
@@ -329,11 +352,13 @@ class WalFaultTest : public ::testing::Test {
         &rep, policy);
     const DirBytes after = ReadDir(dir_);
     cases_++;
+    const std::string reason =
+        e.reason.empty() ? "" : e.reason + (e.tail ? " in acknowledged records at the end of the log" : "");
 
     if (e.kind == Expect::kCorrupt && !skip) {
       ASSERT_TRUE(st.IsCorruption()) << st.ToString();
       const std::string& m = st.message();
-      EXPECT_THAT(m, HasSubstr("write-ahead log '" + dir_ + "/" + e.segment + "': " + e.reason));
+      EXPECT_THAT(m, HasSubstr("write-ahead log '" + dir_ + "/" + e.segment + "': " + reason));
       if (e.bytes > 0) {
         EXPECT_THAT(m, HasSubstr(" at byte " + std::to_string(e.offset) + " (" + std::to_string(e.bytes) +
                                  " unreadable bytes)"));
@@ -361,7 +386,9 @@ class WalFaultTest : public ::testing::Test {
       EXPECT_EQ(d.offset, e.offset);
       EXPECT_EQ(d.bytes, e.bytes);
       if (!e.reason.empty()) {
-        EXPECT_EQ(d.reason, e.reason);
+        EXPECT_EQ(d.reason, reason);
+      } else if (e.tail) {
+        EXPECT_THAT(d.reason, HasSubstr(" in acknowledged records at the end of the log"));
       }
       EXPECT_FALSE(d.covered);
       // The damaged segment is kept byte for byte, with a report.
@@ -414,9 +441,20 @@ class WalFaultTest : public ::testing::Test {
     Check(damage, e, CorruptionPolicy::kSkip);
   }
 
+  // Moves the pristine log's acknowledgement mark back to `m` (records after
+  // it acknowledged since the last mark was written).
+  void SetMark(uint64_t m) {
+    auto w = WriteAheadLog::Open(base_, TestEnv());
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->MarkAcknowledged(m).ok());
+    mark_ = m;
+    pristine_ = ReadDir(base_);
+  }
+
   std::string root_, base_, dir_;
   std::vector<SegmentLayout> layout_;
   DirBytes pristine_;
+  uint64_t mark_ = kRecords;
   int cases_ = 0;
 };
 
@@ -478,8 +516,9 @@ TEST_F(WalFaultTest, BitFlipAtEveryRecordBoundaryAndInsideEveryRecord) {
       }
     }
   }
+  // With the mark current, no flipped bit is ever taken for a torn write.
   EXPECT_GT(corrupt, 0);
-  EXPECT_GT(torn, 0);
+  EXPECT_EQ(torn, 0);
   std::cerr << "bit flips: " << corrupt << " corruption cases, " << torn << " torn-tail cases, " << cases_
             << " replays\n";
 }
@@ -512,7 +551,7 @@ TEST_F(WalFaultTest, SegmentTruncatedAtEveryBoundaryAndInsideEveryRecord) {
 TEST_F(WalFaultTest, WholeSegmentDeleted) {
   for (size_t s = 0; s < layout_.size(); ++s) {
     SCOPED_TRACE("deleted " + layout_[s].name);
-    CheckBoth([&] { fs::remove(Path(s)); }, ForMissingTail(s, 0));
+    CheckBoth([&] { fs::remove(Path(s)); }, ForMissingTail(s, 0, /*deleted=*/true));
   }
 }
 
@@ -590,17 +629,22 @@ TEST_F(WalFaultTest, ZerosFromARecordBoundary) {
   }
 }
 
-// What the log cannot tell (documented in wal.h and docs/design.md §6), shown
-// rather than hidden: (1) a flipped bit in the newest segment's last record
-// is taken for a torn write: that acknowledged record is dropped, reported
-// only as torn bytes kept aside, without its sequence; (2) the newest segment
-// cut at a record boundary, or deleted, reads as a shorter log: the records
-// after the cut are lost with no report at all. Only a durable mark of the
-// last acknowledged sequence (e.g. in a per-sync record or a side file)
-// could catch these.
-TEST_F(WalFaultTest, KnownLimits) {
+// What the mark cannot cover (documented in wal.h and docs/design.md): the
+// records acknowledged after the last mark was written (at most one
+// ack_mark_interval_ms before a crash). Here the mark is at kRecords - 2, so
+// records kRecords - 1 and kRecords were acknowledged after it:
+//  (1) a flipped bit in the last record is taken for a torn write (the
+//      record is dropped, its bytes kept aside, its sequence not named);
+//  (2) the newest segment cut at the boundary of record kRecords - 1 reads
+//      as a shorter log: those two records are gone without a report;
+//  (3) but cut one record earlier, at the marked record kRecords - 2, the
+//      loss of that record is reported, refused by default (the two after it
+//      are lost without a report under skip, as in (2)).
+TEST_F(WalFaultTest, RecordsAfterTheMark) {
+  SetMark(kRecords - 2);
   const size_t s = layout_.size() - 1;
   const SegmentLayout& l = layout_[s];
+  ASSERT_GE(l.frames.size(), 3u);
   const FrameAt& last = l.frames.back();
   Expect torn = ForDamagedRecords(s, l.frames.size() - 1, l.frames.size() - 1, "");
   ASSERT_EQ(torn.kind, Expect::kTorn);
@@ -612,9 +656,80 @@ TEST_F(WalFaultTest, KnownLimits) {
         WriteAll(Path(s), data);
       },
       torn);
-  const Expect silent = ForMissingTail(s, l.frames.size() - 1);
+  const FrameAt& after_mark = l.frames[l.frames.size() - 2];
+  ASSERT_EQ(after_mark.seq, kRecords - 1);
+  const Expect silent = ForMissingTail(s, l.frames.size() - 2);
   ASSERT_EQ(silent.kind, Expect::kSilentLoss);
-  CheckBoth([&] { fs::resize_file(Path(s), last.off); }, silent);
+  CheckBoth([&] { fs::resize_file(Path(s), after_mark.off); }, silent);
+
+  const FrameAt& marked = l.frames[l.frames.size() - 3];
+  ASSERT_EQ(marked.seq, kRecords - 2);
+  for (CorruptionPolicy policy : {CorruptionPolicy::kRefuse, CorruptionPolicy::kSkip}) {
+    SCOPED_TRACE(policy == CorruptionPolicy::kSkip ? "skip" : "refuse");
+    fs::remove_all(dir_);
+    fs::copy(base_, dir_, fs::copy_options::recursive);
+    fs::resize_file(Path(s), marked.off);
+    std::vector<uint64_t> seqs;
+    WalReplayReport rep;
+    auto w = WriteAheadLog::Open(dir_, TestEnv());
+    ASSERT_TRUE(w.ok());
+    Status st = (*w)->Replay(
+        0,
+        [&](const v1::WalRecord& rec) {
+          seqs.push_back(rec.sequence());
+          return Status::OK();
+        },
+        &rep, policy);
+    EXPECT_EQ(rep.acknowledged_mark, kRecords - 2);
+    EXPECT_EQ(seqs, AllBut(kRecords - 2, kRecords));
+    if (policy == CorruptionPolicy::kRefuse) {
+      ASSERT_TRUE(st.IsCorruption()) << st.ToString();
+      EXPECT_THAT(st.message(), HasSubstr("acknowledged records missing at the end of the log"));
+      EXPECT_THAT(st.message(), HasSubstr("records " + std::to_string(kRecords - 2) + " (1 acknowledged documents)"));
+      continue;
+    }
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    ASSERT_EQ(rep.damage.size(), 1u);
+    EXPECT_EQ(rep.damage[0].first_lost, kRecords - 2);
+    EXPECT_EQ(rep.damage[0].last_lost, kRecords - 2);
+    EXPECT_EQ(rep.lost_records, 1u);
+    EXPECT_EQ(rep.last_sequence, kRecords - 2);  // the next record is numbered after the mark
+  }
+}
+
+// A damaged mark proves nothing: replay reads the log as if it had none (a
+// bad tail is then a torn write) and says why.
+TEST_F(WalFaultTest, DamagedMarkIsReportedAndIgnored) {
+  const std::string mark = base_ + "/wal.acked";
+  const std::string good = ReadAll(mark);
+  ASSERT_EQ(good.size(), 20u);
+  for (const auto& [what, bytes] : std::vector<std::pair<std::string, std::string>>{
+           {"checksum mismatch", good.substr(0, 10) + static_cast<char>(good[10] ^ 0x04) + good.substr(11)},
+           {"12 bytes, expected 20", good.substr(0, 12)},
+           {"bad magic", "XRIBACK1" + good.substr(8)}}) {
+    SCOPED_TRACE(what);
+    WriteAll(mark, bytes);
+    auto w = WriteAheadLog::Open(base_, TestEnv());
+    ASSERT_TRUE(w.ok());
+    auto m = (*w)->ReadAcknowledgedMark();
+    ASSERT_TRUE(m.status().IsCorruption()) << m.status().ToString();
+    EXPECT_THAT(m.status().message(), HasSubstr("acknowledgement mark '" + mark + "': " + what));
+    mark_ = 0;  // the expectations of a log without a mark
+    pristine_ = ReadDir(base_);
+    const size_t s = layout_.size() - 1;
+    const SegmentLayout& l = layout_[s];
+    Expect torn = ForDamagedRecords(s, l.frames.size() - 1, l.frames.size() - 1, "");
+    ASSERT_EQ(torn.kind, Expect::kTorn);
+    torn.bytes = l.size - 1 - torn.offset;  // what is left of the last record
+    CheckBoth([&] { fs::resize_file(Path(s), l.size - 1); }, torn);
+    WalReplayReport rep;
+    ASSERT_TRUE((*w)->Replay(
+                        0, [](const v1::WalRecord&) { return Status::OK(); }, &rep)
+                    .ok());
+    EXPECT_EQ(rep.acknowledged_mark, 0u);
+    EXPECT_THAT(rep.mark_error, HasSubstr(what));
+  }
+  WriteAll(mark, good);
 }
 
 // Damage covered by the snapshot (every lost sequence <= `after`) loses

@@ -403,6 +403,10 @@ Runner SetUpServe(CLI::App* sv) {
                  "after a write-ahead log failure (full disk): probe the log this often and resume learning when it "
                  "takes data again (0: stay off until restarted)")
       ->capture_default_str();
+  sv->add_option("--ack-mark-interval-ms", s->server.ack_mark_interval_ms,
+                 "rewrite the write-ahead log's acknowledgement mark at most this often (damage to records "
+                 "acknowledged before the last mark is reported, never taken for a torn write)")
+      ->capture_default_str();
   sv->add_option("--drain-timeout-ms", s->server.drain_timeout_ms,
                  "on SIGTERM, learn what was acknowledged for at most this long; the rest stays in the log and is "
                  "replayed at the next start")

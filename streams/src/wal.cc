@@ -83,6 +83,11 @@ size_t FindNextRecord(const std::string& data, size_t from, uint64_t prev, v1::W
   return std::string::npos;
 }
 
+// The acknowledgement mark's file: magic, sequence (little endian), CRC-32
+// of the 16 bytes before it.
+constexpr char kMarkMagic[9] = "TRIBACK1";
+constexpr size_t kMarkBytes = 8 + 8 + 4;
+
 std::string Range(uint64_t a, uint64_t b) {
   if (a > b) return "none";
   return a == b ? std::to_string(a) : std::to_string(a) + ".." + std::to_string(b);
@@ -154,63 +159,105 @@ Result<std::string> WriteAheadLog::KeepAside(const std::string& segment, const s
   return path;
 }
 
+std::string WriteAheadLog::MarkPath() const { return (fs::path(dir_) / "wal.acked").string(); }
+
+Status WriteAheadLog::MarkAcknowledged(uint64_t sequence) {
+  std::string bytes(kMarkMagic, 8);
+  for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<char>((sequence >> (8 * i)) & 0xff));
+  const uint32_t crc = Crc32(bytes.data(), bytes.size());
+  for (int i = 0; i < 4; ++i) bytes.push_back(static_cast<char>((crc >> (8 * i)) & 0xff));
+  return env_->WriteFileAtomically(MarkPath(), bytes).WithContext("write-ahead log acknowledgement mark");
+}
+
+Result<uint64_t> WriteAheadLog::ReadAcknowledgedMark() const {
+  const std::string path = MarkPath();
+  if (!env_->FileExists(path)) return uint64_t{0};
+  std::string data;
+  TRIB_RETURN_IF_ERROR(env_->ReadFileToString(path, &data).WithContext("write-ahead log acknowledgement mark"));
+  auto bad = [&](const std::string& why) {
+    return Status::Corruption("write-ahead log acknowledgement mark '" + path + "': " + why);
+  };
+  if (data.size() != kMarkBytes) {
+    return bad(std::to_string(data.size()) + " bytes, expected " + std::to_string(kMarkBytes));
+  }
+  if (data.compare(0, 8, kMarkMagic) != 0) return bad("bad magic (expected \"TRIBACK1\")");
+  uint32_t want = 0;
+  for (int i = 0; i < 4; ++i) want |= static_cast<uint32_t>(static_cast<unsigned char>(data[16 + i])) << (8 * i);
+  if (Crc32(data.data(), 16) != want) return bad("checksum mismatch");
+  uint64_t seq = 0;
+  for (int i = 0; i < 8; ++i) seq |= static_cast<uint64_t>(static_cast<unsigned char>(data[8 + i])) << (8 * i);
+  return seq;
+}
+
 Status WriteAheadLog::Replay(uint64_t after, const std::function<Status(const v1::WalRecord&)>& fn,
                              WalReplayReport* report, CorruptionPolicy policy) {
   WalReplayReport local;
   if (!report) report = &local;
   const std::string stamp = std::to_string(static_cast<long long>(std::time(nullptr)));
   const auto segs = Segments();
+  // M: records up to it were acknowledged and must be there. A damaged mark
+  // file proves nothing either way: read the log as if it had none.
+  uint64_t mark = 0;
+  if (auto m = ReadAcknowledgedMark(); m.ok()) {
+    mark = *m;
+  } else {
+    report->mark_error = m.status().ToString();
+  }
+  report->acknowledged_mark = mark;
   uint64_t prev = 0;  // the last sequence read; 0 before the first record
   v1::WalRecord rec;
+  std::string seg;   // the segment being read (the last one after the loop)
+  std::string kept;  // its copy in damaged/, once made
+
+  // Records [first_lost, last_lost] of `seg` cannot be read: decide by the policy.
+  auto damaged = [&](const std::string& data, uint64_t offset, uint64_t bytes, uint64_t first_lost, uint64_t last_lost,
+                     const std::string& reason) -> Status {
+    WalDamage d;
+    d.segment = seg;
+    d.offset = offset;
+    d.bytes = bytes;
+    d.first_lost = first_lost;
+    d.last_lost = last_lost;
+    d.reason = reason;
+    d.covered = first_lost > last_lost || last_lost <= after;
+    if (!d.covered && policy == CorruptionPolicy::kRefuse) {
+      return Status::Corruption(d.Describe() +
+                                ". Nothing on disk was changed. Restore the segment from a backup, or start with "
+                                "--on-corruption=skip to keep it aside and go on without those documents");
+    }
+    if (!d.covered) {
+      if (kept.empty() && seg != dir_) {
+        auto k = KeepAside(seg, "." + stamp, data);
+        if (!k.ok()) return k.status().WithContext("keeping the damaged log segment aside");
+        kept = *k;
+      }
+      d.kept_as = kept;
+      const uint64_t lo = std::max(first_lost, after + 1);
+      report->lost_records += last_lost - lo + 1;
+      std::string text = "Tributary write-ahead log damage, found at unix time " + stamp + "\n" + d.Describe() +
+                         ".\nPolicy: skip (the server went on without them).\nThe damaged segment is kept as: " +
+                         (kept.empty() ? std::string("(no segment is left)") : kept) +
+                         "\nRemove this .report file once reviewed: /healthz fails while one exists.\n";
+      auto r = KeepAside(seg, "." + stamp + "." + std::to_string(offset) + ".report", text);
+      if (!r.ok()) return r.status().WithContext("writing the damage report");
+      d.report = *r;
+    }
+    report->damage.push_back(std::move(d));
+    return Status::OK();
+  };
+
   for (size_t s = 0; s < segs.size(); ++s) {
-    const std::string& seg = segs[s];
+    seg = segs[s];
+    kept.clear();
     const bool newest = s + 1 == segs.size();
     std::string data;
     TRIB_RETURN_IF_ERROR(env_->ReadFileToString(seg, &data).WithContext("write-ahead log"));
-    std::string kept;  // this segment's copy in damaged/, once made
-
-    // Records [first_lost, last_lost] cannot be read: decide by the policy.
-    auto damaged = [&](uint64_t offset, uint64_t bytes, uint64_t first_lost, uint64_t last_lost,
-                       const std::string& reason) -> Status {
-      WalDamage d;
-      d.segment = seg;
-      d.offset = offset;
-      d.bytes = bytes;
-      d.first_lost = first_lost;
-      d.last_lost = last_lost;
-      d.reason = reason;
-      d.covered = first_lost > last_lost || last_lost <= after;
-      if (!d.covered && policy == CorruptionPolicy::kRefuse) {
-        return Status::Corruption(d.Describe() +
-                                  ". Nothing on disk was changed. Restore the segment from a backup, or start with "
-                                  "--on-corruption=skip to keep it aside and go on without those documents");
-      }
-      if (!d.covered) {
-        if (kept.empty()) {
-          auto k = KeepAside(seg, "." + stamp, data);
-          if (!k.ok()) return k.status().WithContext("keeping the damaged log segment aside");
-          kept = *k;
-        }
-        d.kept_as = kept;
-        const uint64_t lo = std::max(first_lost, after + 1);
-        report->lost_records += last_lost - lo + 1;
-        std::string text =
-            "Tributary write-ahead log damage, found at unix time " + stamp + "\n" + d.Describe() +
-            ".\nPolicy: skip (the server went on without them).\nThe damaged segment is kept as: " + kept +
-            "\nRemove this .report file once reviewed: /healthz fails while one exists.\n";
-        auto r = KeepAside(seg, "." + stamp + "." + std::to_string(offset) + ".report", text);
-        if (!r.ok()) return r.status().WithContext("writing the damage report");
-        d.report = *r;
-      }
-      report->damage.push_back(std::move(d));
-      return Status::OK();
-    };
 
     const uint64_t first = SegmentFirst(seg);
     // Records missing between segments (a deleted or lost segment).
     const uint64_t expected = prev == 0 ? std::min(first, after + 1) : prev + 1;
     if (first > expected) {
-      TRIB_RETURN_IF_ERROR(damaged(0, 0, expected, first - 1, "missing records before this segment"));
+      TRIB_RETURN_IF_ERROR(damaged(data, 0, 0, expected, first - 1, "missing records before this segment"));
       prev = first - 1;
     }
     size_t off = 0;
@@ -225,7 +272,7 @@ Status WriteAheadLog::Replay(uint64_t after, const std::function<Status(const v1
                                     " has sequence " + std::to_string(seq) + ", expected " + std::to_string(want) +
                                     " or above (the log's order is broken)");
         }
-        if (seq > want) TRIB_RETURN_IF_ERROR(damaged(off, 0, want, seq - 1, "missing records"));
+        if (seq > want) TRIB_RETURN_IF_ERROR(damaged(data, off, 0, want, seq - 1, "missing records"));
         off += size;
         prev = seq;
         report->last_sequence = std::max(report->last_sequence, seq);
@@ -238,6 +285,14 @@ Status WriteAheadLog::Replay(uint64_t after, const std::function<Status(const v1
         continue;
       }
       const size_t next = FindNextRecord(data, off + 1, prev, &rec);
+      if (next == std::string::npos && newest && prev < mark) {
+        // Nothing readable follows, but records up to the mark were
+        // acknowledged: corruption of the log's end, not a torn write.
+        TRIB_RETURN_IF_ERROR(damaged(data, off, data.size() - off, prev + 1, mark,
+                                     std::string(FrameError(f)) + " in acknowledged records at the end of the log"));
+        prev = mark;
+        break;
+      }
       if (next == std::string::npos && newest) {
         // A torn tail: the last write never finished, so nothing after it
         // was acknowledged. Keep the bytes, cut them off (the segment must
@@ -265,11 +320,28 @@ Status WriteAheadLog::Replay(uint64_t after, const std::function<Status(const v1
         last_lost = SegmentFirst(segs[s + 1]) - 1;
       }
       const size_t end = next == std::string::npos ? data.size() : next;
-      TRIB_RETURN_IF_ERROR(damaged(off, end - off, first_lost, last_lost, FrameError(f)));
+      TRIB_RETURN_IF_ERROR(damaged(data, off, end - off, first_lost, last_lost, FrameError(f)));
       if (last_lost >= first_lost) prev = last_lost;
       off = end;
     }
   }
+  // The log ends before the mark: its newest segment was cut short at a
+  // record boundary, or deleted (then the one before it, if any, is named).
+  const uint64_t read_through = std::max(prev, report->last_sequence);
+  if (mark > read_through && mark > after) {
+    const uint64_t first_lost = std::max(read_through, after) + 1;
+    std::string data;
+    if (seg.empty()) {
+      seg = dir_;  // no segment at all: the report names the directory
+    } else {
+      TRIB_RETURN_IF_ERROR(env_->ReadFileToString(seg, &data).WithContext("write-ahead log"));
+    }
+    TRIB_RETURN_IF_ERROR(damaged(data, data.size(), 0, first_lost, mark,
+                                 "acknowledged records missing at the end of the log (its newest segment was cut "
+                                 "short or deleted; the acknowledgement mark is at " +
+                                     std::to_string(mark) + ")"));
+  }
+  if (policy == CorruptionPolicy::kSkip) report->last_sequence = std::max(report->last_sequence, mark);
   return Status::OK();
 }
 

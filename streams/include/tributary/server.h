@@ -94,6 +94,11 @@ struct ServerOptions {
   // its directory); learning resumes by itself once that succeeds. 0: stay
   // off until restarted.
   uint32_t wal_retry_interval_ms = 1000;
+  // The log's acknowledgement mark (wal.h) is rewritten at most this often,
+  // after the acknowledgements it covers (never on their path): damage to
+  // records acknowledged more than this long before it is found is reported
+  // as corruption, not taken for a torn write. 0: after every group commit.
+  uint32_t ack_mark_interval_ms = 100;
   // Shutdown drains: every acknowledged document is learned before the
   // final snapshot, for at most this long; what is left then stays in the
   // log and is replayed at the next start (nothing acknowledged is lost

@@ -3,22 +3,35 @@
 // files <dir>/wal-<first sequence>.log. Each record is framed as varint
 // length, payload, CRC-32 (little endian). All I/O goes through an Env.
 //
+// The acknowledgement mark: <dir>/wal.acked holds a sequence M (magic,
+// sequence, CRC-32) such that every record up to M was acknowledged, written
+// by MarkAcknowledged after the records' fsync (the server does so at most
+// every ack_mark_interval_ms, off the acknowledgement path). M tells replay
+// which records must exist.
+//
 // Damage. Replay tells two kinds apart:
 //  - A torn tail: unreadable bytes at the end of the newest segment with no
-//    readable record after them. That is what a crash during the last
-//    (never acknowledged) group-commit write leaves. The bytes are copied to
+//    readable record after them, all past the mark (the last readable record
+//    is at or above M). That is what a crash during the last (never
+//    acknowledged) group-commit write leaves. The bytes are copied to
 //    <dir>/damaged/ and cut off the segment, and replay goes on.
 //  - Corruption: unreadable bytes followed by readable records (found by
 //    scanning for the next frame whose CRC holds and whose sequence fits), a
-//    damaged segment that is not the newest, or a gap in the sequence. Those
+//    damaged segment that is not the newest, a gap in the sequence, an
+//    unreadable tail of the newest segment holding records up to M, or a log
+//    that ends before M (the newest segment cut short or deleted). Those
 //    records were acknowledged. What happens is the CorruptionPolicy's call;
 //    the damaged file is never truncated or rewritten.
 // A damaged range whose records are all covered by the snapshot
 // (sequence <= `after`) loses nothing and is only reported.
 //
-// Limit: a flipped bit inside the very last record of the newest segment
-// cannot be told from a torn write (nothing follows it); that record is then
-// dropped as a torn tail, its bytes kept in damaged/.
+// Limit: records acknowledged after the last mark written (at most one mark
+// interval, 100 ms by default, before a crash or the damage) are not known
+// to have been acknowledged: a flipped bit in them, at the very end of the
+// newest segment, reads as a torn tail (dropped, bytes kept in damaged/),
+// and the newest segment cut at a record boundary among them loses them
+// without a report. A log without a mark file (written before the mark
+// existed) is read with M = 0.
 //
 // Thread safety: none; the server's committer thread owns the log.
 #ifndef TRIBUTARY_WAL_H_
@@ -66,12 +79,14 @@ struct WalDamage {
 };
 
 struct WalReplayReport {
-  uint64_t records = 0;        // records handed to the callback
-  uint64_t skipped = 0;        // records at or below `after`
-  uint64_t torn_bytes = 0;     // bytes of a torn tail dropped
-  std::string torn_kept_as;    // where the torn bytes were copied
-  uint64_t last_sequence = 0;  // highest sequence seen (0 if none)
-  uint64_t lost_records = 0;   // acknowledged records skipped under kSkip
+  uint64_t acknowledged_mark = 0;  // M read from wal.acked (0: none)
+  std::string mark_error;          // the mark file exists but cannot be read (then M = 0)
+  uint64_t records = 0;            // records handed to the callback
+  uint64_t skipped = 0;            // records at or below `after`
+  uint64_t torn_bytes = 0;         // bytes of a torn tail dropped
+  std::string torn_kept_as;        // where the torn bytes were copied
+  uint64_t last_sequence = 0;      // highest sequence seen (0 if none); at least M under kSkip
+  uint64_t lost_records = 0;       // acknowledged records skipped under kSkip
   std::vector<WalDamage> damage;
 };
 
@@ -121,6 +136,17 @@ class WriteAheadLog {
   Status DropCovered(uint64_t covered);
   // Starts a new segment if the current one holds more than `max_bytes`.
   Status MaybeRoll(uint64_t next_sequence, uint64_t max_bytes);
+
+  // Records that every record up to `sequence` was acknowledged (durably:
+  // written to a temporary file, fsynced, renamed over <dir>/wal.acked, the
+  // directory fsynced). REQUIRES: those records were synced (Sync returned
+  // OK). It touches only the mark file, so it may run on another thread than
+  // the log's other calls, one call at a time.
+  Status MarkAcknowledged(uint64_t sequence);
+  // The mark as stored: 0 when there is no mark file; Corruption naming the
+  // file when it exists but cannot be read.
+  Result<uint64_t> ReadAcknowledgedMark() const;
+  std::string MarkPath() const;
 
   const std::string& dir() const { return dir_; }
   // Where damaged segments and their reports are kept.

@@ -14,10 +14,33 @@ namespace tributary {
 void Server::Impl::CommitterLoop() {
   auto last_sync = Clock::now();
   uint64_t dropped_through = 0;  // DropCovered already done for this sequence
+  // The acknowledgement mark (wal.h): acknowledged through `acked`, marked
+  // through `marked`; rewritten at most every ack_mark_interval_ms, after
+  // the acknowledgements it covers.
+  uint64_t acked = next_sequence - 1, marked = acked;
+  auto last_mark = Clock::now();
+  auto write_mark = [&] {
+    Status st = wal->MarkAcknowledged(acked);
+    last_mark = Clock::now();
+    if (st.ok()) {
+      marked = acked;
+    } else {
+      counters.ack_mark_failures++;
+    }
+  };
+  const auto mark_interval = std::chrono::milliseconds(opt.ack_mark_interval_ms);
   std::vector<LearnJob> group;
   for (;;) {
+    if (marked < acked && Clock::now() - last_mark >= mark_interval) write_mark();
     {
       std::unique_lock<std::mutex> l(commit_mu);
+      if (marked < acked) {
+        // Idle with a mark to write: wake for it when its interval is up.
+        if (!commit_cv.wait_until(l, last_mark + mark_interval,
+                                  [&] { return stopping_commit || !commit_queue.empty(); })) {
+          continue;
+        }
+      }
       if (!learning_enabled && opt.wal_retry_interval_ms > 0) {
         // The log failed (a full disk, a device error): try it again every
         // interval, and learn again as soon as it takes data (wal.h Recover).
@@ -109,8 +132,10 @@ void Server::Impl::CommitterLoop() {
       }
       s += job.docs.size();
     }
+    acked = next_sequence - 1;
     group.clear();
   }
+  if (marked < acked) write_mark();
   // Every group was synced as it was logged; this only matters if a future
   // change buffers across groups. A failed log stays failed: not an error again.
   if (learning_enabled) {

@@ -96,6 +96,10 @@ std::string Server::Impl::MetricsText() {
   gauge("tributary_learning_enabled", "1 while learn requests are accepted.", learning_enabled ? 1.0 : 0.0);
   counter("tributary_wal_recoveries_total", "Times learning resumed after a write-ahead log failure.",
           counters.wal_recoveries);
+  counter("tributary_wal_ack_mark_failures_total",
+          "Failed writes of the write-ahead log's acknowledgement mark (learning goes on; damage to records "
+          "acknowledged since the last mark would read as a torn write).",
+          counters.ack_mark_failures);
   counter("tributary_snapshot_failures_total", "Snapshots that could not be written (retried later).",
           counters.snapshot_failures);
   counter("tributary_wal_recovery_attempts_total", "Attempts to use the write-ahead log again after a failure.",

@@ -304,6 +304,14 @@ Status Server::Impl::Recover(std::unique_ptr<Model> initial) {
   s.next_sequence = std::max(after, rep.last_sequence) + 1;
   s.counters.documents_acknowledged = s.next_sequence - 1;
   TRIB_RETURN_IF_ERROR(s.wal->StartSegment(s.next_sequence));
+  // Everything before next_sequence is in the snapshot or the log now; the
+  // mark says so (and replaces a damaged one, reported below).
+  if (!rep.mark_error.empty()) {
+    s.recovery.damage.push_back(rep.mark_error +
+                                "; the log was read without it (a torn tail could not be told from damage) and the "
+                                "mark is rewritten");
+  }
+  TRIB_RETURN_IF_ERROR(s.wal->MarkAcknowledged(s.next_sequence - 1));
   // A new data directory gets its base snapshot at once (so a damaged later
   // snapshot always has one before it); after a replay, or after damage, a
   // snapshot makes the recovered state the starting point.

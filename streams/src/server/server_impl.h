@@ -80,6 +80,7 @@ struct Counters {
   // Log failures: attempts to use the log again, and the successful ones.
   std::atomic<uint64_t> wal_recovery_attempts{0}, wal_recoveries{0};
   std::atomic<uint64_t> snapshot_failures{0};
+  std::atomic<uint64_t> ack_mark_failures{0};
   // Errors by kind (the Response codes, plus framing and log errors).
   std::atomic<uint64_t> err_invalid{0}, err_unauthenticated{0}, err_overloaded{0}, err_unavailable{0}, err_internal{0},
       err_frame{0}, err_wal{0};
