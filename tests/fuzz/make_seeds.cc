@@ -16,9 +16,9 @@
 #include "mem_env.h"
 #include "server/frame.h"
 #include "tributary/document.h"
+#include "tributary/learner.h"
 #include "tributary/model.h"
 #include "tributary/plugin_registry.h"
-#include "tributary/sdem_learner.h"
 #include "tributary/stream_io.h"
 #include "tributary/wal.h"
 
@@ -66,9 +66,11 @@ Document Doc(const std::string& id, std::vector<uint32_t> ids, std::vector<doubl
 
 // ---- stream_reader: mode (bit 0 small frame limit, bits 1..3 read size) + stream file
 
-std::string Stream(const std::vector<Document>& docs, const std::string& extra_frame = "", size_t bad_at = 99) {
+// `checksums`: stream format 2 (a CRC after every frame).
+std::string Stream(const std::vector<Document>& docs, const std::string& extra_frame = "", size_t bad_at = 99,
+                   bool checksums = false) {
   tributary::fuzz::MemEnv env;
-  tributary::v1::StreamHeader h = tributary::NewStreamHeader();
+  tributary::v1::StreamHeader h = tributary::NewStreamHeader(checksums);
   for (const char* t : {"t0", "t1", "t2", "t3"}) h.mutable_schema()->add_vocabulary(t);
   for (const char* c : {"a", "b"}) h.mutable_schema()->add_class_names(c);
   h.set_document_count(docs.size());
@@ -103,6 +105,15 @@ void StreamSeeds(Corpus* c) {
   c->Add("stream_reader", "two_streams", 0x08, ok + ok);
   c->Add("stream_reader", "truncated", 0x00, ok.substr(0, ok.size() - 3));
   c->Add("stream_reader", "header_only", 0x00, Stream({}));
+  // Format 2: every frame carries a CRC; a flipped bit in a document, a
+  // truncated last frame.
+  const std::string crc = Stream(docs, "", 99, true);
+  c->Add("stream_reader", "crc_valid", 0x00, crc);
+  c->Add("stream_reader", "crc_valid_short_reads", 0x04, crc);
+  std::string flipped = crc;
+  flipped[flipped.size() - 9] = static_cast<char>(flipped[flipped.size() - 9] ^ 0x10);
+  c->Add("stream_reader", "crc_flipped_bit", 0x00, flipped);
+  c->Add("stream_reader", "crc_truncated", 0x00, crc.substr(0, crc.size() - 2));
 }
 
 // ---- decoder: mode (bits 0..2 schema case, bit 3 new classes, bit 4 own schema) + Document
@@ -164,10 +175,19 @@ void SnapshotSeeds(Corpus* c) {
     const char* loss;
     tributary::Options options;
     bool reals;
+    bool grown = false;  // starts with class "a" only and gains "b": room for a third (class_capacity)
   };
-  const std::vector<Spec> specs = {{"multinomial_nll", "multinomial", "nll", {{"prior", "log"}}, false},
-                                   {"multinomial_hinge", "multinomial", "hinge", {}, false},
-                                   {"gaussian_ncll", "gaussian", "ncll", {}, true}};
+  const std::vector<Spec> specs = {
+      {"multinomial_nll", "multinomial", "nll", {{"prior", "log"}}, false},
+      {"multinomial_hinge", "multinomial", "hinge", {}, false},
+      {"multinomial_grown_ncll", "multinomial", "ncll", {}, false, true},
+      {"gaussian_ncll", "gaussian", "ncll", {}, true},
+      {"gaussian_grown_hinge", "gaussian", "hinge", {}, true, true},
+      {"lda_classifier_grown_ncll", "lda-classifier", "ncll", {{"topics", "2"}}, false, true},
+      {"lda_nll", "lda", "nll", {{"topics", "2"}}, false},
+      {"multinomial_mixture_nll", "multinomial-mixture", "nll", {{"components", "2"}}, false},
+      {"emsd_mixture_sep", "emsd-mixture", "nll", {{"components", "2"}}, false},
+  };
   for (const Spec& spec : specs) {
     tributary::v1::Schema proto;
     if (spec.reals) {
@@ -179,14 +199,16 @@ void SnapshotSeeds(Corpus* c) {
     } else {
       for (const char* t : {"t0", "t1", "t2", "t3", "t4"}) proto.add_vocabulary(t);
     }
-    for (const char* k : {"a", "b"}) proto.add_class_names(k);
+    proto.add_class_names("a");
+    if (!spec.grown) proto.add_class_names("b");
     auto schema = tributary::ModelSchema::FromProto(proto);
     Check(schema.status(), spec.name);
     auto m = tributary::Model::Create(family(spec.family), loss(spec.loss), *schema, spec.options);
     Check(m.status(), spec.name);
+    if (spec.grown) Check((*m)->AddClass("b"), spec.name);
     if (std::string(spec.loss) == "hinge") Check((*m)->SetLoss(loss("hinge"), {{"margin", "2"}}), spec.name);
     (*m)->learner_state().effective_size = 20;
-    auto learner = tributary::SdemLearner::Create(m->get());
+    auto learner = tributary::Learner::Create(m->get(), tributary::LearnerOptions{});
     Check(learner.status(), spec.name);
     std::mt19937_64 rng(7);
     for (int i = 0; i < 20; ++i) {

@@ -1,6 +1,8 @@
 // Fuzz target: Model::Load (lib/include/tributary/model.h) of a snapshot
 // file, with the built-in plugins the build has (the fuzz build makes the
-// families multinomial and gaussian and the losses nll, ncll and hinge).
+// families multinomial, gaussian, lda-classifier, lda, multinomial-mixture
+// and emsd-mixture and the losses nll, ncll and hinge; the seeds include
+// classifiers grown with room for more classes, ABI 1.4 class_capacity).
 //
 // Input: byte 0 says what the rest is.
 //   bit 0 = 0  the whole snapshot file, as found on disk (magic, version,
