@@ -1776,6 +1776,69 @@ TEST_P(ServerWalFaultTest, LearningResumesWhenTheLogTakesDataAgain) {
 // every readable document (the model equals offline training on exactly
 // those), names the lost sequences, and /healthz fails until the report is
 // removed, across restarts.
+// Byte offsets where the records of a log segment start (varint length,
+// payload, 4-byte CRC each).
+std::vector<size_t> RecordOffsets(const std::string& data) {
+  std::vector<size_t> out;
+  size_t off = 0;
+  while (off < data.size()) {
+    out.push_back(off);
+    size_t len = 0, hdr = 0;
+    int shift = 0;
+    unsigned char b = 0;
+    do {
+      b = static_cast<unsigned char>(data[off + hdr++]);
+      len |= static_cast<size_t>(b & 0x7f) << shift;
+      shift += 7;
+    } while (b & 0x80);
+    off += hdr + len + 4;
+  }
+  return out;
+}
+
+// The log's acknowledgement mark (wal.h): with ack_mark_interval_ms = 0 it
+// covers every record before it is acknowledged, so a crash image whose
+// newest segment lost its last 50 records at a record boundary (a shorter
+// log, nothing torn) is refused naming exactly those 50; a clean shutdown
+// leaves the mark current with the default interval too.
+TEST_F(ServerTest, AcknowledgedRecordsCutFromTheLogAreReportedByTheMark) {
+  std::mt19937_64 rng(43);
+  LogOrder order;
+  const uint64_t n = 200;
+  ServerOptions strict = Options();
+  strict.ack_mark_interval_ms = 0;
+  const std::string image = LearnAndTakeCrashImage(strict, RandomDocs(rng, n), 10, &order);
+  const std::string seg = NewestSegment(image);
+  const std::string data = ReadBytes(seg);
+  const std::vector<size_t> offsets = RecordOffsets(data);
+  ASSERT_EQ(offsets.size(), n);  // one segment: every record since the base snapshot
+  fs::resize_file(seg, offsets[150]);
+  auto refused = Server::Start(Options(image), nullptr);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(refused.status().IsCorruption()) << refused.status().ToString();
+  EXPECT_THAT(refused.status().message(), HasSubstr("acknowledged records missing at the end of the log"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("records 151..200 (50 acknowledged documents) cannot be read"));
+  EXPECT_EQ(ReadBytes(seg), data.substr(0, offsets[150])) << "the refusal changed the log";
+
+  // The default interval, after a clean shutdown.
+  const std::string dir = dir_ + "/clean";
+  ServerOptions o = Options(dir);
+  {
+    auto srv = Start(o);
+    ASSERT_TRUE(srv);
+    Client c(srv->port());
+    LogOrder order2;
+    LearnAll(c, RandomDocs(rng, 30), 7, &order2);
+    srv->Shutdown();
+    ASSERT_TRUE(srv->Wait().ok());
+  }
+  auto wal = WriteAheadLog::Open(dir + "/wal");
+  ASSERT_TRUE(wal.ok());
+  auto mark = (*wal)->ReadAcknowledgedMark();
+  ASSERT_TRUE(mark.ok()) << mark.status().ToString();
+  EXPECT_EQ(*mark, 30u);
+}
+
 TEST_F(ServerTest, CorruptLogIsRefusedByDefaultOrSkippedWithAReport) {
   std::mt19937_64 rng(41);
   LogOrder order;

@@ -405,7 +405,8 @@ Runner SetUpServe(CLI::App* sv) {
       ->capture_default_str();
   sv->add_option("--ack-mark-interval-ms", s->server.ack_mark_interval_ms,
                  "rewrite the write-ahead log's acknowledgement mark at most this often (damage to records "
-                 "acknowledged before the last mark is reported, never taken for a torn write)")
+                 "acknowledged before the last mark is reported, never taken for a torn write; 0: before every "
+                 "acknowledgement, no window, two more fsyncs per group commit)")
       ->capture_default_str();
   sv->add_option("--drain-timeout-ms", s->server.drain_timeout_ms,
                  "on SIGTERM, learn what was acknowledged for at most this long; the rest stays in the log and is "

@@ -114,6 +114,13 @@ void Server::Impl::CommitterLoop() {
       continue;
     }
     next_sequence = seq;
+    if (opt.ack_mark_interval_ms == 0) {
+      // Strict: the mark covers these records before they are acknowledged.
+      // If it cannot be written they are acknowledged all the same (they are
+      // in the fsynced log); the mark then lags until a later write works.
+      acked = seq - 1;
+      write_mark();
+    }
     {
       std::lock_guard<std::mutex> l(learn_mu);
       for (auto& r : records) learn_queue.push_back(std::move(r));
