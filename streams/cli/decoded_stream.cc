@@ -63,4 +63,18 @@ Status DecodedStream::Next(Model* model, bool learning, bool skip_bad, BadInput*
   }
 }
 
+Result<ScoringInput> OpenForScoring(const std::string& model_path, const std::string& in, uint32_t max_frame) {
+  ScoringInput si;
+  auto mr = Model::Load(model_path, Registry());
+  if (!mr.ok()) return NameFile(mr.status(), model_path);
+  si.model = std::move(mr).value();
+  auto ds = DecodedStream::Open(in, max_frame, *si.model);
+  if (!ds.ok()) return NameFile(ds.status(), in);
+  si.stream = std::move(ds).value();
+  auto state = si.model->NewScoringState();
+  if (!state.ok()) return NameFile(state.status(), model_path);
+  si.state = std::move(state).value();
+  return si;
+}
+
 }  // namespace tributary::cli

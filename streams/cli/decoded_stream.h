@@ -45,6 +45,15 @@ class DecodedStream {
   DecodeCounters counters_;
 };
 
+// What eval, predict and infer start from: a saved model, its documents
+// decoded from `in`, and a scoring state. Errors name the file they concern.
+struct ScoringInput {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<DecodedStream> stream;
+  std::unique_ptr<ScoringState> state;
+};
+Result<ScoringInput> OpenForScoring(const std::string& model_path, const std::string& in, uint32_t max_frame);
+
 }  // namespace tributary::cli
 
 #endif  // TRIBUTARY_STREAMS_CLI_DECODED_STREAM_H_

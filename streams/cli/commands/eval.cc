@@ -72,13 +72,9 @@ struct LatentEval {
 };
 
 int RunEval(const std::string& model_path, const std::string& in, bool as_json, bool skip_bad, uint32_t max_frame) {
-  auto mr = Model::Load(model_path, Registry());
-  if (!mr.ok()) return ReportError(NameFile(mr.status(), model_path));
-  auto model = std::move(mr).value();
-  auto ds = DecodedStream::Open(in, max_frame, *model);
-  if (!ds.ok()) return ReportError(NameFile(ds.status(), in));
-  auto state = model->NewScoringState();
-  if (!state.ok()) return ReportError(NameFile(state.status(), model_path));
+  auto input = OpenForScoring(model_path, in, max_frame);
+  if (!input.ok()) return ReportError(input.status());
+  auto& [model, ds, state] = *input;
   const bool latent = model->latent_outputs();
   ClassificationMetrics metrics(model->num_outputs());
   std::unique_ptr<LatentEval> lat;
@@ -88,12 +84,12 @@ int RunEval(const std::string& model_path, const std::string& in, bool as_json, 
   DocumentBuffer doc;
   for (;;) {
     bool eof = false, grew = false;
-    Status st = (*ds)->Next(model.get(), false, skip_bad, &bad, &doc, &eof, &grew);
+    Status st = ds->Next(model.get(), false, skip_bad, &bad, &doc, &eof, &grew);
     if (!st.ok()) return ReportError(NameFile(st, in));
     if (eof) break;
     trib_document v = doc.View();
-    st = model->Score(v, state->get(), scores.data());
-    if (st.ok() && latent) st = lat->Add(*model, v, scores.data(), state->get());
+    st = model->Score(v, state.get(), scores.data());
+    if (st.ok() && latent) st = lat->Add(*model, v, scores.data(), state.get());
     if (!st.ok()) {
       st = NameFile(st.WithContext(doc.Name()), in);
       if (skip_bad) {
@@ -107,7 +103,7 @@ int RunEval(const std::string& model_path, const std::string& in, bool as_json, 
   }
   PrintBad(bad);
   if (metrics.documents() == 0) return ReportError(Status::InvalidArgument("'" + in + "': no document to evaluate"));
-  const auto& c = (*ds)->counters();
+  const auto& c = ds->counters();
   auto num = [](double x) { return std::isnan(x) ? json(nullptr) : json(x); };
   json j;
   j["documents"] = metrics.documents();

@@ -32,13 +32,9 @@ int RunPredict(const std::string& model_path, const std::string& in, const std::
   if (format != "jsonl" && format != "pb") {
     return ReportError(Status::InvalidArgument("--format '" + format + "': expected jsonl or pb"));
   }
-  auto mr = Model::Load(model_path, Registry());
-  if (!mr.ok()) return ReportError(NameFile(mr.status(), model_path));
-  auto model = std::move(mr).value();
-  auto ds = DecodedStream::Open(in, max_frame, *model);
-  if (!ds.ok()) return ReportError(NameFile(ds.status(), in));
-  auto state = model->NewScoringState();
-  if (!state.ok()) return ReportError(NameFile(state.status(), model_path));
+  auto input = OpenForScoring(model_path, in, max_frame);
+  if (!input.ok()) return ReportError(input.status());
+  auto& [model, ds, state] = *input;
   const uint32_t K = model->num_outputs();
   if (infer && !model->latent_outputs()) {
     return ReportError(Status::InvalidArgument("infer: '" + model_path + "': family '" + model->family().name +
@@ -70,10 +66,10 @@ int RunPredict(const std::string& model_path, const std::string& in, const std::
   v1::Prediction pred;
   for (;;) {
     bool eof = false, grew = false;
-    Status st = (*ds)->Next(model.get(), false, skip_bad, &bad, &doc, &eof, &grew);
+    Status st = ds->Next(model.get(), false, skip_bad, &bad, &doc, &eof, &grew);
     if (!st.ok()) return ReportError(NameFile(st, in));
     if (eof) break;
-    st = model->Score(doc.View(), state->get(), scores.data());
+    st = model->Score(doc.View(), state.get(), scores.data());
     if (!st.ok()) return ReportError(NameFile(st.WithContext(doc.Name()), in));
     Posterior(scores.data(), K, probs.data());
     uint32_t best = static_cast<uint32_t>(std::max_element(probs.begin(), probs.end()) - probs.begin());
