@@ -217,9 +217,6 @@ using sdk::Guard;
 
 enum class Flavor { kEdcm, kEmsd };
 
-// Kept from init (valid while the plugin is loaded).
-extern const trib_host_api* g_host;
-
 constexpr uint32_t kBlockPi = 0;
 constexpr double kTiny = 1e-300;
 // Totals between refreshes (header comment, "Totals"): order P of the

@@ -2,7 +2,6 @@
 // quadrature for s), layout, init_stats, rebuild, state_create, and the
 // sdEM entry points the family does not have.
 #include <algorithm>
-#include <boost/math/special_functions/erf.hpp>
 #include <cmath>
 #include <memory>
 
@@ -63,7 +62,7 @@ int Create(Flavor flavor, const trib_schema* schema, const trib_option* opts, si
     if (m->monte_carlo && !m->samples_given) m->S = 100;  // the thesis's S (§3.3)
     m->z.resize(m->S);
     for (uint32_t i = 0; i < m->S; ++i) {
-      m->z[i] = std::sqrt(2.0) * boost::math::erf_inv(2.0 * (i + 0.5) / m->S - 1.0);
+      m->z[i] = std::sqrt(2.0) * sdk::ErfInv(2.0 * (i + 0.5) / m->S - 1.0);
     }
     *out = reinterpret_cast<trib_family_model*>(m.release());
     return TRIB_OK;

@@ -3,8 +3,6 @@
 
 namespace tributary::count_mixture {
 
-const trib_host_api* g_host = nullptr;
-
 namespace {
 
 template <Flavor F>
@@ -17,7 +15,6 @@ int CreateFlavor(const trib_schema* schema, const trib_option* opts, size_t n, t
 
 int Init(Flavor flavor, const trib_host_api* host, trib_plugin_vtable* out, trib_error* err) {
   if (int rc = sdk::BeginFamilyVtable<Model, State>(host, out, err); rc != TRIB_OK) return rc;
-  g_host = host;
   trib_family_vtable& v = out->family;
   v.create = flavor == Flavor::kEmsd ? CreateFlavor<Flavor::kEmsd> : CreateFlavor<Flavor::kEdcm>;
   v.layout = Layout;

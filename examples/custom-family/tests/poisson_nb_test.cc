@@ -32,7 +32,9 @@ double TestLgamma(double x) {
 }
 double TestDigamma(double) { return NAN; }  // poisson-nb does not use it
 
-const trib_host_api kHost = {sizeof(trib_host_api), TRIB_ABI_MAJOR, TRIB_ABI_MINOR, &TestLgamma, &TestDigamma};
+// poisson-nb uses none of the ABI 1.4 functions (trigamma, erf_inv).
+const trib_host_api kHost = {sizeof(trib_host_api), TRIB_ABI_MAJOR, TRIB_ABI_MINOR, &TestLgamma,
+                             &TestDigamma,          nullptr,        nullptr};
 
 trib_family_vtable Vtable() {
   trib_plugin_vtable vt;

@@ -114,9 +114,15 @@ typedef struct trib_host_api {
   uint32_t struct_size;
   uint32_t abi_major;
   uint32_t abi_minor;
-  /* Digamma / lgamma from Boost.Math, so plugins need not link it. */
+  /* Special functions from Boost.Math in double precision (no promotion to
+   * long double: a few ulps, several times faster), so plugins need not link
+   * it. Domain errors give NaN, poles +-inf; they never throw. Plugins built
+   * with the SDK call them as sdk::Lgamma, sdk::Digamma, ... */
   double (*lgamma)(double x);
   double (*digamma)(double x);
+  /* ---- ABI 1.4 ---- */
+  double (*trigamma)(double x);
+  double (*erf_inv)(double x); /* inverse error function, x in (-1, 1) */
 } trib_host_api;
 
 /* ---- Data crossing the boundary ----------------------------------------- */

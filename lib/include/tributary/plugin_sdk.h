@@ -86,15 +86,36 @@ void DestroyState(trib_family_state* s) {
   delete reinterpret_cast<S*>(s);
 }
 
+// ---- Special functions ---------------------------------------------------------
+//
+// The host's (trib_host_api): Boost.Math in double precision, NaN on domain
+// errors, +-inf at poles, never throwing; plugins need neither Boost nor
+// their own copies. Valid once BeginFamilyVtable (or UseHost) has recorded
+// the host, i.e. in every vtable function.
+namespace internal {
+inline const trib_host_api*& Host() {
+  static const trib_host_api* host = nullptr;  // one per plugin (hidden visibility)
+  return host;
+}
+}  // namespace internal
+// Records `host` for the functions below (BeginFamilyVtable calls it).
+inline void UseHost(const trib_host_api* host) { internal::Host() = host; }
+inline double Lgamma(double x) { return internal::Host()->lgamma(x); }
+inline double Digamma(double x) { return internal::Host()->digamma(x); }
+inline double Trigamma(double x) { return internal::Host()->trigamma(x); }
+inline double ErfInv(double x) { return internal::Host()->erf_inv(x); }
+
 // The part of tributary_plugin_init every family shares: refuses a host of
-// another ABI major version, zeroes out->family, sets its struct_size and the
-// destroy / clone / state_destroy of model type M (deep copy through its copy
-// constructor) and state type S. The caller then sets its own functions.
+// another ABI major version, records it for the special functions above,
+// zeroes out->family, sets its struct_size and the destroy / clone /
+// state_destroy of model type M (deep copy through its copy constructor) and
+// state type S. The caller then sets its own functions.
 template <typename M, typename S>
 int BeginFamilyVtable(const trib_host_api* host, trib_plugin_vtable* out, trib_error* err) {
   if (host == nullptr || host->abi_major != TRIB_ABI_MAJOR) {
     return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "host ABI mismatch");
   }
+  UseHost(host);
   trib_family_vtable& v = out->family;
   std::memset(&v, 0, sizeof(v));
   v.struct_size = sizeof(trib_family_vtable);
