@@ -21,7 +21,7 @@
 // incrementally in commit() (O(entries touched)) and saved in snapshots
 // (export_cache / import_cache).
 //
-// Local step (score), option inference:
+// Local step (score; lda_local.cc), option inference:
 //  cvb0   (default) stochastic CVB0 (Foulds et al. 2013; the zero-order
 //         collapsed update, eq. 7 of the supervised-LDA paper with one class)
 //         with the topics fixed at the point estimate beta_kw = lambda_kw /
@@ -97,72 +97,29 @@
 #include <string>
 #include <vector>
 
-#include "lda_cvb0.h"
-#include "lda_math.h"
+#include "lda_model.h"
 #include "tributary/plugin_sdk.h"
 
+// The family's entry points. The model, the state and the local steps (the
+// inference options above) are shared with lda_local.cc through lda_model.h.
 namespace {
 
-using tributary::lda::ExpDigamma;
+using tributary::lda::Cvb0LogPx;
+using tributary::lda::DocumentElbo;
+using tributary::lda::Inference;
+using tributary::lda::LambdaMap;
+using tributary::lda::Load2;
+using tributary::lda::LocalStep;
+using tributary::lda::MapOf;
+using tributary::lda::Model;
+using tributary::lda::Positive;
+using tributary::lda::State;
+using tributary::lda::v2d;
 using tributary::sdk::Fail;
 using tributary::sdk::Guard;
 
-const trib_host_api* g_host = nullptr;  // kept from init (valid while loaded)
-
-enum class Inference { kVi, kGibbs, kCvb0 };
-
-struct Model {
-  uint32_t K = 10;
-  uint64_t V = 0;
-  double alpha = -1;  // < 0 until set: 1/K
-  double eta = -1;    // < 0 until set: 1/K
-  Inference inference = Inference::kCvb0;
-  uint32_t vi_max_iter = 50;
-  double vi_tol = 1e-3;
-  uint32_t cvb0_max_iter = 5;  // training (score / accumulate)
-  double cvb0_tol = 0.5;
-  uint32_t cvb0_predict_iter = 100;  // completion
-  double cvb0_predict_tol = 0.01;
-  uint32_t gibbs_burnin = 10;
-  uint32_t gibbs_samples = 10;
-  double init_mass = 1.0;         // sum over topics and terms of mu_0
-  double init_shape = 100.0;      // shape of the Gamma noise of mu_0
-  double burnin = 3000;           // documents over which the local alpha anneals
-  double burnin_alpha = -1;       // the local alpha at the first document (< 0 until set: 30/K)
-  uint64_t t = 0;                 // sdEM steps so far (kept by commit / rebuild)
-  double n = 1.0;                 // effective corpus size (trib_step.n)
-  std::vector<double> raw_total;  // R[k] = sum_w raw[w*K + k]
-};
-
-// Per-thread scratch; also carries the local step's results from score() to
-// accumulate() for the same document.
-struct State {
-  std::mt19937_64 rng;
-  // Which document the cached local results belong to.
-  bool valid = false;
-  uint64_t doc_index = 0;
-  const uint32_t* doc_terms = nullptr;
-  uint32_t doc_num_terms = 0;
-  // Topic factors of the current document, K each.
-  std::vector<double> inv_total;  // 1 / lambda_k (gibbs) or exp(-psi(lambda_k)) (vi)
-  std::vector<double> gamma, last_gamma, et, acc, theta;
-  // |d| x K: vi: exp(E[log beta_kw]); gibbs: E[beta_kw], then phi.
-  std::vector<double> rows;
-  std::vector<double> phinorm;  // |d|
-  // gibbs
-  std::vector<uint32_t> tok_term, tok_z;
-  std::vector<double> tok_w, ndk, ndk_sum, cdf;
-  // cvb0: phi (|d| x K), the topic counts N_dk and their value one sweep ago.
-  std::vector<double> phi, nk, last_nk;
-  double local_alpha = 0;  // the alpha of the last local step (LocalAlpha)
-  bool phi_ready = false;  // rows hold phi (gibbs) instead of exp(E log beta) (vi)
-};
-
 inline Model* M(trib_family_model* m) { return tributary::sdk::As<Model>(m); }
 inline const Model* M(const trib_family_model* m) { return tributary::sdk::As<Model>(m); }
-
-double Digamma(double x) { return g_host->digamma(x); }
-double LogGamma(double x) { return g_host->lgamma(x); }
 
 namespace sdk = tributary::sdk;
 
@@ -241,10 +198,6 @@ int Outputs(const trib_family_model* mm, uint32_t* kind, uint32_t* count, trib_e
   return TRIB_OK;
 }
 
-// Uniform double in [0, 1) from 53 random bits (no library distribution, so
-// the same seed gives the same numbers everywhere).
-inline double Uniform(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
-
 // Symmetry breaking: mu_0[w, k] = init_mass g_wk / (K V) with g_wk noise of
 // mean 1 and the variance 1 / init_shape of a Gamma(init_shape, 1/init_shape)
 // (Hoffman et al.'s start), drawn uniform on 1 +- sqrt(3 / init_shape)
@@ -322,324 +275,6 @@ int StateCreate(const trib_family_model*, uint64_t seed, trib_family_state** out
     *out = reinterpret_cast<trib_family_state*>(st);
     return TRIB_OK;
   });
-}
-
-// ---- Kernels over K ------------------------------------------------------------
-
-typedef double v2d __attribute__((vector_size(16)));
-inline v2d Load2(const double* p) {
-  v2d v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void Store2(double* p, v2d v) { std::memcpy(p, &v, sizeof v); }
-
-// sum_k a[k] b[k], four partial sums (a fixed order: deterministic).
-inline double Dot(const double* a, const double* b, uint32_t K) {
-  v2d s0 = {0, 0}, s1 = {0, 0};
-  uint32_t k = 0;
-  for (; k + 4 <= K; k += 4) {
-    s0 += Load2(a + k) * Load2(b + k);
-    s1 += Load2(a + k + 2) * Load2(b + k + 2);
-  }
-  double s = (s0[0] + s1[0]) + (s0[1] + s1[1]);
-  for (; k < K; ++k) s += a[k] * b[k];
-  return s;
-}
-
-// y[k] += c x[k]
-inline void Axpy(double c, const double* x, double* y, uint32_t K) {
-  const v2d cc = {c, c};
-  uint32_t k = 0;
-  for (; k + 2 <= K; k += 2) Store2(y + k, Load2(y + k) + cc * Load2(x + k));
-  if (k < K) y[k] += c * x[k];
-}
-
-// lambda_kw = a raw + b, lambda_k = a R_k + b V with a = n scale, b = n shift eta.
-struct LambdaMap {
-  double a, b;
-};
-inline LambdaMap MapOf(const Model& m, const trib_stats& s) {
-  const trib_block& blk = s.blocks[0];
-  return {m.n * blk.scale, m.n * blk.shift * blk.alpha_bar};
-}
-// Positive even if rounding in the lazy map gave 0 (never negative: raw >= 0).
-inline double Positive(double x) { return x > 1e-300 ? x : 1e-300; }
-
-// The document-topic prior of every local step (cvb0, vi, gibbs): alpha,
-// except during the burn-in (the first `burnin` sdEM steps), when it falls
-// linearly from burnin_alpha to alpha. Completion always uses alpha; score()
-// cannot tell training from prediction, so a model still in its burn-in also
-// scores with the burn-in alpha.
-inline double LocalAlpha(const Model& m, bool predict) {
-  if (predict || !(static_cast<double>(m.t) < m.burnin)) return m.alpha;
-  return m.alpha + (m.burnin_alpha - m.alpha) * (1.0 - static_cast<double>(m.t) / m.burnin);
-}
-
-// ---- Local step: mean-field VI --------------------------------------------------
-
-// Fills st->rows with exp(E[log beta_kw]) for the document's terms.
-void ExpElogBeta(const Model& m, const trib_stats& s, const uint32_t* ids, uint32_t T, State* st) {
-  const uint32_t K = m.K;
-  const LambdaMap f = MapOf(m, s);
-  st->inv_total.resize(K);
-  for (uint32_t k = 0; k < K; ++k) {
-    const double lk = Positive(f.a * m.raw_total[k] + f.b * static_cast<double>(m.V));
-    st->inv_total[k] = std::exp(-Digamma(lk));
-  }
-  st->rows.resize(static_cast<size_t>(T) * K);
-  for (uint32_t j = 0; j < T; ++j) {
-    const double* raw = s.raw + static_cast<uint64_t>(ids[j]) * K;
-    double* row = st->rows.data() + static_cast<size_t>(j) * K;
-    for (uint32_t k = 0; k < K; ++k) row[k] = ExpDigamma(Positive(f.a * raw[k] + f.b)) * st->inv_total[k];
-  }
-}
-
-// exp(E[log theta_k]) = exp(psi(gamma_k) - psi(sum gamma)) into st->et.
-void ExpElogTheta(uint32_t K, State* st) {
-  double sum = 0;
-  for (uint32_t k = 0; k < K; ++k) sum += st->gamma[k];
-  const double norm = 1.0 / ExpDigamma(sum);
-  for (uint32_t k = 0; k < K; ++k) st->et[k] = ExpDigamma(st->gamma[k]) * norm;
-}
-
-// phinorm_j = sum_k exp(E log theta_k) exp(E log beta_kw) (floored so that
-// n_w / phinorm stays finite when every topic gives the term ~0).
-void PhiNorm(uint32_t K, uint32_t T, State* st) {
-  for (uint32_t j = 0; j < T; ++j) {
-    const double p = Dot(st->et.data(), st->rows.data() + static_cast<size_t>(j) * K, K);
-    st->phinorm[j] = p > 1e-300 ? p : 1e-300;
-  }
-}
-
-// The gamma/phi fixed point (eq. 34 and 37) on st->rows; leaves gamma, et and
-// phinorm consistent with each other.
-void ViFixedPoint(const Model& m, const trib_document& d, State* st) {
-  const uint32_t K = m.K, T = d.num_terms;
-  st->gamma.assign(K, st->local_alpha + d.total_count / K);
-  st->last_gamma.resize(K);
-  st->et.resize(K);
-  st->acc.resize(K);
-  st->phinorm.resize(T);
-  ExpElogTheta(K, st);
-  PhiNorm(K, T, st);
-  for (uint32_t it = 0; it < m.vi_max_iter; ++it) {
-    std::fill(st->acc.begin(), st->acc.end(), 0.0);
-    for (uint32_t j = 0; j < T; ++j) {
-      Axpy(d.term_counts[j] / st->phinorm[j], st->rows.data() + static_cast<size_t>(j) * K, st->acc.data(), K);
-    }
-    st->last_gamma.swap(st->gamma);
-    double change = 0;
-    for (uint32_t k = 0; k < K; ++k) {
-      st->gamma[k] = st->local_alpha + st->et[k] * st->acc[k];
-      change += std::fabs(st->gamma[k] - st->last_gamma[k]);
-    }
-    ExpElogTheta(K, st);
-    PhiNorm(K, T, st);
-    if (change < m.vi_tol * K) break;
-  }
-}
-
-// Per-document ELBO (Hoffman et al.'s bound without the topics' terms):
-//   sum_w n_w log phinorm_w + sum_k [(alpha - gamma_k) E log theta_k
-//   + lgamma(gamma_k) - lgamma(alpha)] + lgamma(K alpha) - lgamma(sum gamma).
-double DocumentElbo(const Model& m, const trib_document& d, const State& st) {
-  const uint32_t K = m.K;
-  double elbo = 0;
-  for (uint32_t j = 0; j < d.num_terms; ++j) elbo += d.term_counts[j] * std::log(st.phinorm[j]);
-  double gsum = 0;
-  for (uint32_t k = 0; k < K; ++k) gsum += st.gamma[k];
-  const double psum = Digamma(gsum);
-  for (uint32_t k = 0; k < K; ++k) {
-    elbo += (st.local_alpha - st.gamma[k]) * (Digamma(st.gamma[k]) - psum) + LogGamma(st.gamma[k]);
-  }
-  elbo += LogGamma(K * st.local_alpha) - K * LogGamma(st.local_alpha) - LogGamma(gsum);
-  return elbo;
-}
-
-// ---- Local step: collapsed Gibbs -------------------------------------------------
-
-// Fills st->rows with E[beta_kw] = lambda_kw / lambda_k.
-void MeanBeta(const Model& m, const trib_stats& s, const uint32_t* ids, uint32_t T, State* st) {
-  const uint32_t K = m.K;
-  const LambdaMap f = MapOf(m, s);
-  st->inv_total.resize(K);
-  for (uint32_t k = 0; k < K; ++k) {
-    st->inv_total[k] = 1.0 / Positive(f.a * m.raw_total[k] + f.b * static_cast<double>(m.V));
-  }
-  st->rows.resize(static_cast<size_t>(T) * K);
-  constexpr uint32_t kAhead = 4;       // rows are scattered over the model: prefetch
-  const uint32_t lines = (K + 7) / 8;  // 64-byte lines per row
-  for (uint32_t j = 0; j < T && j < kAhead; ++j) {
-    for (uint32_t l = 0; l < lines; ++l) __builtin_prefetch(s.raw + static_cast<uint64_t>(ids[j]) * K + 8 * l);
-  }
-  for (uint32_t j = 0; j < T; ++j) {
-    if (j + kAhead < T) {
-      const double* next = s.raw + static_cast<uint64_t>(ids[j + kAhead]) * K;
-      for (uint32_t l = 0; l < lines; ++l) __builtin_prefetch(next + 8 * l);
-    }
-    const double* raw = s.raw + static_cast<uint64_t>(ids[j]) * K;
-    double* row = st->rows.data() + static_cast<size_t>(j) * K;
-    for (uint32_t k = 0; k < K; ++k) row[k] = Positive(f.a * raw[k] + f.b) * st->inv_total[k];
-  }
-}
-
-inline uint32_t SampleTopic(const double* p, uint32_t K, std::vector<double>& cdf, std::mt19937_64& rng) {
-  double c = 0;
-  for (uint32_t k = 0; k < K; ++k) {
-    c += p[k];
-    cdf[k] = c;
-  }
-  const double u = Uniform(rng) * c;
-  uint32_t k = 0;
-  while (k + 1 < K && cdf[k] <= u) ++k;
-  return k;
-}
-
-// p(z_i = k | z_-i) propto (alpha + n_dk^-i) E[beta_k,w_i] (eq. 30 / App. B
-// eq. 19). Each term of count c becomes ceil(c) tokens of weight c / ceil(c)
-// (exact for integer counts). Leaves in st->rows the per-term topic shares
-// phi_wk (sum_k phi_wk = 1) averaged over the sample sweeps, and in st->theta
-// E[theta_k] from the averaged topic counts.
-void GibbsLocal(const Model& m, const trib_document& d, State* st) {
-  const uint32_t K = m.K, T = d.num_terms;
-  st->tok_term.clear();
-  st->tok_w.clear();
-  for (uint32_t j = 0; j < T; ++j) {
-    const double c = d.term_counts[j];
-    const double reps = std::max(1.0, std::ceil(c));
-    if (reps > 1e7) throw std::length_error("a term count above 1e7 is too large for gibbs inference");
-    const double w = c / reps;
-    for (uint32_t r = 0; r < static_cast<uint32_t>(reps); ++r) {
-      st->tok_term.push_back(j);
-      st->tok_w.push_back(w);
-    }
-  }
-  const size_t N = st->tok_term.size();
-  st->tok_z.assign(N, 0);
-  st->ndk.assign(K, 0.0);
-  st->ndk_sum.assign(K, 0.0);
-  st->cdf.resize(K);
-  st->acc.resize(K);
-  std::vector<double> counts(static_cast<size_t>(T) * K, 0.0);
-  auto probs = [&](uint32_t j) {
-    const double* row = st->rows.data() + static_cast<size_t>(j) * K;
-    for (uint32_t k = 0; k < K; ++k) st->acc[k] = (st->local_alpha + st->ndk[k]) * row[k];
-  };
-  for (size_t i = 0; i < N; ++i) {  // sequential initialisation
-    probs(st->tok_term[i]);
-    const uint32_t z = SampleTopic(st->acc.data(), K, st->cdf, st->rng);
-    st->tok_z[i] = z;
-    st->ndk[z] += st->tok_w[i];
-  }
-  const uint32_t sweeps = m.gibbs_burnin + m.gibbs_samples;
-  for (uint32_t sweep = 0; sweep < sweeps; ++sweep) {
-    for (size_t i = 0; i < N; ++i) {
-      const double w = st->tok_w[i];
-      st->ndk[st->tok_z[i]] -= w;
-      probs(st->tok_term[i]);
-      const uint32_t z = SampleTopic(st->acc.data(), K, st->cdf, st->rng);
-      st->tok_z[i] = z;
-      st->ndk[z] += w;
-    }
-    if (sweep >= m.gibbs_burnin) {
-      for (size_t i = 0; i < N; ++i) counts[static_cast<size_t>(st->tok_term[i]) * K + st->tok_z[i]] += st->tok_w[i];
-      for (uint32_t k = 0; k < K; ++k) st->ndk_sum[k] += st->ndk[k];
-    }
-  }
-  const double S = m.gibbs_samples;
-  st->theta.resize(K);
-  const double denom = K * st->local_alpha + d.total_count;
-  for (uint32_t k = 0; k < K; ++k) st->theta[k] = (st->local_alpha + st->ndk_sum[k] / S) / denom;
-  // log p(x) estimate needs E[beta] before rows become phi.
-  st->phinorm.resize(T);
-  for (uint32_t j = 0; j < T; ++j) {
-    st->phinorm[j] = Positive(Dot(st->theta.data(), st->rows.data() + static_cast<size_t>(j) * K, K));
-  }
-  for (uint32_t j = 0; j < T; ++j) {
-    const double inv = 1.0 / (S * d.term_counts[j]);
-    double* row = st->rows.data() + static_cast<size_t>(j) * K;
-    for (uint32_t k = 0; k < K; ++k) row[k] = counts[static_cast<size_t>(j) * K + k] * inv;
-  }
-}
-
-// ---- Local step: CVB0 (kernel and its equations in lda_cvb0.h) --------------------
-
-using tributary::lda::Cvb0SweepsFn;
-using tributary::lda::Cvb0SweepsSse2;
-#ifdef TRIB_LDA_HAVE_AVX2
-using tributary::lda::Cvb0SweepsAvx2;
-#endif
-Cvb0SweepsFn g_cvb0_sweeps = Cvb0SweepsSse2;  // chosen at plugin init
-
-// Runs the sweeps on st->rows (beta); leaves phi in st->phi, N_dk in st->nk,
-// theta_k = (N_dk + alpha) / (L + K alpha) in st->theta and, per term, the
-// last sweep's normaliser sum_k beta_kw (N_dk^{-w} + alpha) in st->phinorm.
-void Cvb0Local(const Model& m, const trib_document& d, bool predict, State* st) {
-  const uint32_t K = m.K, T = d.num_terms;
-  st->phi.assign(static_cast<size_t>(T) * K, 0.0);
-  st->nk.assign(K, 0.0);
-  st->last_nk.resize(K);
-  st->phinorm.resize(T);
-  const double alpha = st->local_alpha;
-  g_cvb0_sweeps(st->rows.data(), st->phi.data(), st->nk.data(), st->last_nk.data(), st->phinorm.data(), d.term_counts,
-                T, K, alpha, predict ? m.cvb0_predict_iter : m.cvb0_max_iter,
-                predict ? m.cvb0_predict_tol : m.cvb0_tol);
-  st->theta.resize(K);
-  const double denom = 1.0 / (K * alpha + d.total_count);
-  for (uint32_t k = 0; k < K; ++k) st->theta[k] = (std::max(st->nk[k], 0.0) + alpha) * denom;
-}
-
-// Plug-in estimate of log p(x) from the last CVB0 sweep: every token's
-// predictive probability given the rest of the document,
-//   sum_w n_w log( sum_k beta_kw (N_dk^{-w} + alpha) / (L - u_w + K alpha) ).
-// Terms seen once multiply into one running product (one log per ~100 terms
-// instead of one per term; flushed before it could underflow).
-double Cvb0LogPx(const Model& m, const trib_document& d, const State& st) {
-  double lp = 0, prod = 1;
-  const double ka = m.K * st.local_alpha;
-  const double inv_once = 1.0 / (d.total_count - 1 + ka);
-  for (uint32_t j = 0; j < d.num_terms; ++j) {
-    const double c = d.term_counts[j];
-    if (c == 1) {
-      const double r = st.phinorm[j] * inv_once;
-      if (r >= 1e-150) {
-        prod *= r;
-        if (prod < 1e-150) {
-          lp += std::log(prod);
-          prod = 1;
-        }
-        continue;
-      }
-    }
-    const double u = c < 1 ? c : 1.0;
-    lp += c * std::log(st.phinorm[j] / (d.total_count - u + ka));
-  }
-  return lp + std::log(prod);
-}
-
-// Runs the configured local step on `d`; results stay in `st`.
-void LocalStep(const Model& m, const trib_stats& s, const trib_document& d, State* st, bool predict = false) {
-  st->valid = false;
-  st->local_alpha = LocalAlpha(m, predict);
-  if (m.inference == Inference::kVi) {
-    ExpElogBeta(m, s, d.term_ids, d.num_terms, st);
-    ViFixedPoint(m, d, st);
-    st->theta.resize(m.K);
-    double gsum = 0;
-    for (uint32_t k = 0; k < m.K; ++k) gsum += st->gamma[k];
-    for (uint32_t k = 0; k < m.K; ++k) st->theta[k] = st->gamma[k] / gsum;
-    st->phi_ready = false;
-  } else if (m.inference == Inference::kCvb0) {
-    MeanBeta(m, s, d.term_ids, d.num_terms, st);
-    Cvb0Local(m, d, predict, st);
-    st->rows.swap(st->phi);  // rows = phi, as for gibbs
-    st->phi_ready = true;
-  } else {
-    MeanBeta(m, s, d.term_ids, d.num_terms, st);
-    GibbsLocal(m, d, st);
-    st->phi_ready = true;
-  }
 }
 
 // log E[theta_k] + an estimate of log p(x): their softmax is the document's
@@ -834,15 +469,7 @@ TRIBUTARY_DEFINE_PLUGIN_OPTIONS(kOptions);
 extern "C" TRIB_PLUGIN_EXPORT int tributary_plugin_init(const trib_host_api* host, trib_plugin_vtable* out,
                                                         trib_error* err) {
   if (int rc = tributary::sdk::BeginFamilyVtable<Model, State>(host, out, err); rc != TRIB_OK) return rc;
-  if (host->struct_size < offsetof(trib_host_api, digamma) + sizeof(host->digamma) || host->digamma == nullptr ||
-      host->lgamma == nullptr) {
-    return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "the host offers no digamma/lgamma");
-  }
-  g_host = host;
-#ifdef TRIB_LDA_HAVE_AVX2
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2")) g_cvb0_sweeps = Cvb0SweepsAvx2;
-#endif
+  tributary::lda::SelectCvb0Kernel();  // the CVB0 sweep kernel for this CPU (lda_cvb0.h)
   trib_family_vtable& v = out->family;
   v.create = Create;
   v.layout = Layout;

@@ -1,0 +1,104 @@
+// The "lda" family's model and per-thread state, and what its two halves
+// share: the family's entry points (lda.cc, whose header comment explains the
+// model, its statistics, the local steps and the options) and the local steps
+// (lda_local.cc). Everything else stays file-local to one of them.
+#ifndef TRIBUTARY_PLUGINS_LDA_LDA_MODEL_H_
+#define TRIBUTARY_PLUGINS_LDA_LDA_MODEL_H_
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "tributary/plugin_sdk.h"
+
+namespace tributary::lda {
+
+enum class Inference { kVi, kGibbs, kCvb0 };
+
+struct Model {
+  uint32_t K = 10;
+  uint64_t V = 0;
+  double alpha = -1;  // < 0 until set: 1/K
+  double eta = -1;    // < 0 until set: 1/K
+  Inference inference = Inference::kCvb0;
+  uint32_t vi_max_iter = 50;
+  double vi_tol = 1e-3;
+  uint32_t cvb0_max_iter = 5;  // training (score / accumulate)
+  double cvb0_tol = 0.5;
+  uint32_t cvb0_predict_iter = 100;  // completion
+  double cvb0_predict_tol = 0.01;
+  uint32_t gibbs_burnin = 10;
+  uint32_t gibbs_samples = 10;
+  double init_mass = 1.0;         // sum over topics and terms of mu_0
+  double init_shape = 100.0;      // shape of the Gamma noise of mu_0
+  double burnin = 3000;           // documents over which the local alpha anneals
+  double burnin_alpha = -1;       // the local alpha at the first document (< 0 until set: 30/K)
+  uint64_t t = 0;                 // sdEM steps so far (kept by commit / rebuild)
+  double n = 1.0;                 // effective corpus size (trib_step.n)
+  std::vector<double> raw_total;  // R[k] = sum_w raw[w*K + k]
+};
+
+// Per-thread scratch; also carries the local step's results from score() to
+// accumulate() for the same document.
+struct State {
+  std::mt19937_64 rng;
+  // Which document the cached local results belong to.
+  bool valid = false;
+  uint64_t doc_index = 0;
+  const uint32_t* doc_terms = nullptr;
+  uint32_t doc_num_terms = 0;
+  // Topic factors of the current document, K each.
+  std::vector<double> inv_total;  // 1 / lambda_k (gibbs) or exp(-psi(lambda_k)) (vi)
+  std::vector<double> gamma, last_gamma, et, acc, theta;
+  // |d| x K: vi: exp(E[log beta_kw]); gibbs: E[beta_kw], then phi.
+  std::vector<double> rows;
+  std::vector<double> phinorm;  // |d|
+  // gibbs
+  std::vector<uint32_t> tok_term, tok_z;
+  std::vector<double> tok_w, ndk, ndk_sum, cdf;
+  // cvb0: phi (|d| x K), the topic counts N_dk and their value one sweep ago.
+  std::vector<double> phi, nk, last_nk;
+  double local_alpha = 0;  // the alpha of the last local step (LocalAlpha)
+  bool phi_ready = false;  // rows hold phi (gibbs) instead of exp(E log beta) (vi)
+};
+
+// ---- Kernels over K (Load2 also serves Commit's row check; the rest are in lda_local.cc) -----
+
+typedef double v2d __attribute__((vector_size(16)));
+inline v2d Load2(const double* p) {
+  v2d v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// lambda_kw = a raw + b, lambda_k = a R_k + b V with a = n scale, b = n shift eta.
+struct LambdaMap {
+  double a, b;
+};
+inline LambdaMap MapOf(const Model& m, const trib_stats& s) {
+  const trib_block& blk = s.blocks[0];
+  return {m.n * blk.scale, m.n * blk.shift * blk.alpha_bar};
+}
+// Positive even if rounding in the lazy map gave 0 (never negative: raw >= 0).
+inline double Positive(double x) { return x > 1e-300 ? x : 1e-300; }
+
+// ---- Local step (lda_local.cc) ---------------------------------------------------
+
+// Runs the configured local step on `d`; results stay in `st`.
+void LocalStep(const Model& m, const trib_stats& s, const trib_document& d, State* st, bool predict = false);
+
+// Per-document ELBO of the vi step (a lower bound on log p(x)), from the
+// results LocalStep left in `st`.
+double DocumentElbo(const Model& m, const trib_document& d, const State& st);
+
+// Plug-in estimate of log p(x) from the last CVB0 sweep LocalStep ran.
+double Cvb0LogPx(const Model& m, const trib_document& d, const State& st);
+
+// Picks the CVB0 sweep kernel for this CPU (AVX2 where available; both give
+// the same bits, lda_cvb0.h). Called once, at plugin init.
+void SelectCvb0Kernel();
+
+}  // namespace tributary::lda
+
+#endif  // TRIBUTARY_PLUGINS_LDA_LDA_MODEL_H_
