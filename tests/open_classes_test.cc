@@ -8,9 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <fstream>
 #include <random>
-#include <sstream>
 
 #include "test_util.h"
 #include "tributary/learner.h"
@@ -209,16 +207,8 @@ INSTANTIATE_TEST_SUITE_P(Families, OpenClassesTest,
                            return n;
                          });
 
-std::string ReadFile(const std::string& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void WriteFile(const std::string& p, const std::string& data) {
-  std::ofstream(p, std::ios::binary | std::ios::trunc) << data;
-}
+using testing::ReadFile;
+using testing::WriteFile;
 
 class OpenClassesSnapshotTest : public ::testing::Test {
  protected:

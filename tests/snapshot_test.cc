@@ -18,15 +18,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string ReadFile(const std::string& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-void WriteFile(const std::string& p, const std::string& data) {
-  std::ofstream(p, std::ios::binary | std::ios::trunc) << data;
-}
+using testing::ReadFile;
+using testing::WriteFile;
 
 std::unique_ptr<Model> TrainedModel(const std::string& loss) {
   auto schema = ModelSchema::FromProto(testing::TextSchema(50, 3));
@@ -252,6 +245,43 @@ TEST_F(SnapshotTest, DifferentPluginVersionRefusedNamingBoth) {
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr("version 1.1.0"));
   EXPECT_THAT(r.status().message(), HasSubstr("is version 2.0.0"));
+}
+
+// Semantic versions: the plugin (multinomial 1.1.0, loss hinge 1.1.0) reads
+// snapshots of its major version written by the same or an older minor and
+// patch version, and refuses the others naming the rule.
+TEST_F(SnapshotTest, OlderMinorVersionsLoadNewerOrOtherMajorsAreRefused) {
+  const std::string file = ReadFile(path_);
+  ASSERT_EQ(testing::BuiltinFamily("multinomial")->version, "1.1.0");
+  for (const auto& [version, loads] : std::vector<std::pair<std::string, bool>>{{"1.0.0", true},
+                                                                                {"1.1.0", true},
+                                                                                {"1.0.9", true},
+                                                                                {"1.1.1", false},
+                                                                                {"1.2.0", false},
+                                                                                {"0.9.0", false},
+                                                                                {"2.0.0", false},
+                                                                                {"1.1", false},
+                                                                                {"1.0.0-rc1", false}}) {
+    SCOPED_TRACE(version);
+    const std::string p = dir_ + "/v.trib";
+    WriteFile(p,
+              testing::ResealSnapshot(file, [&](v1::ModelSnapshot* s) { s->mutable_family()->set_version(version); }));
+    Status st = LoadStatus(p);
+    if (loads) {
+      EXPECT_TRUE(st.ok()) << st.ToString();
+    } else {
+      ASSERT_FALSE(st.ok());
+      EXPECT_THAT(st.message(), HasSubstr("written by family 'multinomial' version " + version));
+      EXPECT_THAT(st.message(), HasSubstr("a plugin reads snapshots written by its own major version"));
+    }
+  }
+  // The loss's version follows the same rule.
+  WriteFile(dir_ + "/l.trib",
+            testing::ResealSnapshot(file, [](v1::ModelSnapshot* s) { s->mutable_loss()->set_version("1.0.0"); }));
+  EXPECT_TRUE(LoadStatus(dir_ + "/l.trib").ok());
+  WriteFile(dir_ + "/l.trib",
+            testing::ResealSnapshot(file, [](v1::ModelSnapshot* s) { s->mutable_loss()->set_version("3.0.0"); }));
+  EXPECT_THAT(LoadStatus(dir_ + "/l.trib").message(), HasSubstr("written by loss 'hinge' version 3.0.0"));
 }
 
 }  // namespace

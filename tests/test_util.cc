@@ -4,6 +4,8 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 
 #include "tributary/checksum.h"
@@ -17,6 +19,17 @@ const PluginRegistry& BuiltinRegistry() {
     return r;
   }();
   return *reg;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void WriteFile(const std::string& path, const std::string& data) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << data;
 }
 
 std::string ResealSnapshot(const std::string& file, const std::function<void(v1::ModelSnapshot*)>& edit) {

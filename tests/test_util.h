@@ -27,6 +27,10 @@ v1::Schema RealSchema(uint32_t reals, uint32_t classes);
 // A fresh empty directory under the test temp dir, removed at exit.
 std::string TempDir(const std::string& name);
 
+// The whole file (empty if it cannot be read) / replaces it with `data`.
+std::string ReadFile(const std::string& path);
+void WriteFile(const std::string& path, const std::string& data);
+
 // A snapshot file's bytes with its ModelSnapshot payload edited by `edit`
 // and the header's length and the CRC recomputed, so that Load sees a
 // well-formed file with the edited content (empty if `file` does not parse).
