@@ -55,6 +55,36 @@ Result<std::shared_ptr<const Plugin>> FindPlugin(const v1::PluginRef& ref, trib_
                           "TRIBUTARY_PLUGIN_PATH or name the file yourself (tributary --plugin PATH)");
 }
 
+// Semantic versions: a plugin reads the snapshots of its own major version
+// written by the same or an older minor (and patch) version: a minor
+// version may change how the model learns from here on (e.g. multinomial
+// 1.1.0's check-step), never what saved statistics mean or where they lie,
+// which takes a new major version. Versions that are not MAJOR.MINOR.PATCH
+// numbers must match exactly.
+constexpr const char* kVersionRule =
+    " (a plugin reads snapshots written by its own major version, at the same or an older minor version)";
+
+bool ParseVersion(const std::string& v, uint64_t out[3]) {
+  size_t pos = 0;
+  for (int i = 0; i < 3; ++i) {
+    if (pos >= v.size() || v[pos] < '0' || v[pos] > '9') return false;
+    uint64_t x = 0;
+    while (pos < v.size() && v[pos] >= '0' && v[pos] <= '9' && x < (uint64_t{1} << 40)) x = x * 10 + (v[pos++] - '0');
+    out[i] = x;
+    if (i < 2) {
+      if (pos >= v.size() || v[pos] != '.') return false;
+      ++pos;
+    }
+  }
+  return pos == v.size();
+}
+
+bool ReadsVersion(const std::string& plugin, const std::string& saved) {
+  uint64_t p[3], s[3];
+  if (!ParseVersion(plugin, p) || !ParseVersion(saved, s)) return plugin == saved;
+  return p[0] == s[0] && (p[1] > s[1] || (p[1] == s[1] && p[2] >= s[2]));
+}
+
 // The number of statistics `family` lays out for `schema` and `options`,
 // asked of a throwaway instance of the family (create, layout, destroy):
 // Load compares it with the number the snapshot holds before the model
@@ -182,19 +212,19 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const Plugin
 
   auto fam = FindPlugin(snap.family(), TRIB_KIND_FAMILY, registry);
   if (!fam.ok()) return fam.status().WithContext("snapshot '" + path + "'");
-  if ((*fam)->version != snap.family().version()) {
+  if (!ReadsVersion((*fam)->version, snap.family().version())) {
     return Status::PluginError("snapshot '" + path + "' was written by family '" + snap.family().name() + "' version " +
                                snap.family().version() + ", but the loaded plugin (" + (*fam)->path + ") is version " +
-                               (*fam)->version);
+                               (*fam)->version + kVersionRule);
   }
   std::shared_ptr<const Plugin> loss;
   if (!snap.loss().name().empty()) {
     auto l = FindPlugin(snap.loss(), TRIB_KIND_LOSS, registry);
     if (!l.ok()) return l.status().WithContext("snapshot '" + path + "'");
-    if ((*l)->version != snap.loss().version()) {
+    if (!ReadsVersion((*l)->version, snap.loss().version())) {
       return Status::PluginError("snapshot '" + path + "' was written by loss '" + snap.loss().name() + "' version " +
                                  snap.loss().version() + ", but the loaded plugin (" + (*l)->path + ") is version " +
-                                 (*l)->version);
+                                 (*l)->version + kVersionRule);
     }
     loss = *l;
   }

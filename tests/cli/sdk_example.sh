@@ -83,7 +83,8 @@ if command -v nm >/dev/null; then
 fi
 
 # The same plugin built without CMake, from the pkg-config file alone, as
-# version 1.1.0 (used below: a snapshot of 1.0.0 must be refused by it).
+# version 2.0.0 (used below: a snapshot of 1.0.0, another major version,
+# must be refused by it).
 pc_built=0
 if command -v pkg-config >/dev/null && command -v c++ >/dev/null; then
   cflags=$(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --cflags tributary)
@@ -94,9 +95,9 @@ if command -v pkg-config >/dev/null && command -v c++ >/dev/null; then
   [[ $inc_ok == 1 ]] || fail "pkg-config --cflags tributary gives '$cflags', expected -I$prefix/include"
   mkdir "$dir/pc"
   # shellcheck disable=SC2086
-  c++ -std=c++20 -O2 -fPIC -shared -fvisibility=hidden $cflags '-DPOISSON_NB_VERSION="1.1.0"' "$ex/poisson_nb.cc" \
+  c++ -std=c++20 -O2 -fPIC -shared -fvisibility=hidden $cflags '-DPOISSON_NB_VERSION="2.0.0"' "$ex/poisson_nb.cc" \
     -o "$dir/pc/poisson_pc.so" || fail "building the plugin with pkg-config flags"
-  TRIBUTARY_PLUGIN_PATH=$dir/pc "$PT" plugins | grep -q -P "^family\tpoisson-nb\t1\.1\.0\t" ||
+  TRIBUTARY_PLUGIN_PATH=$dir/pc "$PT" plugins | grep -q -P "^family\tpoisson-nb\t2\.0\.0\t" ||
     fail "the pkg-config build of the plugin is not listed"
   pc_built=1
 fi
@@ -163,13 +164,13 @@ grep -q "never loaded from a path inside a model file" "$dir/path.err" ||
 acc=$(TRIBUTARY_PLUGIN_PATH=$exb accuracy "$dir/by-path.trib")
 echo "by-path: accuracy $acc (expected > 0.85)"
 python3 -c "import sys; sys.exit(0 if float('$acc') > 0.85 else 1)" || fail "by-path: accuracy $acc <= 0.85"
-# A snapshot records the plugin's version: another version of poisson-nb
-# refuses it, naming both.
+# A snapshot records the plugin's version: another major version of
+# poisson-nb refuses it, naming both (a newer minor version would read it).
 if [[ $pc_built == 1 ]]; then
   if TRIBUTARY_PLUGIN_PATH=$dir/pc "$PT" eval --model "$dir/hinge.trib" --in "$dir/test.pb" >/dev/null 2>"$dir/ver.err"; then
-    fail "a snapshot of poisson-nb 1.0.0 was evaluated by poisson-nb 1.1.0"
+    fail "a snapshot of poisson-nb 1.0.0 was evaluated by poisson-nb 2.0.0"
   fi
-  grep -q "1\.0\.0" "$dir/ver.err" && grep -q "1\.1\.0" "$dir/ver.err" ||
+  grep -q "1\.0\.0" "$dir/ver.err" && grep -q "2\.0\.0" "$dir/ver.err" ||
     { cat "$dir/ver.err" >&2; fail "the version refusal does not name both versions"; }
 fi
 # Unknown family options are refused, naming the key.

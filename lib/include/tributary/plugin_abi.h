@@ -104,8 +104,9 @@ typedef struct trib_plugin_info {
   uint32_t abi_minor;      /* TRIB_ABI_MINOR the plugin was built against */
   uint32_t kind;           /* trib_plugin_kind */
   const char* name;        /* e.g. "multinomial"; [a-z0-9_-]+, else refused */
-  const char* version;     /* plugin version, recorded in snapshots: a snapshot
-                              written with another version is refused */
+  const char* version;     /* plugin version MAJOR.MINOR.PATCH, recorded in
+                              snapshots: a snapshot written by another major
+                              version, or a newer minor one, is refused */
   const char* description; /* one line */
 } trib_plugin_info;
 
