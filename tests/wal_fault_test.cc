@@ -329,27 +329,36 @@ class WalFaultTest : public ::testing::Test {
     return true;
   }
 
+  // Copies the pristine log to dir_, applies `damage` there (the directory
+  // then is *before*) and replays it under `policy`, collecting the records
+  // handed over (each must be the one written) and the report.
+  Status ReplayDamaged(const std::function<void()>& damage, CorruptionPolicy policy, DirBytes* before,
+                       std::vector<uint64_t>* seqs, WalReplayReport* rep) {
+    fs::remove_all(dir_);
+    fs::copy(base_, dir_, fs::copy_options::recursive);
+    damage();
+    *before = ReadDir(dir_);
+    auto w = WriteAheadLog::Open(dir_, TestEnv());
+    if (!w.ok()) return w.status();
+    return (*w)->Replay(
+        0,
+        [&](const v1::WalRecord& rec) {
+          EXPECT_EQ(rec.SerializeAsString(), Record(rec.sequence()).SerializeAsString());
+          seqs->push_back(rec.sequence());
+          return Status::OK();
+        },
+        rep, policy);
+  }
+
   // Copies the pristine log to dir_, applies `damage` there, replays it
   // under `policy` and checks the outcome against `e`.
   void Check(const std::function<void()>& damage, const Expect& e, CorruptionPolicy policy) {
     const bool skip = policy == CorruptionPolicy::kSkip;
     SCOPED_TRACE(skip ? "policy skip" : "policy refuse");
-    fs::remove_all(dir_);
-    fs::copy(base_, dir_, fs::copy_options::recursive);
-    damage();
-    const DirBytes before = ReadDir(dir_);
+    DirBytes before;
     std::vector<uint64_t> seqs;
     WalReplayReport rep;
-    auto w = WriteAheadLog::Open(dir_, TestEnv());
-    ASSERT_TRUE(w.ok());
-    Status st = (*w)->Replay(
-        0,
-        [&](const v1::WalRecord& rec) {
-          EXPECT_EQ(rec.SerializeAsString(), Record(rec.sequence()).SerializeAsString());
-          seqs.push_back(rec.sequence());
-          return Status::OK();
-        },
-        &rep, policy);
+    Status st = ReplayDamaged(damage, policy, &before, &seqs, &rep);
     const DirBytes after = ReadDir(dir_);
     cases_++;
     const std::string reason =
@@ -666,20 +675,10 @@ TEST_F(WalFaultTest, RecordsAfterTheMark) {
   ASSERT_EQ(marked.seq, kRecords - 2);
   for (CorruptionPolicy policy : {CorruptionPolicy::kRefuse, CorruptionPolicy::kSkip}) {
     SCOPED_TRACE(policy == CorruptionPolicy::kSkip ? "skip" : "refuse");
-    fs::remove_all(dir_);
-    fs::copy(base_, dir_, fs::copy_options::recursive);
-    fs::resize_file(Path(s), marked.off);
+    DirBytes before;
     std::vector<uint64_t> seqs;
     WalReplayReport rep;
-    auto w = WriteAheadLog::Open(dir_, TestEnv());
-    ASSERT_TRUE(w.ok());
-    Status st = (*w)->Replay(
-        0,
-        [&](const v1::WalRecord& rec) {
-          seqs.push_back(rec.sequence());
-          return Status::OK();
-        },
-        &rep, policy);
+    Status st = ReplayDamaged([&] { fs::resize_file(Path(s), marked.off); }, policy, &before, &seqs, &rep);
     EXPECT_EQ(rep.acknowledged_mark, kRecords - 2);
     EXPECT_EQ(seqs, AllBut(kRecords - 2, kRecords));
     if (policy == CorruptionPolicy::kRefuse) {
