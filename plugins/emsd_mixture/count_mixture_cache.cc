@@ -1,4 +1,5 @@
 // The caches saved with snapshots (ABI 1.1 export_cache / import_cache).
+#include <cmath>
 #include <cstring>
 
 #include "count_mixture.h"
@@ -35,9 +36,25 @@ int ImportCache(trib_family_model* mm, const double* in, size_t size, trib_error
   if (size != 4 * K + 2) {
     return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "cache has %zu values, expected %zu", size, 4 * K + 2);
   }
+  // Everything is checked before anything is copied: on error the model is
+  // unchanged. The update count is a whole number of documents; 2^53 is the
+  // largest a double holds exactly (and far beyond any stream), and casting a
+  // larger or non-finite double to an integer is undefined behaviour (a
+  // snapshot with a valid checksum may hold anything: fuzz finding
+  // tests/fuzz/findings/snapshot/huge-update-count).
+  for (size_t i = 0; i < size; ++i) {
+    if (!std::isfinite(in[i])) {
+      return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "cache value %zu is %g, expected a finite number", i, in[i]);
+    }
+  }
+  const double commits = in[4 * K + 1];
+  if (commits < 0 || commits > 0x1p53 || commits != std::floor(commits)) {
+    return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "cache value %zu (updates) is %g, expected a whole number in [0, 2^53]",
+                4 * K + 1, commits);
+  }
   std::memcpy(m.total_mean.data(), in, K * sizeof(double));
   std::memcpy(m.total_var.data(), in + K, K * sizeof(double));
-  m.commits = static_cast<uint64_t>(in[4 * K + 1]);
+  m.commits = static_cast<uint64_t>(commits);
   return TRIB_OK;
 }
 
