@@ -16,11 +16,13 @@
 
 #include "test_util.h"
 #include "tributary/document.h"
+#include "tributary/tokenizer.h"
 
 namespace tributary {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(DecoderTest, RepeatedTermCountsThatAddUpToInfinityAreRefused) {
   v1::Schema proto = testing::TextSchema(10, 2);
@@ -105,6 +107,36 @@ TEST_F(TokenCountsTest, UnknownTokensAreCountedByTheirCounts) {
   d.set_token_counts(1, 1e300);  // saturates, never wraps
   ASSERT_TRUE(dec_->Decode(d, 0, schema_, false, &buf_, nullptr, &counters).ok());
   EXPECT_GE(counters.unseen_terms, 4u + 1000000000000000000u);
+}
+
+// Document.text: split by the library tokenizer (case folded, punctuation
+// separates), each occurrence once, summed with tokens and term ids naming
+// the same term; words the model does not know are counted as unseen.
+TEST_F(TokenCountsTest, TextIsTokenizedLikeConvertAndSummedWithTokens) {
+  v1::Document d;
+  d.set_text("T3, t7! T3 -- never-seen");
+  d.add_tokens("t3");
+  DecodeCounters counters;
+  ASSERT_TRUE(dec_->Decode(d, 0, schema_, false, &buf_, nullptr, &counters).ok());
+  EXPECT_EQ(buf_.term_ids, (std::vector<uint32_t>{3, 7}));
+  EXPECT_EQ(buf_.term_counts, (std::vector<double>{3.0, 1.0}));
+  EXPECT_EQ(counters.unseen_terms, 2u);  // "never", "seen"
+  std::vector<std::string> words;
+  Tokenize(d.text(), &words);
+  EXPECT_EQ(words, (std::vector<std::string>{"t3", "t7", "t3", "never", "seen"}));
+}
+
+TEST_F(TokenCountsTest, TextWithoutWordsIsAnEmptyDocument) {
+  v1::Document d;
+  d.set_id("blank");
+  d.set_text(" ,;  -- !");
+  Status st = Decode(d);
+  ASSERT_TRUE(st.IsInvalidDocument()) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr("id 'blank'"));
+  EXPECT_THAT(st.message(), HasSubstr("its text has no words (9 bytes"));
+  d.add_reals(1.0);  // other content: then the text may be empty of words
+  st = Decode(d);
+  EXPECT_THAT(st.message(), Not(HasSubstr("text")));
 }
 
 TEST_F(TokenCountsTest, BadCountsAreRefusedByTheRuleOfTermCounts) {

@@ -6,6 +6,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "tributary/tokenizer.h"
 #include "tributary/v1/tributary.pb.h"
 
 namespace tributary {
@@ -242,8 +243,9 @@ Status DocumentDecoder::Decode(const v1::Document& doc, uint64_t index, const Mo
   auto bad = [&](const std::string& what) {
     return Status::InvalidDocument(DocumentName(index, doc.id()) + ": " + what);
   };
-  if (doc.term_ids_size() == 0 && doc.tokens_size() == 0 && doc.reals_size() == 0 && doc.categoricals_size() == 0) {
-    return bad("empty document: expected terms, tokens or features, found none");
+  if (doc.term_ids_size() == 0 && doc.tokens_size() == 0 && doc.text().empty() && doc.reals_size() == 0 &&
+      doc.categoricals_size() == 0) {
+    return bad("empty document: expected terms, tokens, text or features, found none");
   }
   // Missing features (their values are placeholders and not validated).
   for (int i = 0; i < doc.missing_features_size(); ++i) {
@@ -258,7 +260,7 @@ Status DocumentDecoder::Decode(const v1::Document& doc, uint64_t index, const Mo
     flags[slot] = 1;
   }
   if (doc.missing_features_size() > 0 && static_cast<size_t>(doc.missing_features_size()) == feature_slot_.size() &&
-      doc.term_ids_size() == 0 && doc.tokens_size() == 0) {
+      doc.term_ids_size() == 0 && doc.tokens_size() == 0 && doc.text().empty()) {
     bool all = true;
     for (size_t f = 0; f < feature_slot_.size(); ++f) {
       const auto [categorical, slot] = feature_slot_[f];
@@ -310,6 +312,22 @@ Status DocumentDecoder::Decode(const v1::Document& doc, uint64_t index, const Mo
     TRIB_RETURN_IF_ERROR(check_count("token_counts", i, c));
     const std::string& tok = doc.tokens(i);
     add_term(hashed_ ? static_cast<int64_t>(HashToken(tok, hashed_dim_)) : model.TermIndex(tok), c);
+  }
+  if (!doc.text().empty()) {
+    // Raw text: the library tokenizer, each occurrence once (Canonicalize
+    // sums repeats). One scratch vector per thread: decoding allocates
+    // nothing per document once warm.
+    thread_local std::vector<std::string> words;
+    words.clear();
+    Tokenize(doc.text(), &words);
+    if (words.empty() && doc.term_ids_size() == 0 && doc.tokens_size() == 0 && doc.reals_size() == 0 &&
+        doc.categoricals_size() == 0) {
+      return bad("empty document: its text has no words (" + std::to_string(doc.text().size()) +
+                 " bytes of separators), expected at least one");
+    }
+    for (const std::string& tok : words) {
+      add_term(hashed_ ? static_cast<int64_t>(HashToken(tok, hashed_dim_)) : model.TermIndex(tok), 1.0);
+    }
   }
   out->Canonicalize();
   // Repeated terms are summed: finite counts can add up to infinity.

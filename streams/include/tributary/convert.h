@@ -25,21 +25,12 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <unordered_set>
 #include <vector>
 
 #include "tributary/status.h"
+#include "tributary/tokenizer.h"  // Tokenize, EnglishStopWords (moved to lib)
 
 namespace tributary {
-
-// Appends to *tokens the lowercase runs of letters and digits of `text`: ASCII
-// letters are lowercased; bytes >= 0x80 (UTF-8) count as letters so
-// non-English words stay whole; every other byte separates tokens.
-void Tokenize(std::string_view text, std::vector<std::string>* tokens);
-
-// A small, standard English stop-word list (lowercase, apostrophe-free forms,
-// matching what Tokenize() produces: "don't" -> "don", "t").
-const std::unordered_set<std::string>& EnglishStopWords();
 
 struct ConvertOptions {
   std::string format;               // "tsv" or "svmlight"
