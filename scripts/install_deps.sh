@@ -4,7 +4,7 @@
 # The small real corpora (fortunes, bible-kjv) are always installed: tests use them.
 set -euo pipefail
 pkgs=(cmake ninja-build g++ pkg-config python3 python3-protobuf
-      libboost-dev libeigen3-dev libprotobuf-dev protobuf-compiler zlib1g-dev
+      libboost-dev libeigen3-dev libprotobuf-dev protobuf-compiler zlib1g-dev libutf8proc-dev
       libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev
       fortunes fortunes-min bible-kjv
       # scripts/fuzz.sh: clang with libFuzzer and the sanitizer runtimes

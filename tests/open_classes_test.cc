@@ -28,8 +28,8 @@ std::ostream& operator<<(std::ostream& os, const FamilyCase& c) { return os << c
 
 constexpr uint32_t kVocab = 120;
 
-v1::Schema OneClassSchema(const FamilyCase& c) {
-  return c.text ? testing::TextSchema(kVocab, 1) : testing::RealSchema(3, 1);
+v1::Schema OneClassSchema(const FamilyCase& c, uint32_t classes = 1) {
+  return c.text ? testing::TextSchema(kVocab, classes) : testing::RealSchema(3, classes);
 }
 
 // Document i of class k: terms from class k's slice of the vocabulary (and a
@@ -73,8 +73,8 @@ struct Grower {
   int moves = 0;
   uint64_t copied = 0;
 
-  Grower(const FamilyCase& c, std::shared_ptr<const Plugin> family, const std::string& loss) {
-    auto schema = ModelSchema::FromProto(OneClassSchema(c));
+  Grower(const FamilyCase& c, std::shared_ptr<const Plugin> family, const std::string& loss, uint32_t classes = 1) {
+    auto schema = ModelSchema::FromProto(OneClassSchema(c, classes));
     EXPECT_TRUE(schema.ok());
     schema->set_open_classes(true);
     auto m = Model::Create(std::move(family), testing::BuiltinLoss(loss), *schema, c.options, 3);
@@ -196,6 +196,38 @@ TEST_P(OpenClassesTest, SnapshotKeepsTheRoomAndResumesExactly) {
     ASSERT_TRUE((*lb)->Learn(d.View()).ok());
   }
   EXPECT_EQ(b.stats().raw(), a.model->stats().raw());
+}
+
+// A live stream's schema names no class (its labels arrive with its
+// documents): a model with open classes starts with none and room for a few,
+// and learns what a model that knew the first class learns. Without open
+// classes such a schema is refused, naming what is missing.
+TEST_P(OpenClassesTest, AnOpenSchemaWithoutClassesStartsEmptyAndLearnsTheSameModel) {
+  const FamilyCase& c = GetParam();
+  Grower empty(c, testing::BuiltinFamily(c.family), "ncll", 0), first(c, testing::BuiltinFamily(c.family), "ncll", 1);
+  ASSERT_EQ(empty.model->num_classes(), 0u);
+  EXPECT_GE(empty.model->class_capacity(), 4u);
+  empty.AddClass("c0");
+  std::mt19937_64 rng(5), rng2(5);
+  for (uint64_t i = 0; i < 40; ++i) {
+    const uint32_t k = static_cast<uint32_t>(i % 3);
+    if (i == 1 || i == 2) {
+      empty.AddClass("c" + std::to_string(k));
+      first.AddClass("c" + std::to_string(k));
+    }
+    empty.Learn(MakeDocument(c, i, k, rng));
+    first.Learn(MakeDocument(c, i, k, rng2));
+  }
+  const DocumentBuffer probe = MakeDocument(c, 99, 2, rng);
+  const std::vector<double> a = empty.Scores(probe), b = first.Scores(probe);
+  ASSERT_EQ(a.size(), 3u);
+  for (size_t k = 0; k < a.size(); ++k) EXPECT_NEAR(a[k], b[k], 1e-9 * std::max(1.0, std::abs(b[k]))) << k;
+
+  auto closed = ModelSchema::FromProto(OneClassSchema(c, 0));
+  ASSERT_TRUE(closed.ok());
+  auto m = Model::Create(testing::BuiltinFamily(c.family), testing::BuiltinLoss("ncll"), *closed, c.options, 3);
+  ASSERT_FALSE(m.ok());
+  EXPECT_THAT(m.status().message(), HasSubstr("needs >= 1 class, or room for classes (open classes)"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, OpenClassesTest,

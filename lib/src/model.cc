@@ -95,6 +95,10 @@ Model::~Model() {
   if (fmodel_) family_->family().destroy(fmodel_);
 }
 
+namespace {
+constexpr uint32_t kFirstClassRoom = 4;
+}  // namespace
+
 Result<std::unique_ptr<Model>> Model::CreateInternal(std::shared_ptr<const Plugin> family,
                                                      std::shared_ptr<const Plugin> loss, ModelSchema schema,
                                                      Options family_options, uint32_t class_capacity) {
@@ -110,6 +114,9 @@ Result<std::unique_ptr<Model>> Model::CreateInternal(std::shared_ptr<const Plugi
   for (const auto& [k, v] : m->options_) opts.push_back({k.c_str(), v.c_str()});
   trib_schema cs = m->schema_.CView();
   if (fv.add_class) {
+    // An open-class schema with no class yet (a live stream: its labels come
+    // with its documents) starts with room for a few.
+    if (cs.num_classes == 0 && m->schema_.open_classes()) class_capacity = std::max(class_capacity, kFirstClassRoom);
     m->class_capacity_ = std::max(class_capacity, cs.num_classes);
     cs.class_capacity = m->class_capacity_;
   }

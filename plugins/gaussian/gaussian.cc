@@ -135,7 +135,9 @@ inline const Model* M(const trib_family_model* m) { return tributary::sdk::As<Mo
 
 int Create(const trib_schema* schema, const trib_option* opts, size_t n, trib_family_model** out, trib_error* err) {
   return Guard(err, [&] {
-    if (schema->num_classes == 0) return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "gaussian needs >= 1 class");
+    if (schema->num_classes == 0 && schema->class_capacity == 0) {
+      return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "gaussian needs >= 1 class, or room for classes (open classes)");
+    }
     if (schema->num_reals == 0) {
       return Fail(err, TRIB_ERR_INVALID_ARGUMENT,
                   "gaussian needs at least one REAL feature in the schema (it models only dense real "

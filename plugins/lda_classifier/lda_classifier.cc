@@ -164,7 +164,10 @@ int Create(const trib_schema* schema, const trib_option* opts, size_t n, trib_fa
     if (schema->vocab_size == 0) {
       return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "lda-classifier needs a vocabulary (vocab_size is 0)");
     }
-    if (schema->num_classes == 0) return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "lda-classifier needs >= 1 class");
+    if (schema->num_classes == 0 && schema->class_capacity == 0) {
+      return Fail(err, TRIB_ERR_INVALID_ARGUMENT,
+                  "lda-classifier needs >= 1 class, or room for classes (open classes)");
+    }
     auto m = std::make_unique<Model>();
     m->K = schema->num_classes;
     m->V = schema->vocab_size;

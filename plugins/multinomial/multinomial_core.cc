@@ -56,7 +56,9 @@ int Create(Variant variant, const trib_schema* schema, const trib_option* opts, 
     m->V = schema->vocab_size;
     const bool mixture = variant == Variant::kMixture;
     if (!mixture) {  // the mixture's K is its option components; classes only label documents
-      if (schema->num_classes == 0) return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "multinomial needs >= 1 class");
+      if (schema->num_classes == 0 && schema->class_capacity == 0) {
+        return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "multinomial needs >= 1 class, or room for classes (open classes)");
+      }
       m->K = schema->num_classes;
     }
     const trib_option_spec* table = mixture ? kMixtureOptions : kNaiveBayesOptions;

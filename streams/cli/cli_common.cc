@@ -73,7 +73,7 @@ void AddLearnFlags(CLI::App* app, LearnFlags* f) {
   app->add_option("--tau0", f->tau0, "tau0 of the poly schedule")->capture_default_str();
   app->add_option("--kappa", f->kappa, "kappa of the poly schedule")->capture_default_str();
   app->add_option("--rho", f->rho, "step size of the constant schedule")->capture_default_str();
-  app->add_option("--n", f->n, "effective data-set size n (default: the stream length)");
+  app->add_option("--n", f->n, "effective data-set size n (default: the stream length; 10000 for a live stream of unknown length)");
   app->add_option("--seed", f->seed, "random seed (shuffling, family sampling)")->capture_default_str();
   app->add_flag("--skip-bad", f->skip_bad, "skip and count bad documents instead of stopping");
   app->add_option("--max-frame-bytes", f->max_frame_bytes, "largest accepted frame")->capture_default_str();
@@ -189,9 +189,7 @@ Result<std::unique_ptr<Model>> NewModelFromFlags(const LearnFlags& f, const Plug
   } else if (stream_documents > 0) {
     ls.effective_size = static_cast<double>(stream_documents);
   } else {
-    return in_source(
-        Status::InvalidArgument("the stream's length is unknown (no document_count in its header, not a file): "
-                                "pass --n, the effective data-set size"));
+    ls.effective_size = kLiveDefaultN;  // a live stream: its length is unknown
   }
   // Families that derive theta from n (e.g. LDA's lambda = n mu) see the
   // configured n before the first document.

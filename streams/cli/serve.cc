@@ -87,10 +87,6 @@ int RunServe(const ServeFlags& f) {
     } else if (!f.schema.empty()) {
       auto r = DocumentReader::Open(f.schema, f.learn.max_frame_bytes);
       if (!r.ok()) return ReportError(r.status());
-      if (f.learn.n <= 0) {
-        return ReportError(
-            Status::InvalidArgument("serve: pass --n, the effective data-set size (a live stream has no length)"));
-      }
       LearnFlags learn = f.learn;
       if (f.engine != "sdem") {
         // SEP / ADF record nll, the likelihood they approximate (as train does).
@@ -383,7 +379,7 @@ Runner SetUpServe(CLI::App* sv) {
   sv->add_option("--topics", s->learn.topics, "number of topics (family option 'topics')");
   sv->add_option("--components", s->learn.components, "number of mixture components (family option 'components')");
   sv->add_option("--lambda", s->learn.lambda, "step-size lambda (default: the loss's)");
-  sv->add_option("--n", s->learn.n, "effective data-set size n (required for a new model)");
+  sv->add_option("--n", s->learn.n, "effective data-set size n of a new model (default 10000: a live stream has no length)");
   sv->add_option("--seed", s->learn.seed, "learner seed")->capture_default_str();
   sv->add_option("--engine", s->engine,
                  "learning engine: auto (SEP for families with SEP hooks, else sdEM), sdem, sep or adf")

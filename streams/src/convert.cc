@@ -27,6 +27,10 @@ namespace tributary {
 
 namespace {
 
+// Distinct tokens a live conversion counts for its report (a bound on the
+// memory of a stream that never ends; the count stops there).
+constexpr size_t kMaxCountedTerms = size_t{1} << 20;
+
 // ---- UTF-8 -----------------------------------------------------------------
 
 // Length of the valid UTF-8 sequence starting at s[i] (a byte >= 0x80), or 0.
@@ -160,8 +164,17 @@ std::string CanonicalLabel(std::string_view s) {
 // memory so that it can be read twice too.
 class LineSource {
  public:
-  static Result<std::unique_ptr<LineSource>> Open(const std::string& path) {
+  // `live`: a pipe, terminal, FIFO or socket is read once, line by line as
+  // it arrives (live() is then true); otherwise standard input is buffered.
+  static Result<std::unique_ptr<LineSource>> Open(const std::string& path, bool live) {
     std::unique_ptr<LineSource> src(new LineSource());
+    if (path == "-" && live && !IsRegularFile(0)) {
+      src->name_ = "<stdin>";
+      src->fp_ = stdin;
+      src->owns_fp_ = false;
+      src->live_ = true;
+      return src;
+    }
     if (path == "-") {
       src->name_ = "<stdin>";
       src->memory_ = true;
@@ -183,6 +196,7 @@ class LineSource {
     if (S_ISDIR(st.st_mode)) {
       return Status::InvalidArgument("input '" + path + "' is a directory, expected a file");
     }
+    src->live_ = live && !S_ISREG(st.st_mode);
     src->fp_ = std::fopen(path.c_str(), "rb");
     if (src->fp_ == nullptr) {
       const int e = errno;
@@ -193,17 +207,23 @@ class LineSource {
   }
 
   ~LineSource() {
-    if (fp_ != nullptr) std::fclose(fp_);
+    if (fp_ != nullptr && owns_fp_) std::fclose(fp_);
     std::free(buf_);
   }
   LineSource(const LineSource&) = delete;
   LineSource& operator=(const LineSource&) = delete;
 
   const std::string& name() const { return name_; }
+  // Read once, as it arrives (no second pass: Rewind fails).
+  bool live() const { return live_; }
   // 1-based number of the line last returned.
   uint64_t line() const { return line_; }
 
   Status Rewind() {
+    if (live_) {
+      if (line_ == 0) return Status::OK();
+      return Status::Internal("'" + name_ + "' is read as it arrives and cannot be read twice");
+    }
     line_ = 0;
     pos_ = 0;
     if (fp_ != nullptr) {
@@ -249,8 +269,14 @@ class LineSource {
 
  private:
   LineSource() = default;
+  static bool IsRegularFile(int fd) {
+    struct stat st {};
+    return ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  }
   std::string name_;
   bool memory_ = false;
+  bool live_ = false;
+  bool owns_fp_ = true;
   std::string data_;
   size_t pos_ = 0;
   FILE* fp_ = nullptr;
@@ -324,7 +350,61 @@ Status ForEachTsvLine(const ConvertOptions& opt, LineSource* src, uint64_t* skip
   }
 }
 
+// One document of term ids with their counts (ids sorted, repeats counted).
+void SetTerms(std::vector<uint32_t>* ids, v1::Document* doc) {
+  std::sort(ids->begin(), ids->end());
+  for (size_t i = 0; i < ids->size();) {
+    size_t j = i;
+    while (j < ids->size() && (*ids)[j] == (*ids)[i]) ++j;
+    doc->add_term_ids((*ids)[i]);
+    doc->add_term_counts(static_cast<double>(j - i));
+    i = j;
+  }
+}
+
+// A live input (a pipe, terminal or FIFO) in one pass: the header cannot list
+// a vocabulary or classes nobody has seen yet, so term ids are hashed
+// (opt.hashed_dim, or kLiveHashedDim) and the classes are open; each document
+// is written, and flushed, as soon as its line is complete.
+Status ConvertTsvLive(const ConvertOptions& opt, LineSource* src, ConvertReport* report) {
+  const uint64_t dim = opt.hashed_dim > 0 ? opt.hashed_dim : kLiveHashedDim;
+  v1::StreamHeader header = NewStreamHeader(opt.frame_checksum);
+  header.mutable_schema()->set_hashed_dim(dim);
+  header.mutable_schema()->set_open_classes(true);
+  header.set_source(ToValidUtf8(src->name()));
+  std::unordered_set<uint64_t> hashed_terms;
+  std::unordered_set<std::string> classes;
+  report->hashed_dim = dim;
+  return WriteStream(opt.out, header, [&](DocumentWriter* writer) -> Status {
+    TRIB_RETURN_IF_ERROR(writer->Flush());  // readers see the header at once
+    v1::Document doc;
+    std::vector<uint32_t> ids;
+    return ForEachTsvLine(opt, src, &report->skipped, &report->empty,
+                          [&](std::string_view label, const std::vector<std::string>& tokens) -> Status {
+                            doc.Clear();
+                            doc.set_id(std::to_string(src->line()));
+                            if (label.empty()) {
+                              ++report->unlabelled;
+                            } else {
+                              doc.set_label(ToValidUtf8(label));
+                              if (classes.insert(doc.label()).second) report->classes = classes.size();
+                            }
+                            ids.clear();
+                            for (const std::string& t : tokens) {
+                              ids.push_back(static_cast<uint32_t>(HashToken(t, dim)));
+                              if (hashed_terms.size() < kMaxCountedTerms) hashed_terms.insert(HashToken(t, 0));
+                            }
+                            report->terms = hashed_terms.size();
+                            SetTerms(&ids, &doc);
+                            TRIB_RETURN_IF_ERROR(writer->Write(doc));
+                            ++report->documents;
+                            return writer->Flush();
+                          });
+  });
+}
+
 Status ConvertTsv(const ConvertOptions& opt, LineSource* src, ConvertReport* report) {
+  if (src->live()) return ConvertTsvLive(opt, src, report);
   const bool hashed = opt.hashed_dim > 0;
   // Pass 1: validate, collect the vocabulary and the classes.
   std::unordered_map<std::string, uint32_t> vocab;
@@ -387,14 +467,7 @@ Status ConvertTsv(const ConvertOptions& opt, LineSource* src, ConvertReport* rep
                                               ids.push_back(it->second);
                                             }
                                           }
-                                          std::sort(ids.begin(), ids.end());
-                                          for (size_t i = 0; i < ids.size();) {
-                                            size_t j = i;
-                                            while (j < ids.size() && ids[j] == ids[i]) ++j;
-                                            doc.add_term_ids(ids[i]);
-                                            doc.add_term_counts(static_cast<double>(j - i));
-                                            i = j;
-                                          }
+                                          SetTerms(&ids, &doc);
                                           ++written;
                                           return writer->Write(doc);
                                         }));
@@ -662,7 +735,9 @@ Status ConvertFile(const ConvertOptions& options, ConvertReport* report) {
   if (report == nullptr) report = &local;
   *report = ConvertReport();
   TRIB_RETURN_IF_ERROR(CheckOptions(options));
-  auto src = LineSource::Open(options.in);
+  // Only tsv is converted live; svmlight needs its whole input (the largest
+  // index, the label set) before it writes the header.
+  auto src = LineSource::Open(options.in, options.live && options.format == "tsv");
   if (!src.ok()) return src.status();
   if (options.format == "tsv") return ConvertTsv(options, src->get(), report);
   return ConvertSvmlight(options, src->get(), report);

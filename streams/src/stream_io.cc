@@ -311,6 +311,12 @@ Status DocumentWriter::Write(const google::protobuf::Message& msg) {
   return Status::OK();
 }
 
+Status DocumentWriter::Flush() {
+  if (!output_) return Status::Internal("writing '" + path_ + "': the writer is closed");
+  if (!output_->Flush() && sink_->error().ok()) return Status::IOError("writing '" + path_ + "': write failed");
+  return sink_->error();
+}
+
 Status DocumentWriter::Close() {
   if (!output_) return Status::OK();
   output_->Flush();

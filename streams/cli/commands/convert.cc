@@ -19,6 +19,10 @@ int RunConvert(const ConvertOptions& o, bool quiet) {
   Status st = ConvertFile(o, &report);
   if (!st.ok()) return ReportError(NameFile(st, o.in));
   if (!quiet) {
+    if (report.hashed_dim > 0) {
+      std::cerr << "read '" << (o.in == "-" ? "<stdin>" : o.in) << "' as it arrived: terms hashed into "
+                << report.hashed_dim << " ids, classes open" << std::endl;
+    }
     std::cerr << "converted " << report.documents << " documents (" << report.unlabelled << " unlabelled, "
               << report.skipped << " skipped, " << report.empty << " empty lines dropped), " << report.terms
               << " terms, " << report.classes << " classes -> " << o.out << std::endl;
@@ -43,6 +47,11 @@ Runner SetUpConvert(CLI::App* cmd) {
   cmd->add_option("--dim", f->options.dim, "svmlight reals: number of features (default: largest index in the file)");
   cmd->add_flag("--open-classes", f->options.open_classes, "let unknown labels add classes during training");
   cmd->add_flag("--skip-bad", f->options.skip_bad, "skip malformed lines instead of stopping");
+  cmd->add_flag("--live,!--no-live", f->options.live,
+                "tsv from a pipe, terminal or FIFO: write each document as soon as its line is complete (terms "
+                "hashed, --hashed-dim or 2^18; classes open); --no-live reads it to the end first (two passes, a "
+                "vocabulary)")
+      ->capture_default_str();
   cmd->add_flag("--frame-checksum,!--no-frame-checksum", f->options.frame_checksum,
                 "write a CRC with every frame (stream format 2, the default), so that readers refuse a damaged "
                 "file instead of learning it; --no-frame-checksum writes format 1, for readers older than format 2")

@@ -53,7 +53,7 @@ int RunPrequential(const LearnFlags& f, const std::string& in, uint64_t every, b
   BadInput bad;
   Progress progress("prequential", f.quiet || !as_json);
   DocumentBuffer doc;
-  if (!as_json) std::cout << "documents\taccuracy\twindow_accuracy\tncll\twindow_ncll\thinge\twindow_hinge\n";
+  if (!as_json) std::cout << "documents\taccuracy\twindow_accuracy\tncll\twindow_ncll\thinge\twindow_hinge" << std::endl;
   auto emit = [&]() {
     const bool any = window.labelled() > 0;
     const double nan = std::nan("");
@@ -71,7 +71,7 @@ int RunPrequential(const LearnFlags& f, const std::string& in, uint64_t every, b
                        {"window_hinge", num(win_hinge)}});
     } else {
       std::cout << total.documents() << '\t' << Fmt(acc, 4) << '\t' << Fmt(win, 4) << '\t' << Fmt(ncll, 4) << '\t'
-                << Fmt(win_ncll, 4) << '\t' << Fmt(hinge, 4) << '\t' << Fmt(win_hinge, 4) << '\n';
+                << Fmt(win_ncll, 4) << '\t' << Fmt(hinge, 4) << '\t' << Fmt(win_hinge, 4) << std::endl;  // live readers
     }
     window = ClassificationMetrics(model->num_outputs());
   };

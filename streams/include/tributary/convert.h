@@ -10,10 +10,20 @@
 //             of words (features = "counts": index i is the term named "i") or
 //             dense REAL features x1..x<dim> (features = "reals").
 //
-// Both converters read the input twice: the first pass validates every line
-// and collects the vocabulary and classes (nothing is written when the input
-// is malformed), the second writes the header and the documents. Standard
-// input ("-") is buffered in memory for the second pass. Blank lines (and, for
+// Both converters read a file twice: the first pass validates every line and
+// collects the vocabulary and classes (nothing is written when the input is
+// malformed), the second writes the header and the documents.
+//
+// Live input: tsv from a pipe, a terminal, a FIFO or a socket (standard input
+// or a path; ConvertOptions::live, the default) is read once, as it arrives:
+// each document is written and flushed as soon as its line is complete, so
+// `tail -f log | tributary convert ... | tributary train --in -` learns while
+// the log grows. The header is written first, before anyone knows the words or
+// the labels, so a live stream has hashed term ids (hashed_dim, default
+// kLiveHashedDim) and open classes (labels by name); its document_count is 0
+// (unknown). A malformed line fails the conversion after the documents before
+// it were written (skip_bad skips it). svmlight and standard input redirected
+// from a regular file are buffered and converted in two passes as before. Blank lines (and, for
 // svmlight, comment-only lines) are ignored; lines that yield an empty bag of
 // words are dropped and counted (ConvertReport::empty), since the model refuses
 // empty documents. Document.id is the 1-based line number. Bytes that are not
@@ -42,6 +52,7 @@ struct ConvertOptions {
   uint32_t dim = 0;                 // svmlight reals: number of dense features (0: max index seen in this file)
   bool open_classes = false;        // written into the schema
   bool skip_bad = false;            // skip malformed lines (counted) instead of failing
+  bool live = true;                 // tsv: convert a pipe / terminal / FIFO in one pass, as it arrives
   // Write a checksummed stream (format_version 2: a CRC per frame, see
   // stream_io.h), which readers verify: a damaged file is refused instead of
   // learned. Costs 4 bytes a document; readers older than format 2 refuse
@@ -59,8 +70,15 @@ struct ConvertReport {
   // tsv: distinct terms (with hashed_dim: distinct tokens before hashing);
   // svmlight counts: distinct indices; svmlight reals: dense features (dim).
   uint64_t terms = 0;
-  uint64_t classes = 0;  // class names in the header
+  uint64_t classes = 0;  // class names in the header (live: distinct labels seen)
+  // Live conversions: the hashed_dim used (0: the input was read twice).
+  uint64_t hashed_dim = 0;
 };
+
+// Hashed ids of a live tsv conversion when hashed_dim is not given: 2^18
+// buckets (a vocabulary of ~20,000 words collides in ~4 % of its terms),
+// 2 MiB of statistics per class for the multinomial family.
+constexpr uint64_t kLiveHashedDim = uint64_t{1} << 18;
 
 // Converts options.in to a document stream at options.out. Errors:
 // InvalidArgument (bad options, input and output the same file), NotFound

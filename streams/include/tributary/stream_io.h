@@ -106,6 +106,9 @@ class DocumentWriter {
                                                         Env* env = nullptr);
   ~DocumentWriter();
   Status Write(const google::protobuf::Message& msg);
+  // Hands everything written so far to the file (a reader at the other end
+  // of a pipe sees it); no fsync.
+  Status Flush();
   Status Close();
   // A writer of arbitrary delimited messages (no StreamHeader written).
   static Result<std::unique_ptr<DocumentWriter>> CreateRaw(const std::string& path, Env* env = nullptr);
