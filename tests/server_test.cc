@@ -1141,6 +1141,68 @@ TEST_F(ServerTest, InvalidRequestsAreRefusedAndNothingIsLearned) {
   EXPECT_EQ(ok.learn().first_sequence(), 1u);
 }
 
+// Raw text in the binary protocol (Document.text, issue 14): the server
+// tokenizes it with the library tokenizer, so a document sent as text teaches
+// exactly what the same document sent as term ids teaches; the log keeps the
+// text and replay after a crash tokenizes it again to the same model; text
+// without a word is refused naming the document, and nothing is logged.
+TEST_F(ServerTest, RawTextDocumentsLearnLikeTheirTermIds) {
+  std::mt19937_64 rng(41);
+  const std::vector<v1::Document> ids = RandomDocs(rng, 60);
+  std::vector<v1::Document> texts;
+  for (const v1::Document& d : ids) {
+    v1::Document t;
+    t.set_label(d.label());
+    std::string text;
+    for (int j = 0; j < d.term_ids_size(); ++j) {
+      for (int r = 0; r < static_cast<int>(d.term_counts(j)); ++r) {
+        // Case, punctuation and spacing vary; the terms do not.
+        text += (r % 2 ? "T" : "t") + std::to_string(d.term_ids(j)) + (j % 3 == 0 ? ", " : " -- ");
+      }
+    }
+    t.set_text(text);
+    texts.push_back(t);
+  }
+  LogOrder order;
+  const std::string image = LearnAndTakeCrashImage(Options(), texts, 1, &order);
+  order.ExpectContiguous(ids.size());
+  OfflineModel offline;  // the term-id versions, in log order
+  for (size_t i = 0; i < ids.size(); ++i) offline.Learn(ids[i], i + 1);
+
+  auto srv = Start(Options(image), nullptr);  // replays the logged text
+  ASSERT_TRUE(srv);
+  EXPECT_EQ(srv->recovery().replayed, ids.size());
+  Client c(srv->port());
+  v1::Response snap = c.Call(SnapshotRequest());
+  ASSERT_EQ(snap.code(), v1::Response::OK) << snap.message();
+  auto m = LoadSnapshot(snap.snapshot().path());
+  ASSERT_TRUE(m);
+  ExpectSameStatistics(*m, offline.model());
+
+  v1::Document probe = ProbeDocs()[0], probe_text;
+  for (int j = 0; j < probe.term_ids_size(); ++j) {
+    for (int r = 0; r < static_cast<int>(probe.term_counts(j)); ++r) {
+      probe_text.mutable_text()->append("t" + std::to_string(probe.term_ids(j)) + " ");
+    }
+  }
+  v1::Response a = c.Call(PredictRequest({probe})), b = c.Call(PredictRequest({probe_text}));
+  ASSERT_EQ(a.code(), v1::Response::OK) << a.message();
+  ASSERT_EQ(b.code(), v1::Response::OK) << b.message();
+  for (uint32_t k = 0; k < kClasses; ++k) {
+    EXPECT_EQ(a.predict().predictions(0).probabilities(static_cast<int>(k)),
+              b.predict().predictions(0).probabilities(static_cast<int>(k)));
+  }
+
+  std::vector<v1::Document> bad = {texts[0], texts[1]};
+  bad[1].set_id("blank");
+  bad[1].set_text("  ... !!! ");
+  v1::Response r = c.Call(LearnRequest(bad));
+  EXPECT_EQ(r.code(), v1::Response::INVALID_REQUEST);
+  EXPECT_THAT(r.message(), HasSubstr("id 'blank'"));
+  EXPECT_THAT(r.message(), HasSubstr("its text has no words"));
+  EXPECT_EQ(c.Call(StatsRequest()).stats().wal_sequence(), ids.size());
+}
+
 // ---- Backpressure ---------------------------------------------------------------------------
 
 TEST_F(ServerTest, BoundedQueueAppliesBackpressureWithoutLoss) {
