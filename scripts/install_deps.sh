@@ -6,6 +6,8 @@ set -euo pipefail
 pkgs=(cmake ninja-build g++ pkg-config python3 python3-protobuf
       libboost-dev libeigen3-dev libprotobuf-dev protobuf-compiler zlib1g-dev libutf8proc-dev
       libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev
+      # the Redis Streams source (hiredis) and the real server its tests start
+      libhiredis-dev redis-server
       fortunes fortunes-min bible-kjv
       # scripts/fuzz.sh: clang with libFuzzer and the sanitizer runtimes
       # (libclang-rt-14-dev is only a Recommends of clang-14).
