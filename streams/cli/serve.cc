@@ -379,7 +379,8 @@ Runner SetUpServe(CLI::App* sv) {
   sv->add_option("--topics", s->learn.topics, "number of topics (family option 'topics')");
   sv->add_option("--components", s->learn.components, "number of mixture components (family option 'components')");
   sv->add_option("--lambda", s->learn.lambda, "step-size lambda (default: the loss's)");
-  sv->add_option("--n", s->learn.n, "effective data-set size n of a new model (default 10000: a live stream has no length)");
+  sv->add_option("--n", s->learn.n,
+                 "effective data-set size n of a new model (default 10000: a live stream has no length)");
   sv->add_option("--seed", s->learn.seed, "learner seed")->capture_default_str();
   sv->add_option("--engine", s->engine,
                  "learning engine: auto (SEP for families with SEP hooks, else sdEM), sdem, sep or adf")
@@ -389,7 +390,7 @@ Runner SetUpServe(CLI::App* sv) {
   sv->add_option("--schema", s->schema, "start a new model with the schema of this stream's header");
   sv->add_option("--data-dir", s->server.data_dir, "snapshot and write-ahead log directory")->required();
   sv->add_option("--listen", s->server.listen, "HOST:PORT for the protocol (port 0: any)")->capture_default_str();
-  sv->add_option("--http", s->server.http, "HOST:PORT for /healthz and /metrics");
+  sv->add_option("--http", s->server.http, "HOST:PORT for /healthz, /metrics and the HTTP/JSON API (docs/http-api.md)");
   sv->add_option("--io-threads", s->server.io_threads, "I/O threads")->capture_default_str();
   sv->add_option("--queue-capacity", s->server.queue_capacity, "documents accepted but not yet learned")
       ->capture_default_str();
@@ -416,7 +417,8 @@ Runner SetUpServe(CLI::App* sv) {
       ->capture_default_str();
   sv->add_option("--snapshot-interval-s", s->server.snapshot_interval_s, "... or every T seconds")
       ->capture_default_str();
-  sv->add_option("--max-frame-bytes", s->server.max_frame_bytes, "largest request frame")->capture_default_str();
+  sv->add_option("--max-frame-bytes", s->server.max_frame_bytes, "largest request frame, and HTTP request body")
+      ->capture_default_str();
   sv->add_option("--max-connections", s->server.max_connections, "open connections")->capture_default_str();
   sv->add_option("--idle-timeout-s", s->server.idle_timeout_s, "close idle connections after (0: never)")
       ->capture_default_str();

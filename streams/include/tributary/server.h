@@ -1,6 +1,17 @@
 // `tributary serve`: a long-running service that learns and predicts at the
 // same time, over the framed protobuf protocol of proto/tributary.proto
-// (Request / Response).
+// (Request / Response), and over HTTP/JSON on the HTTP port (POST /v1/learn,
+// POST /v1/predict; docs/http-api.md) next to /healthz and /metrics.
+//
+// The two protocols share one path and one set of limits: a learn request
+// is checked whole (every document through DocumentDecoder::DecodeForLearning)
+// before anything of it is logged, takes room in the same bounded queue, and
+// is answered by the same committer once its documents are in the fsynced
+// log; the same auth_token (HTTP: "Authorization: Bearer <token>", judged
+// from the header before the body is read; a wrong one closes the
+// connection), max_frame_bytes (HTTP: the body, 413), max_connections (each
+// port its own count), max_buffered_bytes (bodies over 64 KiB reserve their
+// length), idle_timeout_s, auth_timeout_s, min_frame_bytes_per_s.
 //
 // Concurrency. A small pool of I/O threads (Boost.Asio) reads requests. One
 // committer thread appends learn requests to the write-ahead log and
@@ -52,7 +63,7 @@ namespace tributary {
 
 struct ServerOptions {
   std::string listen = "127.0.0.1:0";  // host:port; port 0 picks a free one
-  std::string http;                    // host:port for /healthz and /metrics; empty: none
+  std::string http;                    // host:port for /healthz, /metrics and /v1/*; empty: none
   std::string data_dir;                // snapshot and write-ahead log (required)
   unsigned io_threads = 2;
   uint64_t queue_capacity = 100000;  // documents accepted but not yet learned
@@ -60,10 +71,10 @@ struct ServerOptions {
   uint32_t fsync_interval_ms = 10;
   uint32_t publish_interval_ms = 10;
   uint64_t publish_every_updates = 1000;
-  uint32_t max_frame_bytes = 16u << 20;
-  uint32_t max_connections = 1024;
+  uint32_t max_frame_bytes = 16u << 20;  // also the largest HTTP request body
+  uint32_t max_connections = 1024;       // per port (protocol, HTTP)
   uint32_t idle_timeout_s = 300;
-  uint32_t max_inflight = 128;  // requests read but not yet answered, per connection
+  uint32_t max_inflight = 128;  // requests read but not yet answered, per connection (HTTP: 1)
   std::string auth_token;       // empty: no authentication
   // Strangers (only when auth_token is set): until a connection has shown
   // the token, a frame over pre_auth_max_frame_bytes must carry the token in

@@ -1,11 +1,15 @@
 // The committer thread: appends learn requests to the write-ahead log,
 // fsyncs (every request, or every fsync_interval_ms: group commit), then
 // acknowledges them and hands the logged records to the learner.
-#include "server/connection.h"  // first: it configures Asio for TSan builds
+#include "server/server_impl.h"  // first: it configures Asio for TSan builds
 
 #include <chrono>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <vector>
+
+#include "server/frame.h"
 
 namespace tributary {
 
@@ -100,14 +104,11 @@ void Server::Impl::CommitterLoop() {
       uint64_t n = 0;
       for (auto& job : group) {
         n += job.docs.size();
-        if (auto c = job.conn.lock()) {
-          v1::Response r;
-          r.set_request_id(job.request_id);
-          r.set_code(v1::Response::UNAVAILABLE);
-          r.set_message("write-ahead log failure, not learned: " + st.ToString());
-          counters.err_unavailable++;
-          c->Complete(job.slot, std::move(r));
-        }
+        v1::Response r;
+        r.set_request_id(job.request_id);
+        r.set_code(v1::Response::UNAVAILABLE);
+        r.set_message("write-ahead log failure, not learned: " + st.ToString());
+        job.complete(std::move(r));
       }
       ReleaseCapacity(n);
       group.clear();
@@ -130,13 +131,11 @@ void Server::Impl::CommitterLoop() {
     for (auto& job : group) {
       counters.documents_acknowledged += job.docs.size();
       counters.learn_latency.Observe(std::chrono::duration<double>(Clock::now() - job.start).count());
-      if (auto c = job.conn.lock()) {
-        v1::Response r;
-        r.set_request_id(job.request_id);
-        r.mutable_learn()->set_acknowledged(job.docs.size());
-        r.mutable_learn()->set_first_sequence(s);
-        c->Complete(job.slot, std::move(r));
-      }
+      v1::Response r;
+      r.set_request_id(job.request_id);
+      r.mutable_learn()->set_acknowledged(job.docs.size());
+      r.mutable_learn()->set_first_sequence(s);
+      job.complete(std::move(r));
       s += job.docs.size();
     }
     acked = next_sequence - 1;
@@ -149,6 +148,49 @@ void Server::Impl::CommitterLoop() {
     Status st = wal->Sync();
     if (!st.ok()) counters.err_wal++;
   }
+}
+
+// ---- Admission of learn requests (both protocols) ----------------------------------
+
+std::optional<LearnRefusal> Server::Impl::CheckLearn(const v1::LearnRequest& lr) {
+  auto refuse = [](v1::Response::Code code, std::string msg, int64_t index = -1) {
+    return std::optional<LearnRefusal>(LearnRefusal{code, std::move(msg), index});
+  };
+  if (recovery_phase.load() != RecoveryPhase::kReady) {
+    return refuse(v1::Response::UNAVAILABLE, "not ready: recovering the model (see /healthz)");
+  }
+  if (draining) return refuse(v1::Response::UNAVAILABLE, "server is shutting down");
+  if (!learning_enabled) {
+    return refuse(v1::Response::UNAVAILABLE,
+                  "learning is disabled after a write-ahead log failure; predictions still served");
+  }
+  if (const std::string why = server_internal::LearnRequestError(lr); !why.empty()) {
+    return refuse(v1::Response::INVALID_REQUEST, why);
+  }
+  // Validate every document before anything is logged: a request is
+  // learned whole or refused whole.
+  auto pub = Current();
+  const auto& loss = *pub->model->loss_plugin();
+  const std::string label_required_by = loss.loss().requires_label ? loss.name : std::string();
+  DocumentBuffer buf;
+  for (int i = 0; i < lr.documents_size(); ++i) {
+    std::string new_class;
+    // The one learning rule, shared with `tributary client learn`.
+    Status st = pub->decoder->DecodeForLearning(lr.documents(i), static_cast<uint64_t>(i), pub->model->schema(),
+                                                label_required_by, &buf, &new_class);
+    if (!st.ok()) {
+      return refuse(v1::Response::INVALID_REQUEST, "learn (document index within the request): " + st.message(), i);
+    }
+  }
+  return std::nullopt;
+}
+
+bool Server::Impl::SubmitLearn(LearnJob& job) {
+  std::lock_guard<std::mutex> l(commit_mu);
+  if (stopping_commit) return false;
+  commit_queue.push_back(std::move(job));
+  commit_cv.notify_one();
+  return true;
 }
 
 void Server::Impl::TryRecoverLog() {

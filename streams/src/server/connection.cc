@@ -438,42 +438,19 @@ v1::Response Connection::Predict(uint64_t id, const v1::PredictRequest& pr, Cloc
 }
 
 void Connection::Learn(uint64_t slot, uint64_t id, v1::LearnRequest lr, Clock::time_point start) {
-  if (srv_->draining) {
-    Fill(slot, Frame(ErrorResponse(id, v1::Response::UNAVAILABLE, "server is shutting down")));
+  if (auto refusal = srv_->CheckLearn(lr)) {
+    Fill(slot, Frame(ErrorResponse(id, refusal->code, refusal->message)));
     return;
-  }
-  if (!srv_->learning_enabled) {
-    Fill(slot, Frame(ErrorResponse(id, v1::Response::UNAVAILABLE,
-                                   "learning is disabled after a write-ahead log failure; predictions still served")));
-    return;
-  }
-  if (const std::string why = server_internal::LearnRequestError(lr); !why.empty()) {
-    Fill(slot, Frame(ErrorResponse(id, v1::Response::INVALID_REQUEST, why)));
-    return;
-  }
-  // Validate every document before anything is logged: a request is
-  // learned whole or refused whole.
-  auto pub = srv_->Current();
-  DocumentBuffer buf;
-  for (int i = 0; i < lr.documents_size(); ++i) {
-    std::string new_class;
-    // The one learning rule, shared with `tributary client learn`.
-    const auto& loss = *pub->model->loss_plugin();
-    Status st =
-        pub->decoder->DecodeForLearning(lr.documents(i), static_cast<uint64_t>(i), pub->model->schema(),
-                                        loss.loss().requires_label ? loss.name : std::string(), &buf, &new_class);
-    if (!st.ok()) {
-      Fill(slot, Frame(ErrorResponse(id, v1::Response::INVALID_REQUEST,
-                                     "learn (document index within the request): " + st.message())));
-      return;
-    }
   }
   const uint64_t n = static_cast<uint64_t>(lr.documents_size());
   auto job = std::make_shared<LearnJob>();
   job->docs.assign(std::make_move_iterator(lr.mutable_documents()->begin()),
                    std::make_move_iterator(lr.mutable_documents()->end()));
-  job->conn = weak_from_this();
-  job->slot = slot;
+  job->complete = [weak = weak_from_this(), slot, this_srv = srv_](v1::Response r) {
+    // Errors are counted here, whether or not the client is still there.
+    if (r.code() != v1::Response::OK) CountError(this_srv->counters, r.code());
+    if (auto c = weak.lock()) c->Complete(slot, std::move(r));
+  };
   job->request_id = id;
   job->start = start;
   Enqueue(job, n);
@@ -490,19 +467,16 @@ void Connection::Enqueue(std::shared_ptr<LearnJob> job, uint64_t n) {
     paused_ = false;
     asio::post(strand_, [self] { self->ReadMore(); });
   }
-  {
-    std::lock_guard<std::mutex> l(srv_->commit_mu);
-    if (!srv_->stopping_commit) {
-      srv_->commit_queue.push_back(std::move(*job));
-      srv_->commit_cv.notify_one();
-      return;
-    }
-  }
+  if (srv_->SubmitLearn(*job)) return;
   // The committer has drained and stopped (shutdown): this request, read
   // before the drain but admitted after it, would never be logged or
   // answered. Refuse it instead.
   srv_->ReleaseCapacity(n);
-  Fill(job->slot, Frame(ErrorResponse(job->request_id, v1::Response::UNAVAILABLE, "server is shutting down")));
+  v1::Response r;
+  r.set_request_id(job->request_id);
+  r.set_code(v1::Response::UNAVAILABLE);
+  r.set_message("server is shutting down");
+  job->complete(std::move(r));
 }
 
 // ---- Accept loop -----------------------------------------------------------------

@@ -1,15 +1,11 @@
-// The server's metrics (Prometheus text format) and its HTTP endpoint:
-// /healthz and /metrics.
+// The server's metrics (Prometheus text format); http.cc serves them on
+// /metrics.
 #include "server/server_impl.h"  // first: it configures Asio for TSan builds
 
 #include <algorithm>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
 #include <sstream>
 
 namespace tributary {
-
-namespace beast = boost::beast;
 
 namespace server_internal {
 
@@ -112,6 +108,18 @@ std::string Server::Impl::MetricsText() {
         static_cast<double>(replay_progress.load()));
   gauge("tributary_recovery_lost_documents", "Acknowledged documents the last recovery could not read.",
         ready ? static_cast<double>(recovery.lost_records) : 0.0);
+  os << "# HELP tributary_http_requests_total HTTP requests read, by endpoint (other: /healthz, /metrics, "
+        "unknown paths).\n# TYPE tributary_http_requests_total counter\n";
+  os << "tributary_http_requests_total{endpoint=\"learn\"} " << counters.http_learn_requests << "\n";
+  os << "tributary_http_requests_total{endpoint=\"predict\"} " << counters.http_predict_requests << "\n";
+  os << "tributary_http_requests_total{endpoint=\"other\"} " << counters.http_other_requests << "\n";
+  os << "# HELP tributary_http_errors_total HTTP API error answers, by status and error code (not in "
+        "tributary_errors_total, which counts the binary protocol).\n# TYPE tributary_http_errors_total counter\n";
+  for (size_t i = 0; i < server_internal::kHttpErrors.size(); ++i) {
+    os << "tributary_http_errors_total{status=\"" << server_internal::kHttpErrors[i].status << "\",code=\""
+       << server_internal::kHttpErrors[i].code << "\"} " << counters.http_errors[i] << "\n";
+  }
+  gauge("tributary_http_open_connections", "Open HTTP connections.", http_connections.load());
   counters.learn_latency.Write(os, "tributary_learn_latency_seconds", "Learn request latency (read to acknowledged).");
   counters.predict_latency.Write(os, "tributary_predict_latency_seconds", "Predict request latency.");
   return os.str();
@@ -125,89 +133,6 @@ std::vector<std::string> Server::Impl::DamageReports() const {
   }
   std::sort(out.begin(), out.end());
   return out;
-}
-
-// ---- HTTP: /healthz and /metrics -------------------------------------------------------
-
-namespace {
-class HttpSession : public std::enable_shared_from_this<HttpSession> {
- public:
-  HttpSession(Server::Impl* srv, tcp::socket s) : srv_(srv), stream_(std::move(s)) {}
-  void Start() {
-    stream_.expires_after(std::chrono::seconds(10));
-    beast::http::async_read(stream_, buf_, req_, [self = shared_from_this()](beast::error_code ec, size_t) {
-      if (ec) return;
-      self->Respond();
-    });
-  }
-
- private:
-  void Respond() {
-    res_.version(req_.version());
-    res_.keep_alive(false);
-    std::string target(req_.target());
-    if (target == "/healthz") {
-      // Unhealthy while learning is off, or while a damage report waits for
-      // the operator (it names what was lost; removing it clears this).
-      std::string body;
-      switch (srv_->recovery_phase.load()) {
-        case RecoveryPhase::kLoading:
-          body += "not ready: loading the snapshot\n";
-          break;
-        case RecoveryPhase::kReplaying:
-          body += "not ready: replaying the write-ahead log (" + std::to_string(srv_->replay_progress.load()) +
-                  " records so far)\n";
-          break;
-        case RecoveryPhase::kSnapshot:
-          body += "not ready: writing the recovered snapshot\n";
-          break;
-        case RecoveryPhase::kReady:
-          break;
-      }
-      if (!srv_->learning_enabled) {
-        body += "degraded: learning disabled (write-ahead log failure: " + srv_->WalError() + ")";
-        body += srv_->opt.wal_retry_interval_ms > 0
-                    ? "; retrying every " + std::to_string(srv_->opt.wal_retry_interval_ms) + " ms\n"
-                    : "; restart to learn again\n";
-      }
-      for (const auto& report : srv_->DamageReports()) {
-        std::string text;
-        srv_->env->ReadFileToString(report, &text);
-        body += "damaged: " + report + "\n" + text;
-      }
-      const bool ok = body.empty();
-      res_.result(ok ? beast::http::status::ok : beast::http::status::service_unavailable);
-      res_.set(beast::http::field::content_type, "text/plain");
-      res_.body() = ok ? "ok\n" : body;
-    } else if (target == "/metrics") {
-      res_.result(beast::http::status::ok);
-      res_.set(beast::http::field::content_type, "text/plain; version=0.0.4");
-      res_.body() = srv_->MetricsText();
-    } else {
-      res_.result(beast::http::status::not_found);
-      res_.set(beast::http::field::content_type, "text/plain");
-      res_.body() = "not found: try /healthz or /metrics\n";
-    }
-    res_.prepare_payload();
-    beast::http::async_write(stream_, res_, [self = shared_from_this()](beast::error_code, size_t) {
-      beast::error_code ignored;
-      self->stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
-    });
-  }
-  Server::Impl* srv_;
-  beast::tcp_stream stream_;
-  beast::flat_buffer buf_;
-  beast::http::request<beast::http::string_body> req_;
-  beast::http::response<beast::http::string_body> res_;
-};
-}  // namespace
-
-void Server::Impl::StartHttpAccept() {
-  http_acceptor.async_accept(asio::make_strand(io), [this](boost::system::error_code ec, tcp::socket s) {
-    if (ec) return;  // closed
-    std::make_shared<HttpSession>(this, std::move(s))->Start();
-    StartHttpAccept();
-  });
 }
 
 }  // namespace tributary

@@ -1,6 +1,6 @@
 // Private to the server (streams/src/server/): the state shared by its parts.
 // The design is described in tributary/server.h. Which thread touches what:
-//   I/O threads      Connection (connection.cc), HTTP (metrics.cc), accept loops
+//   I/O threads      Connection (connection.cc), HttpSession (http.cc), accept loops
 //   committer thread Impl::CommitterLoop (committer.cc)
 //   learner thread   Impl::LearnerLoop, Apply, Publish, SaveSnapshot (learner_loop.cc)
 //   caller's thread  Server::Start, Shutdown, Wait, HandleSignals (server.cc)
@@ -85,6 +85,11 @@ struct Counters {
   std::atomic<uint64_t> err_invalid{0}, err_unauthenticated{0}, err_overloaded{0}, err_unavailable{0}, err_internal{0},
       err_frame{0}, err_wal{0};
   Histogram learn_latency, predict_latency;
+  // The HTTP port (http.cc): requests by endpoint, and error answers by
+  // status (kHttpErrors). Documents acknowledged and predicted over HTTP
+  // count in the totals above too; its errors are not in errors().
+  std::atomic<uint64_t> http_learn_requests{0}, http_predict_requests{0}, http_other_requests{0};
+  std::array<std::atomic<uint64_t>, 10> http_errors{};
 
   uint64_t errors() const {
     return err_invalid + err_unauthenticated + err_overloaded + err_unavailable + err_internal + err_frame + err_wal;
@@ -93,6 +98,24 @@ struct Counters {
 
 // Counts an error response under its kind (codes with no kind: nothing).
 void CountError(Counters& c, v1::Response::Code code);
+
+// The HTTP API's error answers: status, the JSON error code (the binary
+// protocol's Response.Code name where one means the same), and the slot
+// of Counters::http_errors that counts it.
+struct HttpError {
+  unsigned status;
+  const char* code;
+};
+constexpr std::array<HttpError, 10> kHttpErrors = {{{400, "INVALID_REQUEST"},
+                                                    {401, "UNAUTHENTICATED"},
+                                                    {404, "NOT_FOUND"},
+                                                    {405, "METHOD_NOT_ALLOWED"},
+                                                    {408, "REQUEST_TIMEOUT"},
+                                                    {413, "PAYLOAD_TOO_LARGE"},
+                                                    {415, "UNSUPPORTED_MEDIA_TYPE"},
+                                                    {429, "OVERLOADED"},
+                                                    {500, "INTERNAL"},
+                                                    {503, "UNAVAILABLE"}}};
 
 }  // namespace server_internal
 
@@ -105,19 +128,28 @@ struct Published {
   v1::Schema schema;
 };
 
-class Connection;
-
 // One acknowledged-or-not learn request on its way through the committer.
 struct LearnJob {
   std::vector<v1::Document> docs;
-  std::weak_ptr<Connection> conn;
-  uint64_t slot = 0;
+  // Called exactly once, on the committer thread, with the request's answer:
+  // OK with a LearnResponse once the documents are in the fsynced log, or
+  // UNAVAILABLE when the log failed. It must not block (it posts the answer
+  // to its connection's strand) and must cope with a client gone meanwhile.
+  std::function<void(v1::Response)> complete;
   uint64_t request_id = 0;
   Clock::time_point start;
 };
 
 // Where Start is: HTTP answers from the beginning, the protocol when ready.
 enum class RecoveryPhase { kLoading, kReplaying, kSnapshot, kReady };
+
+// Why a learn request is refused before anything of it is logged
+// (Server::Impl::CheckLearn).
+struct LearnRefusal {
+  v1::Response::Code code = v1::Response::INVALID_REQUEST;
+  std::string message;
+  int64_t document_index = -1;  // the document at fault, or -1
+};
 
 struct Server::Impl {
   ServerOptions opt;
@@ -128,7 +160,8 @@ struct Server::Impl {
   uint16_t port = 0, http_port = 0;          // bound ports, set before the threads start
   // Declared before the io_context: connections destroyed with it use it.
   std::atomic<uint32_t> open_connections{0};
-  std::atomic<uint64_t> buffered_bytes{0};  // received, not yet parsed, over all connections
+  std::atomic<uint32_t> http_connections{0};  // open HTTP connections (also bounded by max_connections)
+  std::atomic<uint64_t> buffered_bytes{0};    // received, not yet parsed, over all connections
   // Bytes reserved by connections receiving a frame larger than one read
   // chunk (ServerOptions::max_buffered_bytes bounds it).
   std::atomic<uint64_t> frame_reservations{0};
@@ -226,6 +259,17 @@ struct Server::Impl {
   bool TryReserve(uint64_t n, std::function<void()> retry);
   uint64_t QueueDepth();
 
+  // committer.cc: the one admission path of learn requests, shared by the
+  // binary protocol (connection.cc) and the HTTP API (http.cc). CheckLearn
+  // refuses a request that must not be logged (not ready, draining, log
+  // disabled, no documents, any document DecodeForLearning refuses: a
+  // request is learned whole or refused whole); nullopt when it may be.
+  // After TryReserve admitted its documents, SubmitLearn queues the job for
+  // the committer, which completes it; false (and the job untouched, its
+  // capacity still held) when the committer has stopped (shutdown).
+  std::optional<LearnRefusal> CheckLearn(const v1::LearnRequest& lr);
+  bool SubmitLearn(LearnJob& job);
+
   Status Recover(std::unique_ptr<Model> initial);  // server.cc
   void CommitterLoop();                            // committer.cc
   // Committer thread, while learning is disabled by a log failure: one
@@ -236,7 +280,7 @@ struct Server::Impl {
   void Fail(const Status& st);
   void ShutdownNow();         // server.cc
   void StartAccept();         // connection.cc
-  void StartHttpAccept();     // metrics.cc
+  void StartHttpAccept();     // http.cc
   std::string MetricsText();  // metrics.cc
 };
 

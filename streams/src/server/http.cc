@@ -1,0 +1,544 @@
+// The HTTP port (ServerOptions::http): /healthz and /metrics (text), and the
+// JSON API, POST /v1/learn and POST /v1/predict (docs/http-api.md).
+//
+// One request at a time per connection (keep-alive, no pipelining): the
+// header is read first and judged alone (path, method, bearer token,
+// Content-Type, Content-Length against max_frame_bytes) before any of the
+// body is read; the body then reserves its length from the same budget as
+// the binary protocol's large frames (max_buffered_bytes) and must arrive at
+// min_frame_bytes_per_s after rate_grace_s. Learn requests take the binary
+// protocol's path (Server::Impl::CheckLearn, TryReserve, the committer) and
+// are answered once their documents are in the fsynced log.
+#include "server/server_impl.h"  // first: it configures Asio for TSan builds
+
+#include <algorithm>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <cctype>
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <string_view>
+
+#include "server/frame.h"
+#include "tributary/metrics.h"
+
+namespace tributary {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+using json = nlohmann::json;
+
+namespace {
+
+// Bodies up to this size need no reservation (as the binary protocol's
+// frames that fit one read chunk).
+constexpr uint64_t kSmallBody = 64 * 1024;
+
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+bool IsNumber(const json& v) { return v.is_number(); }
+
+// Fills `doc` from element `index` of "documents"; "" or why it cannot,
+// naming the document as the decoder's errors do.
+std::string DocumentFromJson(const json& j, uint64_t index, v1::Document* doc) {
+  if (!j.is_object()) return DocumentName(index, "") + ": expected a JSON object, found " + j.type_name();
+  if (auto it = j.find("id"); it != j.end()) {
+    if (!it->is_string()) return DocumentName(index, "") + ": \"id\" must be a string, found " + it->type_name();
+    doc->set_id(it->get<std::string>());
+  }
+  auto bad = [&](const std::string& what) { return DocumentName(index, doc->id()) + ": " + what; };
+  for (const auto& [key, v] : j.items()) {
+    if (key == "id") continue;
+    if (key == "label") {
+      if (v.is_null()) continue;
+      if (!v.is_string()) return bad("\"label\" must be a string, found " + std::string(v.type_name()));
+      doc->set_label(v.get<std::string>());
+    } else if (key == "text") {
+      if (!v.is_string()) return bad("\"text\" must be a string, found " + std::string(v.type_name()));
+      doc->set_text(v.get<std::string>());
+    } else if (key == "terms") {
+      if (!v.is_object())
+        return bad("\"terms\" must be an object {\"word\": count}, found " + std::string(v.type_name()));
+      for (const auto& [word, count] : v.items()) {
+        if (!IsNumber(count)) {
+          return bad("\"terms\": the count of '" + word + "' must be a number, found " + count.type_name());
+        }
+        doc->add_tokens(word);
+        doc->add_token_counts(count.get<double>());  // range (finite, > 0) checked by the decoder
+      }
+    } else if (key == "reals") {
+      if (!v.is_array()) return bad("\"reals\" must be an array of numbers, found " + std::string(v.type_name()));
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (!IsNumber(v[i])) {
+          return bad("\"reals\"[" + std::to_string(i) + "] must be a number, found " + v[i].type_name());
+        }
+        doc->add_reals(v[i].get<double>());
+      }
+    } else if (key == "categoricals" || key == "missing_features") {
+      if (!v.is_array()) return bad("\"" + key + "\" must be an array of integers, found " + v.type_name());
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (!v[i].is_number_unsigned() || v[i].get<uint64_t>() > std::numeric_limits<uint32_t>::max()) {
+          return bad("\"" + key + "\"[" + std::to_string(i) + "] must be an integer in [0, 2^32), found " + Dump(v[i]));
+        }
+        const auto x = static_cast<uint32_t>(v[i].get<uint64_t>());
+        if (key == "categoricals") {
+          doc->add_categoricals(x);
+        } else {
+          doc->add_missing_features(x);
+        }
+      }
+    } else if (key == "weight") {
+      if (!IsNumber(v)) return bad("\"weight\" must be a number, found " + std::string(v.type_name()));
+      const double w = v.get<double>();
+      if (!std::isfinite(w) || w < 0) return bad("\"weight\" is " + Dump(v) + ", expected a finite number >= 0");
+      doc->set_weight(w);
+    } else {
+      return bad("unknown field \"" + key +
+                 "\" (expected id, label, text, terms, reals, categoricals, missing_features, weight)");
+    }
+  }
+  return "";
+}
+
+// A request body: {"documents": [...]}. Returns "" or why not; a document
+// at fault is named in the message and its position set in `*index`.
+std::string DocumentsFromBody(const std::string& body, google::protobuf::RepeatedPtrField<v1::Document>* docs,
+                              int64_t* index) {
+  json j;
+  try {
+    j = json::parse(body);
+  } catch (const json::exception& e) {
+    return std::string("body is not JSON: ") + e.what();
+  }
+  if (!j.is_object()) return std::string("body must be a JSON object {\"documents\": [...]}, found ") + j.type_name();
+  for (const auto& [key, v] : j.items()) {
+    if (key != "documents") return "unknown field \"" + key + "\" in the body (expected \"documents\")";
+  }
+  auto it = j.find("documents");
+  if (it == j.end() || !it->is_array()) return "body must have \"documents\": an array of documents";
+  for (size_t i = 0; i < it->size(); ++i) {
+    std::string why = DocumentFromJson((*it)[i], i, docs->Add());
+    if (!why.empty()) {
+      *index = static_cast<int64_t>(i);
+      return why;
+    }
+  }
+  return "";
+}
+
+size_t ErrorSlot(unsigned status) {
+  for (size_t i = 0; i < server_internal::kHttpErrors.size(); ++i) {
+    if (server_internal::kHttpErrors[i].status == status) return i;
+  }
+  return server_internal::kHttpErrors.size();
+}
+
+unsigned StatusOf(v1::Response::Code code) {
+  switch (code) {
+    case v1::Response::INVALID_REQUEST:
+      return 400;
+    case v1::Response::UNAUTHENTICATED:
+      return 401;
+    case v1::Response::OVERLOADED:
+      return 429;
+    case v1::Response::UNAVAILABLE:
+      return 503;
+    default:
+      return 500;
+  }
+}
+
+bool StartsWithNoCase(std::string_view s, std::string_view prefix) {
+  if (s.size() < prefix.size()) return false;
+  for (size_t i = 0; i < prefix.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(s[i])) != std::tolower(static_cast<unsigned char>(prefix[i]))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+class HttpSession : public std::enable_shared_from_this<HttpSession> {
+ public:
+  HttpSession(Server::Impl* srv, tcp::socket s)
+      : srv_(srv),
+        stream_(std::move(s)),
+        budget_wait_(stream_.get_executor()),
+        authenticated_(srv->opt.auth_token.empty()) {}
+  ~HttpSession() {
+    srv_->frame_reservations -= reserved_;
+    srv_->http_connections--;
+  }
+
+  void Start() {
+    asio::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->ReadHeader(); });
+  }
+
+  // Refuses a connection over max_connections: 429, then closed.
+  void Refuse() {
+    asio::dispatch(stream_.get_executor(), [self = shared_from_this()] {
+      self->version_ = 11;
+      self->close_ = true;
+      self->Error(429, "too many connections (limit " + std::to_string(self->srv_->opt.max_connections) + ")");
+    });
+  }
+
+ private:
+  // The time a header may take: the idle timeout between requests; a
+  // connection that has not shown the token gets auth_timeout_s (as the
+  // binary protocol's strangers).
+  std::chrono::seconds HeaderDeadline() const {
+    uint32_t s = srv_->opt.idle_timeout_s;
+    if (!authenticated_ && srv_->opt.auth_timeout_s > 0)
+      s = s == 0 ? srv_->opt.auth_timeout_s : std::min(s, srv_->opt.auth_timeout_s);
+    return std::chrono::seconds(s);
+  }
+
+  void ReadHeader() {
+    parser_.emplace();
+    // No limit while the header is read: the parser would refuse a long
+    // Content-Length before the token and the path are judged (OnHeader
+    // answers 413 itself); the limit is set for the body (ReadBody).
+    parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
+    const auto deadline = HeaderDeadline();
+    if (deadline.count() > 0) {
+      stream_.expires_after(deadline);
+    } else {
+      stream_.expires_never();
+    }
+    http::async_read_header(stream_, buf_, *parser_,
+                            [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
+  }
+
+  void OnHeader(beast::error_code ec) {
+    if (ec) {
+      // Closed between requests, timed out, or a header that does not
+      // parse (too long, not HTTP): nothing more is read.
+      if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == asio::error::eof ||
+          ec == asio::error::connection_reset || ec == asio::error::operation_aborted) {
+        if (ec == beast::error::timeout && buf_.size() > 0) Count(408);
+        return Close();
+      }
+      version_ = 11;
+      close_ = true;
+      return Error(400, "bad HTTP request header: " + ec.message());
+    }
+    start_ = Clock::now();
+    const auto& req = parser_->get();
+    version_ = req.version();
+    close_ = !req.keep_alive();
+    const std::string_view target(req.target().data(), req.target().size());
+    const std::string_view path = target.substr(0, target.find('?'));
+    const bool learn = path == "/v1/learn", predict = path == "/v1/predict";
+    if (learn) {
+      srv_->counters.http_learn_requests++;
+    } else if (predict) {
+      srv_->counters.http_predict_requests++;
+    } else {
+      srv_->counters.http_other_requests++;
+    }
+    // Whatever is refused below leaves its body unread: close after answering.
+    if (!parser_->is_done()) close_on_error_ = true;
+    if (path == "/healthz" || path == "/metrics") {
+      if (!parser_->is_done()) close_ = true;
+      return path == "/healthz" ? Health() : Metrics();
+    }
+    if (!learn && !predict) {
+      return Error(404,
+                   "not found: " + std::string(path) + " (try POST /v1/learn, POST /v1/predict, /healthz, /metrics)");
+    }
+    if (!srv_->opt.auth_token.empty()) {
+      const auto auth = req[http::field::authorization];
+      const std::string_view a(auth.data(), auth.size());
+      const bool ok =
+          StartsWithNoCase(a, "Bearer ") && server_internal::ConstantTimeEquals(a.substr(7), srv_->opt.auth_token);
+      if (!ok) {
+        // One guess per connection, as the binary protocol.
+        close_ = true;
+        return Error(401, a.empty() ? "missing Authorization: Bearer <token>; closing the connection"
+                                    : "wrong auth token; closing the connection");
+      }
+      authenticated_ = true;
+    }
+    if (req.method() != http::verb::post) {
+      return Error(
+          405, "method " + std::string(req.method_string()) + " not allowed on " + std::string(path) + " (use POST)");
+    }
+    const auto ctype = req[http::field::content_type];
+    const std::string_view ct(ctype.data(), ctype.size());
+    if (!StartsWithNoCase(ct, "application/json") || (ct.size() > 16 && ct[16] != ';' && ct[16] != ' ')) {
+      return Error(415, "Content-Type must be application/json, found '" + std::string(ct) + "'");
+    }
+    const auto length = parser_->content_length();
+    if (length && *length > srv_->opt.max_frame_bytes) {
+      return Error(413, "body of " + std::to_string(*length) + " bytes is over the limit of " +
+                            std::to_string(srv_->opt.max_frame_bytes) + " bytes (--max-frame-bytes)");
+    }
+    // A chunked body is bounded by body_limit while it is read.
+    need_ = length ? *length : srv_->opt.max_frame_bytes;
+    learn_ = learn;
+    ReserveBody();
+  }
+
+  // Takes the body's length from the budget for large bodies (all or
+  // nothing; one alone may exceed it, as in the binary protocol), waiting
+  // without reading while it is spent.
+  void ReserveBody() {
+    if (need_ > kSmallBody && reserved_ == 0) {
+      uint64_t cur = srv_->frame_reservations.load();
+      for (;;) {
+        if (cur != 0 && cur + need_ > srv_->opt.max_buffered_bytes) {
+          budget_wait_.expires_after(std::chrono::milliseconds(5));
+          budget_wait_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
+            if (!ec) self->ReserveBody();
+          });
+          return;
+        }
+        if (srv_->frame_reservations.compare_exchange_weak(cur, cur + need_)) break;
+      }
+      reserved_ = need_;
+    }
+    const auto& req = parser_->get();
+    if (StartsWithNoCase(std::string_view(req[http::field::expect].data(), req[http::field::expect].size()),
+                         "100-continue")) {
+      // curl asks before sending a body over 1 KiB.
+      static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      asio::async_write(stream_, asio::buffer(kContinue), [self = shared_from_this()](beast::error_code ec, size_t) {
+        if (ec) return self->Close();
+        self->ReadBody();
+      });
+      return;
+    }
+    ReadBody();
+  }
+
+  void ReadBody() {
+    // The minimum rate of the binary protocol's frames, after its grace.
+    const auto& o = srv_->opt;
+    parser_->body_limit(o.max_frame_bytes);
+    if (o.min_frame_bytes_per_s > 0) {
+      stream_.expires_after(std::chrono::seconds(o.rate_grace_s + need_ / o.min_frame_bytes_per_s + 1));
+    } else if (o.idle_timeout_s > 0) {
+      stream_.expires_after(std::chrono::seconds(o.idle_timeout_s));
+    } else {
+      stream_.expires_never();
+    }
+    http::async_read(stream_, buf_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, size_t) { self->OnBody(ec); });
+  }
+
+  void OnBody(beast::error_code ec) {
+    if (ec == http::error::body_limit) {
+      close_ = true;
+      return Error(
+          413, "body is over the limit of " + std::to_string(srv_->opt.max_frame_bytes) + " bytes (--max-frame-bytes)");
+    }
+    if (ec) {
+      if (ec == beast::error::timeout) {
+        srv_->counters.err_frame++;
+        Count(408);
+      }
+      return Close();  // a peer this slow, or gone, would not read an answer
+    }
+    close_on_error_ = false;
+    std::string body = std::move(parser_->get().body());
+    ReleaseReservation();
+    v1::LearnRequest lr;  // predict takes the same body
+    int64_t index = -1;
+    const std::string why = DocumentsFromBody(body, lr.mutable_documents(), &index);
+    body.clear();
+    body.shrink_to_fit();
+    if (!why.empty()) return Error(400, (learn_ ? "learn: " : "predict: ") + why, index);
+    if (learn_) return Learn(std::move(lr));
+    Predict(lr);
+  }
+
+  void Learn(v1::LearnRequest lr) {
+    if (auto refusal = srv_->CheckLearn(lr)) {
+      return Error(StatusOf(refusal->code), refusal->message, refusal->document_index);
+    }
+    auto job = std::make_shared<LearnJob>();
+    job->docs.assign(std::make_move_iterator(lr.mutable_documents()->begin()),
+                     std::make_move_iterator(lr.mutable_documents()->end()));
+    job->start = start_;
+    job->complete = [self = shared_from_this()](v1::Response r) {
+      asio::post(self->stream_.get_executor(), [self, r = std::move(r)] { self->Learned(r); });
+    };
+    Enqueue(job, job->docs.size());
+  }
+
+  void Enqueue(std::shared_ptr<LearnJob> job, uint64_t n) {
+    auto self = shared_from_this();
+    // Backpressure: this connection reads nothing more until admitted.
+    auto retry = [self, job, n] {
+      asio::post(self->stream_.get_executor(), [self, job, n] { self->Enqueue(job, n); });
+    };
+    if (!srv_->TryReserve(n, retry)) return;
+    if (srv_->SubmitLearn(*job)) return;
+    srv_->ReleaseCapacity(n);
+    Error(503, "server is shutting down");
+  }
+
+  // On the strand: the committer's answer.
+  void Learned(const v1::Response& r) {
+    if (r.code() != v1::Response::OK) return Error(StatusOf(r.code()), r.message());
+    const auto& l = r.learn();
+    json out = {{"acknowledged", l.acknowledged()},
+                {"first_sequence", l.first_sequence()},
+                {"sequence", l.first_sequence() + l.acknowledged() - 1}};
+    Reply(200, Dump(out), "application/json");
+  }
+
+  void Predict(const v1::LearnRequest& pr) {
+    auto pub = srv_->recovery_phase.load() == RecoveryPhase::kReady ? srv_->Current() : nullptr;
+    if (!pub) return Error(503, "not ready: recovering the model (see /healthz)");
+    auto state = pub->model->NewScoringState();
+    if (!state.ok()) return Error(500, state.status().ToString());
+    const uint32_t K = pub->model->num_outputs();
+    std::vector<double> scores(K), probs(K);
+    json classes = json::array();
+    for (uint32_t k = 0; k < K; ++k) classes.push_back(pub->model->OutputName(k));
+    json predictions = json::array();
+    DocumentBuffer buf;
+    for (int i = 0; i < pr.documents_size(); ++i) {
+      Status st = pub->decoder->Decode(pr.documents(i), static_cast<uint64_t>(i), pub->model->schema(), false, &buf,
+                                       nullptr, nullptr);
+      if (st.ok()) st = pub->model->Score(buf.View(), state->get(), scores.data());
+      if (!st.ok()) return Error(400, "predict: " + st.message(), i);
+      Posterior(scores.data(), K, probs.data());
+      const uint32_t best = static_cast<uint32_t>(std::max_element(probs.begin(), probs.end()) - probs.begin());
+      json p = json::object();
+      for (uint32_t k = 0; k < K; ++k) p[pub->model->OutputName(k)] = probs[k];
+      predictions.push_back({{"id", pr.documents(i).id()},
+                             {"index", i},
+                             {"predicted", pub->model->OutputName(best)},
+                             {"probabilities", std::move(p)}});
+    }
+    srv_->counters.predictions += static_cast<uint64_t>(pr.documents_size());
+    srv_->counters.predict_latency.Observe(std::chrono::duration<double>(Clock::now() - start_).count());
+    json out = {
+        {"model_version", pub->version}, {"classes", std::move(classes)}, {"predictions", std::move(predictions)}};
+    Reply(200, Dump(out), "application/json");
+  }
+
+  void Health() {
+    // Unhealthy while learning is off, or while a damage report waits for
+    // the operator (it names what was lost; removing it clears this).
+    std::string body;
+    switch (srv_->recovery_phase.load()) {
+      case RecoveryPhase::kLoading:
+        body += "not ready: loading the snapshot\n";
+        break;
+      case RecoveryPhase::kReplaying:
+        body += "not ready: replaying the write-ahead log (" + std::to_string(srv_->replay_progress.load()) +
+                " records so far)\n";
+        break;
+      case RecoveryPhase::kSnapshot:
+        body += "not ready: writing the recovered snapshot\n";
+        break;
+      case RecoveryPhase::kReady:
+        break;
+    }
+    if (!srv_->learning_enabled) {
+      body += "degraded: learning disabled (write-ahead log failure: " + srv_->WalError() + ")";
+      body += srv_->opt.wal_retry_interval_ms > 0
+                  ? "; retrying every " + std::to_string(srv_->opt.wal_retry_interval_ms) + " ms\n"
+                  : "; restart to learn again\n";
+    }
+    for (const auto& report : srv_->DamageReports()) {
+      std::string text;
+      srv_->env->ReadFileToString(report, &text);
+      body += "damaged: " + report + "\n" + text;
+    }
+    const bool ok = body.empty();
+    Reply(ok ? 200 : 503, ok ? "ok\n" : body, "text/plain");
+  }
+
+  void Metrics() { Reply(200, srv_->MetricsText(), "text/plain; version=0.0.4"); }
+
+  void Count(unsigned status) {
+    const size_t slot = ErrorSlot(status);
+    if (slot < srv_->counters.http_errors.size()) srv_->counters.http_errors[slot]++;
+  }
+
+  void Error(unsigned status, const std::string& message, int64_t document_index = -1) {
+    Count(status);
+    if (close_on_error_) close_ = true;
+    const size_t slot = ErrorSlot(status);
+    json err = {
+        {"code", slot < server_internal::kHttpErrors.size() ? server_internal::kHttpErrors[slot].code : "INTERNAL"},
+        {"message", message}};
+    if (document_index >= 0) err["document_index"] = document_index;
+    res_ = {};
+    if (status == 401) res_.set(http::field::www_authenticate, "Bearer");
+    if (status == 405) res_.set(http::field::allow, "POST");
+    if (status == 429) res_.set(http::field::retry_after, "1");
+    if (status == 503) res_.set(http::field::retry_after, "1");
+    Reply(status, Dump(json{{"error", std::move(err)}}), "application/json", /*fresh=*/false);
+  }
+
+  void Reply(unsigned status, std::string body, const char* content_type, bool fresh = true) {
+    ReleaseReservation();
+    if (fresh) res_ = {};
+    res_.version(version_);
+    res_.result(status);
+    res_.set(http::field::content_type, content_type);
+    res_.keep_alive(!close_);
+    res_.body() = std::move(body);
+    res_.prepare_payload();
+    // A peer that does not take its answer within the idle timeout is gone.
+    if (srv_->opt.idle_timeout_s > 0) stream_.expires_after(std::chrono::seconds(srv_->opt.idle_timeout_s));
+    http::async_write(stream_, res_, [self = shared_from_this()](beast::error_code ec, size_t) {
+      if (ec || self->close_) return self->Close();
+      self->close_on_error_ = false;
+      self->ReadHeader();
+    });
+  }
+
+  void ReleaseReservation() {
+    srv_->frame_reservations -= reserved_;
+    reserved_ = 0;
+  }
+
+  void Close() {
+    budget_wait_.cancel();
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream_.close();
+  }
+
+  Server::Impl* srv_;
+  beast::tcp_stream stream_;
+  asio::steady_timer budget_wait_;
+  beast::flat_buffer buf_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  http::response<http::string_body> res_;
+  bool authenticated_;
+  unsigned version_ = 11;
+  bool close_ = false;           // close once the answer is written
+  bool close_on_error_ = false;  // the body is unread: an error answer closes
+  bool learn_ = false;           // this request is /v1/learn (else /v1/predict)
+  uint64_t need_ = 0;            // the body's length (or limit, when chunked)
+  uint64_t reserved_ = 0;        // this body's share of srv_->frame_reservations
+  Clock::time_point start_{};
+};
+
+}  // namespace
+
+void Server::Impl::StartHttpAccept() {
+  http_acceptor.async_accept(asio::make_strand(io), [this](boost::system::error_code ec, tcp::socket s) {
+    if (ec) return;  // closed
+    const bool over = http_connections.load() >= opt.max_connections;
+    http_connections++;
+    auto session = std::make_shared<HttpSession>(this, std::move(s));
+    if (over) {
+      session->Refuse();
+    } else {
+      session->Start();
+    }
+    StartHttpAccept();
+  });
+}
+
+}  // namespace tributary
