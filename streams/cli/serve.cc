@@ -17,6 +17,7 @@
 
 #include "cli_common.h"
 #include "commands/commands.h"
+#include "tributary/convert.h"  // kLiveHashedDim
 #include "tributary/document.h"
 #include "tributary/schema.h"
 #include "tributary/sep_engine.h"
@@ -97,9 +98,21 @@ int RunServe(const ServeFlags& f) {
       if (!m.ok()) return ReportError(m.status());
       initial = std::move(m).value();
     } else {
-      return ReportError(
-          Status::InvalidArgument("serve: no snapshot in --data-dir; pass --model SNAPSHOT or --schema STREAM (whose "
-                                  "header gives the schema)"));
+      // No model, no schema: the schema of a live text stream (what `convert`
+      // writes for a pipe): terms hashed into kLiveHashedDim ids, classes
+      // open, so raw text over HTTP or the binary protocol is learned with no
+      // set-up. Families of real or categorical features need --schema.
+      v1::StreamHeader live = NewStreamHeader();
+      live.mutable_schema()->set_hashed_dim(kLiveHashedDim);
+      live.mutable_schema()->set_open_classes(true);
+      auto m = NewModelFromFlags(f.learn, Registry(), live, 0, "<the default schema>");
+      if (!m.ok()) {
+        return ReportError(m.status().WithContext(
+            "serve: no snapshot in --data-dir, no --model and no --schema, and the default schema (text hashed into " +
+            std::to_string(kLiveHashedDim) + " ids, open classes) does not suit family '" + f.learn.family +
+            "'; pass --model SNAPSHOT or --schema STREAM (whose header gives the schema)"));
+      }
+      initial = std::move(m).value();
     }
   }
   o.seed = f.learn.seed;

@@ -41,8 +41,17 @@ PYEOF
 "$T" convert -q --format tsv --hashed-dim 65536 --in "$dir/classes.tsv" --out "$dir/classes.pb"
 printf 'tok-%s\n' "$RANDOM$RANDOM" >"$dir/token"
 
-start "$dir/data" "$dir/serve.log" --schema "$dir/classes.pb" --auth-token-file "$dir/token" --n 2000 ||
-  fail "serve did not start"
+# With no --model and no --schema, serve starts from the default schema: text
+# hashed into 2^18 ids, open classes (the labels arrive with the documents),
+# n = 10000. The first server is given a schema anyway (the class names of a
+# stream) ...
+start "$dir/data0" "$dir/serve0.log" --schema "$dir/classes.pb" --auth-token-file "$dir/token" ||
+  fail "serve --schema did not start"
+kill -TERM "$pid"
+wait "$pid" || fail "serve --schema did not stop cleanly"
+pid=
+# ... the one under test has no set-up at all.
+start "$dir/data" "$dir/serve.log" --auth-token-file "$dir/token" || fail "serve did not start"
 read -r _ http <"$dir/port"
 
 "$PY" - "$http" "$dir" <<'PYEOF' || fail "HTTP client"
@@ -96,7 +105,7 @@ assert abs(sum(p["probabilities"].values()) - 1) < 1e-6, p
 status, body, headers = call("/v1/learn", {"documents": train[:1]}, token="wrong")
 assert status == 401 and body["error"]["code"] == "UNAUTHENTICATED", (status, body)
 assert headers["WWW-Authenticate"] == "Bearer", dict(headers)
-status, body, _ = call("/v1/learn", {"documents": [train[0], {"id": "x", "text": "hi", "label": "cats"}]})
+status, body, _ = call("/v1/learn", {"documents": [train[0], {"id": "x", "terms": {"hi": -1}, "label": "food"}]})
 assert status == 400 and body["error"]["document_index"] == 1, (status, body)
 assert "id 'x'" in body["error"]["message"], body
 status, body, _ = call("/v1/learn", b"{not json")
