@@ -285,10 +285,21 @@ TEST_F(OpenClassesSnapshotTest, ClassCapacityIsSavedOnlyWhenThereIsRoomAndChecke
   Status st = LoadStatus(small);
   ASSERT_TRUE(st.IsCorruption()) << st.ToString();
   EXPECT_THAT(st.message(), HasSubstr("class_capacity 2 is invalid (the schema has 5 classes"));
-  // More than the statistics hold: refused before allocating what it declares.
-  const std::string big = dir_ + "/big.trib";
-  WriteFile(big, testing::ResealSnapshot(file, [](v1::ModelSnapshot* s) { s->set_class_capacity(4000000); }));
-  st = LoadStatus(big);
+  // More than growth can have given: refused before the family allocates
+  // for it (the CI fuzzer's 2^32 - 1 made lda-classifier's create reserve
+  // 64 GB).
+  for (uint32_t huge : {8u, 4000000u, 0xffffffffu}) {
+    const std::string big = dir_ + "/big.trib";
+    WriteFile(big, testing::ResealSnapshot(file, [&](v1::ModelSnapshot* s) { s->set_class_capacity(huge); }));
+    st = LoadStatus(big);
+    ASSERT_TRUE(st.IsCorruption()) << st.ToString();
+    EXPECT_THAT(st.message(), HasSubstr("class_capacity " + std::to_string(huge) +
+                                        " is invalid (a model with 5 classes has room for at most 7)"));
+  }
+  // Room growth can give but the statistics do not hold.
+  const std::string seven = dir_ + "/seven.trib";
+  WriteFile(seven, testing::ResealSnapshot(file, [](v1::ModelSnapshot* s) { s->set_class_capacity(7); }));
+  st = LoadStatus(seven);
   ASSERT_TRUE(st.IsCorruption()) << st.ToString();
   EXPECT_THAT(st.message(), HasSubstr("statistics layout (" + std::to_string(6 + 6 * kVocab) + " values)"));
   // A family without room for classes.

@@ -99,6 +99,11 @@ namespace {
 constexpr uint32_t kFirstClassRoom = 4;
 }  // namespace
 
+uint32_t Model::MaxClassRoom(uint32_t classes) {
+  const uint64_t grown = uint64_t{classes} + classes / 2;
+  return static_cast<uint32_t>(std::max<uint64_t>(kFirstClassRoom, std::min<uint64_t>(grown, UINT32_MAX)));
+}
+
 Result<std::unique_ptr<Model>> Model::CreateInternal(std::shared_ptr<const Plugin> family,
                                                      std::shared_ptr<const Plugin> loss, ModelSchema schema,
                                                      Options family_options, uint32_t class_capacity) {
@@ -354,7 +359,7 @@ Status Model::GrowClasses(const std::string& name) {
   ModelSchema grown = schema_;
   grown.AddClass(name);
   const uint32_t k = num_classes() + 1;
-  const uint32_t room = fv.add_class ? k + k / 2 : k;
+  const uint32_t room = fv.add_class ? k + k / 2 : k;  // <= MaxClassRoom(k)
   auto r = CreateInternal(family_, loss_, grown, options_, room);
   if (!r.ok() && room > k) r = CreateInternal(family_, loss_, grown, options_, k);  // no memory to spare
   if (!r.ok()) return r.status().WithContext("adding class '" + name + "'");

@@ -195,7 +195,9 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const Plugin
                    std::to_string(kFormatVersion) + ")");
   }
   uint64_t len = GetLE(file.data() + 12, 8);
-  if (file.size() != kHeaderSize + len + 4) {
+  // Compared without adding to `len`: a declared length near 2^64 would
+  // wrap around to the file's size (fuzz finding snapshot/wrapping-length).
+  if (file.size() < kHeaderSize + 4 || len != file.size() - kHeaderSize - 4) {
     return corrupt("truncated or extended: header says " + std::to_string(len) + " payload bytes, file has " +
                    std::to_string(file.size() >= kHeaderSize + 4 ? file.size() - kHeaderSize - 4 : 0));
   }
@@ -238,6 +240,14 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const Plugin
     return corrupt("class_capacity " + std::to_string(capacity) + " is invalid (the schema has " +
                    std::to_string(classes) + " classes; family '" + (*fam)->name +
                    ((*fam)->family().add_class ? "' needs a capacity >= that)" : "' has no class capacity)"));
+  }
+  // Checked before the family is asked for its layout: a family may allocate
+  // per class of room when created (a fuzzed file with 2^32 made
+  // lda-classifier reserve 64 GB in create).
+  if (capacity > MaxClassRoom(classes)) {
+    return corrupt("class_capacity " + std::to_string(capacity) + " is invalid (a model with " +
+                   std::to_string(classes) + " classes has room for at most " + std::to_string(MaxClassRoom(classes)) +
+                   ")");
   }
   auto layout = LayoutSize(**fam, *schema, opts, capacity);
   if (!layout.ok()) return layout.status().WithContext("snapshot '" + path + "'");

@@ -214,6 +214,11 @@ class Model {
                                                        std::shared_ptr<const Plugin> loss, ModelSchema schema,
                                                        Options family_options, uint32_t class_capacity = 0);
   Status GrowClasses(const std::string& name);
+  // The most room a model with `classes` classes can have been given by
+  // Create (kFirstClassRoom for an open schema with none) or GrowClasses
+  // (classes + classes / 2): Load refuses a snapshot declaring more, before
+  // the family allocates for it.
+  static uint32_t MaxClassRoom(uint32_t classes);
   std::shared_ptr<const Plugin> family_;
   std::shared_ptr<const Plugin> loss_;
   uint64_t layout_version_ = 0;
