@@ -184,6 +184,36 @@ TEST_F(WalTest, DamageCoveredByTheSnapshotLosesNothing) {
   EXPECT_FALSE(fs::exists(dir_ + "/damaged"));
 }
 
+// The server collects broker positions from every record the log still
+// holds, also those the snapshot covers: `covered` sees exactly those, the
+// damaged one excepted, and `fn` only the rest.
+TEST_F(WalTest, CoveredRecordsAreShownToTheirOwnCallback) {
+  WriteSegment(1, 40);
+  WriteSegment(41, 60);
+  FlipByte(Segment(1), OffsetOf(1, 5) + 4);
+  auto w = WriteAheadLog::Open(dir_);
+  ASSERT_TRUE(w.ok());
+  std::vector<uint64_t> applied, covered;
+  WalReplayReport rep;
+  ASSERT_TRUE((*w)->Replay(
+                      45,
+                      [&](const v1::WalRecord& r) {
+                        applied.push_back(r.sequence());
+                        return Status::OK();
+                      },
+                      &rep, CorruptionPolicy::kRefuse,
+                      [&](const v1::WalRecord& r) {
+                        EXPECT_EQ(r.SerializeAsString(), Record(r.sequence()).SerializeAsString());
+                        covered.push_back(r.sequence());
+                      })
+                  .ok());
+  EXPECT_EQ(applied, Seq(46, 60));
+  std::vector<uint64_t> want = Seq(1, 4);
+  for (uint64_t s = 6; s <= 45; ++s) want.push_back(s);
+  EXPECT_EQ(covered, want);
+  EXPECT_EQ(rep.skipped, 44u);
+}
+
 TEST_F(WalTest, AMissingSegmentIsAGapNamedByItsRange) {
   WriteSegment(1, 20);
   WriteSegment(21, 40);

@@ -4,6 +4,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <climits>
@@ -588,6 +589,30 @@ Status RedisSource::DeadLetter(const SourceEntry& e) {
   }
   add.insert(add.end(), {"error", e.error.ToString(), "source_id", e.entry_id});
   return Transaction({add, ack}, &reply);
+}
+
+Result<std::vector<std::string>> RedisSource::PendingIds(size_t max) {
+  std::vector<std::string> ids;
+  std::string cursor = "-";
+  constexpr size_t kPage = 1000;
+  while (ids.size() < max) {
+    ReplyPtr page;
+    const size_t want = std::min(kPage, max - ids.size());
+    TRIB_RETURN_IF_ERROR(
+        Command({"XPENDING", options_.stream, options_.group, cursor, "+", std::to_string(want)}, &page));
+    if (page->type != REDIS_REPLY_ARRAY) {
+      return Status::IOError("redis " + Address() + ": XPENDING: expected an array, found a reply of type " +
+                             std::to_string(page->type));
+    }
+    for (size_t i = 0; i < page->elements; ++i) {
+      const redisReply* p = page->element[i];  // [id, consumer, idle ms, deliveries]
+      if (p->type != REDIS_REPLY_ARRAY || p->elements < 1) continue;
+      ids.emplace_back(ReplyString(p->element[0]));
+      cursor = "(" + ids.back();
+    }
+    if (page->elements < want) break;
+  }
+  return ids;
 }
 
 Result<SourceLag> RedisSource::Lag() {

@@ -190,7 +190,8 @@ Result<uint64_t> WriteAheadLog::ReadAcknowledgedMark() const {
 }
 
 Status WriteAheadLog::Replay(uint64_t after, const std::function<Status(const v1::WalRecord&)>& fn,
-                             WalReplayReport* report, CorruptionPolicy policy) {
+                             WalReplayReport* report, CorruptionPolicy policy,
+                             const std::function<void(const v1::WalRecord&)>& covered) {
   WalReplayReport local;
   if (!report) report = &local;
   const std::string stamp = std::to_string(static_cast<long long>(std::time(nullptr)));
@@ -278,6 +279,7 @@ Status WriteAheadLog::Replay(uint64_t after, const std::function<Status(const v1
         report->last_sequence = std::max(report->last_sequence, seq);
         if (seq <= after) {
           report->skipped++;
+          if (covered) covered(rec);
           continue;
         }
         TRIB_RETURN_IF_ERROR(fn(rec));

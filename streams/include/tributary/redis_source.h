@@ -151,6 +151,12 @@ class RedisSource {
   // The group's pending count, lag and last delivered id.
   Result<SourceLag> Lag();
 
+  // The ids of the group's pending entries (every consumer's), oldest
+  // first, at most `max` (XPENDING, page by page). The server keeps, of the
+  // entry ids its log holds, only those still pending: only they can be
+  // delivered again.
+  Result<std::vector<std::string>> PendingIds(size_t max);
+
   // Drops the connection and connects again (creating the group if it is
   // gone, e.g. after the server lost its data). Read then starts over with
   // this consumer's pending entries, so everything read and not acknowledged

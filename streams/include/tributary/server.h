@@ -125,6 +125,15 @@ struct ServerOptions {
   std::string engine = "auto";
   // What to do with corruption inside the write-ahead log (wal.h).
   CorruptionPolicy on_corruption = CorruptionPolicy::kRefuse;
+  // Broker sources learned from, each by its own reader thread, exactly
+  // once (docs/sources.md): redis://[:PASSWORD@]HOST[:PORT]/STREAM[?...]
+  // (tributary/redis_source.h). An entry is acknowledged to its broker only
+  // once its document is in the fsynced log, which records its position; an
+  // entry delivered again that the log holds is acknowledged, not learned.
+  // Entries that are not learnable documents are dead-lettered and counted.
+  // A broker that cannot be reached is retried (with backoff) while the
+  // server serves; only a malformed URL stops Start.
+  std::vector<std::string> sources;
   Env* env = nullptr;  // snapshots and the log; nullptr: Env::Default() (tests inject faults here)
   // Called on Start's thread once the HTTP port is bound, before recovery
   // (loading the snapshot, replaying the log) begins: from then on /healthz

@@ -100,11 +100,14 @@ class WriteAheadLog {
   ~WriteAheadLog();
 
   // Calls `fn` for every readable record with sequence > `after`, in order,
-  // handling damage as described at the top of this file and by `policy`.
-  // Errors: Corruption (kRefuse, or damage it cannot go past), IOError, or
-  // the first error `fn` returns.
+  // handling damage as described at the top of this file and by `policy`;
+  // and `covered` (if set) for every readable record at or below `after`
+  // that the log still holds (the server collects broker positions from
+  // them). Errors: Corruption (kRefuse, or damage it cannot go past),
+  // IOError, or the first error `fn` returns.
   Status Replay(uint64_t after, const std::function<Status(const v1::WalRecord&)>& fn, WalReplayReport* report,
-                CorruptionPolicy policy = CorruptionPolicy::kRefuse);
+                CorruptionPolicy policy = CorruptionPolicy::kRefuse,
+                const std::function<void(const v1::WalRecord&)>& covered = nullptr);
 
   // Starts appending in a new segment whose first record is `next_sequence`.
   // Must be called once after Replay and before Append.

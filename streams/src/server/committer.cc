@@ -82,10 +82,11 @@ void Server::Impl::CommitterLoop() {
     }
     uint64_t seq = first;
     for (auto& job : group) {
-      for (auto& d : job.docs) {
+      for (size_t i = 0; i < job.docs.size(); ++i) {
         v1::WalRecord rec;
         rec.set_sequence(seq++);
-        *rec.mutable_document() = std::move(d);
+        *rec.mutable_document() = std::move(job.docs[i]);
+        if (i < job.positions.size()) *rec.mutable_source() = std::move(job.positions[i]);
         if (st.ok()) st = wal->Append(rec);
         records.push_back(std::move(rec));
       }

@@ -1,6 +1,7 @@
 // The server's metrics (Prometheus text format); http.cc serves them on
 // /metrics.
 #include "server/server_impl.h"  // first: it configures Asio for TSan builds
+#include "server/source_reader.h"
 
 #include <algorithm>
 #include <sstream>
@@ -120,6 +121,7 @@ std::string Server::Impl::MetricsText() {
        << server_internal::kHttpErrors[i].code << "\"} " << counters.http_errors[i] << "\n";
   }
   gauge("tributary_http_open_connections", "Open HTTP connections.", http_connections.load());
+  SourceReader::WriteMetrics(os, readers);
   counters.learn_latency.Write(os, "tributary_learn_latency_seconds", "Learn request latency (read to acknowledged).");
   counters.predict_latency.Write(os, "tributary_predict_latency_seconds", "Predict request latency.");
   return os.str();

@@ -15,6 +15,7 @@
 #include <thread>
 #include <utility>
 
+#include "server/source_reader.h"
 #include "tributary/plugin_registry.h"
 #include "tributary/sep_engine.h"
 
@@ -64,6 +65,9 @@ void Server::Impl::ShutdownNow() {
       if (signals) signals->cancel(ignored);
     });
     std::thread([this] {
+      // Readers first: a batch they submitted is answered by the committer;
+      // what they have not submitted stays unacknowledged in the broker.
+      for (auto& r : readers) r->Stop();
       {
         std::lock_guard<std::mutex> l(commit_mu);
         stopping_commit = true;
@@ -132,6 +136,16 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, std:
   if (s.opt.io_threads == 0) s.opt.io_threads = 1;
   if (s.opt.max_inflight == 0) s.opt.max_inflight = 1;
   s.env = s.opt.env ? s.opt.env : Env::Default();
+  for (const auto& url : s.opt.sources) {
+    auto a = MakeBrokerAdapter(url);
+    if (!a.ok()) return a.status();
+    for (const auto& r : s.readers) {
+      if (r->adapter().key() == (*a)->key()) {
+        return Status::InvalidArgument("--source '" + url + "': the same source is given twice (" + (*a)->key() + ")");
+      }
+    }
+    s.readers.push_back(std::make_unique<SourceReader>(&s, std::move(a).value(), url));
+  }
   TRIB_RETURN_IF_ERROR(s.env->CreateDirs(s.opt.data_dir).WithContext("data directory"));
   auto wal = WriteAheadLog::Open((std::filesystem::path(s.opt.data_dir) / "wal").string(), s.env, s.DamagedDir());
   if (!wal.ok()) return wal.status();
@@ -183,6 +197,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, std:
   s.committer = std::thread([raw] { raw->CommitterLoop(); });
   s.learner_thread = std::thread([raw] { raw->LearnerLoop(); });
   s.recovery_phase = RecoveryPhase::kReady;
+  for (auto& r : s.readers) r->Start();
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 
@@ -282,15 +297,24 @@ Status Server::Impl::Recover(std::unique_ptr<Model> initial) {
     s.learner = std::move(l).value();
   }
   // 2. Replay the log tail (damage handled by the policy: wal.h).
+  // Broker positions of every record the log holds (also those the
+  // snapshot covers): entries a broker delivers again are recognised.
   WalReplayReport rep;
   s.recovery_phase = RecoveryPhase::kReplaying;
+  auto note_source = [&](const v1::WalRecord& rec) {
+    if (!rec.has_source()) return;
+    for (auto& r : s.readers) {
+      if (r->adapter().key() == rec.source().source()) r->adapter().Recovered(rec.source());
+    }
+  };
   TRIB_RETURN_IF_ERROR(s.wal->Replay(
       after,
       [&](const v1::WalRecord& rec) {
         s.replay_progress.fetch_add(1, std::memory_order_relaxed);
+        note_source(rec);
         return s.Apply(rec);
       },
-      &rep, s.opt.on_corruption));
+      &rep, s.opt.on_corruption, s.readers.empty() ? nullptr : std::function<void(const v1::WalRecord&)>(note_source)));
   s.recovery.replayed = rep.records;
   s.recovery.torn_bytes = rep.torn_bytes;
   s.recovery.lost_records = rep.lost_records;

@@ -51,6 +51,7 @@ namespace tributary {
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
+class SourceReader;  // source_reader.h
 
 namespace server_internal {
 
@@ -131,6 +132,9 @@ struct Published {
 // One acknowledged-or-not learn request on its way through the committer.
 struct LearnJob {
   std::vector<v1::Document> docs;
+  // From a broker source: each document's position (parallel to docs),
+  // logged with it (WalRecord.source). Empty for the protocols.
+  std::vector<v1::SourcePosition> positions;
   // Called exactly once, on the committer thread, with the request's answer:
   // OK with a LearnResponse once the documents are in the fsynced log, or
   // UNAVAILABLE when the log failed. It must not block (it posts the answer
@@ -222,6 +226,11 @@ struct Server::Impl {
   std::condition_variable done_cv;
   bool done = false;  // GUARDED_BY(done_mu)
   Status fatal;       // GUARDED_BY(done_mu)
+
+  // Broker sources (ServerOptions::sources): made before recovery (which
+  // gives them the positions the log holds), started once ready, stopped
+  // before the committer.
+  std::vector<std::unique_ptr<SourceReader>> readers;
 
   Env* env = nullptr;  // opt.env or Env::Default()
   std::string SnapshotPath() const { return (std::filesystem::path(opt.data_dir) / "model.trib").string(); }

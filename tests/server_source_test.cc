@@ -1,0 +1,272 @@
+// `serve --source` (ServerOptions::sources) against a real redis-server the
+// tests start themselves: entries learned through the log and acknowledged
+// only after it, bad entries dead-lettered, nothing acknowledged while the
+// log fails, a broker that is down at start. The crash cases (kill -9,
+// entries delivered again and recognised in the log) are
+// tests/cli/redis_source.sh.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fault_env.h"
+#include "redis_server.h"
+#include "test_util.h"
+#include "tributary/model.h"
+#include "tributary/server.h"
+
+namespace tributary {
+namespace {
+
+using testing::Context;
+using testing::FreePort;
+using testing::kRedisServer;
+using testing::RedisServer;
+using testing::Reply;
+using testing::Str;
+using Clock = std::chrono::steady_clock;
+
+constexpr uint32_t kVocab = 50;
+
+std::unique_ptr<Model> NewModel() {
+  v1::Schema proto;  // raw text hashed into kVocab ids, classes as they come
+  proto.set_hashed_dim(kVocab);
+  proto.set_open_classes(true);
+  auto schema = ModelSchema::FromProto(proto);
+  EXPECT_TRUE(schema.ok()) << schema.status().ToString();
+  auto m = Model::Create(testing::BuiltinFamily("multinomial"), testing::BuiltinLoss("ncll"), *schema, {}, 1);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  (*m)->learner_state().effective_size = 1000;
+  return std::move(m).value();
+}
+
+// GET /metrics from the server's HTTP port: metric line -> value.
+std::map<std::string, double> Metrics(uint16_t port) {
+  std::map<std::string, double> out;
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    close(fd);
+    return out;
+  }
+  const std::string req = "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  if (send(fd, req.data(), req.size(), 0) != static_cast<ssize_t>(req.size())) {
+    close(fd);
+    return out;
+  }
+  std::string text;
+  char buf[8192];
+  for (ssize_t n; (n = recv(fd, buf, sizeof(buf), 0)) > 0;) text.append(buf, static_cast<size_t>(n));
+  close(fd);
+  size_t pos = text.find("\r\n\r\n");
+  pos = pos == std::string::npos ? text.size() : pos + 4;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(pos, end - pos);
+    pos = end + 1;
+    if (line.empty() || line[0] == '#') continue;
+    const size_t sp = line.rfind(' ');
+    if (sp == std::string::npos) continue;
+    out[line.substr(0, sp)] = std::strtod(line.c_str() + sp + 1, nullptr);
+  }
+  return out;
+}
+
+class ServerSourceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(access(kRedisServer, X_OK), 0) << kRedisServer << " is missing (scripts/install_deps.sh installs it)";
+    dir_ = testing::TempDir(std::string("server_source_") +
+                            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  }
+  bool StartRedis(uint16_t port = 0) {
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      const uint16_t p = port != 0 ? port : FreePort();
+      if (p != 0 && redis_.Start(p, dir_)) {
+        client_.reset(redisConnectWithTimeout("127.0.0.1", p, timeval{2, 0}));
+        return client_ != nullptr && client_->err == 0;
+      }
+      if (port != 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    return false;
+  }
+  Reply Cmd(const std::vector<std::string>& args) { return testing::Command(client_.get(), args); }
+  void Add(const std::string& label, const std::string& text) {
+    Reply r = Cmd({"XADD", "docs", "*", "label", label, "text", text});
+    ASSERT_TRUE(r && r->type == REDIS_REPLY_STRING) << (r ? Str(r.get()) : "no reply");
+  }
+  long long Integer(const std::vector<std::string>& args) {
+    Reply r = Cmd(args);
+    return r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+  }
+  // Entries delivered to the group and not acknowledged (XPENDING summary).
+  long long Pending() {
+    Reply r = Cmd({"XPENDING", "docs", "tributary"});
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 1) return -1;
+    return r->element[0]->integer;
+  }
+  std::string Url(const std::string& params = "") const {
+    return "redis://127.0.0.1:" + std::to_string(redis_.port()) + "/docs?block_ms=50&batch=8" + params;
+  }
+  ServerOptions Options() const {
+    ServerOptions o;
+    o.listen = "127.0.0.1:0";
+    o.http = "127.0.0.1:0";
+    o.data_dir = dir_ + "/data";
+    o.fsync_interval_ms = 2;
+    o.publish_interval_ms = 2;
+    o.wal_retry_interval_ms = 50;
+    return o;
+  }
+  // Polls /metrics until `pred` holds (10 s at most).
+  bool WaitFor(uint16_t http, const std::function<bool(std::map<std::string, double>&)>& pred,
+               std::map<std::string, double>* last = nullptr) {
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    std::map<std::string, double> m;
+    while (Clock::now() < deadline) {
+      m = Metrics(http);
+      if (pred(m)) {
+        if (last) *last = m;
+        return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (last) *last = m;
+    return false;
+  }
+  std::string Entries(const std::string& url, const std::string& outcome) const {
+    return "tributary_source_entries_total{source=\"" + url + "\",outcome=\"" + outcome + "\"}";
+  }
+
+  std::string dir_;
+  RedisServer redis_;
+  Context client_;
+};
+
+TEST_F(ServerSourceTest, LearnsEveryEntryOnceAndDeadLettersTheBadOnes) {
+  ASSERT_TRUE(StartRedis());
+  for (int i = 0; i < 30; ++i) Add(i % 2 ? "odd" : "even", "document number " + std::to_string(i) + " with words");
+  Add("odd", "");                                           // no text: not a document
+  ASSERT_TRUE(Cmd({"XADD", "docs", "*", "label", "odd"}));  // neither text nor doc
+  for (int i = 30; i < 40; ++i) Add(i % 2 ? "odd" : "even", "more words " + std::to_string(i));
+  ServerOptions o = Options();
+  const std::string url = Url("&dead_letter=bad");
+  o.sources = {url};
+  auto s = Server::Start(o, NewModel());
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  std::map<std::string, double> m;
+  EXPECT_TRUE(WaitFor((*s)->http_port(), [](auto& x) { return x["tributary_documents_learned_total"] >= 40; }, &m));
+  EXPECT_EQ(m["tributary_documents_learned_total"], 40);
+  EXPECT_EQ(m["tributary_documents_acknowledged_total"], 40);
+  EXPECT_EQ(m[Entries(url, "read")], 42);
+  EXPECT_EQ(m[Entries(url, "logged")], 40);
+  EXPECT_EQ(m[Entries(url, "dead_lettered")], 2);
+  EXPECT_EQ(m[Entries(url, "duplicate")], 0);
+  EXPECT_EQ(m["tributary_source_connected{source=\"" + url + "\"}"], 1);
+  // Acknowledged after the log: nothing pending once learned (the XACK
+  // follows the committer's answer; give it a moment).
+  for (int i = 0; i < 100 && Pending() != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(Pending(), 0);
+  EXPECT_EQ(Integer({"XLEN", "bad"}), 2);
+  Reply bad = Cmd({"XRANGE", "bad", "-", "+"});
+  ASSERT_TRUE(bad && bad->type == REDIS_REPLY_ARRAY && bad->elements == 2);
+  std::string reasons;
+  for (size_t i = 0; i < bad->elements; ++i) {
+    const redisReply* fields = bad->element[i]->element[1];
+    for (size_t k = 0; k + 1 < fields->elements; k += 2) {
+      if (Str(fields->element[k]) == "error") reasons += Str(fields->element[k + 1]) + "\n";
+    }
+  }
+  EXPECT_NE(reasons.find("docs"), std::string::npos) << reasons;  // names the stream
+  EXPECT_EQ(std::count(reasons.begin(), reasons.end(), '\n'), 2) << reasons;
+  (*s)->Shutdown();
+  EXPECT_TRUE((*s)->Wait().ok());
+}
+
+TEST_F(ServerSourceTest, NothingIsAcknowledgedWhileTheLogFailsAndEverythingIsLearnedOnceAfter) {
+  ASSERT_TRUE(StartRedis());
+  testing::FaultEnv env;
+  ServerOptions o = Options();
+  o.env = &env;
+  const std::string url = Url();
+  o.sources = {url};
+  auto s = Server::Start(o, NewModel());
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  // Every fsync of a log segment fails from now on.
+  env.Add({testing::FaultEnv::Op::kSync, "wal-", 0});
+  for (int i = 0; i < 20; ++i) Add(i % 2 ? "odd" : "even", "words of document " + std::to_string(i));
+  std::map<std::string, double> m;
+  EXPECT_TRUE(WaitFor((*s)->http_port(), [](auto& x) { return x["tributary_learning_enabled"] == 0; }, &m));
+  // Give the reader time to try again: still nothing learned or acknowledged.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  m = Metrics((*s)->http_port());
+  EXPECT_EQ(m["tributary_documents_learned_total"], 0);
+  EXPECT_EQ(m[Entries(url, "logged")], 0);
+  EXPECT_GT(m["tributary_source_errors_total{source=\"" + url + "\"}"], 0);
+  EXPECT_GT(Pending(), 0) << "entries read while the log failed must stay pending in the group";
+  // The disk is back: the log recovers, the reader reads the entries again
+  // and learns each once.
+  env.Clear();
+  EXPECT_TRUE(WaitFor((*s)->http_port(), [](auto& x) { return x["tributary_documents_learned_total"] >= 20; }, &m));
+  EXPECT_EQ(m["tributary_documents_learned_total"], 20);
+  EXPECT_EQ(m["tributary_documents_acknowledged_total"], 20);
+  for (int i = 0; i < 100 && Pending() != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(Pending(), 0);
+  (*s)->Shutdown();
+  EXPECT_TRUE((*s)->Wait().ok());
+}
+
+TEST_F(ServerSourceTest, StartsWhileTheBrokerIsDownAndLearnsOnceItIsUp) {
+  const uint16_t port = FreePort();
+  ASSERT_NE(port, 0);
+  ServerOptions o = Options();
+  const std::string url = "redis://127.0.0.1:" + std::to_string(port) + "/docs?block_ms=50";
+  o.sources = {url};
+  auto s = Server::Start(o, NewModel());
+  ASSERT_TRUE(s.ok()) << "an unreachable broker must not stop the server: " << s.status().ToString();
+  std::map<std::string, double> m;
+  EXPECT_TRUE(WaitFor((*s)->http_port(),
+                      [&](auto& x) { return x["tributary_source_errors_total{source=\"" + url + "\"}"] > 0; }, &m));
+  EXPECT_EQ(m["tributary_source_connected{source=\"" + url + "\"}"], 0);
+  ASSERT_TRUE(StartRedis(port));
+  for (int i = 0; i < 5; ++i) Add("a", "late words " + std::to_string(i));
+  EXPECT_TRUE(WaitFor((*s)->http_port(), [](auto& x) { return x["tributary_documents_learned_total"] >= 5; }, &m));
+  EXPECT_EQ(m["tributary_documents_learned_total"], 5);
+  EXPECT_EQ(m["tributary_source_connected{source=\"" + url + "\"}"], 1);
+  (*s)->Shutdown();
+  EXPECT_TRUE((*s)->Wait().ok());
+}
+
+TEST_F(ServerSourceTest, RefusesAMalformedUrlAndTheSameSourceTwice) {
+  ServerOptions o = Options();
+  o.sources = {"redis://127.0.0.1:99999/docs"};
+  auto s = Server::Start(o, NewModel());
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("port"), std::string::npos) << s.status().ToString();
+  o.sources = {"kafkaa://host/topic"};
+  s = Server::Start(o, NewModel());
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("expected a URL starting with redis://"), std::string::npos)
+      << s.status().ToString();
+  o.sources = {"redis://127.0.0.1:7000/docs?consumer=a", "redis://127.0.0.1:7000/docs?consumer=b"};
+  s = Server::Start(o, NewModel());
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("the same source is given twice"), std::string::npos) << s.status().ToString();
+}
+
+}  // namespace
+}  // namespace tributary
