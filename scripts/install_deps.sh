@@ -8,6 +8,8 @@ pkgs=(cmake ninja-build g++ pkg-config python3 python3-protobuf
       libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev
       # the Redis Streams source (hiredis) and the real server its tests start
       libhiredis-dev redis-server
+      # the Kafka source (librdkafka's C API; its tests use librdkafka's mock cluster)
+      librdkafka-dev
       fortunes fortunes-min bible-kjv
       # scripts/fuzz.sh: clang with libFuzzer and the sanitizer runtimes
       # (libclang-rt-14-dev is only a Recommends of clang-14).

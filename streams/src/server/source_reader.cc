@@ -6,9 +6,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
+#include <optional>
 #include <unordered_set>
 #include <utility>
 
+#include "tributary/kafka_source.h"
 #include "tributary/redis_source.h"
 
 namespace tributary {
@@ -120,6 +123,134 @@ class RedisAdapter : public BrokerAdapter {
   bool pruned_ = false;
 };
 
+// ---- Kafka (tributary/kafka_source.h) --------------------------------------------
+
+// Within a partition offsets are delivered in order, and the reader logs
+// them in that order, so "in the log" is "at or below the highest offset
+// logged" for the partition: one number per partition, not a set.
+class KafkaAdapter : public BrokerAdapter {
+ public:
+  explicit KafkaAdapter(KafkaSourceOptions o) : options_(std::move(o)) {
+    std::string brokers;
+    for (const auto& b : options_.brokers) brokers += (brokers.empty() ? "" : ",") + b;
+    key_ = "kafka://" + brokers + "/" + options_.topic + "?group=" + options_.group;
+    // A partition assigned to this consumer starts after what the log
+    // holds of it, when the log is ahead of the group's committed offset
+    // (a crash between the fsync and the commit).
+    options_.start_offset = [this](const std::string& topic, int32_t partition,
+                                   std::optional<int64_t> committed) -> Result<std::optional<int64_t>> {
+      auto it = logged_.find({topic, partition});
+      // Past the log when the group went further (another member learned
+      // those into its own model): start at the group's offset then.
+      if (it == logged_.end() || (committed && *committed > it->second)) return std::optional<int64_t>();
+      return std::optional<int64_t>(it->second + 1);
+    };
+    // Before partitions are given up, commit what is logged of them (the
+    // reader commits after each batch; this covers a commit that failed).
+    options_.on_revoke = [this](const std::vector<KafkaPartition>& parts) {
+      std::vector<KafkaPosition> next;
+      for (const auto& p : parts) {
+        auto it = uncommitted_.find({p.topic, p.partition});
+        if (it != uncommitted_.end()) next.push_back({p.topic, p.partition, it->second + 1});
+      }
+      if (!next.empty() && source_ && source_->Commit(next).ok()) {
+        for (const auto& n : next) uncommitted_.erase({n.topic, n.partition});
+      }
+    };
+  }
+  const std::string& key() const override { return key_; }
+  bool connected() const override { return source_ != nullptr; }
+
+  Status Connect() override {
+    if (source_) source_->Close();  // leaves the group; on_revoke commits what it can
+    source_.reset();
+    auto s = KafkaSource::Connect(options_);
+    if (!s.ok()) return s.status();
+    source_ = std::move(s).value();
+    return Status::OK();
+  }
+
+  Status Read(std::vector<BrokerEntry>* out) override {
+    out->clear();
+    batch_.clear();
+    Status st = source_->Read(&batch_);
+    if (!st.ok()) {
+      // All brokers down (IOError) or the topic missing (NotFound): the
+      // consumer reconnects by itself. A fatal error: connect again.
+      if (st.code() != Status::Code::kIOError && st.code() != Status::Code::kNotFound) source_.reset();
+      return st;
+    }
+    out->reserve(batch_.size());
+    for (size_t i = 0; i < batch_.size(); ++i) {
+      BrokerEntry e;
+      e.position.set_source(key_);
+      e.position.set_topic(batch_[i].topic);
+      e.position.set_partition(batch_[i].partition);
+      e.position.set_offset(batch_[i].offset);
+      e.doc = std::move(batch_[i].doc);
+      e.error = batch_[i].error;
+      e.native = i;
+      out->push_back(std::move(e));
+    }
+    return Status::OK();
+  }
+
+  Status Commit(const std::vector<v1::SourcePosition>& logged) override {
+    std::map<std::pair<std::string, int32_t>, int64_t> last;
+    for (const auto& p : logged) {
+      auto& o = last.try_emplace({p.topic(), p.partition()}, p.offset()).first->second;
+      o = std::max(o, p.offset());
+    }
+    std::vector<KafkaPosition> next;
+    for (const auto& [tp, offset] : last) next.push_back({tp.first, tp.second, offset + 1});
+    Status st = source_->Commit(next);
+    // A partition revoked meanwhile (NotFound) is committed by no one: its
+    // new owner starts at the group's offset; if that is this server again,
+    // start_offset skips what the log holds.
+    if (st.ok() || st.code() == Status::Code::kNotFound) {
+      for (const auto& n : next) uncommitted_.erase({n.topic, n.partition});
+      return Status::OK();
+    }
+    return st;
+  }
+
+  Status Reject(const BrokerEntry& bad) override {
+    KafkaEntry& e = batch_.at(bad.native);
+    e.error = bad.error;
+    if (!e.value) e.value = bad.doc.SerializeAsString();
+    return source_->DeadLetter(e);  // committed past with the batch
+  }
+
+  void Recovered(const v1::SourcePosition& p) override { Remember(p); }
+  bool Logged(const v1::SourcePosition& p) const override {
+    auto it = logged_.find({p.topic(), p.partition()});
+    return it != logged_.end() && p.offset() <= it->second;
+  }
+  void Remember(const v1::SourcePosition& p) override {
+    for (auto* m : {&logged_, &uncommitted_}) {
+      auto& o = m->try_emplace({p.topic(), p.partition()}, p.offset()).first->second;
+      o = std::max(o, p.offset());
+    }
+  }
+  void Forget(const std::vector<v1::SourcePosition>&) override {}  // Commit does it
+
+  Status Lag(uint64_t* pending, int64_t* lag) override {
+    auto l = source_->Lag();
+    if (!l.ok()) return l.status();
+    *pending = 0;  // Kafka keeps no per-message pending list: the lag says it all
+    *lag = l->total;
+    return Status::OK();
+  }
+
+ private:
+  KafkaSourceOptions options_;
+  std::string key_;
+  std::unique_ptr<KafkaSource> source_;
+  std::vector<KafkaEntry> batch_;
+  std::map<std::pair<std::string, int32_t>, int64_t> logged_;       // highest offset in the log
+  std::map<std::pair<std::string, int32_t>, int64_t> uncommitted_;  // logged, commit not yet done
+};
+
 // The URL without a password (user:password@ or :password@).
 std::string WithoutPassword(const std::string& url) {
   const size_t scheme = url.find("://");
@@ -139,9 +270,14 @@ Result<std::unique_ptr<BrokerAdapter>> MakeBrokerAdapter(const std::string& url)
     if (!o.ok()) return o.status().WithContext("--source");
     return std::unique_ptr<BrokerAdapter>(new RedisAdapter(std::move(o).value()));
   }
+  if (url.rfind("kafka://", 0) == 0) {
+    auto o = ParseKafkaSourceUrl(url);
+    if (!o.ok()) return o.status().WithContext("--source");
+    return std::unique_ptr<BrokerAdapter>(new KafkaAdapter(std::move(o).value()));
+  }
   const size_t scheme = url.find("://");
   return Status::InvalidArgument(
-      "--source '" + WithoutPassword(url) + "': expected a URL starting with redis://, found " +
+      "--source '" + WithoutPassword(url) + "': expected a URL starting with redis:// or kafka://, found " +
       (scheme == std::string::npos ? std::string("no scheme") : "'" + url.substr(0, scheme + 3) + "'"));
 }
 
@@ -322,6 +458,7 @@ void SourceReader::Run() {
           break;
         }
         dead_lettered_++;
+        done.push_back(e.position);  // acknowledged (Kafka: committed past) with the batch
         {
           std::lock_guard<std::mutex> l(mu_);
           last_error_ = e.error.ToString();
