@@ -19,112 +19,31 @@
 #include <utility>
 #include <vector>
 
+#include "kafka_mock.h"
+
 namespace tributary {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A message to produce.
-struct Message {
-  std::optional<std::string> value;
-  std::optional<std::string> key;
-  std::vector<std::pair<std::string, std::string>> headers;
-  int32_t partition = 0;
-};
-
-Message Text(std::string text, int32_t partition = 0) {
-  Message m;
-  m.value = std::move(text);
-  m.partition = partition;
-  return m;
-}
-
-// The delivery reports of the test's producer.
-struct Deliveries {
-  std::map<size_t, int64_t> offsets;  // message index -> offset
-  std::vector<std::string> errors;
-};
+using testing::KafkaMock;
+using testing::Message;
+using testing::Text;
 
 class KafkaSourceTest : public ::testing::Test {
  protected:
-  void SetUp() override { StartCluster(1); }
-  void TearDown() override { StopCluster(); }
-
-  void StartCluster(int brokers) {
-    char err[512] = {};
-    rd_kafka_conf_t* conf = rd_kafka_conf_new();
-    rd_kafka_conf_set(conf, "log_level", "0", err, sizeof(err));
-    owner_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
-    ASSERT_NE(owner_, nullptr) << err;
-    mock_ = rd_kafka_mock_cluster_new(owner_, brokers);
-    ASSERT_NE(mock_, nullptr);
-    bootstraps_ = rd_kafka_mock_cluster_bootstraps(mock_);
-
-    conf = rd_kafka_conf_new();
-    ASSERT_EQ(rd_kafka_conf_set(conf, "bootstrap.servers", bootstraps_.c_str(), err, sizeof(err)), RD_KAFKA_CONF_OK);
-    rd_kafka_conf_set(conf, "linger.ms", "0", err, sizeof(err));
-    rd_kafka_conf_set(conf, "log_level", "0", err, sizeof(err));
-    rd_kafka_conf_set_opaque(conf, &deliveries_);
-    rd_kafka_conf_set_dr_msg_cb(conf, [](rd_kafka_t*, const rd_kafka_message_t* m, void* opaque) {
-      auto* d = static_cast<Deliveries*>(opaque);
-      const auto index = static_cast<size_t>(reinterpret_cast<uintptr_t>(m->_private));
-      if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        d->errors.push_back(rd_kafka_err2str(m->err));
-      } else {
-        d->offsets[index] = m->offset;
-      }
-    });
-    producer_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
-    ASSERT_NE(producer_, nullptr) << err;
-  }
-  void StopCluster() {
-    if (producer_ != nullptr) rd_kafka_destroy(producer_);
-    if (mock_ != nullptr) rd_kafka_mock_cluster_destroy(mock_);
-    if (owner_ != nullptr) rd_kafka_destroy(owner_);
-    producer_ = nullptr;
-    mock_ = nullptr;
-    owner_ = nullptr;
-  }
-
-  void CreateTopic(const std::string& topic, int partitions) {
-    ASSERT_EQ(rd_kafka_mock_topic_create(mock_, topic.c_str(), partitions, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
-  }
-
-  // Produces the messages (each to its partition) and waits for all
-  // delivery reports; returns their offsets.
+  void SetUp() override { kafka_.StartCluster(1); }
+  void TearDown() override { kafka_.StopCluster(); }
+  void StartCluster(int brokers) { kafka_.StartCluster(brokers); }
+  void StopCluster() { kafka_.StopCluster(); }
+  void CreateTopic(const std::string& topic, int partitions) { kafka_.CreateTopic(topic, partitions); }
   std::vector<int64_t> Produce(const std::string& topic, const std::vector<Message>& messages) {
-    deliveries_ = Deliveries();
-    for (size_t i = 0; i < messages.size(); ++i) {
-      const Message& m = messages[i];
-      rd_kafka_headers_t* headers = rd_kafka_headers_new(m.headers.size());
-      for (const auto& [name, value] : m.headers) {
-        rd_kafka_header_add(headers, name.data(), static_cast<ssize_t>(name.size()), value.data(),
-                            static_cast<ssize_t>(value.size()));
-      }
-      void* value = m.value ? const_cast<char*>(m.value->data()) : nullptr;
-      void* key = m.key ? const_cast<char*>(m.key->data()) : nullptr;
-      const size_t value_size = m.value ? m.value->size() : 0;
-      const size_t key_size = m.key ? m.key->size() : 0;
-      const rd_kafka_resp_err_t err =
-          rd_kafka_producev(producer_, RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_PARTITION(m.partition),
-                            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_VALUE(value, value_size),
-                            RD_KAFKA_V_KEY(key, key_size), RD_KAFKA_V_HEADERS(headers),
-                            RD_KAFKA_V_OPAQUE(reinterpret_cast<void*>(static_cast<uintptr_t>(i))), RD_KAFKA_V_END);
-      EXPECT_EQ(err, RD_KAFKA_RESP_ERR_NO_ERROR) << rd_kafka_err2str(err);
-      if (err != RD_KAFKA_RESP_ERR_NO_ERROR) rd_kafka_headers_destroy(headers);
-    }
-    EXPECT_EQ(rd_kafka_flush(producer_, 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
-    EXPECT_TRUE(deliveries_.errors.empty()) << deliveries_.errors.front();
-    std::vector<int64_t> offsets;
-    for (size_t i = 0; i < messages.size(); ++i) {
-      offsets.push_back(deliveries_.offsets.count(i) ? deliveries_.offsets[i] : -1);
-    }
-    return offsets;
+    return kafka_.Produce(topic, messages);
   }
 
   KafkaSourceOptions Options(const std::string& topic, const std::string& group = "g") const {
     KafkaSourceOptions o;
-    o.brokers = {bootstraps_};  // "127.0.0.1:port[,...]": librdkafka splits it
+    o.brokers = {kafka_.bootstraps()};  // "127.0.0.1:port[,...]": librdkafka splits it
     o.topic = topic;
     o.group = group;
     o.poll_ms = 100;
@@ -165,11 +84,7 @@ class KafkaSourceTest : public ::testing::Test {
     return out;
   }
 
-  rd_kafka_t* owner_ = nullptr;  // holds the mock cluster
-  rd_kafka_mock_cluster_t* mock_ = nullptr;
-  rd_kafka_t* producer_ = nullptr;
-  std::string bootstraps_;
-  Deliveries deliveries_;
+  KafkaMock kafka_;
 };
 
 // ---- URL parsing ----
@@ -356,7 +271,7 @@ TEST_F(KafkaSourceTest, DecodesMessagesAndDeadLettersBadOnes) {
   // Read the dead-letter topic back with a plain consumer.
   char err[512] = {};
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
-  rd_kafka_conf_set(conf, "bootstrap.servers", bootstraps_.c_str(), err, sizeof(err));
+  rd_kafka_conf_set(conf, "bootstrap.servers", kafka_.bootstraps().c_str(), err, sizeof(err));
   rd_kafka_conf_set(conf, "group.id", "dead-reader", err, sizeof(err));
   rd_kafka_conf_set(conf, "log_level", "0", err, sizeof(err));
   rd_kafka_t* reader = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
@@ -667,7 +582,7 @@ TEST_F(KafkaSourceTest, BrokerDownIsAnIOErrorAndReadingResumes) {
   std::vector<KafkaEntry> got = ReadN(source.get(), 2);
   ASSERT_EQ(Offsets(got), Range(0, 2));
 
-  ASSERT_EQ(rd_kafka_mock_broker_set_down(mock_, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+  ASSERT_EQ(rd_kafka_mock_broker_set_down(kafka_.mock(), 1), RD_KAFKA_RESP_ERR_NO_ERROR);
   Status error;
   std::vector<KafkaEntry> batch;
   auto deadline = Clock::now() + std::chrono::seconds(15);
@@ -676,10 +591,10 @@ TEST_F(KafkaSourceTest, BrokerDownIsAnIOErrorAndReadingResumes) {
     EXPECT_TRUE(batch.empty());
   }
   ASSERT_EQ(error.code(), Status::Code::kIOError) << error.ToString();
-  EXPECT_NE(error.message().find(bootstraps_), std::string::npos) << error.message();
+  EXPECT_NE(error.message().find(kafka_.bootstraps()), std::string::npos) << error.message();
   EXPECT_NE(error.message().find("all brokers are down"), std::string::npos) << error.message();
 
-  ASSERT_EQ(rd_kafka_mock_broker_set_up(mock_, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+  ASSERT_EQ(rd_kafka_mock_broker_set_up(kafka_.mock(), 1), RD_KAFKA_RESP_ERR_NO_ERROR);
   Produce("docs", {Text("after 2")});
   std::vector<KafkaEntry> more;
   deadline = Clock::now() + std::chrono::seconds(20);
@@ -753,7 +668,7 @@ TEST_F(KafkaSourceTest, CommitErrorsNameThePartition) {
 
   // The broker refuses the next OffsetCommit (API key 8) with a
   // non-retriable error.
-  rd_kafka_mock_push_request_errors(mock_, 8, 1, RD_KAFKA_RESP_ERR_OFFSET_METADATA_TOO_LARGE);
+  rd_kafka_mock_push_request_errors(kafka_.mock(), 8, 1, RD_KAFKA_RESP_ERR_OFFSET_METADATA_TOO_LARGE);
   st = source->Commit({{"docs", 0, 3}});
   ASSERT_EQ(st.code(), Status::Code::kIOError) << st.ToString();
   EXPECT_NE(st.message().find("topic 'docs' partition 0 offset 3"), std::string::npos) << st.message();
@@ -776,7 +691,7 @@ TEST_F(KafkaSourceTest, ConnectErrorsNameTheBrokersAndTheTopic) {
   EXPECT_NE(r.status().message().find("127.0.0.1:1"), std::string::npos) << r.status().message();
 
   // The mock creates unknown topics on a metadata request; make it say no.
-  rd_kafka_mock_topic_set_error(mock_, "missing", RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART);
+  rd_kafka_mock_topic_set_error(kafka_.mock(), "missing", RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART);
   r = KafkaSource::Connect(Options("missing"));
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(r.status().IsNotFound()) << r.status().ToString();

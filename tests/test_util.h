@@ -3,6 +3,7 @@
 #define TRIBUTARY_TESTS_TEST_UTIL_H_
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,6 +44,9 @@ DocumentBuffer MakeDoc(uint64_t index, int64_t label, const std::vector<std::pai
 std::string ProgramPath();
 // Runs a shell command; returns its exit status and fills stdout (stderr merged when merge_stderr).
 int RunCommand(const std::string& cmd, std::string* output, bool merge_stderr = false);
+// GET /metrics from a server's HTTP port on 127.0.0.1: each sample line
+// (name with labels) -> value. Empty when the server cannot be reached.
+std::map<std::string, double> HttpMetrics(uint16_t port);
 
 }  // namespace tributary::testing
 
