@@ -5,16 +5,22 @@
 // entries delivered again and recognised in the log) are
 // tests/cli/redis_source.sh.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <map>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -258,7 +264,9 @@ class ServerKafkaSourceTest : public ::testing::Test {
     o.sources = {url};
     return o;
   }
+  double ProducedSoFar() const { return produced_; }
   void ProduceTexts(int from, int to, int partitions) {
+    produced_ += to - from;
     std::vector<testing::Message> ms;
     for (int i = from; i < to; ++i) {
       testing::Message m = testing::Text("words of message " + std::to_string(i), i % partitions);
@@ -283,6 +291,7 @@ class ServerKafkaSourceTest : public ::testing::Test {
 
   std::string dir_;
   testing::KafkaMock kafka_;
+  double produced_ = 0;
 };
 
 TEST_F(ServerKafkaSourceTest, LearnsEveryMessageOnceCommitsAfterTheLogAndDeadLettersTheBadOnes) {
@@ -358,6 +367,245 @@ TEST_F(ServerKafkaSourceTest, MessagesLoggedButNotCommittedAreNotLearnedAgain) {
   EXPECT_EQ(m[Key("tributary_source_entries_total", url, "read")], 10);
   (*s)->Shutdown();
   EXPECT_TRUE((*s)->Wait().ok());
+}
+
+// Fortunes (Debian's fortunes package), one document per fortune, four
+// files interleaved: (label, text) in stream order.
+std::vector<std::pair<std::string, std::string>> Fortunes(size_t max) {
+  std::vector<std::vector<std::pair<std::string, std::string>>> by_file;
+  for (const char* name : {"computers", "science", "love", "people"}) {
+    std::ifstream in(std::string("/usr/share/games/fortunes/") + name);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const std::string all = ss.str();
+    by_file.emplace_back();
+    size_t pos = 0;
+    while (pos < all.size()) {
+      size_t end = all.find("\n%\n", pos);
+      if (end == std::string::npos) end = all.size();
+      std::string text;
+      for (size_t i = pos; i < end; ++i) {
+        const char c = all[i];
+        const bool space = c == '\n' || c == '\t' || c == '\r' || c == ' ';
+        if (space) {
+          if (!text.empty() && text.back() != ' ') text += ' ';
+        } else {
+          text += c;
+        }
+      }
+      while (!text.empty() && text.back() == ' ') text.pop_back();
+      if (!text.empty()) by_file.back().emplace_back(name, text);
+      pos = end + 3;
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> out;
+  for (size_t i = 0; out.size() < max; ++i) {
+    bool any = false;
+    for (auto& f : by_file) {
+      if (i < f.size() && out.size() < max) {
+        out.push_back(f[i]);
+        any = true;
+      }
+    }
+    if (!any) break;
+  }
+  return out;
+}
+
+// `tributary serve` as a child process.
+class ServeProcess {
+ public:
+  ~ServeProcess() { Kill(SIGKILL); }
+  // Starts it and waits for its port file; returns the HTTP port (0: failed).
+  uint16_t Start(const std::vector<std::string>& flags, const std::string& dir, const std::string& log) {
+    const std::string port_file = dir + "/port";
+    std::remove(port_file.c_str());
+    std::vector<std::string> args = {testing::ProgramPath(), "serve",       "--listen", "127.0.0.1:0", "--http",
+                                     "127.0.0.1:0",          "--port-file", port_file};
+    args.insert(args.end(), flags.begin(), flags.end());
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 2, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    const int rc = posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) return 0;
+    const auto deadline = Clock::now() + std::chrono::seconds(30);
+    while (Clock::now() < deadline) {
+      std::ifstream in(port_file);
+      unsigned port = 0, http = 0;
+      if (in >> port >> http) return static_cast<uint16_t>(http);
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return 0;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return 0;
+  }
+  // Sends `sig` and waits; returns the exit status (-1: not running).
+  int Kill(int sig) {
+    if (pid_ <= 0) return -1;
+    kill(pid_, sig);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return status;
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+std::string InspectField(const std::string& model, const std::string& field) {
+  std::string out;
+  testing::RunCommand(testing::ProgramPath() + " inspect --json --model " + model, &out);
+  const size_t at = out.find("\"" + field + "\"");
+  if (at == std::string::npos) return "";
+  size_t v = out.find(':', at) + 1;
+  while (v < out.size() && (out[v] == ' ' || out[v] == '"')) ++v;
+  size_t e = v;
+  while (e < out.size() && out[e] != ',' && out[e] != '"' && out[e] != '}' && out[e] != '\n') ++e;
+  return out.substr(v, e - v);
+}
+
+// The issue's scenario for Kafka: a `tributary serve` process reads a topic
+// of fortunes from the mock cluster (over TCP), is killed with SIGKILL three
+// times part-way and restarted: every message learned once (the log's
+// length is the number of messages), the group's lag back to 0, and the
+// model equal to `tributary train` on the same texts in topic order.
+TEST_F(ServerKafkaSourceTest, KilledThreeTimesEveryMessageIsLearnedOnceAndTheModelEqualsOfflineTraining) {
+  kafka_.CreateTopic("docs", 1);
+  const auto rows = Fortunes(1500);
+  ASSERT_GE(rows.size(), 1000u) << "fortunes missing (scripts/install_deps.sh installs them)";
+  std::vector<testing::Message> ms;
+  std::ofstream tsv(dir_ + "/stream.tsv");
+  for (const auto& [label, text] : rows) {
+    testing::Message m = testing::Text(text);
+    m.headers.emplace_back("label", label);
+    ms.push_back(std::move(m));
+    tsv << label << "\t" << text << "\n";
+  }
+  tsv.close();
+  kafka_.Produce("docs", ms);
+  const double n = static_cast<double>(rows.size());
+  const std::string url = Url();
+  const std::vector<std::string> flags = {"--data-dir",
+                                          dir_ + "/data",
+                                          "--source",
+                                          url,
+                                          "--family",
+                                          "multinomial",
+                                          "--loss",
+                                          "ncll",
+                                          "--n",
+                                          "10000",
+                                          "--seed",
+                                          "1",
+                                          "--snapshot-every",
+                                          "400",
+                                          "--fsync-interval-ms",
+                                          "50"};
+  ServeProcess serve;
+  uint16_t http = serve.Start(flags, dir_, dir_ + "/serve.log");
+  ASSERT_NE(http, 0) << testing::ReadFile(dir_ + "/serve.log");
+  std::map<std::string, double> m;
+  for (int k = 1; k <= 3; ++k) {
+    const double want = n * k / 4;
+    ASSERT_TRUE(WaitFor(
+        http, [&](auto& x) { return x["tributary_documents_acknowledged_total"] >= want; }, &m, 60))
+        << "crash " << k << ": stuck at " << m["tributary_documents_acknowledged_total"] << "; "
+        << testing::ReadFile(dir_ + "/serve.log");
+    serve.Kill(SIGKILL);
+    http = serve.Start(flags, dir_, dir_ + "/serve.log");
+    ASSERT_NE(http, 0) << testing::ReadFile(dir_ + "/serve.log");
+  }
+  EXPECT_TRUE(WaitFor(
+      http,
+      [&](auto& x) { return x["tributary_documents_learned_total"] >= n && x[Key("tributary_source_lag", url)] == 0; },
+      &m, 60));
+  EXPECT_EQ(m["tributary_documents_learned_total"], n);
+  EXPECT_EQ(m["tributary_documents_acknowledged_total"], n) << "a message logged twice";
+  EXPECT_EQ(m[Key("tributary_source_lag", url)], 0);
+  const int status = serve.Kill(SIGTERM);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << testing::ReadFile(dir_ + "/serve.log");
+
+  const std::string T = testing::ProgramPath();
+  std::string out;
+  ASSERT_EQ(testing::RunCommand("cat " + dir_ + "/stream.tsv | " + T + " convert -q --format tsv --in - --out " + dir_ +
+                                    "/stream.pb && " + T + " train -q --in " + dir_ + "/stream.pb --out " + dir_ +
+                                    "/offline.trib --family multinomial --loss ncll --n 10000 --seed 1 "
+                                    "--select off",
+                                &out, true),
+            0)
+      << out;
+  const std::string served = dir_ + "/data/model.trib", offline = dir_ + "/offline.trib";
+  EXPECT_EQ(InspectField(served, "updates"), std::to_string(rows.size()));
+  EXPECT_FALSE(InspectField(served, "stats_digest").empty());
+  EXPECT_EQ(InspectField(served, "stats_digest"), InspectField(offline, "stats_digest"));
+}
+
+// Two servers (each with its own data directory and model) in one consumer
+// group: when the second joins, the partitions are shared out (a
+// rebalance); together they learn every message, and the group's lag goes
+// back to 0. A message is learned by both only if its commit failed in the
+// rebalance (librdkafka's mock refuses commits while a group rebalances).
+TEST_F(ServerKafkaSourceTest, ARebalanceSharesThePartitionsAndLosesNothing) {
+  kafka_.CreateTopic("docs", 4);
+  ProduceTexts(0, 200, 4);
+  const std::string url = Url();
+  ServerOptions a = Options(url), b = Options(url);
+  a.data_dir = dir_ + "/a";
+  b.data_dir = dir_ + "/b";
+  auto first = Server::Start(a, NewModel());
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  std::map<std::string, double> ma, mb;
+  EXPECT_TRUE(
+      WaitFor((*first)->http_port(), [&](auto& x) { return x["tributary_documents_learned_total"] >= 200; }, &ma));
+  auto second = Server::Start(b, NewModel());
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  // Wait until the second has partitions (it learns from the new messages).
+  bool shared = false;
+  for (int round = 0; round < 40 && !shared; ++round) {
+    ProduceTexts(200 + round * 20, 220 + round * 20, 4);
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    mb = testing::HttpMetrics((*second)->http_port());
+    shared = mb[Key("tributary_source_entries_total", url, "logged")] > 0;
+  }
+  ASSERT_TRUE(shared) << "the second server never got a partition";
+  ma = testing::HttpMetrics((*first)->http_port());
+  // Together they log every message at least once (metrics are read as
+  // they come; the lag is sampled every second, so it is checked after).
+  auto logged = [&] {
+    ma = testing::HttpMetrics((*first)->http_port());
+    mb = testing::HttpMetrics((*second)->http_port());
+    return ma[Key("tributary_source_entries_total", url, "logged")] +
+           mb[Key("tributary_source_entries_total", url, "logged")];
+  };
+  auto deadline = Clock::now() + std::chrono::seconds(30);
+  while (logged() < ProducedSoFar() && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_GE(logged(), ProducedSoFar());
+  // And commit it: the group's lag on each one's partitions goes to 0.
+  deadline = Clock::now() + std::chrono::seconds(30);
+  auto total_lag = [&] {
+    return testing::HttpMetrics((*first)->http_port())[Key("tributary_source_lag", url)] +
+           testing::HttpMetrics((*second)->http_port())[Key("tributary_source_lag", url)];
+  };
+  while (total_lag() != 0 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(total_lag(), 0);
+  logged();
+  EXPECT_GT(ma[Key("tributary_source_entries_total", url, "logged")], 0);
+  EXPECT_EQ(ma["tributary_documents_acknowledged_total"], ma[Key("tributary_source_entries_total", url, "logged")]);
+  EXPECT_EQ(mb["tributary_documents_acknowledged_total"], mb[Key("tributary_source_entries_total", url, "logged")]);
+  (*second)->Shutdown();
+  EXPECT_TRUE((*second)->Wait().ok());
+  (*first)->Shutdown();
+  EXPECT_TRUE((*first)->Wait().ok());
 }
 
 }  // namespace

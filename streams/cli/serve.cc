@@ -440,8 +440,8 @@ Runner SetUpServe(CLI::App* sv) {
   sv->add_option("--port-file", s->port_file, "write '<port> <http port>' here once listening");
   sv->add_option("--source", s->server.sources,
                  "learn from a broker, exactly once (repeatable): "
-                 "redis://[:PASSWORD@]HOST[:PORT]/STREAM[?group=G&consumer=C&dead_letter=STREAM&batch=N] "
-                 "(docs/sources.md)");
+                 "redis://[:PASSWORD@]HOST[:PORT]/STREAM[?group=G&consumer=C&dead_letter=STREAM&batch=N] or "
+                 "kafka://HOST:PORT[,HOST:PORT]/TOPIC[?group=G&dead_letter=TOPIC&batch=N] (docs/sources.md)");
   sv->add_option("--on-corruption", s->on_corruption,
                  "corruption inside the write-ahead log: refuse (do not start; nothing changed) or skip (keep the "
                  "damaged segment in <data-dir>/damaged, go on without its unreadable documents, fail /healthz "

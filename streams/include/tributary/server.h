@@ -127,7 +127,8 @@ struct ServerOptions {
   CorruptionPolicy on_corruption = CorruptionPolicy::kRefuse;
   // Broker sources learned from, each by its own reader thread, exactly
   // once (docs/sources.md): redis://[:PASSWORD@]HOST[:PORT]/STREAM[?...]
-  // (tributary/redis_source.h). An entry is acknowledged to its broker only
+  // (tributary/redis_source.h) or kafka://HOST:PORT[,...]/TOPIC[?...]
+  // (tributary/kafka_source.h). An entry is acknowledged to its broker only
   // once its document is in the fsynced log, which records its position; an
   // entry delivered again that the log holds is acknowledged, not learned.
   // Entries that are not learnable documents are dead-lettered and counted.

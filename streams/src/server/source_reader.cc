@@ -158,6 +158,10 @@ class KafkaAdapter : public BrokerAdapter {
       }
     };
   }
+  // Leaves the group while the members on_revoke uses are alive.
+  ~KafkaAdapter() override {
+    if (source_) source_->Close();
+  }
   const std::string& key() const override { return key_; }
   bool connected() const override { return source_ != nullptr; }
 

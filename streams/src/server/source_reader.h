@@ -57,7 +57,7 @@ struct BrokerEntry {
   size_t native = 0;            // the adapter's own handle (index into its last batch)
 };
 
-// What a broker client must offer the reader (redis_adapter.cc).
+// What a broker client must offer the reader (the adapters in source_reader.cc).
 // Not thread-safe: only its reader thread calls it.
 class BrokerAdapter {
  public:
@@ -87,7 +87,7 @@ class BrokerAdapter {
   virtual Status Lag(uint64_t* pending, int64_t* lag) = 0;
 };
 
-// Makes the adapter for a source URL (redis://...). Errors: InvalidArgument
+// Makes the adapter for a source URL (redis://..., kafka://...). Errors: InvalidArgument
 // naming the URL's wrong part, or an unknown scheme (expected vs found).
 Result<std::unique_ptr<BrokerAdapter>> MakeBrokerAdapter(const std::string& url);
 
