@@ -13,7 +13,8 @@
 #
 # Then the server's three ways in (below). Needs redis-server (scripts/
 # install_deps.sh).
-# Usage: bench/live_sources.sh OUT.md BUILD_DIR   (COPIES=10 REPS=3)
+# Usage: bench/live_sources.sh OUT.md BUILD_DIR   (COPIES=10 REPS=3;
+#   SERVE_FLAGS="..." adds flags to the three servers)
 set -euo pipefail
 OUT=$1
 B=$(cd "$2" && pwd)
@@ -60,7 +61,7 @@ serve_run() {  # NAME WAY: prints seconds; the model is left in $dir/NAME/data/m
   mkdir -p "$d"
   [[ $way == redis ]] && extra=(--source "redis://127.0.0.1:$rport/docs-$name")
   "$T" serve --data-dir "$d/data" --listen 127.0.0.1:0 --http 127.0.0.1:0 --port-file "$d/port" \
-    --family multinomial --loss ncll --n 10000 "${extra[@]}" 2>"$d/serve.log" &
+    --family multinomial --loss ncll --n 10000 "${extra[@]}" ${SERVE_FLAGS:-} 2>"$d/serve.log" &
   local spid=$!
   for _ in $(seq 1 400); do [[ -s $d/port ]] && break; sleep 0.05; done
   read -r port hport <"$d/port"
@@ -138,6 +139,6 @@ ratio() { /usr/bin/python3 -c "print('%.2f' % ($2 / $1))"; }
   echo "| serve, HTTP/JSON (POST /v1/learn, 100 texts per request) | $(printf %.2f "$shttp") | $(rate "$shttp") | $(ratio "$shttp" "$file") |"
   echo "| serve, Redis stream (--source, a backlog) | $(printf %.2f "$sredis") | $(rate "$sredis") | $(ratio "$sredis" "$file") |"
   echo
-  echo "The three servers' models equal by digest: $sames (the server's fixed defaults, not train's candidates:"
+  echo "Server flags added: ${SERVE_FLAGS:-none}. The three servers' models equal by digest: $sames (the server's fixed defaults, not train's candidates:"
   echo "not comparable by digest with the rows above)."
 } | tee -a "$OUT"
