@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "fault_env.h"
 #include "test_util.h"
 #include "tributary/server.h"
 
@@ -423,6 +424,64 @@ TEST_F(ServerHttpTest, EachErrorHasItsStatus) {
   EXPECT_EQ(Metric(m, "tributary_http_errors_total{status=\"404\",code=\"NOT_FOUND\"}"), 1);
   EXPECT_EQ(Metric(m, "tributary_http_errors_total{status=\"415\",code=\"UNSUPPORTED_MEDIA_TYPE\"}"), 1);
   EXPECT_EQ(Metric(m, "tributary_http_errors_total{status=\"400\",code=\"INVALID_REQUEST\"}"), 3);
+  EXPECT_EQ(Metric(m, "tributary_documents_acknowledged_total"), 1);
+}
+
+// The two statuses that say "not now" (docs/http-api.md): 429 past
+// --max-connections, 503 while learning is disabled by a write-ahead log
+// failure (the request whose fsync failed, and those after it); both with
+// Retry-After, and predictions still answered during the 503s.
+TEST_F(ServerHttpTest, OverloadAndLogFailureHaveTheirStatuses) {
+  testing::FaultEnv env;
+  ServerOptions o = Options();
+  o.max_connections = 2;
+  o.env = &env;
+  o.wal_retry_interval_ms = 0;  // stay off: the 503s are stable
+  auto srv = Start(o, VocabModel());
+  ASSERT_TRUE(srv);
+  const uint16_t port = srv->http_port();
+  const std::string good = R"({"documents": [{"text": "t1 t2", "label": "c0"}]})";
+  auto error_code = [](const HttpResponse& r) {
+    return r.Json().contains("error") ? r.Json()["error"]["code"].get<std::string>() : std::string();
+  };
+  {
+    HttpClient a(port), b(port);
+    ASSERT_EQ(a.Call("POST", "/v1/learn", good).status, 200);
+    ASSERT_EQ(b.Call("POST", "/v1/predict", good).status, 200);
+    HttpClient third(port);
+    HttpResponse r = third.Call("POST", "/v1/learn", good);
+    EXPECT_EQ(r.status, 429) << r.body;
+    EXPECT_EQ(error_code(r), "OVERLOADED");
+    EXPECT_EQ(r.headers["retry-after"], "1");
+    EXPECT_TRUE(third.WaitClosed());
+  }
+  // Room again once the two have gone (the server notices the closes).
+  HttpResponse again;
+  int overloaded = 1;  // the third's
+  for (int i = 0; i < 200; ++i) {
+    HttpClient c(port);
+    again = c.Call("POST", "/v1/predict", good);
+    if (again.status == 200) break;
+    EXPECT_EQ(again.status, 429) << again.body;
+    overloaded += again.status == 429;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(again.status, 200);
+
+  env.Add({testing::FaultEnv::Op::kSync, "wal-", 0});
+  HttpClient c(port);
+  HttpResponse failed = c.Call("POST", "/v1/learn", good);
+  EXPECT_EQ(failed.status, 503) << failed.body;
+  EXPECT_EQ(error_code(failed), "UNAVAILABLE");
+  EXPECT_NE(failed.body.find("write-ahead log"), std::string::npos) << failed.body;
+  HttpResponse refused = c.Call("POST", "/v1/learn", good);
+  EXPECT_EQ(refused.status, 503) << refused.body;
+  EXPECT_EQ(refused.headers["retry-after"], "1");
+  EXPECT_EQ(error_code(refused), "UNAVAILABLE");
+  EXPECT_EQ(c.Call("POST", "/v1/predict", good).status, 200) << "predictions go on";
+  const std::string m = MetricsText(port);
+  EXPECT_EQ(Metric(m, "tributary_http_errors_total{status=\"429\",code=\"OVERLOADED\"}"), overloaded);
+  EXPECT_EQ(Metric(m, "tributary_http_errors_total{status=\"503\",code=\"UNAVAILABLE\"}"), 2);
   EXPECT_EQ(Metric(m, "tributary_documents_acknowledged_total"), 1);
 }
 
