@@ -10,6 +10,8 @@
 #include <cstring>
 #include <exception>
 
+#include "url_parse.h"
+
 namespace tributary {
 namespace {
 
@@ -20,43 +22,9 @@ Status UrlError(std::string_view url, std::string_view part, std::string_view ex
                                  std::string(expected) + ", found " + std::string(found));
 }
 
-std::string Quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// Decodes %XX escapes; false on a malformed escape.
-bool PercentDecode(std::string_view in, std::string* out) {
-  out->clear();
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (in[i] != '%') {
-      out->push_back(in[i]);
-      continue;
-    }
-    if (i + 2 >= in.size()) return false;
-    const int hi = HexValue(in[i + 1]);
-    const int lo = HexValue(in[i + 2]);
-    if (hi < 0 || lo < 0) return false;
-    out->push_back(static_cast<char>(hi * 16 + lo));
-    i += 2;
-  }
-  return true;
-}
-
-template <typename T>
-bool ParseUnsigned(std::string_view s, T min, T max, T* out) {
-  uint64_t v = 0;
-  if (s.empty()) return false;
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || ptr != s.data() + s.size()) return false;
-  if (v < static_cast<uint64_t>(min) || v > static_cast<uint64_t>(max)) return false;
-  *out = static_cast<T>(v);
-  return true;
-}
+using url_parse::ParseUnsigned;
+using url_parse::PercentDecode;
+using url_parse::Quoted;
 
 // Kafka's rule for topic names (kafka.common.Topic): 1..249 characters of
 // [a-zA-Z0-9._-], and not "." or "..".
