@@ -18,6 +18,26 @@ namespace tributary {
 
 namespace {
 
+// Appends what an adapter read: the broker's position, and the document or
+// why the entry is not one; `native` indexes the adapter's own batch.
+void AddEntry(v1::SourcePosition position, v1::Document* doc, const Status& error, size_t native,
+              std::vector<BrokerEntry>* out) {
+  BrokerEntry e;
+  e.position = std::move(position);
+  e.doc = std::move(*doc);
+  e.error = error;
+  e.native = native;
+  out->push_back(std::move(e));
+}
+
+using PartitionOffsets = std::map<std::pair<std::string, int32_t>, int64_t>;
+
+// Raises the partition's offset in `m` to p's (inserting it if absent).
+void KeepHighest(const v1::SourcePosition& p, PartitionOffsets* m) {
+  auto& o = m->try_emplace({p.topic(), p.partition()}, p.offset()).first->second;
+  o = std::max(o, p.offset());
+}
+
 // ---- Redis Streams (tributary/redis_source.h) -------------------------------------
 
 class RedisAdapter : public BrokerAdapter {
@@ -62,13 +82,10 @@ class RedisAdapter : public BrokerAdapter {
     }
     out->reserve(batch_.size());
     for (size_t i = 0; i < batch_.size(); ++i) {
-      BrokerEntry e;
-      e.position.set_source(key_);
-      e.position.set_entry_id(batch_[i].entry_id);
-      e.doc = std::move(batch_[i].doc);
-      e.error = batch_[i].error;
-      e.native = i;
-      out->push_back(std::move(e));
+      v1::SourcePosition p;
+      p.set_source(key_);
+      p.set_entry_id(batch_[i].entry_id);
+      AddEntry(std::move(p), &batch_[i].doc, batch_[i].error, i, out);
     }
     return Status::OK();
   }
@@ -186,25 +203,19 @@ class KafkaAdapter : public BrokerAdapter {
     }
     out->reserve(batch_.size());
     for (size_t i = 0; i < batch_.size(); ++i) {
-      BrokerEntry e;
-      e.position.set_source(key_);
-      e.position.set_topic(batch_[i].topic);
-      e.position.set_partition(batch_[i].partition);
-      e.position.set_offset(batch_[i].offset);
-      e.doc = std::move(batch_[i].doc);
-      e.error = batch_[i].error;
-      e.native = i;
-      out->push_back(std::move(e));
+      v1::SourcePosition p;
+      p.set_source(key_);
+      p.set_topic(batch_[i].topic);
+      p.set_partition(batch_[i].partition);
+      p.set_offset(batch_[i].offset);
+      AddEntry(std::move(p), &batch_[i].doc, batch_[i].error, i, out);
     }
     return Status::OK();
   }
 
   Status Commit(const std::vector<v1::SourcePosition>& logged) override {
-    std::map<std::pair<std::string, int32_t>, int64_t> last;
-    for (const auto& p : logged) {
-      auto& o = last.try_emplace({p.topic(), p.partition()}, p.offset()).first->second;
-      o = std::max(o, p.offset());
-    }
+    PartitionOffsets last;
+    for (const auto& p : logged) KeepHighest(p, &last);
     std::vector<KafkaPosition> next;
     for (const auto& [tp, offset] : last) next.push_back({tp.first, tp.second, offset + 1});
     Status st = source_->Commit(next);
@@ -231,10 +242,8 @@ class KafkaAdapter : public BrokerAdapter {
     return it != logged_.end() && p.offset() <= it->second;
   }
   void Remember(const v1::SourcePosition& p) override {
-    for (auto* m : {&logged_, &uncommitted_}) {
-      auto& o = m->try_emplace({p.topic(), p.partition()}, p.offset()).first->second;
-      o = std::max(o, p.offset());
-    }
+    KeepHighest(p, &logged_);
+    KeepHighest(p, &uncommitted_);
   }
   void Forget(const std::vector<v1::SourcePosition>&) override {}  // Commit does it
 
@@ -251,8 +260,8 @@ class KafkaAdapter : public BrokerAdapter {
   std::string key_;
   std::unique_ptr<KafkaSource> source_;
   std::vector<KafkaEntry> batch_;
-  std::map<std::pair<std::string, int32_t>, int64_t> logged_;       // highest offset in the log
-  std::map<std::pair<std::string, int32_t>, int64_t> uncommitted_;  // logged, commit not yet done
+  PartitionOffsets logged_;       // highest offset in the log
+  PartitionOffsets uncommitted_;  // logged, commit not yet done
 };
 
 // The URL without a password (user:password@ or :password@).
