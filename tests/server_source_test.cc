@@ -57,6 +57,33 @@ std::unique_ptr<Model> NewModel() {
   return std::move(m).value();
 }
 
+// A server on free ports with quick group commits and publishing, in `dir`.
+ServerOptions QuickOptions(const std::string& dir) {
+  ServerOptions o;
+  o.listen = "127.0.0.1:0";
+  o.http = "127.0.0.1:0";
+  o.data_dir = dir + "/data";
+  o.fsync_interval_ms = 2;
+  o.publish_interval_ms = 2;
+  return o;
+}
+
+// Polls the server's /metrics until `pred` holds or `seconds` pass; *last
+// (if set): the metrics last read.
+bool WaitForMetrics(uint16_t http, const std::function<bool(std::map<std::string, double>&)>& pred,
+                    std::map<std::string, double>* last, int seconds) {
+  const auto deadline = Clock::now() + std::chrono::seconds(seconds);
+  std::map<std::string, double> m;
+  bool held = false;
+  while (!held && Clock::now() < deadline) {
+    m = testing::HttpMetrics(http);
+    held = pred(m);
+    if (!held) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (last) *last = m;
+  return held;
+}
+
 class ServerSourceTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -94,30 +121,14 @@ class ServerSourceTest : public ::testing::Test {
     return "redis://127.0.0.1:" + std::to_string(redis_.port()) + "/docs?block_ms=50&batch=8" + params;
   }
   ServerOptions Options() const {
-    ServerOptions o;
-    o.listen = "127.0.0.1:0";
-    o.http = "127.0.0.1:0";
-    o.data_dir = dir_ + "/data";
-    o.fsync_interval_ms = 2;
-    o.publish_interval_ms = 2;
+    ServerOptions o = QuickOptions(dir_);
     o.wal_retry_interval_ms = 50;
     return o;
   }
   // Polls /metrics until `pred` holds (10 s at most).
   bool WaitFor(uint16_t http, const std::function<bool(std::map<std::string, double>&)>& pred,
                std::map<std::string, double>* last = nullptr) {
-    const auto deadline = Clock::now() + std::chrono::seconds(10);
-    std::map<std::string, double> m;
-    while (Clock::now() < deadline) {
-      m = testing::HttpMetrics(http);
-      if (pred(m)) {
-        if (last) *last = m;
-        return true;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    if (last) *last = m;
-    return false;
+    return WaitForMetrics(http, pred, last, 10);
   }
   std::string Entries(const std::string& url, const std::string& outcome) const {
     return "tributary_source_entries_total{source=\"" + url + "\",outcome=\"" + outcome + "\"}";
@@ -255,12 +266,7 @@ class ServerKafkaSourceTest : public ::testing::Test {
            "/docs?poll_ms=50&session_timeout_ms=4000&heartbeat_interval_ms=100&connect_timeout_ms=5000" + params;
   }
   ServerOptions Options(const std::string& url) const {
-    ServerOptions o;
-    o.listen = "127.0.0.1:0";
-    o.http = "127.0.0.1:0";
-    o.data_dir = dir_ + "/data";
-    o.fsync_interval_ms = 2;
-    o.publish_interval_ms = 2;
+    ServerOptions o = QuickOptions(dir_);
     o.sources = {url};
     return o;
   }
@@ -277,13 +283,7 @@ class ServerKafkaSourceTest : public ::testing::Test {
   }
   static bool WaitFor(uint16_t http, const std::function<bool(std::map<std::string, double>&)>& pred,
                       std::map<std::string, double>* last, int seconds = 30) {
-    const auto deadline = Clock::now() + std::chrono::seconds(seconds);
-    while (Clock::now() < deadline) {
-      *last = testing::HttpMetrics(http);
-      if (pred(*last)) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return false;
+    return WaitForMetrics(http, pred, last, seconds);
   }
   std::string Key(const std::string& metric, const std::string& url, const std::string& outcome = "") const {
     return metric + "{source=\"" + url + "\"" + (outcome.empty() ? "" : ",outcome=\"" + outcome + "\"") + "}";
