@@ -619,9 +619,11 @@ TEST_F(KafkaSourceTest, LagCountsWhatTheGroupHasNotCommitted) {
   auto lag = source->Lag();
   ASSERT_TRUE(lag.ok()) << lag.status().ToString();
   EXPECT_TRUE(lag->partitions.empty());  // nothing assigned before the first Read
+  EXPECT_FALSE(lag->joined) << "a total of 0 before the group's assignment would read as 'caught up'";
   ASSERT_EQ(ReadN(source.get(), 14).size(), 14u);
   lag = source->Lag();
   ASSERT_TRUE(lag.ok()) << lag.status().ToString();
+  EXPECT_TRUE(lag->joined);
   ASSERT_EQ(lag->partitions.size(), 2u);
   EXPECT_EQ(lag->partitions[0].committed, -1);
   EXPECT_EQ(lag->partitions[0].low, 0);

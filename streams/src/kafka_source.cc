@@ -550,6 +550,7 @@ void KafkaSource::OnRebalance(int err, rd_kafka_topic_partition_list_s* partitio
 }
 
 void KafkaSource::Assign(rd_kafka_topic_partition_list_s* partitions, bool incremental) {
+  joined_ = true;
   PartitionList accepted = NewList(partitions->cnt);
   // The group's committed offsets, for the hook (one request for all).
   PartitionList committed = NewList(partitions->cnt);
@@ -836,6 +837,7 @@ Result<KafkaLag> KafkaSource::Lag() {
   if (closed_) return Status::InvalidArgument(Where() + ": Lag after Close");
   const int timeout = static_cast<int>(std::min<uint32_t>(options_.connect_timeout_ms, INT32_MAX));
   KafkaLag lag;
+  lag.joined = joined_;
   if (assigned_.empty()) return lag;
   PartitionList list = NewList(static_cast<int>(assigned_.size()));
   for (const KafkaPartition& p : assigned_) rd_kafka_topic_partition_list_add(list.get(), p.topic.c_str(), p.partition);

@@ -208,6 +208,10 @@ struct KafkaPartitionLag {
 struct KafkaLag {
   std::vector<KafkaPartitionLag> partitions;  // the assigned ones, in order
   int64_t total = 0;                          // sum of their lag
+  // False until the group has given this consumer its first assignment
+  // (possibly of no partition): until then the lag is not known, and the
+  // total of 0 says nothing.
+  bool joined = false;
 };
 
 class KafkaSource {
@@ -299,6 +303,7 @@ class KafkaSource {
   Handle consumer_;
   Handle producer_;  // the dead-letter producer, made by EnsureProducer
   std::set<KafkaPartition> assigned_;
+  bool joined_ = false;  // an assignment was received (KafkaLag::joined)
   // While Read runs: its output, from which a revocation drops entries.
   std::vector<KafkaEntry>* reading_ = nullptr;
   // Errors raised inside librdkafka callbacks, returned by the next Read.

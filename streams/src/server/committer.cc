@@ -123,6 +123,11 @@ void Server::Impl::CommitterLoop() {
       acked = seq - 1;
       write_mark();
     }
+    // Counted as acknowledged before the learner can see them, so that
+    // documents_learned never runs ahead of documents_acknowledged in what
+    // /metrics shows (a reader waiting for "learned >= N" finds them all
+    // acknowledged too).
+    counters.documents_acknowledged += records.size();
     {
       std::lock_guard<std::mutex> l(learn_mu);
       for (auto& r : records) learn_queue.push_back(std::move(r));
@@ -130,7 +135,6 @@ void Server::Impl::CommitterLoop() {
     learn_cv.notify_one();
     uint64_t s = first;
     for (auto& job : group) {
-      counters.documents_acknowledged += job.docs.size();
       counters.learn_latency.Observe(std::chrono::duration<double>(Clock::now() - job.start).count());
       v1::Response r;
       r.set_request_id(job.request_id);

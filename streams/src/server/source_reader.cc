@@ -250,8 +250,8 @@ class KafkaAdapter : public BrokerAdapter {
   Status Lag(uint64_t* pending, int64_t* lag) override {
     auto l = source_->Lag();
     if (!l.ok()) return l.status();
-    *pending = 0;  // Kafka keeps no per-message pending list: the lag says it all
-    *lag = l->total;
+    *pending = 0;                      // Kafka keeps no per-message pending list: the lag says it all
+    *lag = l->joined ? l->total : -1;  // not known before the group's first assignment
     return Status::OK();
   }
 
@@ -383,6 +383,7 @@ bool SourceReader::Submit(std::vector<v1::Document> docs, const std::vector<v1::
 
 void SourceReader::Run() {
   uint32_t backoff_ms = 100;
+  uint32_t commit_backoff_ms = 100;
   auto last_lag = Clock::now() - std::chrono::hours(1);
   std::vector<BrokerEntry> entries;
   // Positions logged but not yet acknowledged to the broker (it was
@@ -409,11 +410,16 @@ void SourceReader::Run() {
     if (!unacked.empty()) {
       Status st = adapter_->Commit(unacked);
       if (!st.ok()) {
+        // Refused again: retry with a growing pause, not in a tight loop
+        // against a broker that refuses (or a group that rebalances).
         NoteError(st);
+        if (!Pause(commit_backoff_ms)) return;
+        commit_backoff_ms = std::min<uint32_t>(commit_backoff_ms * 2, 5000);
         continue;
       }
       adapter_->Forget(unacked);
       unacked.clear();
+      commit_backoff_ms = 100;
     }
     if (Clock::now() - last_lag >= std::chrono::seconds(1)) {
       uint64_t pending = 0;
