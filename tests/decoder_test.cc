@@ -37,14 +37,14 @@ TEST(DecoderTest, RepeatedTermCountsThatAddUpToInfinityAreRefused) {
     d.add_term_counts(1e308);
   }
   DocumentBuffer buf;
-  Status st = dec->Decode(d, 17, *schema, false, &buf, nullptr, nullptr);
+  Status st = dec->Decode(d, 17, *schema, kGrowNothing, &buf, nullptr, nullptr);
   ASSERT_TRUE(st.IsInvalidDocument()) << st.ToString();
   EXPECT_THAT(st.message(), HasSubstr("term id 4"));
   EXPECT_THAT(st.message(), HasSubstr("expected a finite total"));
   // Large but finite totals are fine.
   d.set_term_counts(0, 1.0);
   d.set_term_counts(1, 1.0);
-  ASSERT_TRUE(dec->Decode(d, 17, *schema, false, &buf, nullptr, nullptr).ok());
+  ASSERT_TRUE(dec->Decode(d, 17, *schema, kGrowNothing, &buf, nullptr, nullptr).ok());
   EXPECT_EQ(buf.term_counts.size(), 1u);
   EXPECT_EQ(buf.term_counts[0], 1e308 + 2.0);
 }
@@ -60,7 +60,7 @@ class TokenCountsTest : public ::testing::Test {
     ASSERT_TRUE(dec.ok()) << dec.status().ToString();
     dec_.emplace(std::move(dec).value());
   }
-  Status Decode(const v1::Document& d) { return dec_->Decode(d, 5, schema_, false, &buf_, nullptr, nullptr); }
+  Status Decode(const v1::Document& d) { return dec_->Decode(d, 5, schema_, kGrowNothing, &buf_, nullptr, nullptr); }
   v1::Schema proto_;
   ModelSchema schema_;
   std::optional<DocumentDecoder> dec_;
@@ -102,10 +102,10 @@ TEST_F(TokenCountsTest, UnknownTokensAreCountedByTheirCounts) {
   d.add_token_counts(1.0);
   d.add_token_counts(4.0);
   DecodeCounters counters;
-  ASSERT_TRUE(dec_->Decode(d, 0, schema_, false, &buf_, nullptr, &counters).ok());
+  ASSERT_TRUE(dec_->Decode(d, 0, schema_, kGrowNothing, &buf_, nullptr, &counters).ok());
   EXPECT_EQ(counters.unseen_terms, 4u);
   d.set_token_counts(1, 1e300);  // saturates, never wraps
-  ASSERT_TRUE(dec_->Decode(d, 0, schema_, false, &buf_, nullptr, &counters).ok());
+  ASSERT_TRUE(dec_->Decode(d, 0, schema_, kGrowNothing, &buf_, nullptr, &counters).ok());
   EXPECT_GE(counters.unseen_terms, 4u + 1000000000000000000u);
 }
 
@@ -117,7 +117,7 @@ TEST_F(TokenCountsTest, TextIsTokenizedLikeConvertAndSummedWithTokens) {
   d.set_text("T3, t7! T3 -- never-seen");
   d.add_tokens("t3");
   DecodeCounters counters;
-  ASSERT_TRUE(dec_->Decode(d, 0, schema_, false, &buf_, nullptr, &counters).ok());
+  ASSERT_TRUE(dec_->Decode(d, 0, schema_, kGrowNothing, &buf_, nullptr, &counters).ok());
   EXPECT_EQ(buf_.term_ids, (std::vector<uint32_t>{3, 7}));
   EXPECT_EQ(buf_.term_counts, (std::vector<double>{3.0, 1.0}));
   EXPECT_EQ(counters.unseen_terms, 2u);  // "never", "seen"
@@ -208,7 +208,7 @@ TEST_F(TokenCountsTest, HashedTokensKeepTheirCounts) {
   v1::Document d;
   d.add_tokens("hello");
   d.add_token_counts(2.5);
-  ASSERT_TRUE(dec->Decode(d, 0, *schema, false, &buf_, nullptr, nullptr).ok());
+  ASSERT_TRUE(dec->Decode(d, 0, *schema, kGrowNothing, &buf_, nullptr, nullptr).ok());
   EXPECT_EQ(buf_.term_ids, (std::vector<uint32_t>{static_cast<uint32_t>(HashToken("hello", 64))}));
   EXPECT_EQ(buf_.term_counts, (std::vector<double>{2.5}));
 }

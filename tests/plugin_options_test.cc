@@ -282,7 +282,7 @@ TEST(PluginOptionsTest, MalformedTableRefusesThePlugin) {
 struct AnySchema {
   uint32_t real_kinds[2] = {TRIB_FEATURE_REAL, TRIB_FEATURE_REAL};
   uint32_t cards[1] = {3};
-  trib_schema schema{sizeof(trib_schema), 20, 2, 2, 1, cards, real_kinds, 0};
+  trib_schema schema{sizeof(trib_schema), 20, 2, 2, 1, cards, real_kinds, 0, 0};
 };
 
 // Runs the plugin's create with `opts`; "" on success, else the message.

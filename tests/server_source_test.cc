@@ -543,7 +543,8 @@ TEST_F(ServerKafkaSourceTest, KilledThreeTimesEveryMessageIsLearnedOnceAndTheMod
 
   const std::string T = testing::ProgramPath();
   std::string out;
-  ASSERT_EQ(testing::RunCommand("cat " + dir_ + "/stream.tsv | " + T + " convert -q --format tsv --in - --out " + dir_ +
+  ASSERT_EQ(testing::RunCommand("cat " + dir_ + "/stream.tsv | " + T +
+                                    " convert -q --format tsv --open-vocabulary --in - --out " + dir_ +
                                     "/stream.pb && " + T + " train -q --in " + dir_ + "/stream.pb --out " + dir_ +
                                     "/offline.trib --family multinomial --loss ncll --n 10000 --seed 1 "
                                     "--select off",

@@ -110,13 +110,13 @@ class OfflineModel {
   void Learn(const v1::Document& doc, uint64_t sequence) {
     DocumentBuffer buf;
     std::string new_class;
-    ASSERT_TRUE(decoder_->Decode(doc, sequence, model_->schema(), true, &buf, &new_class, nullptr).ok());
+    ASSERT_TRUE(decoder_->Decode(doc, sequence, model_->schema(), kGrowClasses, &buf, &new_class, nullptr).ok());
     Status st = learner_->Learn(buf.View());
     ASSERT_TRUE(st.ok()) << st.ToString();
   }
   std::vector<double> Probabilities(const v1::Document& doc) {
     DocumentBuffer buf;
-    EXPECT_TRUE(decoder_->Decode(doc, 0, model_->schema(), false, &buf, nullptr, nullptr).ok());
+    EXPECT_TRUE(decoder_->Decode(doc, 0, model_->schema(), kGrowNothing, &buf, nullptr, nullptr).ok());
     std::vector<double> scores(kClasses), probs(kClasses);
     EXPECT_TRUE(model_->Score(buf.View(), state_.get(), scores.data()).ok());
     Posterior(scores.data(), kClasses, probs.data());
@@ -1520,7 +1520,7 @@ TEST_F(ServerTest, SepFamilyIsLearnedBySepLikeOfflineAndRecovered) {
   order.ForEach(n, [&](uint64_t seq, const v1::Document& d) {
     DocumentBuffer buf;
     std::string new_class;
-    ASSERT_TRUE(dec->Decode(d, seq, offline->schema(), true, &buf, &new_class, nullptr).ok());
+    ASSERT_TRUE(dec->Decode(d, seq, offline->schema(), kGrowClasses, &buf, &new_class, nullptr).ok());
     SepOutcome out;
     ASSERT_TRUE(l.value()->Learn(buf.View(), &out).ok());
     ASSERT_FALSE(out.skipped) << out.skip_reason;

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <numeric>
 #include <sstream>
+#include <unordered_set>
 
 #include "tributary/tokenizer.h"
 #include "tributary/v1/tributary.pb.h"
@@ -28,6 +29,7 @@ void DocumentBuffer::Clear() {
   weight = 1.0;
   real_missing.clear();
   categorical_missing.clear();
+  new_terms.clear();
 }
 
 void DocumentBuffer::Canonicalize() {
@@ -169,12 +171,21 @@ void SplitForCompletion(const trib_document& doc, DocumentBuffer* observed, Docu
 
 Result<DocumentDecoder> DocumentDecoder::Create(const ModelSchema& model, const v1::Schema& stream) {
   DocumentDecoder d;
-  if (model.hashed() != (stream.hashed_dim() > 0)) {
+  // A stream with an open vocabulary names its terms (tokens, text): a
+  // hashed model hashes them. Term ids in such a stream are refused below
+  // (its vocabulary is empty).
+  if (model.hashed() && stream.open_vocabulary() && stream.hashed_dim() == 0) {
+    d.hashed_ = true;
+    d.hashed_dim_ = model.hashed_dim();
+    d.stream_vocab_size_ = 0;
+  } else if (model.hashed() != (stream.hashed_dim() > 0)) {
     return Status::InvalidArgument(std::string("stream schema uses ") +
                                    (stream.hashed_dim() ? "hashed term ids" : "a vocabulary") + " but the model uses " +
                                    (model.hashed() ? "hashed term ids" : "a vocabulary"));
   }
-  if (model.hashed()) {
+  if (d.hashed_) {
+    // (an open-vocabulary stream read by a hashed model: set above)
+  } else if (model.hashed()) {
     if (stream.hashed_dim() != model.hashed_dim()) {
       return Status::InvalidArgument("stream hashed_dim " + std::to_string(stream.hashed_dim()) +
                                      " differs from the model's " + std::to_string(model.hashed_dim()));
@@ -186,6 +197,7 @@ Result<DocumentDecoder> DocumentDecoder::Create(const ModelSchema& model, const 
     d.stream_vocab_size_ = static_cast<uint64_t>(stream.vocabulary_size());
     d.remap_.resize(stream.vocabulary_size());
     for (int i = 0; i < stream.vocabulary_size(); ++i) d.remap_[i] = model.TermIndex(stream.vocabulary(i));
+    if (model.open_vocabulary()) d.stream_terms_.assign(stream.vocabulary().begin(), stream.vocabulary().end());
   }
   // Dense features are matched by position and kind; categories by name.
   const auto& mf = model.features();
@@ -233,9 +245,8 @@ std::string Num(double x) {
 }
 }  // namespace
 
-Status DocumentDecoder::Decode(const v1::Document& doc, uint64_t index, const ModelSchema& model,
-                               bool allow_new_classes, DocumentBuffer* out, std::string* new_class,
-                               DecodeCounters* counters) const {
+Status DocumentDecoder::Decode(const v1::Document& doc, uint64_t index, const ModelSchema& model, DecodeGrowth growth,
+                               DocumentBuffer* out, std::string* new_class, DecodeCounters* counters) const {
   out->Clear();
   if (new_class) new_class->clear();
   out->index = index;
@@ -289,8 +300,19 @@ Status DocumentDecoder::Decode(const v1::Document& doc, uint64_t index, const Mo
     return bad(std::string(field) + "[" + std::to_string(i) + "] is " + Num(c) + ", expected a finite count > 0");
   };
   uint64_t unseen = 0;
-  auto add_term = [&](int64_t mid, double c) {
-    if (mid < 0) {  // unknown to the model: counted in whole occurrences (saturating)
+  const bool grow_terms = (growth & kGrowTerms) != 0 && model.open_vocabulary();
+  thread_local std::unordered_set<std::string> listed;  // out->new_terms, for deduplication
+  listed.clear();
+  // `name` (null: not known) names a term the model lacks.
+  auto add_term = [&](int64_t mid, double c, const std::string* name) {
+    if (mid < 0) {
+      // An empty name, or one longer than kMaxNewTermBytes (a hostile or
+      // broken client would grow the vocabulary without bound), is not added.
+      if (grow_terms && name != nullptr && !name->empty() && name->size() <= kMaxNewTermBytes) {
+        if (listed.insert(*name).second) out->new_terms.push_back(*name);
+        return;
+      }
+      // Unknown to the model: counted in whole occurrences (saturating).
       unseen += c < 1e18 ? static_cast<uint64_t>(std::llround(c)) : uint64_t{1000000000000000000};
       return;
     }
@@ -301,17 +323,28 @@ Status DocumentDecoder::Decode(const v1::Document& doc, uint64_t index, const Mo
     const uint32_t sid = doc.term_ids(i);
     const double c = doc.term_counts_size() ? doc.term_counts(i) : 1.0;
     TRIB_RETURN_IF_ERROR(check_count("term_counts", i, c));
+    if (stream_vocab_size_ == 0) {
+      return bad("term id " + std::to_string(sid) +
+                 " in a stream without a vocabulary (expected terms named in tokens or text, or a stream header "
+                 "that lists a vocabulary or a hashed_dim)");
+    }
     if (sid >= stream_vocab_size_) {
       return bad("term id " + std::to_string(sid) + " out of range: the stream's " +
                  (hashed_ ? "hashed_dim" : "vocabulary size") + " is " + std::to_string(stream_vocab_size_));
     }
-    add_term(hashed_ ? static_cast<int64_t>(sid) : remap_[sid], c);
+    if (hashed_) {
+      add_term(static_cast<int64_t>(sid), c, nullptr);
+    } else if (remap_[sid] >= 0 || stream_terms_.empty()) {
+      add_term(remap_[sid], c, nullptr);
+    } else {  // open vocabulary: the model may have learned the term since
+      add_term(model.TermIndex(stream_terms_[sid]), c, &stream_terms_[sid]);
+    }
   }
   for (int i = 0; i < doc.tokens_size(); ++i) {
     const double c = doc.token_counts_size() ? doc.token_counts(i) : 1.0;
     TRIB_RETURN_IF_ERROR(check_count("token_counts", i, c));
     const std::string& tok = doc.tokens(i);
-    add_term(hashed_ ? static_cast<int64_t>(HashToken(tok, hashed_dim_)) : model.TermIndex(tok), c);
+    add_term(hashed_ ? static_cast<int64_t>(HashToken(tok, hashed_dim_)) : model.TermIndex(tok), c, &tok);
   }
   if (!doc.text().empty()) {
     // Raw text: the library tokenizer, each occurrence once (Canonicalize
@@ -326,7 +359,7 @@ Status DocumentDecoder::Decode(const v1::Document& doc, uint64_t index, const Mo
                  " bytes of separators), expected at least one");
     }
     for (const std::string& tok : words) {
-      add_term(hashed_ ? static_cast<int64_t>(HashToken(tok, hashed_dim_)) : model.TermIndex(tok), 1.0);
+      add_term(hashed_ ? static_cast<int64_t>(HashToken(tok, hashed_dim_)) : model.TermIndex(tok), 1.0, &tok);
     }
   }
   out->Canonicalize();
@@ -378,7 +411,7 @@ Status DocumentDecoder::Decode(const v1::Document& doc, uint64_t index, const Mo
   if (doc.has_label()) {
     int64_t k = model.ClassIndex(doc.label());
     if (k < 0) {
-      if (allow_new_classes && model.open_classes() && new_class) {
+      if ((growth & kGrowClasses) != 0 && model.open_classes() && new_class) {
         *new_class = doc.label();
       } else {
         std::string names;
@@ -401,7 +434,7 @@ Status DocumentDecoder::Decode(const v1::Document& doc, uint64_t index, const Mo
 Status DocumentDecoder::DecodeForLearning(const v1::Document& doc, uint64_t index, const ModelSchema& model,
                                           const std::string& label_required_by, DocumentBuffer* out,
                                           std::string* new_class) const {
-  TRIB_RETURN_IF_ERROR(Decode(doc, index, model, true, out, new_class, nullptr));
+  TRIB_RETURN_IF_ERROR(Decode(doc, index, model, kGrowClassesAndTerms, out, new_class, nullptr));
   if (!label_required_by.empty() && out->label < 0 && new_class->empty()) {
     return Status::InvalidDocument(out->Name() + ": loss '" + label_required_by +
                                    "' needs a label, the document has none");

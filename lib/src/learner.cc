@@ -66,4 +66,27 @@ Status Learner::Learn(const trib_document& doc, LearnResult* result) {
   return Status::OK();
 }
 
+Status DecodeGrowing(const DocumentDecoder& decoder, const v1::Document& doc, uint64_t index, Model* model,
+                     DecodeGrowth growth, DocumentBuffer* out, DecodeCounters* counters, bool* grew) {
+  if (grew) *grew = false;
+  std::string new_class;
+  TRIB_RETURN_IF_ERROR(decoder.Decode(doc, index, model->schema(), growth, out, &new_class, counters));
+  if (!out->new_terms.empty()) {
+    const std::vector<std::string> terms = std::move(out->new_terms);
+    TRIB_RETURN_IF_ERROR(model->AddTerms(terms).WithContext(out->Name()));
+    if (grew) *grew = true;
+    // Decoded again with the terms known (counted once: no counters).
+    TRIB_RETURN_IF_ERROR(decoder.Decode(doc, index, model->schema(), growth, out, &new_class, nullptr));
+    if (!out->new_terms.empty()) {
+      return Status::Internal(out->Name() + ": term '" + out->new_terms[0] + "' still unknown after it was added");
+    }
+  }
+  if (!new_class.empty()) {
+    TRIB_RETURN_IF_ERROR(model->AddClass(new_class).WithContext(out->Name()));
+    out->label = model->schema().ClassIndex(new_class);
+    if (grew) *grew = true;
+  }
+  return Status::OK();
+}
+
 }  // namespace tributary

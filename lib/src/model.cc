@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <unordered_set>
 
 namespace tributary {
 
@@ -97,7 +98,17 @@ Model::~Model() {
 
 namespace {
 constexpr uint32_t kFirstClassRoom = 4;
+// Room for terms of an open vocabulary created empty (a live stream): 1,024
+// terms, 8 KiB per class for multinomial.
+constexpr uint64_t kFirstTermRoom = 1024;
 }  // namespace
+
+uint64_t Model::TermRoom(const Plugin& family, const ModelSchema& schema, uint64_t requested) {
+  if (!schema.open_vocabulary() || !family.family().add_terms) return 0;
+  return std::max(requested == 0 ? kFirstTermRoom : requested, schema.vocab_size());
+}
+
+uint64_t Model::MaxTermRoom(uint64_t terms) { return std::max(kFirstTermRoom, terms + terms / 2); }
 
 uint32_t Model::MaxClassRoom(uint32_t classes) {
   const uint64_t grown = uint64_t{classes} + classes / 2;
@@ -106,7 +117,8 @@ uint32_t Model::MaxClassRoom(uint32_t classes) {
 
 Result<std::unique_ptr<Model>> Model::CreateInternal(std::shared_ptr<const Plugin> family,
                                                      std::shared_ptr<const Plugin> loss, ModelSchema schema,
-                                                     Options family_options, uint32_t class_capacity) {
+                                                     Options family_options, uint32_t class_capacity,
+                                                     uint64_t vocab_capacity) {
   if (!family || family->kind != TRIB_KIND_FAMILY) return Status::InvalidArgument("not a family plugin");
   if (loss && loss->kind != TRIB_KIND_LOSS) return Status::InvalidArgument("not a loss plugin");
   std::unique_ptr<Model> m(new Model());
@@ -124,6 +136,16 @@ Result<std::unique_ptr<Model>> Model::CreateInternal(std::shared_ptr<const Plugi
     if (cs.num_classes == 0 && m->schema_.open_classes()) class_capacity = std::max(class_capacity, kFirstClassRoom);
     m->class_capacity_ = std::max(class_capacity, cs.num_classes);
     cs.class_capacity = m->class_capacity_;
+  }
+  if (m->schema_.open_vocabulary()) {
+    if (!fv.add_terms) {
+      return Status::InvalidArgument("family '" + m->family_->name +
+                                     "' cannot learn an open vocabulary (it cannot add terms to its statistics): "
+                                     "convert the text with --hashed-dim instead of --open-vocabulary, or use "
+                                     "family multinomial");
+    }
+    m->vocab_capacity_ = TermRoom(*m->family_, m->schema_, vocab_capacity);
+    cs.vocab_capacity = m->vocab_capacity_;
   }
   trib_error err{};
   int rc = fv.create(&cs, opts.data(), opts.size(), &m->fmodel_, &err);
@@ -262,6 +284,7 @@ Result<std::unique_ptr<Model>> Model::Clone() const {
   m->output_kind_ = output_kind_;
   m->num_outputs_ = num_outputs_;
   m->class_capacity_ = class_capacity_;
+  m->vocab_capacity_ = vocab_capacity_;
   m->stats_ = stats_;
   m->learner_ = learner_;
   m->training_report_ = training_report_;
@@ -360,8 +383,8 @@ Status Model::GrowClasses(const std::string& name) {
   grown.AddClass(name);
   const uint32_t k = num_classes() + 1;
   const uint32_t room = fv.add_class ? k + k / 2 : k;  // <= MaxClassRoom(k)
-  auto r = CreateInternal(family_, loss_, grown, options_, room);
-  if (!r.ok() && room > k) r = CreateInternal(family_, loss_, grown, options_, k);  // no memory to spare
+  auto r = CreateInternal(family_, loss_, grown, options_, room, vocab_capacity_);
+  if (!r.ok() && room > k) r = CreateInternal(family_, loss_, grown, options_, k, vocab_capacity_);
   if (!r.ok()) return r.status().WithContext("adding class '" + name + "'");
   auto nm = std::move(r).value();
   if (nm->stats_.blocks().size() != stats_.blocks().size()) {
@@ -385,6 +408,82 @@ Status Model::GrowClasses(const std::string& name) {
   schema_ = std::move(nm->schema_);
   ++layout_version_;
   return Status::OK();
+}
+
+Status Model::AddTerms(const std::vector<std::string>& names) {
+  std::vector<std::string> fresh;
+  {
+    std::unordered_set<std::string> seen;
+    for (const std::string& t : names) {
+      if (schema_.TermIndex(t) < 0 && seen.insert(t).second) fresh.push_back(t);
+    }
+  }
+  if (fresh.empty()) return Status::OK();
+  if (!schema_.open_vocabulary()) {
+    return Status::InvalidArgument("cannot add term '" + fresh[0] + "': the model's vocabulary is not open");
+  }
+  const auto& fv = family_->family();
+  if (!fv.add_terms) {
+    return Status::InvalidArgument("family '" + family_->name + "' cannot add terms (term '" + fresh[0] + "')");
+  }
+  const uint64_t v = schema_.vocab_size();
+  if (v + fresh.size() > UINT32_MAX) {
+    return Status::InvalidArgument("adding " + std::to_string(fresh.size()) + " terms to " + std::to_string(v) +
+                                   " exceeds 2^32-1 terms (term ids are 32-bit); use hashed term ids");
+  }
+  if (v + fresh.size() > vocab_capacity()) return GrowTerms(fresh);
+  // In place: the next padded terms come into use (ABI 1.5 add_terms).
+  trib_error err{};
+  trib_stats view = stats_.View();
+  int rc = fv.add_terms(fmodel_, &view, fresh.size(), &err);
+  if (rc != TRIB_OK) {
+    return PluginStatus(rc, err, *family_, "add_terms").WithContext("adding term '" + fresh[0] + "'");
+  }
+  schema_.AddTerms(fresh);
+  return Status::OK();
+}
+
+// A new model with the new terms and room for half as many again (amortised
+// O(classes) per term), the old terms' statistics copied into it by the
+// family (grow_terms).
+Status Model::GrowTerms(const std::vector<std::string>& names) {
+  const auto& fv = family_->family();
+  ModelSchema grown = schema_;
+  grown.AddTerms(names);
+  const uint64_t v = grown.vocab_size();
+  auto r = CreateInternal(family_, loss_, grown, options_, class_capacity_, MaxTermRoom(v));
+  if (!r.ok()) r = CreateInternal(family_, loss_, grown, options_, class_capacity_, v);  // no memory to spare
+  if (!r.ok()) return r.status().WithContext("adding term '" + names[0] + "'");
+  auto nm = std::move(r).value();
+  if (nm->stats_.blocks().size() != stats_.blocks().size()) {
+    return Status::Internal("family '" + family_->name + "' changed its number of blocks when adding terms");
+  }
+  for (size_t b = 0; b < stats_.blocks().size(); ++b) {
+    nm->stats_.mutable_blocks()[b].scale = stats_.blocks()[b].scale;
+    nm->stats_.mutable_blocks()[b].shift = stats_.blocks()[b].shift;
+  }
+  trib_error err{};
+  trib_stats old_view = stats_.ConstView();
+  trib_stats new_view = nm->stats_.View();
+  int rc = fv.grow_terms(fmodel_, &old_view, nm->fmodel_, &new_view, &err);
+  if (rc != TRIB_OK) return PluginStatus(rc, err, *family_, "grow_terms");
+  trib_step step{0.0, learner_.effective_size, 0.0, learner_.updates};
+  TRIB_RETURN_IF_ERROR(nm->Rebuild(step));
+  std::swap(fmodel_, nm->fmodel_);
+  stats_ = std::move(nm->stats_);
+  vocab_capacity_ = nm->vocab_capacity_;
+  schema_ = std::move(nm->schema_);
+  ++layout_version_;
+  return Status::OK();
+}
+
+Status Model::GrowTo(const ModelSchema& reference) {
+  for (const auto& c : reference.classes()) {
+    if (schema_.ClassIndex(c) < 0) TRIB_RETURN_IF_ERROR(AddClass(c));
+  }
+  if (!schema_.open_vocabulary() || reference.vocab_size() <= schema_.vocab_size()) return Status::OK();
+  const auto& v = reference.vocabulary();
+  return AddTerms(std::vector<std::string>(v.begin() + static_cast<std::ptrdiff_t>(schema_.vocab_size()), v.end()));
 }
 
 }  // namespace tributary

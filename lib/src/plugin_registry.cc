@@ -307,6 +307,10 @@ Result<std::shared_ptr<const Plugin>> LoadAny(const std::string& path_in) {
     if (f.add_class && !f.grow_classes) {
       return fail("family vtable has 'add_class' but lacks 'grow_classes' (needed when the class capacity runs out)");
     }
+    if (f.add_terms && !f.grow_terms) {
+      return fail(
+          "family vtable has 'add_terms' but lacks 'grow_terms' (needed when the vocabulary capacity runs out)");
+    }
   } else if (!vt.loss.weights) {
     return fail("loss vtable lacks required function 'weights'");
   } else if (vt.loss.create && (!vt.loss.destroy || !vt.loss.weights_with)) {

@@ -16,7 +16,13 @@ Result<ModelSchema> ModelSchema::FromProto(const v1::Schema& proto) {
                                    " exceeds the maximum " + std::to_string(kMaxHashedDim) +
                                    " (2^24; every class keeps hashed_dim statistics)");
   }
+  if (proto.hashed_dim() > 0 && proto.open_vocabulary()) {
+    return Status::InvalidArgument("schema: both open_vocabulary and hashed_dim (" +
+                                   std::to_string(proto.hashed_dim()) +
+                                   ") are set; expected one of them (hashed ids need no vocabulary)");
+  }
   s.hashed_dim_ = proto.hashed_dim();
+  s.open_vocabulary_ = proto.open_vocabulary();
   s.vocabulary_.assign(proto.vocabulary().begin(), proto.vocabulary().end());
   s.classes_.assign(proto.class_names().begin(), proto.class_names().end());
   s.open_classes_ = proto.open_classes();
@@ -72,6 +78,7 @@ void ModelSchema::ToProto(v1::Schema* out) const {
   out->set_hashed_dim(hashed_dim_);
   for (const auto& c : classes_) out->add_class_names(c);
   out->set_open_classes(open_classes_);
+  out->set_open_vocabulary(open_vocabulary_);
   for (const auto& f : features_) {
     auto* fs = out->add_features();
     fs->set_name(f.name);
@@ -90,6 +97,12 @@ int64_t ModelSchema::TermIndex(const std::string& term) const {
 int64_t ModelSchema::ClassIndex(const std::string& name) const {
   auto it = class_index_.find(name);
   return it == class_index_.end() ? -1 : static_cast<int64_t>(it->second);
+}
+
+void ModelSchema::AddTerms(const std::vector<std::string>& names) {
+  for (const std::string& t : names) {
+    if (term_index_.emplace(t, static_cast<uint32_t>(vocabulary_.size())).second) vocabulary_.push_back(t);
+  }
 }
 
 uint32_t ModelSchema::AddClass(const std::string& name) {

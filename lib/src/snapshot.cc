@@ -92,12 +92,13 @@ bool ReadsVersion(const std::string& plugin, const std::string& saved) {
 // (hashed_dim: one field of a few bytes, with a valid CRC) made Load allocate
 // what it declared (GBs) before finding that the statistics were not there.
 Result<uint64_t> LayoutSize(const Plugin& family, const ModelSchema& schema, const Options& options,
-                            uint32_t class_capacity) {
+                            uint32_t class_capacity, uint64_t vocab_capacity) {
   const auto& fv = family.family();
   std::vector<trib_option> opts;
   for (const auto& [k, v] : options) opts.push_back({k.c_str(), v.c_str()});
   trib_schema cs = schema.CView();
   if (fv.add_class) cs.class_capacity = std::max(class_capacity, cs.num_classes);
+  cs.vocab_capacity = vocab_capacity;
   trib_error err{};
   trib_family_model* fm = nullptr;
   int rc = fv.create(&cs, opts.data(), opts.size(), &fm, &err);
@@ -166,6 +167,7 @@ Status Model::Save(const std::string& path, const SnapshotOptions& options) cons
   snap.set_created_by(std::string("tributary ") + Version());
   snap.set_training_report(training_report_);
   if (class_capacity_ > num_classes()) snap.set_class_capacity(class_capacity_);
+  if (schema_.open_vocabulary()) snap.set_vocab_capacity(vocab_capacity());
   std::string payload;
   if (!snap.SerializeToString(&payload)) return Status::Internal("cannot serialize snapshot for '" + path + "'");
   std::string file(kMagic, sizeof(kMagic));
@@ -249,13 +251,29 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const Plugin
                    std::to_string(classes) + " classes has room for at most " + std::to_string(MaxClassRoom(classes)) +
                    ")");
   }
-  auto layout = LayoutSize(**fam, *schema, opts, capacity);
+  // Room for terms (an open vocabulary): checked like the class capacity.
+  const uint64_t terms = schema->vocab_size();
+  if (snap.vocab_capacity() != 0) {
+    if (!schema->open_vocabulary() || !(*fam)->family().add_terms) {
+      return corrupt("vocab_capacity " + std::to_string(snap.vocab_capacity()) + " is invalid (" +
+                     (schema->open_vocabulary() ? "family '" + (*fam)->name + "' cannot add terms"
+                                                : std::string("the schema's vocabulary is not open")) +
+                     ")");
+    }
+    if (snap.vocab_capacity() < terms || snap.vocab_capacity() > MaxTermRoom(terms)) {
+      return corrupt("vocab_capacity " + std::to_string(snap.vocab_capacity()) + " is invalid (a vocabulary of " +
+                     std::to_string(terms) + " terms has room for " + std::to_string(terms) + " to " +
+                     std::to_string(MaxTermRoom(terms)) + ")");
+    }
+  }
+  const uint64_t term_room = TermRoom(**fam, *schema, snap.vocab_capacity());
+  auto layout = LayoutSize(**fam, *schema, opts, capacity, term_room);
   if (!layout.ok()) return layout.status().WithContext("snapshot '" + path + "'");
   if (*layout != static_cast<uint64_t>(snap.raw_size())) {
     return corrupt("statistics layout (" + std::to_string(snap.raw_size()) + " values) does not match family '" +
                    (*fam)->name + "' (" + std::to_string(*layout) + " values for the snapshot's schema and options)");
   }
-  auto r = CreateInternal(*fam, loss, std::move(schema).value(), std::move(opts), capacity);
+  auto r = CreateInternal(*fam, loss, std::move(schema).value(), std::move(opts), capacity, term_room);
   if (!r.ok()) return r.status().WithContext("snapshot '" + path + "'");
   auto m = std::move(r).value();
   if (loss) {

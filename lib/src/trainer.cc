@@ -20,15 +20,6 @@ LearnerOptions SdemOptions(uint64_t seed) {
   return o;
 }
 
-// Adds the classes of `from` that `to` lacks, in `from`'s order, so that a
-// class index means the same class in both.
-Status AddMissingClasses(const Model& from, Model* to) {
-  for (const auto& c : from.schema().classes()) {
-    if (to->schema().ClassIndex(c) < 0) TRIB_RETURN_IF_ERROR(to->AddClass(c));
-  }
-  return Status::OK();
-}
-
 // Strictly better: higher accuracy, or equal accuracy and lower NCLL.
 bool Better(double acc, double ncll, double best_acc, double best_ncll) {
   return acc > best_acc || (acc == best_acc && ncll < best_ncll);
@@ -532,7 +523,7 @@ Status Trainer::SyncClasses() {
   // The learners rebuild themselves for the grown layout (learner.h).
   const Model& ref = *candidates_[0].model;
   for (size_t c = 1; c < candidates_.size(); ++c) {
-    TRIB_RETURN_IF_ERROR(AddMissingClasses(ref, candidates_[c].model.get()));
+    TRIB_RETURN_IF_ERROR(candidates_[c].model->GrowTo(ref.schema()));
   }
   return Status::OK();
 }

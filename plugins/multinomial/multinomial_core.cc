@@ -24,6 +24,9 @@ struct Model {
   // >= K); the entries of classes K .. S-1 are padding at raw zero.
   uint32_t S = 0;
   uint64_t V = 0;
+  // Rows of the word block: the vocabulary capacity (ABI 1.5, >= V); the rows
+  // of terms V .. Vcap-1 are padding at raw zero.
+  uint64_t Vcap = 0;
   double alpha = 1.0;                  // word pseudo-count
   double class_alpha = 1.0;            // class pseudo-count
   uint64_t word_offset = 0;            // = S
@@ -49,11 +52,15 @@ inline const Model* M(const trib_family_model* m) { return tributary::sdk::As<Mo
 int Create(Variant variant, const trib_schema* schema, const trib_option* opts, size_t n, trib_family_model** out,
            trib_error* err) {
   return Guard(err, [&] {
-    if (schema->vocab_size == 0) {
-      return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "multinomial needs a vocabulary (vocab_size is 0)");
+    const uint64_t room =
+        schema->struct_size > offsetof(trib_schema, vocab_capacity) ? schema->vocab_capacity : uint64_t{0};
+    if (schema->vocab_size == 0 && room == 0) {
+      return Fail(err, TRIB_ERR_INVALID_ARGUMENT,
+                  "multinomial needs a vocabulary (vocab_size is 0), or room for terms (open vocabulary)");
     }
     auto m = std::make_unique<Model>();
     m->V = schema->vocab_size;
+    m->Vcap = std::max(m->V, room);
     const bool mixture = variant == Variant::kMixture;
     if (!mixture) {  // the mixture's K is its option components; classes only label documents
       if (schema->num_classes == 0 && schema->class_capacity == 0) {
@@ -72,6 +79,11 @@ int Create(Variant variant, const trib_schema* schema, const trib_option* opts, 
     if (o.Is("prior", "laplace")) {
       m->alpha = 1.0;
     } else if (o.Is("prior", "log")) {
+      if (room > 0) {
+        return Fail(err, TRIB_ERR_INVALID_ARGUMENT,
+                    "option prior=log (alpha = ln |W|) needs a closed vocabulary: with an open one |W| grows as "
+                    "the stream goes; give a number (e.g. prior=1)");
+      }
       m->alpha = std::log(static_cast<double>(m->V));  // the paper's P2: ln |W|
     } else {
       m->alpha = o.Number("prior");
@@ -102,7 +114,7 @@ int Layout(const trib_family_model* mm, trib_block* blocks, uint32_t* num, trib_
   }
   if (*num < 2) return Fail(err, TRIB_ERR_INTERNAL, "layout needs room for 2 blocks");
   blocks[0] = trib_block{0, m->S, 0.0, m->class_alpha, 1.0, 0.0};
-  blocks[1] = trib_block{m->word_offset, m->V * m->S, 0.0, m->alpha, 1.0, 0.0};
+  blocks[1] = trib_block{m->word_offset, m->Vcap * m->S, 0.0, m->alpha, 1.0, 0.0};
   *num = 2;
   return TRIB_OK;
 }
@@ -127,6 +139,7 @@ int Rebuild(trib_family_model* mm, trib_stats* s, const trib_step*, trib_error* 
       }
       std::fill(row + m->K, row + m->S, 0.0);
     }
+    std::fill(r + m->V * m->S, r + m->Vcap * m->S, 0.0);  // padding terms
     return TRIB_OK;
   });
 }
@@ -577,6 +590,40 @@ int AddClass(trib_family_model* mm, trib_stats*, trib_error* err) {
   });
 }
 
+// ---- Open vocabulary (ABI 1.5) ------------------------------------------------
+
+// The next padded terms come into use: their rows are raw zero (rebuild keeps
+// padding there), i.e. N[w][k] = scale * alpha, what a term present from the
+// start and never seen holds; the totals R[k] (sums of raw) do not change,
+// and M[k] = scale R[k] + shift alpha |W| counts the new terms' prior mass
+// through |W|. O(1).
+int AddTerms(trib_family_model* mm, trib_stats*, uint64_t count, trib_error* err) {
+  Model* m = M(mm);
+  if (count > m->Vcap - m->V) {
+    return Fail(err, TRIB_ERR_INTERNAL, "add_terms: %llu terms do not fit (%llu of %llu rows in use)",
+                static_cast<unsigned long long>(count), static_cast<unsigned long long>(m->V),
+                static_cast<unsigned long long>(m->Vcap));
+  }
+  m->V += count;
+  return TRIB_OK;
+}
+
+// The word block is term-major with the same row stride in both layouts
+// (classes and options are unchanged): the class block and the old rows are
+// one copy each.
+int GrowTerms(const trib_family_model* om, const trib_stats* os, trib_family_model* nm, trib_stats* ns,
+              trib_error* err) {
+  return Guard(err, [&] {
+    const Model* o = M(om);
+    const Model* n = M(nm);
+    if (n->S != o->S || n->K != o->K || n->V < o->V || n->word_offset != o->word_offset) {
+      return Fail(err, TRIB_ERR_INTERNAL, "grow_terms: incompatible layouts");
+    }
+    std::copy(os->raw, os->raw + o->word_offset + o->V * o->S, ns->raw);
+    return TRIB_OK;
+  });
+}
+
 // The running totals R[k] and sum_k raw C[k] are kept incrementally by
 // Commit; recomputing them in Rebuild sums in another order and differs in the
 // last bits. Saving them in snapshots lets a resumed model continue exactly
@@ -673,6 +720,8 @@ int Init(Variant variant, const trib_host_api* host, trib_plugin_vtable* out, tr
   v.commit = Commit;
   v.export_cache = ExportCache;
   v.import_cache = ImportCache;
+  v.add_terms = AddTerms;
+  v.grow_terms = GrowTerms;
   if (variant == Variant::kMixture) {
     v.init_stats = InitStats;
     v.outputs = Outputs;

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "tributary/learner.h"
+
 namespace tributary::cli {
 
 Result<std::unique_ptr<DecodedStream>> DecodedStream::Open(const std::string& path, uint32_t max_frame,
@@ -38,20 +40,11 @@ Status DecodedStream::Next(Model* model, bool learning, bool skip_bad, BadInput*
       return st;
     }
     if (*eof) return Status::OK();
-    std::string new_class;
-    // A latent family's labels only name documents for evaluation: unknown
-    // ones are added (to the schema only) at evaluation too.
-    st = decoder_.Decode(proto_, reader_->documents_read() - 1, model->schema(), learning || model->latent_outputs(),
-                         out, &new_class, &counters_);
-    if (st.ok() && !new_class.empty()) {
-      st = model->AddClass(new_class);
-      if (st.ok()) {
-        out->label = model->schema().ClassIndex(new_class);
-        *grew = true;
-      } else {
-        st = st.WithContext(out->Name());
-      }
-    }
+    // Learning adds new classes and terms to the model. A latent family's
+    // labels only name documents for evaluation: unknown ones are added (to
+    // the schema only) at evaluation too.
+    const DecodeGrowth growth = learning ? kGrowClassesAndTerms : model->latent_outputs() ? kGrowClasses : kGrowNothing;
+    st = DecodeGrowing(decoder_, proto_, reader_->documents_read() - 1, model, growth, out, &counters_, grew);
     if (!st.ok()) {
       if (skip_bad && st.IsInvalidDocument()) {
         bad->Record(st);

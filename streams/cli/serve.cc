@@ -34,6 +34,7 @@ struct ServeFlags {
   std::string engine = "auto";
   std::string model, schema, fsync = "interval", auth_token_file, port_file;
   std::string on_corruption = "refuse";
+  uint64_t hashed_dim = 0;  // the default schema: 0 = an open vocabulary when the family can grow one
 };
 
 struct ClientFlags {
@@ -98,18 +99,29 @@ int RunServe(const ServeFlags& f) {
       if (!m.ok()) return ReportError(m.status());
       initial = std::move(m).value();
     } else {
-      // No model, no schema: the schema of a live text stream (what `convert`
-      // writes for a pipe): terms hashed into kLiveHashedDim ids, classes
-      // open, so raw text over HTTP or the binary protocol is learned with no
-      // set-up. Families of real or categorical features need --schema.
+      // No model, no schema: the schema of live text, so that raw text over
+      // HTTP, the binary protocol or a broker is learned with no set-up, with
+      // open classes and, for a family that can grow its vocabulary
+      // (multinomial, multinomial-mixture), an open vocabulary (the words as
+      // they come; statistics and the published copy sized by the words
+      // seen), else (or with --hashed-dim) terms hashed into kLiveHashedDim
+      // ids. Families of real or categorical features need --schema.
       v1::StreamHeader live = NewStreamHeader();
-      live.mutable_schema()->set_hashed_dim(kLiveHashedDim);
+      auto fam = Registry().Find(f.learn.family, TRIB_KIND_FAMILY);
+      const bool open = f.hashed_dim == 0 && fam.ok() && (*fam)->family().add_terms != nullptr;
+      const uint64_t dim = f.hashed_dim ? f.hashed_dim : kLiveHashedDim;
+      if (open) {
+        live.mutable_schema()->set_open_vocabulary(true);
+      } else {
+        live.mutable_schema()->set_hashed_dim(dim);
+      }
       live.mutable_schema()->set_open_classes(true);
       auto m = NewModelFromFlags(f.learn, Registry(), live, 0, "<the default schema>");
       if (!m.ok()) {
         return ReportError(m.status().WithContext(
-            "serve: no snapshot in --data-dir, no --model and no --schema, and the default schema (text hashed into " +
-            std::to_string(kLiveHashedDim) + " ids, open classes) does not suit family '" + f.learn.family +
+            std::string("serve: no snapshot in --data-dir, no --model and no --schema, and the default schema (") +
+            (open ? std::string("text with an open vocabulary") : "text hashed into " + std::to_string(dim) + " ids") +
+            ", open classes) does not suit family '" + f.learn.family +
             "'; pass --model SNAPSHOT or --schema STREAM (whose header gives the schema)"));
       }
       initial = std::move(m).value();
@@ -354,7 +366,7 @@ int RunClient(const ClientFlags& f) {
     const uint64_t index = (*reader)->documents_read() - 1;
     st = f.action == "learn"
              ? local_decoder->DecodeForLearning(d, index, *local, label_required_by, &checked, &new_class)
-             : local_decoder->Decode(d, index, *local, true, &checked, &new_class, nullptr);
+             : local_decoder->Decode(d, index, *local, kGrowClassesAndTerms, &checked, &new_class, nullptr);
     if (!st.ok()) {
       st = st.WithContext("'" + f.in + "'");
       break;
@@ -401,6 +413,11 @@ Runner SetUpServe(CLI::App* sv) {
       ->capture_default_str();
   sv->add_option("--model", s->model, "start from this snapshot (when the data dir has none)");
   sv->add_option("--schema", s->schema, "start a new model with the schema of this stream's header");
+  sv->add_option("--hashed-dim", s->hashed_dim,
+                 "a new model without --model or --schema: hash terms into this many ids (default: an open "
+                 "vocabulary for families that can grow one, multinomial and multinomial-mixture; 2^18 ids for "
+                 "the others)")
+      ->check(CLI::Range(uint64_t{1}, kMaxHashedDim));
   sv->add_option("--data-dir", s->server.data_dir, "snapshot and write-ahead log directory")->required();
   sv->add_option("--listen", s->server.listen, "HOST:PORT for the protocol (port 0: any)")->capture_default_str();
   sv->add_option("--http", s->server.http, "HOST:PORT for /healthz, /metrics and the HTTP/JSON API (docs/http-api.md)");

@@ -403,7 +403,55 @@ Status ConvertTsvLive(const ConvertOptions& opt, LineSource* src, ConvertReport*
   });
 }
 
+// An open vocabulary (opt.open_vocabulary), in one pass, live or not: the
+// header lists no terms (Schema.open_vocabulary); every document names its
+// terms (Document.tokens with their counts, in order of first occurrence), so
+// a reader whose model has an open vocabulary adds the ones it has not seen
+// and any other reader maps them through its own vocabulary. A live input is
+// flushed document by document.
+Status ConvertTsvOpenVocabulary(const ConvertOptions& opt, LineSource* src, ConvertReport* report) {
+  v1::StreamHeader header = NewStreamHeader(opt.frame_checksum);
+  header.mutable_schema()->set_open_vocabulary(true);
+  header.mutable_schema()->set_open_classes(true);
+  header.set_source(ToValidUtf8(src->name()));
+  std::unordered_set<std::string> terms;
+  std::unordered_set<std::string> classes;
+  const bool live = src->live();
+  return WriteStream(opt.out, header, [&](DocumentWriter* writer) -> Status {
+    if (live) TRIB_RETURN_IF_ERROR(writer->Flush());  // readers see the header at once
+    v1::Document doc;
+    std::unordered_map<std::string, int> slot;  // token -> its index in doc.tokens
+    return ForEachTsvLine(opt, src, &report->skipped, &report->empty,
+                          [&](std::string_view label, const std::vector<std::string>& tokens) -> Status {
+                            doc.Clear();
+                            doc.set_id(std::to_string(src->line()));
+                            if (label.empty()) {
+                              ++report->unlabelled;
+                            } else {
+                              doc.set_label(ToValidUtf8(label));
+                              if (classes.insert(doc.label()).second) report->classes = classes.size();
+                            }
+                            slot.clear();
+                            for (const std::string& t : tokens) {
+                              auto [it, fresh] = slot.emplace(t, doc.tokens_size());
+                              if (fresh) {
+                                doc.add_tokens(t);
+                                doc.add_token_counts(1.0);
+                                if (terms.size() < kMaxCountedTerms) terms.insert(t);
+                              } else {
+                                doc.set_token_counts(it->second, doc.token_counts(it->second) + 1.0);
+                              }
+                            }
+                            report->terms = terms.size();
+                            TRIB_RETURN_IF_ERROR(writer->Write(doc));
+                            ++report->documents;
+                            return live ? writer->Flush() : Status::OK();
+                          });
+  });
+}
+
 Status ConvertTsv(const ConvertOptions& opt, LineSource* src, ConvertReport* report) {
+  if (opt.open_vocabulary) return ConvertTsvOpenVocabulary(opt, src, report);
   if (src->live()) return ConvertTsvLive(opt, src, report);
   const bool hashed = opt.hashed_dim > 0;
   // Pass 1: validate, collect the vocabulary and the classes.
@@ -702,6 +750,11 @@ Status CheckOptions(const ConvertOptions& opt) {
       return Status::InvalidArgument("features='" + opt.features + "' applies to svmlight input only (tsv is text)");
     }
     if (opt.dim != 0) return Status::InvalidArgument("dim applies to svmlight input with features=reals only");
+    if (opt.open_vocabulary && opt.hashed_dim != 0) {
+      return Status::InvalidArgument(
+          "open_vocabulary and hashed_dim are two ways of reading terms nobody listed in advance; expected one of "
+          "them (an open vocabulary names its terms, hashed ids need none)");
+    }
     if (opt.hashed_dim > kMaxHashedDim) {
       return Status::InvalidArgument("hashed_dim " + std::to_string(opt.hashed_dim) + " exceeds the maximum " +
                                      std::to_string(kMaxHashedDim) +
@@ -713,6 +766,7 @@ Status CheckOptions(const ConvertOptions& opt) {
     }
     if (opt.stop_words) return Status::InvalidArgument("stop words apply to tsv (text) input only");
     if (opt.hashed_dim != 0) return Status::InvalidArgument("hashed term ids apply to tsv (text) input only");
+    if (opt.open_vocabulary) return Status::InvalidArgument("an open vocabulary applies to tsv (text) input only");
     if (opt.dim != 0 && opt.features != "reals") {
       return Status::InvalidArgument("dim applies to svmlight input with features=reals only");
     }

@@ -42,7 +42,8 @@ PYEOF
 printf 'tok-%s\n' "$RANDOM$RANDOM" >"$dir/token"
 
 # With no --model and no --schema, serve starts from the default schema: text
-# hashed into 2^18 ids, open classes (the labels arrive with the documents),
+# with an open vocabulary (multinomial), open classes (the labels arrive with
+# the documents),
 # n = 10000. The first server is given a schema anyway (the class names of a
 # stream) ...
 start "$dir/data0" "$dir/serve0.log" --schema "$dir/classes.pb" --auth-token-file "$dir/token" ||

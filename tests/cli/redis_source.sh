@@ -10,7 +10,8 @@
 #   - the bad entries (an empty text, a negative count in a protobuf `doc`)
 #     are dead-lettered to their own stream with the reason, and counted;
 #   - the model equals, statistic for statistic, `tributary train` on the
-#     same texts in stream order (converted live: hashed ids, open classes).
+#     same texts in stream order (converted live with an open vocabulary,
+#     open classes: what serve with no set-up learns).
 # Usage: redis_source.sh PATH/TO/tributary SOURCE_DIR   (CRASH_SEED=... to replay)
 set -euo pipefail
 T=$1
@@ -189,7 +190,7 @@ grep -qi "negative\|count" "$dir/bad.txt" || fail "no reason for the negative co
 kill -TERM "$pid"
 wait "$pid" || fail "serve exited with status $? after SIGTERM"
 pid=
-cat "$dir/stream.tsv" | "$T" convert -q --format tsv --in - --out "$dir/stream.pb"
+cat "$dir/stream.tsv" | "$T" convert -q --format tsv --open-vocabulary --in - --out "$dir/stream.pb"
 "$T" train -q --in "$dir/stream.pb" --out "$dir/offline.trib" --family multinomial --loss ncll --n 10000 --seed 1 \
   --select off
 served=$("$T" inspect --json --model "$dir/data/model.trib")

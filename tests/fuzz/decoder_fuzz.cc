@@ -173,7 +173,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   tributary::DocumentBuffer out;
   std::string new_class;
   tributary::DecodeCounters counters;
-  tributary::Status st = decoder->Decode(doc, 7, c.model, allow_new, &out, &new_class, &counters);
+  tributary::Status st =
+      decoder->Decode(doc, 7, c.model, allow_new ? tributary::kGrowClassesAndTerms : tributary::kGrowNothing, &out,
+                      &new_class, &counters);
   FUZZ_NOTE("decode: " + (st.ok() ? "ok" : st.ToString()));
   if (!st.ok()) {
     FUZZ_CHECK(st.message().find("document #7") != std::string::npos,

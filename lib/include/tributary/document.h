@@ -33,6 +33,11 @@ struct DocumentBuffer {
   // set they have one entry per real / categorical.
   std::vector<uint8_t> real_missing;
   std::vector<uint8_t> categorical_missing;
+  // Terms the model does not know, in order of first occurrence, when the
+  // model's vocabulary is open and the decoder was allowed to grow it (they
+  // are not in term_ids): the caller adds them (Model::AddTerms) and decodes
+  // again (DecodeGrowing in learner.h does both).
+  std::vector<std::string> new_terms;
 
   void Clear();
   // Sorts term ids and merges duplicates (summing counts).
@@ -101,6 +106,17 @@ void SplitForCompletion(const trib_document& doc, DocumentBuffer* observed, Docu
 // Names a document the way every error message does.
 std::string DocumentName(uint64_t index, const std::string& id);
 
+// Longest term an open vocabulary learns, in bytes: a longer token is
+// counted as unseen instead (no word is this long; a client that sends
+// megabyte tokens must not grow the model by megabytes).
+inline constexpr size_t kMaxNewTermBytes = 256;
+
+// What Decode may report as new for the caller to add to the model: labels
+// unknown to a schema with open classes, terms unknown to a schema with an
+// open vocabulary. Learning allows both; evaluating a latent family allows
+// classes only (its labels merely name documents); predicting allows none.
+enum DecodeGrowth : unsigned { kGrowNothing = 0, kGrowClasses = 1, kGrowTerms = 2, kGrowClassesAndTerms = 3 };
+
 // Per-stream counters kept while decoding.
 struct DecodeCounters {
   uint64_t documents = 0;
@@ -123,18 +139,24 @@ class DocumentDecoder {
   // reals, NaN/inf reals, a COUNT feature that is not an integer >= 0,
   // categorical out of range, a missing_features entry out of range, bad
   // weight, unknown label, a document with no content at all. A label unknown to the model is an
-  // error unless the model's schema has open classes and `allow_new_classes`
-  // is set: then *new_class gets the label, out->label is -1, and the caller
-  // adds the class (Model::AddClass) and sets out->label itself.
-  Status Decode(const v1::Document& doc, uint64_t index, const ModelSchema& model, bool allow_new_classes,
+  // error unless the model's schema has open classes and `growth` has
+  // kGrowClasses: then *new_class gets the label, out->label is -1, and the
+  // caller adds the class (Model::AddClass) and sets out->label itself. A
+  // term unknown to the model is dropped and counted
+  // (counters->unseen_terms), unless the model's vocabulary is open and
+  // `growth` has kGrowTerms: then it is listed in out->new_terms for the
+  // caller to add (Model::AddTerms) before decoding the document again
+  // (DecodeGrowing, learner.h).
+  Status Decode(const v1::Document& doc, uint64_t index, const ModelSchema& model, DecodeGrowth growth,
                 DocumentBuffer* out, std::string* new_class, DecodeCounters* counters) const;
 
   // The rule a document must pass to be learned, shared by whatever accepts
   // documents for learning: the server checks each document of a learn
   // request with it before logging any, and `tributary client learn` checks
-  // each document before sending its batch. Decode with new classes allowed
-  // (`new_class` must not be null: a label unknown to a schema with open
-  // classes is returned there, as Decode does), then, when
+  // each document before sending its batch. Decode with new classes and
+  // terms allowed (`new_class` must not be null: a label unknown to a schema
+  // with open classes is returned there, as Decode does; new terms are in
+  // out->new_terms), then, when
   // `label_required_by` is not empty (the name of a loss that needs labels),
   // a document without a label is refused: "<document>: loss 'ncll' needs a
   // label, the document has none" (kInvalidDocument).
@@ -144,6 +166,9 @@ class DocumentDecoder {
  private:
   DocumentDecoder() = default;
   std::vector<int64_t> remap_;  // stream term id -> model term id, -1 unseen
+  // The stream's term names, kept when the model's vocabulary is open: a
+  // term unseen when the decoder was made may have been added since.
+  std::vector<std::string> stream_terms_;
   uint64_t stream_vocab_size_ = 0;
   bool hashed_ = false;
   uint64_t hashed_dim_ = 0;

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "tributary/document.h"
 #include "tributary/model.h"
 #include "tributary/sdem_learner.h"
 #include "tributary/sep_engine.h"
@@ -83,6 +84,18 @@ class Learner {
   std::unique_ptr<SdemLearner> sdem_;
   std::unique_ptr<SepLearner> sep_;
 };
+
+// Decodes `doc` (document `index` of its stream) for learning into `model`,
+// growing the model first with what the document brings and the model's
+// schema lets it learn (`growth`): new terms (open vocabulary,
+// Model::AddTerms; the document is then decoded again, its new terms now
+// known) and a new class (open classes, Model::AddClass; out->label set).
+// *grew, when given, says whether the model grew. A Learner on `model`
+// adapts by itself (layout_version). Errors: Decode's; the model's refusal to
+// grow, named with the document. New terms stay added when the class that
+// follows is refused (their statistics are at the prior: nothing learned).
+Status DecodeGrowing(const DocumentDecoder& decoder, const v1::Document& doc, uint64_t index, Model* model,
+                     DecodeGrowth growth, DocumentBuffer* out, DecodeCounters* counters, bool* grew = nullptr);
 
 }  // namespace tributary
 

@@ -163,7 +163,26 @@ class Model {
   // per class); for other families O(model) every time (grow_classes).
   // On error the model is unchanged.
   Status AddClass(const std::string& name);
+  // Adds the terms of `names` the vocabulary lacks, in order (schema with an
+  // open vocabulary; the family must provide ABI 1.5 add_terms, as
+  // multinomial does). Their statistics start at the current prior level:
+  // what a term present from the start and never seen would hold. While there
+  // is room (vocab_capacity()) the terms come into use in place, O(terms x
+  // classes), scoring states stay valid and layout_version() does not change;
+  // when the room is exhausted the model is re-created with 1.5 times as much
+  // (O(model), amortised O(classes) per term) and layout_version() changes.
+  // On error the model is unchanged.
+  Status AddTerms(const std::vector<std::string>& names);
+  // Adds the classes of `reference` this model lacks and, with an open
+  // vocabulary, its terms, each in `reference`'s order: a model that started
+  // from the same schema then gives a class index and a term id the same
+  // meaning as `reference` (a decoder made for one serves both). On error
+  // some may have been added.
+  Status GrowTo(const ModelSchema& reference);
   uint64_t layout_version() const { return layout_version_; }
+  // Terms the statistics have room for (>= the vocabulary size); equal to the
+  // vocabulary size for a model without an open vocabulary.
+  uint64_t vocab_capacity() const { return std::max(vocab_capacity_, schema_.vocab_size()); }
   // Classes the statistics have room for (>= num_classes()); equal to
   // num_classes() for a model created or loaded with a fixed set of classes.
   uint32_t class_capacity() const { return std::max(class_capacity_, num_classes()); }
@@ -210,10 +229,21 @@ class Model {
   Status QueryOutputs();
   // `class_capacity` (0: the schema's classes) is passed to families with
   // add_class only (trib_schema.class_capacity).
+  // `vocab_capacity` (0: the default room, TermRoom) is passed to families
+  // with add_terms, for a schema with an open vocabulary only.
   static Result<std::unique_ptr<Model>> CreateInternal(std::shared_ptr<const Plugin> family,
                                                        std::shared_ptr<const Plugin> loss, ModelSchema schema,
-                                                       Options family_options, uint32_t class_capacity = 0);
+                                                       Options family_options, uint32_t class_capacity = 0,
+                                                       uint64_t vocab_capacity = 0);
   Status GrowClasses(const std::string& name);
+  Status GrowTerms(const std::vector<std::string>& names);
+  // trib_schema.vocab_capacity for `schema` and `family`: 0 without an open
+  // vocabulary or add_terms; else `requested` (0: kFirstTermRoom), at least
+  // the vocabulary size. One rule for CreateInternal and Load's layout check.
+  static uint64_t TermRoom(const Plugin& family, const ModelSchema& schema, uint64_t requested);
+  // The most room for terms Create or GrowTerms gives a vocabulary of
+  // `terms`: Load refuses a snapshot declaring more.
+  static uint64_t MaxTermRoom(uint64_t terms);
   // The most room a model with `classes` classes can have been given by
   // Create (kFirstClassRoom for an open schema with none) or GrowClasses
   // (classes + classes / 2): Load refuses a snapshot declaring more, before
@@ -229,6 +259,7 @@ class Model {
   uint32_t output_kind_ = TRIB_OUTPUTS_CLASSES;
   uint32_t num_outputs_ = 0;
   uint32_t class_capacity_ = 0;  // 0: num_classes()
+  uint64_t vocab_capacity_ = 0;  // 0: the vocabulary size
   trib_family_model* fmodel_ = nullptr;
   SufficientStats stats_;
   LearnerState learner_;

@@ -65,8 +65,9 @@ extern "C" {
 /* Minor versions: 1.1 export_cache / import_cache; 1.2 latent outputs,
  * topics, completion, SEP hooks, loss options, real_kinds, missing values;
  * 1.3 the optional option table (tributary_plugin_options); 1.4 classes added
- * in place (trib_schema.class_capacity, add_class). */
-#define TRIB_ABI_MINOR 4u
+ * in place (trib_schema.class_capacity, add_class); 1.5 terms added to an
+ * open vocabulary (trib_schema.vocab_capacity, add_terms, grow_terms). */
+#define TRIB_ABI_MINOR 5u
 #define TRIB_PLUGIN_MAGIC 0x54524942u /* "TRIB" */
 
 #if defined(_WIN32)
@@ -163,6 +164,15 @@ typedef struct trib_schema {
    * them to zero, so a snapshot with anything else there is refused), until
    * add_class brings the next one into use. */
   uint32_t class_capacity;
+  /* ---- ABI 1.5 ---- */
+  /* Room for terms (>= vocab_size), set by the host only for families with
+   * add_terms, and only for a model with an open vocabulary (0 otherwise: no
+   * room). Such a family lays its statistics out for vocab_capacity terms;
+   * the entries of terms vocab_size .. vocab_capacity-1 are padding: raw
+   * zero, never scored, never touched by accumulate or commit, set to zero by
+   * rebuild, until add_terms brings them into use. With room, vocab_size may
+   * be 0 (a live stream whose words come with its documents). */
+  uint64_t vocab_capacity;
 } trib_schema;
 
 /* One validated document, in the model's id space. The host guarantees:
@@ -428,6 +438,31 @@ typedef struct trib_family_vtable {
    * refuses a family that has add_class without grow_classes. On error the
    * model must be unchanged. */
   int (*add_class)(trib_family_model* model, trib_stats* stats, trib_error* err);
+
+  /* ---- ABI 1.5: open vocabularies ---- */
+
+  /* Optional (NULL: the family cannot gain terms; a model with an open
+   * vocabulary is refused at creation). Brings the next `count` padded terms
+   * (ids vocab_size .. vocab_size+count-1, see trib_schema.vocab_capacity)
+   * into use in place: the layout does not change, their statistics are raw
+   * zero (each block's current prior level: a term that joins at step t
+   * holds what a term present from the start and never seen would hold) and
+   * the family extends its caches and its term count. Cost O(count x
+   * statistics of one term). Scoring states made before stay valid: a family
+   * whose state depends on the vocabulary size must not provide add_terms.
+   * The host calls it only when vocab_size + count <= vocab_capacity, does
+   * not call rebuild afterwards, and refuses a family that has add_terms
+   * without grow_terms. On error the model must be unchanged. */
+  int (*add_terms)(trib_family_model* model, trib_stats* stats, uint64_t count, trib_error* err);
+  /* Required with add_terms. The host created `new_model` for a schema with
+   * more terms and a larger vocab_capacity (same classes and options), laid
+   * out `new_stats` (raw zero; each block's scale/shift copied from the old
+   * block of the same position) and asks the family to copy every old
+   * term's raw statistics (and every statistic that is not per term) to
+   * their place in the new layout. The new terms keep raw zero. The host
+   * calls rebuild afterwards. O(model). */
+  int (*grow_terms)(const trib_family_model* old_model, const trib_stats* old_stats, trib_family_model* new_model,
+                    trib_stats* new_stats, trib_error* err);
 } trib_family_vtable;
 
 #define TRIB_OUTPUTS_CLASSES 0u

@@ -42,6 +42,10 @@ class ModelSchema {
   const std::vector<std::string>& classes() const { return classes_; }
   bool open_classes() const { return open_classes_; }
   void set_open_classes(bool open) { open_classes_ = open; }
+  // Terms unknown to the vocabulary are added while learning (never with
+  // hashed_dim). Model::AddTerms does it; Schema.open_vocabulary on the wire.
+  bool open_vocabulary() const { return open_vocabulary_; }
+  void set_open_vocabulary(bool open) { open_vocabulary_ = open; }
   const std::vector<FeatureSpecInfo>& features() const { return features_; }
   uint32_t num_reals() const { return num_reals_; }
   const std::vector<uint32_t>& categorical_cardinalities() const { return cat_card_; }
@@ -51,6 +55,9 @@ class ModelSchema {
   // -1 when absent.
   int64_t TermIndex(const std::string& term) const;
   int64_t ClassIndex(const std::string& name) const;
+  // Appends the terms not in the vocabulary yet, in order (ids vocab_size(),
+  // vocab_size() + 1, ...). For Model::AddTerms, which grows the statistics.
+  void AddTerms(const std::vector<std::string>& names);
   // Appends a class (open_classes only); returns its index.
   uint32_t AddClass(const std::string& name);
 
@@ -63,6 +70,7 @@ class ModelSchema {
   uint64_t hashed_dim_ = 0;
   std::vector<std::string> classes_;
   bool open_classes_ = false;
+  bool open_vocabulary_ = false;
   std::vector<FeatureSpecInfo> features_;
   uint32_t num_reals_ = 0;
   std::vector<uint32_t> cat_card_;

@@ -146,9 +146,9 @@ class Trainer {
 
   // Streaming.
   static Result<std::unique_ptr<Trainer>> Create(const ModelFactory& factory, const TrainerConfig& config);
-  // The model whose schema decodes the stream (candidate 0's). Classes added
-  // to it must be announced with SyncClasses() (which adds them to the other
-  // candidates) before the next Learn().
+  // The model whose schema decodes the stream (candidate 0's). Classes and
+  // terms added to it must be announced with SyncClasses() (which adds them
+  // to the other candidates, Model::GrowTo) before the next Learn().
   Model* schema_model() { return candidates_[0].model.get(); }
   Status SyncClasses();
   // Learns (or holds out) one document. On error no candidate has changed.

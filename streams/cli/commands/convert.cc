@@ -19,7 +19,10 @@ int RunConvert(const ConvertOptions& o, bool quiet) {
   Status st = ConvertFile(o, &report);
   if (!st.ok()) return ReportError(NameFile(st, o.in));
   if (!quiet) {
-    if (report.hashed_dim > 0) {
+    if (o.open_vocabulary) {
+      std::cerr << "read '" << (o.in == "-" ? "<stdin>" : o.in) << "' in one pass: open vocabulary, classes open"
+                << std::endl;
+    } else if (report.hashed_dim > 0) {
       std::cerr << "read '" << (o.in == "-" ? "<stdin>" : o.in) << "' as it arrived: terms hashed into "
                 << report.hashed_dim << " ids, classes open" << std::endl;
     }
@@ -46,6 +49,9 @@ Runner SetUpConvert(CLI::App* cmd) {
       ->capture_default_str();
   cmd->add_option("--dim", f->options.dim, "svmlight reals: number of features (default: largest index in the file)");
   cmd->add_flag("--open-classes", f->options.open_classes, "let unknown labels add classes during training");
+  cmd->add_flag("--open-vocabulary", f->options.open_vocabulary,
+                "tsv: one pass, documents carry their words as text and a model (family multinomial or "
+                "multinomial-mixture) adds the words it has not seen; classes open. Instead of --hashed-dim");
   cmd->add_flag("--skip-bad", f->options.skip_bad, "skip malformed lines instead of stopping");
   cmd->add_flag("--live,!--no-live", f->options.live,
                 "tsv from a pipe, terminal or FIFO: write each document as soon as its line is complete (terms "

@@ -105,11 +105,9 @@ int RunTrainSelect(const LearnFlags& f, const std::string& in, const std::string
     for (const auto& [k, v] : c.loss_options) g.loss_options.push_back(k + "=" + v);
     auto m = NewModelFromFlags(g, Registry(), header, length, in);
     if (!m.ok()) return m.status();
-    if (classes_from != nullptr) {
-      for (const auto& name : classes_from->schema().classes()) {
-        if ((*m)->schema().ClassIndex(name) < 0) TRIB_RETURN_IF_ERROR((*m)->AddClass(name));
-      }
-    }
+    // The documents were decoded into classes_from's ids: classes and terms
+    // (an open vocabulary) it gained while reading mean the same here.
+    if (classes_from != nullptr) TRIB_RETURN_IF_ERROR((*m)->GrowTo(classes_from->schema()));
     return m;
   };
   Progress progress("train", f.quiet);

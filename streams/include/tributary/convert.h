@@ -51,8 +51,13 @@ struct ConvertOptions {
                                     // "reals" (dense REAL features)
   uint32_t dim = 0;                 // svmlight reals: number of dense features (0: max index seen in this file)
   bool open_classes = false;        // written into the schema
-  bool skip_bad = false;            // skip malformed lines (counted) instead of failing
-  bool live = true;                 // tsv: convert a pipe / terminal / FIFO in one pass, as it arrives
+  // tsv: one pass, no vocabulary in the header (Schema.open_vocabulary):
+  // documents carry their terms as text (Document.tokens) and a model with
+  // an open vocabulary adds the ones it has not seen. Classes are open.
+  // Excludes hashed_dim. Trade-offs in docs/sources.md.
+  bool open_vocabulary = false;
+  bool skip_bad = false;  // skip malformed lines (counted) instead of failing
+  bool live = true;       // tsv: convert a pipe / terminal / FIFO in one pass, as it arrives
   // Write a checksummed stream (format_version 2: a CRC per frame, see
   // stream_io.h), which readers verify: a damaged file is refused instead of
   // learned. Costs 4 bytes a document; readers older than format 2 refuse

@@ -420,8 +420,8 @@ v1::Response Connection::Predict(uint64_t id, const v1::PredictRequest& pr, Cloc
   for (uint32_t k = 0; k < K; ++k) out->add_class_names(pub->model->OutputName(k));
   DocumentBuffer buf;
   for (int i = 0; i < pr.documents_size(); ++i) {
-    Status st = pub->decoder->Decode(pr.documents(i), static_cast<uint64_t>(i), pub->model->schema(), false, &buf,
-                                     nullptr, nullptr);
+    Status st = pub->decoder->Decode(pr.documents(i), static_cast<uint64_t>(i), pub->model->schema(), kGrowNothing,
+                                     &buf, nullptr, nullptr);
     if (st.ok()) st = pub->model->Score(buf.View(), state->get(), scores.data());
     if (!st.ok()) return ErrorResponse(id, v1::Response::INVALID_REQUEST, "predict: " + st.message());
     Posterior(scores.data(), K, probs.data());

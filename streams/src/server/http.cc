@@ -402,8 +402,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     json predictions = json::array();
     DocumentBuffer buf;
     for (int i = 0; i < pr.documents_size(); ++i) {
-      Status st = pub->decoder->Decode(pr.documents(i), static_cast<uint64_t>(i), pub->model->schema(), false, &buf,
-                                       nullptr, nullptr);
+      Status st = pub->decoder->Decode(pr.documents(i), static_cast<uint64_t>(i), pub->model->schema(), kGrowNothing,
+                                       &buf, nullptr, nullptr);
       if (st.ok()) st = pub->model->Score(buf.View(), state->get(), scores.data());
       if (!st.ok()) return Error(400, "predict: " + st.message(), i);
       Posterior(scores.data(), K, probs.data());

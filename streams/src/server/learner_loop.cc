@@ -104,15 +104,11 @@ void Server::Impl::LearnerLoop() {
 
 Status Server::Impl::Apply(const v1::WalRecord& rec) {
   DocumentBuffer buf;
-  std::string new_class;
-  Status st = learner_decoder->Decode(rec.document(), rec.sequence(), model->schema(), true, &buf, &new_class, nullptr);
-  if (st.ok() && !new_class.empty()) {
-    // The decoder holds no class list (labels are looked up in the schema
-    // passed to Decode), so it stands; a classifier's layout changed, and the
-    // learner rebuilds itself on its next document.
-    st = model->AddClass(new_class);
-    if (st.ok()) buf.label = model->schema().ClassIndex(new_class);
-  }
+  // New classes and terms are added to the model (the decoder looks labels
+  // and terms up in the schema passed to it, so it stands); a changed layout
+  // makes the learner rebuild itself on its next document.
+  Status st =
+      DecodeGrowing(*learner_decoder, rec.document(), rec.sequence(), model.get(), kGrowClassesAndTerms, &buf, nullptr);
   if (st.ok()) {
     // An infeasible SEP / ADF update is skipped by the engine (the model
     // unchanged); it is counted like a refused document.

@@ -407,6 +407,18 @@ void SourceReader::Run() {
       connected_ = true;
       backoff_ms = 100;
     }
+    // Sampled before the retry of refused acknowledgements below, so that
+    // the gauges stay current while a broker refuses them.
+    if (Clock::now() - last_lag >= std::chrono::seconds(1)) {
+      uint64_t pending = 0;
+      int64_t lag = -1;
+      if (adapter_->Lag(&pending, &lag).ok()) {
+        pending_ = pending;
+        lag_ = lag;
+      }
+      last_lag = Clock::now();
+      if (!adapter_->connected()) continue;
+    }
     if (!unacked.empty()) {
       Status st = adapter_->Commit(unacked);
       if (!st.ok()) {
@@ -420,16 +432,6 @@ void SourceReader::Run() {
       adapter_->Forget(unacked);
       unacked.clear();
       commit_backoff_ms = 100;
-    }
-    if (Clock::now() - last_lag >= std::chrono::seconds(1)) {
-      uint64_t pending = 0;
-      int64_t lag = -1;
-      if (adapter_->Lag(&pending, &lag).ok()) {
-        pending_ = pending;
-        lag_ = lag;
-      }
-      last_lag = Clock::now();
-      if (!adapter_->connected()) continue;
     }
     Status st = adapter_->Read(&entries);
     if (!st.ok()) {
