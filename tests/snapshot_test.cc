@@ -243,21 +243,22 @@ TEST_F(SnapshotTest, DifferentPluginVersionRefusedNamingBoth) {
   reg.Scan();
   auto r = Model::Load(path_, reg);
   ASSERT_FALSE(r.ok());
-  EXPECT_THAT(r.status().message(), HasSubstr("version 1.1.0"));
+  EXPECT_THAT(r.status().message(), HasSubstr("version 1.2.0"));
   EXPECT_THAT(r.status().message(), HasSubstr("is version 2.0.0"));
 }
 
-// Semantic versions: the plugin (multinomial 1.1.0, loss hinge 1.1.0) reads
+// Semantic versions: the plugin (multinomial 1.2.0, loss hinge 1.1.0) reads
 // snapshots of its major version written by the same or an older minor and
 // patch version, and refuses the others naming the rule.
 TEST_F(SnapshotTest, OlderMinorVersionsLoadNewerOrOtherMajorsAreRefused) {
   const std::string file = ReadFile(path_);
-  ASSERT_EQ(testing::BuiltinFamily("multinomial")->version, "1.1.0");
+  ASSERT_EQ(testing::BuiltinFamily("multinomial")->version, "1.2.0");
   for (const auto& [version, loads] : std::vector<std::pair<std::string, bool>>{{"1.0.0", true},
                                                                                 {"1.1.0", true},
+                                                                                {"1.2.0", true},
                                                                                 {"1.0.9", true},
-                                                                                {"1.1.1", false},
-                                                                                {"1.2.0", false},
+                                                                                {"1.2.1", false},
+                                                                                {"1.3.0", false},
                                                                                 {"0.9.0", false},
                                                                                 {"2.0.0", false},
                                                                                 {"1.1", false},

@@ -4,7 +4,7 @@
 #include "multinomial_core.h"
 #include "tributary/plugin_sdk.h"
 
-TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_FAMILY, "multinomial", "1.1.0",
+TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_FAMILY, "multinomial", "1.2.0",
                              "multinomial naive Bayes over bags of words (Dirichlet prior)");
 TRIBUTARY_DEFINE_PLUGIN_OPTIONS(tributary::multinomial::kNaiveBayesOptions);
 

@@ -24,9 +24,15 @@ struct Model {
   // >= K); the entries of classes K .. S-1 are padding at raw zero.
   uint32_t S = 0;
   uint64_t V = 0;
-  // Rows of the word block: the vocabulary capacity (ABI 1.5, >= V); the rows
-  // of terms V .. Vcap-1 are padding at raw zero.
+  // Rows of the word block: the vocabulary capacity (ABI 1.5, >= V) and, for
+  // an open vocabulary, one more: the sentinel, row Vcap, a term that never
+  // occurs. Block restarts and rebuild move it as they move any term never
+  // seen, so it holds what a term present from the start and never seen
+  // holds now: a new term's row is a copy of it (add_terms, grow_terms). The
+  // rows V .. Vcap-1 are padding, copies of it too, never scored.
   uint64_t Vcap = 0;
+  bool sentinel = false;
+  uint64_t Rows() const { return Vcap + (sentinel ? 1 : 0); }
   double alpha = 1.0;                  // word pseudo-count
   double class_alpha = 1.0;            // class pseudo-count
   uint64_t word_offset = 0;            // = S
@@ -61,6 +67,7 @@ int Create(Variant variant, const trib_schema* schema, const trib_option* opts, 
     auto m = std::make_unique<Model>();
     m->V = schema->vocab_size;
     m->Vcap = std::max(m->V, room);
+    m->sentinel = room > 0;
     const bool mixture = variant == Variant::kMixture;
     if (!mixture) {  // the mixture's K is its option components; classes only label documents
       if (schema->num_classes == 0 && schema->class_capacity == 0) {
@@ -114,7 +121,7 @@ int Layout(const trib_family_model* mm, trib_block* blocks, uint32_t* num, trib_
   }
   if (*num < 2) return Fail(err, TRIB_ERR_INTERNAL, "layout needs room for 2 blocks");
   blocks[0] = trib_block{0, m->S, 0.0, m->class_alpha, 1.0, 0.0};
-  blocks[1] = trib_block{m->word_offset, m->Vcap * m->S, 0.0, m->alpha, 1.0, 0.0};
+  blocks[1] = trib_block{m->word_offset, m->Rows() * m->S, 0.0, m->alpha, 1.0, 0.0};
   *num = 2;
   return TRIB_OK;
 }
@@ -131,15 +138,16 @@ int Rebuild(trib_family_model* mm, trib_stats* s, const trib_step*, trib_error* 
     std::fill(s->raw + m->K, s->raw + m->S, 0.0);  // padding (a block restart moves it)
     std::fill(m->raw_word_total.begin(), m->raw_word_total.end(), 0.0);
     double* r = s->raw + m->word_offset;
-    for (uint64_t w = 0; w < m->V; ++w) {
+    // Every row gets the check-step, the padding rows and the sentinel too
+    // (as a term never seen would); only the vocabulary's rows count in R[k].
+    for (uint64_t w = 0; w < m->Rows(); ++w) {
       double* row = r + w * m->S;
-      for (uint32_t k = 0; k < m->K; ++k) {
-        row[k] = std::max(row[k], wfloor);
-        m->raw_word_total[k] += row[k];
+      for (uint32_t k = 0; k < m->K; ++k) row[k] = std::max(row[k], wfloor);
+      if (w < m->V) {
+        for (uint32_t k = 0; k < m->K; ++k) m->raw_word_total[k] += row[k];
       }
       std::fill(row + m->K, row + m->S, 0.0);
     }
-    std::fill(r + m->V * m->S, r + m->Vcap * m->S, 0.0);  // padding terms
     return TRIB_OK;
   });
 }
@@ -566,11 +574,13 @@ int GrowClasses(const trib_family_model* om, const trib_stats* os, trib_family_m
   return Guard(err, [&] {
     const Model* o = M(om);
     const Model* n = M(nm);
-    if (n->V != o->V || n->K <= o->K || n->S < n->K) {
+    if (n->V != o->V || n->Rows() != o->Rows() || n->K <= o->K || n->S < n->K) {
       return Fail(err, TRIB_ERR_INTERNAL, "grow_classes: incompatible layouts");
     }
     for (uint32_t k = 0; k < o->K; ++k) ns->raw[k] = os->raw[k];
-    for (uint64_t w = 0; w < o->V; ++w) {
+    // Every row: the vocabulary's, and an open vocabulary's padding and
+    // sentinel (what a term never seen holds, for each old class).
+    for (uint64_t w = 0; w < o->Rows(); ++w) {
       const double* src = os->raw + o->word_offset + w * o->S;
       std::copy(src, src + o->K, ns->raw + n->word_offset + w * n->S);
     }
@@ -592,17 +602,23 @@ int AddClass(trib_family_model* mm, trib_stats*, trib_error* err) {
 
 // ---- Open vocabulary (ABI 1.5) ------------------------------------------------
 
-// The next padded terms come into use: their rows are raw zero (rebuild keeps
-// padding there), i.e. N[w][k] = scale * alpha, what a term present from the
-// start and never seen holds; the totals R[k] (sums of raw) do not change,
-// and M[k] = scale R[k] + shift alpha |W| counts the new terms' prior mass
-// through |W|. O(1).
-int AddTerms(trib_family_model* mm, trib_stats*, uint64_t count, trib_error* err) {
+// The next padded terms come into use: each row becomes a copy of the
+// sentinel's (what a term present from the start and never seen holds now;
+// raw zero, N = scale alpha, until the block's first restart) and joins the
+// totals R[k]; M[k] = scale R[k] + shift alpha |W| counts the new terms'
+// prior mass through |W|. O(count x classes).
+int AddTerms(trib_family_model* mm, trib_stats* s, uint64_t count, trib_error* err) {
   Model* m = M(mm);
-  if (count > m->Vcap - m->V) {
+  if (!m->sentinel || count > m->Vcap - m->V) {
     return Fail(err, TRIB_ERR_INTERNAL, "add_terms: %llu terms do not fit (%llu of %llu rows in use)",
                 static_cast<unsigned long long>(count), static_cast<unsigned long long>(m->V),
                 static_cast<unsigned long long>(m->Vcap));
+  }
+  double* r = s->raw + m->word_offset;
+  const double* never = r + m->Vcap * m->S;
+  for (uint64_t w = m->V; w < m->V + count; ++w) {
+    std::copy(never, never + m->S, r + w * m->S);
+    for (uint32_t k = 0; k < m->K; ++k) m->raw_word_total[k] += never[k];
   }
   m->V += count;
   return TRIB_OK;
@@ -610,16 +626,21 @@ int AddTerms(trib_family_model* mm, trib_stats*, uint64_t count, trib_error* err
 
 // The word block is term-major with the same row stride in both layouts
 // (classes and options are unchanged): the class block and the old rows are
-// one copy each.
+// one copy; every other row of the new layout (the new terms, the padding,
+// the sentinel) is a copy of the old sentinel. Rebuild then sums R[k].
 int GrowTerms(const trib_family_model* om, const trib_stats* os, trib_family_model* nm, trib_stats* ns,
               trib_error* err) {
   return Guard(err, [&] {
     const Model* o = M(om);
     const Model* n = M(nm);
-    if (n->S != o->S || n->K != o->K || n->V < o->V || n->word_offset != o->word_offset) {
+    if (n->S != o->S || n->K != o->K || n->V < o->V || n->word_offset != o->word_offset || !o->sentinel ||
+        !n->sentinel) {
       return Fail(err, TRIB_ERR_INTERNAL, "grow_terms: incompatible layouts");
     }
     std::copy(os->raw, os->raw + o->word_offset + o->V * o->S, ns->raw);
+    const double* never = os->raw + o->word_offset + o->Vcap * o->S;
+    double* r = ns->raw + n->word_offset;
+    for (uint64_t w = o->V; w < n->Rows(); ++w) std::copy(never, never + n->S, r + w * n->S);
     return TRIB_OK;
   });
 }

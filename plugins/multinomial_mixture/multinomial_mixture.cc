@@ -12,7 +12,7 @@
 // Online EM never pushes a count below its prior, so the multinomial check-step
 // change of 1.1.0 (raw >= -abar instead of >= 0) does not bind here: the
 // mixture keeps its version and its snapshots.
-TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_FAMILY, "multinomial-mixture", "1.0.0",
+TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_FAMILY, "multinomial-mixture", "1.1.0",
                              "mixture of multinomials over bags of words (latent class, online EM)");
 TRIBUTARY_DEFINE_PLUGIN_OPTIONS(tributary::multinomial::kMixtureOptions);
 

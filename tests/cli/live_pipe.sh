@@ -5,8 +5,11 @@
 # closes (its report for document i appears before line i+1 is written); the
 # models learned from the pipe (prequential, and train with its defaults)
 # equal, bit for bit (inspect's digest), the models learned from the same
-# documents in a file. The corpus is real: fortunes from Debian's `fortunes`
-# package, labelled by the file they come from.
+# documents in a file. Both ways of reading words nobody listed in advance
+# are run: hashed ids (convert's default for a pipe) and an open vocabulary
+# (--open-vocabulary: the model adds the words as they come). The corpus is
+# real: fortunes from Debian's `fortunes` package, labelled by the file they
+# come from.
 # Usage: live_pipe.sh PATH/TO/tributary SOURCE_DIR
 set -euo pipefail
 T=$1
@@ -14,9 +17,12 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-/usr/bin/python3 - "$T" "$dir" <<'PY'
+run_mode() {  # run_mode NAME [convert flags...]
+mode=$1
+shift
+/usr/bin/python3 - "$T" "$dir" "$@" <<'PY'
 import os, select, subprocess, sys, time
-T, d = sys.argv[1], sys.argv[2]
+T, d, conv_flags = sys.argv[1], sys.argv[2], sys.argv[3:]
 def fortunes(name, n):
     out, cur = [], []
     for line in open("/usr/share/games/fortunes/" + name, encoding="utf-8", errors="replace"):
@@ -37,7 +43,7 @@ for i in range(80):
 open(os.path.join(d, "all.tsv"), "w").writelines(lines)
 
 # convert | prequential, fed line by line.
-conv = subprocess.Popen([T, "convert", "-q", "--format", "tsv", "--in", "-", "--out", "-"],
+conv = subprocess.Popen([T, "convert", "-q", "--format", "tsv", "--in", "-", "--out", "-"] + conv_flags,
                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 preq = subprocess.Popen([T, "prequential", "--in", "-", "--every", "1", "--out", os.path.join(d, "pipe.trib")],
                         stdin=conv.stdout, stdout=subprocess.PIPE)
@@ -73,26 +79,37 @@ print("live pipe: %d documents, %d of them seen learned before the next line was
 PY
 
 # The same documents from a file: the live conversion saved, then learned.
-"$T" convert -q --format tsv --in - --out "$dir/live.tds" < <(cat "$dir/all.tsv")
+"$T" convert -q --format tsv "$@" --in - --out "$dir/live.tds" < <(cat "$dir/all.tsv")
 # A file has a length (train and prequential count its documents for n); the
 # pipe's is unknown (n = 10000 by default): the file run is given that n.
 "$T" prequential --in "$dir/live.tds" --every 0 --n 10000 --out "$dir/file.trib" > /dev/null
 digest() { "$T" inspect --model "$1" --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["stats_digest"])'; }
 [[ $(digest "$dir/pipe.trib") == $(digest "$dir/file.trib") ]] ||
-  fail "prequential from the pipe and from the file learned different models"
+  fail "$mode: prequential from the pipe and from the file learned different models"
 
 # train with its defaults (no tuning flags) from a pipe of the live
 # conversion, against the same documents from the file (one pass).
-cat "$dir/all.tsv" | "$T" convert -q --format tsv --in - --out - | "$T" train -q --in - --out "$dir/train_pipe.trib"
+cat "$dir/all.tsv" | "$T" convert -q --format tsv "$@" --in - --out - | "$T" train -q --in - --out "$dir/train_pipe.trib"
 "$T" train -q --in "$dir/live.tds" --epochs 1 --n 10000 --out "$dir/train_file.trib"
 [[ $(digest "$dir/train_pipe.trib") == $(digest "$dir/train_file.trib") ]] ||
-  fail "train from the pipe and from the file learned different models"
-# The header of a live conversion: hashed ids, open classes, no count.
+  fail "$mode: train from the pipe and from the file learned different models"
+# The header of a live conversion: hashed ids (or an open vocabulary), open
+# classes, no count.
 "$T" inspect --model "$dir/train_pipe.trib" --json | /usr/bin/python3 -c '
 import json, sys
-m = json.load(sys.stdin)
-assert m["vocabulary_size"] == 262144, m["vocabulary_size"]
+m, mode = json.load(sys.stdin), sys.argv[1]
+if mode == "hashed":
+    assert m["vocabulary"] == "hashed" and m["vocabulary_size"] == 262144, m["vocabulary_size"]
+else:
+    # The words of 240 fortunes, learned as they came, with room to spare.
+    assert m["vocabulary"] == "open", m["vocabulary"]
+    assert 1000 < m["vocabulary_size"] < 20000, m["vocabulary_size"]
+    assert m["vocabulary_size"] <= m["vocab_capacity"] <= 1.5 * m["vocabulary_size"] + 1024, m
 assert m["effective_size"] == 10000, m["effective_size"]
 assert sorted(m["classes"]) == ["computers", "food", "science"], m["classes"]
-' || fail "a live conversion should hash into 2^18 ids and learn the three classes"
-echo "live_pipe: OK"
+' "$mode" || fail "$mode: a live conversion should give the vocabulary of its mode and learn the three classes"
+echo "live_pipe ($mode): OK"
+}
+
+run_mode hashed
+run_mode open --open-vocabulary

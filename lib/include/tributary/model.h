@@ -165,8 +165,9 @@ class Model {
   Status AddClass(const std::string& name);
   // Adds the terms of `names` the vocabulary lacks, in order (schema with an
   // open vocabulary; the family must provide ABI 1.5 add_terms, as
-  // multinomial does). Their statistics start at the current prior level:
-  // what a term present from the start and never seen would hold. While there
+  // multinomial does). Their statistics start where a term present from the
+  // start and never seen would be (tests/open_vocabulary_test.cc: bit for
+  // bit, under NLL whose first step moves every entry). While there
   // is room (vocab_capacity()) the terms come into use in place, O(terms x
   // classes), scoring states stay valid and layout_version() does not change;
   // when the room is exhausted the model is re-created with 1.5 times as much

@@ -167,11 +167,12 @@ typedef struct trib_schema {
   /* ---- ABI 1.5 ---- */
   /* Room for terms (>= vocab_size), set by the host only for families with
    * add_terms, and only for a model with an open vocabulary (0 otherwise: no
-   * room). Such a family lays its statistics out for vocab_capacity terms;
-   * the entries of terms vocab_size .. vocab_capacity-1 are padding: raw
-   * zero, never scored, never touched by accumulate or commit, set to zero by
-   * rebuild, until add_terms brings them into use. With room, vocab_size may
-   * be 0 (a live stream whose words come with its documents). */
+   * room). Such a family lays its statistics out for vocab_capacity terms
+   * (and whatever it needs besides, e.g. multinomial's sentinel row of a
+   * term that never occurs); the entries of terms vocab_size ..
+   * vocab_capacity-1 are padding: never scored, never touched by accumulate
+   * or commit, until add_terms brings them into use. With room, vocab_size
+   * may be 0 (a live stream whose words come with its documents). */
   uint64_t vocab_capacity;
 } trib_schema;
 
@@ -444,11 +445,13 @@ typedef struct trib_family_vtable {
   /* Optional (NULL: the family cannot gain terms; a model with an open
    * vocabulary is refused at creation). Brings the next `count` padded terms
    * (ids vocab_size .. vocab_size+count-1, see trib_schema.vocab_capacity)
-   * into use in place: the layout does not change, their statistics are raw
-   * zero (each block's current prior level: a term that joins at step t
-   * holds what a term present from the start and never seen would hold) and
-   * the family extends its caches and its term count. Cost O(count x
-   * statistics of one term). Scoring states made before stay valid: a family
+   * into use in place: the layout does not change; their statistics become
+   * what a term present from the start and never seen would hold now (not
+   * raw zero in general: the host's block restarts, e.g. sdEM's first NLL
+   * step with rho = 1, and rebuild's check-step move never-seen entries; a
+   * family can keep a row that never occurs and copy it), and the family
+   * extends its caches and its term count. Cost O(count x statistics of one
+   * term). Scoring states made before stay valid: a family
    * whose state depends on the vocabulary size must not provide add_terms.
    * The host calls it only when vocab_size + count <= vocab_capacity, does
    * not call rebuild afterwards, and refuses a family that has add_terms
@@ -459,8 +462,9 @@ typedef struct trib_family_vtable {
    * out `new_stats` (raw zero; each block's scale/shift copied from the old
    * block of the same position) and asks the family to copy every old
    * term's raw statistics (and every statistic that is not per term) to
-   * their place in the new layout. The new terms keep raw zero. The host
-   * calls rebuild afterwards. O(model). */
+   * their place in the new layout, and to give the new terms what a term
+   * never seen holds (as add_terms does). The host calls rebuild afterwards.
+   * O(model). */
   int (*grow_terms)(const trib_family_model* old_model, const trib_stats* old_stats, trib_family_model* new_model,
                     trib_stats* new_stats, trib_error* err);
 } trib_family_vtable;

@@ -67,6 +67,10 @@ int RunInspect(const std::string& path, bool as_json) {
   j["loss"] = m.loss_plugin() ? m.loss_plugin()->name : "";
   j["classes"] = m.schema().classes();
   j["vocabulary_size"] = m.schema().vocab_size();
+  // "open": terms are added as they come (vocab_capacity: the room the
+  // statistics have); "hashed"; or "closed".
+  j["vocabulary"] = m.schema().open_vocabulary() ? "open" : m.schema().hashed() ? "hashed" : "closed";
+  if (m.schema().open_vocabulary()) j["vocab_capacity"] = m.vocab_capacity();
   j["statistics"] = m.stats().size();
   j["updates"] = ls.updates;
   j["effective_size"] = ls.effective_size;
