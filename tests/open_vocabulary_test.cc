@@ -352,5 +352,27 @@ TEST(OpenVocabularyTest, HashedModelsReadOpenStreams) {
   EXPECT_THAT(st.message(), HasSubstr("without a vocabulary"));
 }
 
+// The server's decoder speaks the model's own ids: with an open vocabulary
+// an id is checked against the vocabulary as it has grown since the decoder
+// was made (a learn request checked against the published model and applied
+// to the learner's must agree), and refused past it by name.
+TEST(OpenVocabularyTest, ModelIdsFollowTheGrowingVocabulary) {
+  auto model = NewModel(OpenSchema({"a"}), "ncll");
+  ASSERT_TRUE(model);
+  auto dec = DocumentDecoder::ForModel(model->schema());
+  ASSERT_TRUE(dec.ok());
+  ASSERT_TRUE(model->AddTerms({"x", "y", "z"}).ok());
+  v1::Document d;
+  d.add_term_ids(2);
+  d.add_term_ids(0);
+  DocumentBuffer buf;
+  ASSERT_TRUE(dec->Decode(d, 0, model->schema(), kGrowNothing, &buf, nullptr, nullptr).ok());
+  EXPECT_EQ(buf.term_ids, (std::vector<uint32_t>{0, 2}));
+  d.add_term_ids(3);
+  Status st = dec->Decode(d, 6, model->schema(), kGrowClassesAndTerms, &buf, nullptr, nullptr);
+  ASSERT_TRUE(st.IsInvalidDocument());
+  EXPECT_THAT(st.message(), HasSubstr("document #6: term id 3 out of range: the model's vocabulary has 3 terms"));
+}
+
 }  // namespace
 }  // namespace tributary

@@ -236,6 +236,14 @@ Result<DocumentDecoder> DocumentDecoder::Create(const ModelSchema& model, const 
   return d;
 }
 
+Result<DocumentDecoder> DocumentDecoder::ForModel(const ModelSchema& model) {
+  v1::Schema own;
+  model.ToProto(&own);
+  auto d = Create(model, own);
+  if (d.ok() && model.open_vocabulary()) d->model_ids_ = true;
+  return d;
+}
+
 namespace {
 bool Finite(double x) { return std::isfinite(x); }
 std::string Num(double x) {
@@ -323,6 +331,14 @@ Status DocumentDecoder::Decode(const v1::Document& doc, uint64_t index, const Mo
     const uint32_t sid = doc.term_ids(i);
     const double c = doc.term_counts_size() ? doc.term_counts(i) : 1.0;
     TRIB_RETURN_IF_ERROR(check_count("term_counts", i, c));
+    if (model_ids_) {  // the model's own ids, its vocabulary as it is now
+      if (sid >= model.vocab_size()) {
+        return bad("term id " + std::to_string(sid) + " out of range: the model's vocabulary has " +
+                   std::to_string(model.vocab_size()) + " terms (send new terms as tokens or text)");
+      }
+      add_term(static_cast<int64_t>(sid), c, nullptr);
+      continue;
+    }
     if (stream_vocab_size_ == 0) {
       return bad("term id " + std::to_string(sid) +
                  " in a stream without a vocabulary (expected terms named in tokens or text, or a stream header "

@@ -130,6 +130,12 @@ class DocumentDecoder {
   // Fails when the stream's schema cannot be mapped onto the model (hashed vs
   // vocabulary, different hashed_dim, feature kinds that do not match).
   static Result<DocumentDecoder> Create(const ModelSchema& model, const v1::Schema& stream);
+  // A decoder of documents in the model's own id space (what the server's
+  // clients and its log speak): term ids are the model's, and with an open
+  // vocabulary they are checked against the vocabulary of the schema passed
+  // to Decode (the model's as it is then), not as it was when the decoder
+  // was made.
+  static Result<DocumentDecoder> ForModel(const ModelSchema& model);
 
   // Decodes `doc` (frame `index` of the stream, 0-based among documents).
   // Errors (kInvalidDocument) name the document and say expected vs found:
@@ -169,6 +175,7 @@ class DocumentDecoder {
   // The stream's term names, kept when the model's vocabulary is open: a
   // term unseen when the decoder was made may have been added since.
   std::vector<std::string> stream_terms_;
+  bool model_ids_ = false;  // ForModel with an open vocabulary
   uint64_t stream_vocab_size_ = 0;
   bool hashed_ = false;
   uint64_t hashed_dim_ = 0;

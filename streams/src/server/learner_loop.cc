@@ -136,7 +136,7 @@ Status Server::Impl::Publish() {
   auto p = std::make_shared<Published>();
   p->version = model->learner_state().updates;
   model->schema().ToProto(&p->schema);
-  auto dec = DocumentDecoder::Create(model->schema(), p->schema);
+  auto dec = DocumentDecoder::ForModel(model->schema());
   if (!dec.ok()) return dec.status();
   p->decoder.emplace(std::move(dec).value());
   p->model = std::shared_ptr<const Model>(std::move(clone).value().release());

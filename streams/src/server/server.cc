@@ -267,9 +267,9 @@ Status Server::Impl::Recover(std::unique_ptr<Model> initial) {
   s.applied_sequence = after;
   s.snapshot_sequence = after;
   if (!s.model->loss_plugin()) return Status::InvalidArgument("serve: the model has no loss to learn with");
-  v1::Schema schema;
-  s.model->schema().ToProto(&schema);
-  auto dec = DocumentDecoder::Create(s.model->schema(), schema);
+  // Term ids on the wire and in the log are the model's own (with an open
+  // vocabulary: as it has grown since).
+  auto dec = DocumentDecoder::ForModel(s.model->schema());
   if (!dec.ok()) return dec.status();
   s.learner_decoder.emplace(std::move(dec).value());
   std::string engine = s.opt.engine;
