@@ -14,7 +14,8 @@
 # Then the server's three ways in (below). Needs redis-server (scripts/
 # install_deps.sh).
 # Usage: bench/live_sources.sh OUT.md BUILD_DIR   (COPIES=10 REPS=3;
-#   SERVE_FLAGS="..." adds flags to the three servers)
+#   SERVE_FLAGS="..." adds flags to the three servers; CONVERT_FLAGS="..."
+#   to the conversions, e.g. --open-vocabulary)
 set -euo pipefail
 OUT=$1
 B=$(cd "$2" && pwd)
@@ -28,7 +29,7 @@ trap 'rm -rf "$dir"' EXIT
 /usr/bin/python3 "$here/scripts/fortunes_to_tsv.py" --train "$dir/one.tsv" --test "$dir/test.tsv" 2>/dev/null
 for ((i = 0; i < COPIES; i++)); do cat "$dir/one.tsv"; done >"$dir/train.tsv"
 docs=$(wc -l <"$dir/train.tsv")
-cat "$dir/train.tsv" | "$T" convert -q --format tsv --in - --out "$dir/train.pb"
+cat "$dir/train.tsv" | "$T" convert -q --format tsv ${CONVERT_FLAGS:-} --in - --out "$dir/train.pb"
 
 best() {  # command...: the best wall time of REPS runs, seconds
   local b=
@@ -43,10 +44,11 @@ best() {  # command...: the best wall time of REPS runs, seconds
 }
 file=$(best "'$T' train -q --in '$dir/train.pb' --epochs 1 --n 10000 --out '$dir/file.trib'")
 stdin=$(best "cat '$dir/train.pb' | '$T' train -q --in - --out '$dir/stdin.trib'")
-live=$(best "cat '$dir/train.tsv' | '$T' convert -q --format tsv --in - --out - | '$T' train -q --in - --out '$dir/live.trib'")
+live=$(best "cat '$dir/train.tsv' | '$T' convert -q --format tsv ${CONVERT_FLAGS:-} --in - --out - | '$T' train -q --in - --out '$dir/live.trib'")
 
 # The server's ways in: the same documents into `serve` (its defaults for a
-# model with no schema: hashed text, open classes, n = 10000), timed from the
+# model with no schema: text with an open vocabulary, open classes, n = 10000;
+# SERVE_FLAGS="--hashed-dim 262144" for hashed text), timed from the
 # first byte sent until /metrics says all are learned; then SIGTERM and the
 # final snapshot. The three servers learn the same documents in the same
 # order, so their models must be equal.
@@ -128,7 +130,7 @@ ratio() { /usr/bin/python3 -c "print('%.2f' % ($2 / $1))"; }
 {
   echo "## Live sources: $(date -u +%Y-%m-%d), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
   echo
-  echo "$docs documents (fortunes training split x $COPIES), best of $REPS; the three models equal by digest: $same."
+  echo "$docs documents (fortunes training split x $COPIES), best of $REPS; conversion flags: ${CONVERT_FLAGS:-none}; the three models equal by digest: $same."
   echo
   echo "| source | seconds | documents/s | vs file |"
   echo "|---|---|---|---|"

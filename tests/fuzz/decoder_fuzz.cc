@@ -3,7 +3,7 @@
 // fixed schemas: a vocabulary (the stream's in the model's order, or in
 // another order with terms the model does not know), hashed term ids, real,
 // count and categorical features (with categories in another order and one
-// the model does not know), features only, open classes.
+// the model does not know), features only, open classes, an open vocabulary.
 //
 // Input: byte 0 picks the case, the rest is the serialized v1::Document.
 //   bits 0..2  the schema pair (mod kCases)
@@ -16,7 +16,9 @@
 // decoder promises: term ids strictly increasing and in the model's range,
 // counts finite and > 0, as many reals and categoricals as the model has,
 // reals finite, categories in range, a finite weight > 0, a label known to
-// the model (or a new one only when allowed). Then SplitForCompletion and a
+// the model (or a new one only when allowed), new terms listed only for an
+// open vocabulary when allowed, each once, unknown to the model, non-empty
+// and at most kMaxNewTermBytes long. Then SplitForCompletion and a
 // DocumentSet copy are made of it, and the copy must equal the original.
 #include <cmath>
 #include <cstddef>
@@ -100,6 +102,14 @@ std::vector<Case> MakeCases() {
     AddFeature(&m, "k", FeatureSpec::COUNT);
     pairs.emplace_back(m, m);
   }
+  {  // 5: an open vocabulary (new terms listed when allowed), open classes
+    Schema m;
+    AddTerms(&m, {"t0", "t1", "t2", "t3"});
+    AddClasses(&m, {"a"});
+    m.set_open_vocabulary(true);
+    m.set_open_classes(true);
+    pairs.emplace_back(m, m);
+  }
   std::vector<Case> cases;
   for (auto& [m, s] : pairs) {
     auto model = tributary::ModelSchema::FromProto(m);
@@ -131,6 +141,13 @@ void CheckDecoded(const tributary::DocumentBuffer& d, const tributary::ModelSche
   }
   FUZZ_CHECK(std::isfinite(d.weight) && d.weight > 0, "weight not finite and > 0");
   FUZZ_CHECK(d.label >= -1 && d.label < static_cast<int64_t>(model.classes().size()), "label out of range");
+  FUZZ_CHECK(d.new_terms.empty() || (allow_new && model.open_vocabulary()), "new terms where none are allowed");
+  for (size_t i = 0; i < d.new_terms.size(); ++i) {
+    const std::string& t = d.new_terms[i];
+    FUZZ_CHECK(!t.empty() && t.size() <= tributary::kMaxNewTermBytes, "a new term empty or too long");
+    FUZZ_CHECK(model.TermIndex(t) < 0, "a known term listed as new");
+    for (size_t j = 0; j < i; ++j) FUZZ_CHECK(d.new_terms[j] != t, "a new term listed twice");
+  }
   if (!new_class.empty()) {
     FUZZ_CHECK(allow_new && model.open_classes() && d.label == -1, "a new class where none is allowed");
     FUZZ_CHECK(model.ClassIndex(new_class) < 0, "a known class reported as new");
