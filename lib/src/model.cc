@@ -386,9 +386,16 @@ Status Model::GrowClasses(const std::string& name) {
   auto r = CreateInternal(family_, loss_, grown, options_, room, vocab_capacity_);
   if (!r.ok() && room > k) r = CreateInternal(family_, loss_, grown, options_, k, vocab_capacity_);
   if (!r.ok()) return r.status().WithContext("adding class '" + name + "'");
-  auto nm = std::move(r).value();
+  return TakeGrown(std::move(r).value(), fv.grow_classes, "grow_classes", "adding a class");
+}
+
+// The statistics of this model copied by the family's `grow` (grow_classes
+// or grow_terms) into `nm`, a model of the grown schema made by
+// CreateInternal (blocks' scale and shift carried over, rebuild after), whose
+// layout, schema and room this model then takes.
+Status Model::TakeGrown(std::unique_ptr<Model> nm, GrowFn grow, const char* call, const char* what) {
   if (nm->stats_.blocks().size() != stats_.blocks().size()) {
-    return Status::Internal("family '" + family_->name + "' changed its number of blocks when adding a class");
+    return Status::Internal("family '" + family_->name + "' changed its number of blocks when " + what);
   }
   for (size_t b = 0; b < stats_.blocks().size(); ++b) {
     nm->stats_.mutable_blocks()[b].scale = stats_.blocks()[b].scale;
@@ -397,14 +404,15 @@ Status Model::GrowClasses(const std::string& name) {
   trib_error err{};
   trib_stats old_view = stats_.ConstView();
   trib_stats new_view = nm->stats_.View();
-  int rc = fv.grow_classes(fmodel_, &old_view, nm->fmodel_, &new_view, &err);
-  if (rc != TRIB_OK) return PluginStatus(rc, err, *family_, "grow_classes");
+  int rc = grow(fmodel_, &old_view, nm->fmodel_, &new_view, &err);
+  if (rc != TRIB_OK) return PluginStatus(rc, err, *family_, call);
   trib_step step{0.0, learner_.effective_size, 0.0, learner_.updates};
   TRIB_RETURN_IF_ERROR(nm->Rebuild(step));
   std::swap(fmodel_, nm->fmodel_);
   stats_ = std::move(nm->stats_);
   num_outputs_ = nm->num_outputs_;
   class_capacity_ = nm->class_capacity_;
+  vocab_capacity_ = nm->vocab_capacity_;
   schema_ = std::move(nm->schema_);
   ++layout_version_;
   return Status::OK();
@@ -454,27 +462,7 @@ Status Model::GrowTerms(const std::vector<std::string>& names) {
   auto r = CreateInternal(family_, loss_, grown, options_, class_capacity_, MaxTermRoom(v));
   if (!r.ok()) r = CreateInternal(family_, loss_, grown, options_, class_capacity_, v);  // no memory to spare
   if (!r.ok()) return r.status().WithContext("adding term '" + names[0] + "'");
-  auto nm = std::move(r).value();
-  if (nm->stats_.blocks().size() != stats_.blocks().size()) {
-    return Status::Internal("family '" + family_->name + "' changed its number of blocks when adding terms");
-  }
-  for (size_t b = 0; b < stats_.blocks().size(); ++b) {
-    nm->stats_.mutable_blocks()[b].scale = stats_.blocks()[b].scale;
-    nm->stats_.mutable_blocks()[b].shift = stats_.blocks()[b].shift;
-  }
-  trib_error err{};
-  trib_stats old_view = stats_.ConstView();
-  trib_stats new_view = nm->stats_.View();
-  int rc = fv.grow_terms(fmodel_, &old_view, nm->fmodel_, &new_view, &err);
-  if (rc != TRIB_OK) return PluginStatus(rc, err, *family_, "grow_terms");
-  trib_step step{0.0, learner_.effective_size, 0.0, learner_.updates};
-  TRIB_RETURN_IF_ERROR(nm->Rebuild(step));
-  std::swap(fmodel_, nm->fmodel_);
-  stats_ = std::move(nm->stats_);
-  vocab_capacity_ = nm->vocab_capacity_;
-  schema_ = std::move(nm->schema_);
-  ++layout_version_;
-  return Status::OK();
+  return TakeGrown(std::move(r).value(), fv.grow_terms, "grow_terms", "adding terms");
 }
 
 Status Model::GrowTo(const ModelSchema& reference) {

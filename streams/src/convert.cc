@@ -362,23 +362,35 @@ void SetTerms(std::vector<uint32_t>* ids, v1::Document* doc) {
   }
 }
 
-// A live input (a pipe, terminal or FIFO) in one pass: the header cannot list
-// a vocabulary or classes nobody has seen yet, so term ids are hashed
-// (opt.hashed_dim, or kLiveHashedDim) and the classes are open; each document
-// is written, and flushed, as soon as its line is complete.
-Status ConvertTsvLive(const ConvertOptions& opt, LineSource* src, ConvertReport* report) {
-  const uint64_t dim = opt.hashed_dim > 0 ? opt.hashed_dim : kLiveHashedDim;
+// One pass over the input, for a live input (a pipe, terminal or FIFO) or an
+// open vocabulary: the header cannot list a vocabulary or classes nobody has
+// seen yet, so the classes are open and the terms are either hashed
+// (opt.hashed_dim, or kLiveHashedDim) or, with opt.open_vocabulary, named in
+// each document (Document.tokens with their counts, in order of first
+// occurrence; Schema.open_vocabulary: a model with an open vocabulary adds
+// the ones it has not seen, any other maps them through its own). A live
+// input's documents are written, and flushed, as soon as their line is
+// complete.
+Status ConvertTsvOnePass(const ConvertOptions& opt, LineSource* src, ConvertReport* report) {
+  const bool open = opt.open_vocabulary;
+  const uint64_t dim = open ? 0 : opt.hashed_dim > 0 ? opt.hashed_dim : kLiveHashedDim;
   v1::StreamHeader header = NewStreamHeader(opt.frame_checksum);
-  header.mutable_schema()->set_hashed_dim(dim);
+  if (open) {
+    header.mutable_schema()->set_open_vocabulary(true);
+  } else {
+    header.mutable_schema()->set_hashed_dim(dim);
+  }
   header.mutable_schema()->set_open_classes(true);
   header.set_source(ToValidUtf8(src->name()));
-  std::unordered_set<uint64_t> hashed_terms;
+  std::unordered_set<uint64_t> distinct;  // 64-bit hashes of the distinct tokens, for the report
   std::unordered_set<std::string> classes;
   report->hashed_dim = dim;
+  const bool live = src->live();
   return WriteStream(opt.out, header, [&](DocumentWriter* writer) -> Status {
-    TRIB_RETURN_IF_ERROR(writer->Flush());  // readers see the header at once
+    if (live) TRIB_RETURN_IF_ERROR(writer->Flush());  // readers see the header at once
     v1::Document doc;
     std::vector<uint32_t> ids;
+    std::unordered_map<std::string, int> slot;  // open: token -> its index in doc.tokens
     return ForEachTsvLine(opt, src, &report->skipped, &report->empty,
                           [&](std::string_view label, const std::vector<std::string>& tokens) -> Status {
                             doc.Clear();
@@ -390,59 +402,23 @@ Status ConvertTsvLive(const ConvertOptions& opt, LineSource* src, ConvertReport*
                               if (classes.insert(doc.label()).second) report->classes = classes.size();
                             }
                             ids.clear();
-                            for (const std::string& t : tokens) {
-                              ids.push_back(static_cast<uint32_t>(HashToken(t, dim)));
-                              if (hashed_terms.size() < kMaxCountedTerms) hashed_terms.insert(HashToken(t, 0));
-                            }
-                            report->terms = hashed_terms.size();
-                            SetTerms(&ids, &doc);
-                            TRIB_RETURN_IF_ERROR(writer->Write(doc));
-                            ++report->documents;
-                            return writer->Flush();
-                          });
-  });
-}
-
-// An open vocabulary (opt.open_vocabulary), in one pass, live or not: the
-// header lists no terms (Schema.open_vocabulary); every document names its
-// terms (Document.tokens with their counts, in order of first occurrence), so
-// a reader whose model has an open vocabulary adds the ones it has not seen
-// and any other reader maps them through its own vocabulary. A live input is
-// flushed document by document.
-Status ConvertTsvOpenVocabulary(const ConvertOptions& opt, LineSource* src, ConvertReport* report) {
-  v1::StreamHeader header = NewStreamHeader(opt.frame_checksum);
-  header.mutable_schema()->set_open_vocabulary(true);
-  header.mutable_schema()->set_open_classes(true);
-  header.set_source(ToValidUtf8(src->name()));
-  std::unordered_set<std::string> terms;
-  std::unordered_set<std::string> classes;
-  const bool live = src->live();
-  return WriteStream(opt.out, header, [&](DocumentWriter* writer) -> Status {
-    if (live) TRIB_RETURN_IF_ERROR(writer->Flush());  // readers see the header at once
-    v1::Document doc;
-    std::unordered_map<std::string, int> slot;  // token -> its index in doc.tokens
-    return ForEachTsvLine(opt, src, &report->skipped, &report->empty,
-                          [&](std::string_view label, const std::vector<std::string>& tokens) -> Status {
-                            doc.Clear();
-                            doc.set_id(std::to_string(src->line()));
-                            if (label.empty()) {
-                              ++report->unlabelled;
-                            } else {
-                              doc.set_label(ToValidUtf8(label));
-                              if (classes.insert(doc.label()).second) report->classes = classes.size();
-                            }
                             slot.clear();
                             for (const std::string& t : tokens) {
+                              if (distinct.size() < kMaxCountedTerms) distinct.insert(HashToken(t, 0));
+                              if (!open) {
+                                ids.push_back(static_cast<uint32_t>(HashToken(t, dim)));
+                                continue;
+                              }
                               auto [it, fresh] = slot.emplace(t, doc.tokens_size());
                               if (fresh) {
                                 doc.add_tokens(t);
                                 doc.add_token_counts(1.0);
-                                if (terms.size() < kMaxCountedTerms) terms.insert(t);
                               } else {
                                 doc.set_token_counts(it->second, doc.token_counts(it->second) + 1.0);
                               }
                             }
-                            report->terms = terms.size();
+                            report->terms = distinct.size();
+                            if (!open) SetTerms(&ids, &doc);
                             TRIB_RETURN_IF_ERROR(writer->Write(doc));
                             ++report->documents;
                             return live ? writer->Flush() : Status::OK();
@@ -451,8 +427,7 @@ Status ConvertTsvOpenVocabulary(const ConvertOptions& opt, LineSource* src, Conv
 }
 
 Status ConvertTsv(const ConvertOptions& opt, LineSource* src, ConvertReport* report) {
-  if (opt.open_vocabulary) return ConvertTsvOpenVocabulary(opt, src, report);
-  if (src->live()) return ConvertTsvLive(opt, src, report);
+  if (opt.open_vocabulary || src->live()) return ConvertTsvOnePass(opt, src, report);
   const bool hashed = opt.hashed_dim > 0;
   // Pass 1: validate, collect the vocabulary and the classes.
   std::unordered_map<std::string, uint32_t> vocab;

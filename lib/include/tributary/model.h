@@ -238,6 +238,8 @@ class Model {
                                                        uint64_t vocab_capacity = 0);
   Status GrowClasses(const std::string& name);
   Status GrowTerms(const std::vector<std::string>& names);
+  using GrowFn = int (*)(const trib_family_model*, const trib_stats*, trib_family_model*, trib_stats*, trib_error*);
+  Status TakeGrown(std::unique_ptr<Model> nm, GrowFn grow, const char* call, const char* what);
   // trib_schema.vocab_capacity for `schema` and `family`: 0 without an open
   // vocabulary or add_terms; else `requested` (0: kFirstTermRoom), at least
   // the vocabulary size. One rule for CreateInternal and Load's layout check.
