@@ -237,10 +237,14 @@ Result<DocumentDecoder> DocumentDecoder::Create(const ModelSchema& model, const 
 }
 
 Result<DocumentDecoder> DocumentDecoder::ForModel(const ModelSchema& model) {
+  // The model's ids need no mapping: made without the vocabulary (the
+  // server makes one at every publication, O(features) instead of
+  // O(vocabulary)), and term ids are checked against the vocabulary passed
+  // to Decode.
   v1::Schema own;
-  model.ToProto(&own);
+  model.ToProto(&own, /*with_vocabulary=*/false);
   auto d = Create(model, own);
-  if (d.ok() && model.open_vocabulary()) d->model_ids_ = true;
+  if (d.ok() && !model.hashed()) d->model_ids_ = true;
   return d;
 }
 
@@ -334,7 +338,8 @@ Status DocumentDecoder::Decode(const v1::Document& doc, uint64_t index, const Mo
     if (model_ids_) {  // the model's own ids, its vocabulary as it is now
       if (sid >= model.vocab_size()) {
         return bad("term id " + std::to_string(sid) + " out of range: the model's vocabulary has " +
-                   std::to_string(model.vocab_size()) + " terms (send new terms as tokens or text)");
+                   std::to_string(model.vocab_size()) + " terms" +
+                   (model.open_vocabulary() ? " (send new terms as tokens or text)" : ""));
       }
       add_term(static_cast<int64_t>(sid), c, nullptr);
       continue;

@@ -72,9 +72,11 @@ void ModelSchema::Index() {
   for (size_t i = 0; i < classes_.size(); ++i) class_index_.emplace(classes_[i], static_cast<uint32_t>(i));
 }
 
-void ModelSchema::ToProto(v1::Schema* out) const {
+void ModelSchema::ToProto(v1::Schema* out, bool with_vocabulary) const {
   out->Clear();
-  for (const auto& t : vocabulary_) out->add_vocabulary(t);
+  if (with_vocabulary) {
+    for (const auto& t : vocabulary_) out->add_vocabulary(t);
+  }
   out->set_hashed_dim(hashed_dim_);
   for (const auto& c : classes_) out->add_class_names(c);
   out->set_open_classes(open_classes_);

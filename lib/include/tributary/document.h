@@ -131,10 +131,10 @@ class DocumentDecoder {
   // vocabulary, different hashed_dim, feature kinds that do not match).
   static Result<DocumentDecoder> Create(const ModelSchema& model, const v1::Schema& stream);
   // A decoder of documents in the model's own id space (what the server's
-  // clients and its log speak): term ids are the model's, and with an open
-  // vocabulary they are checked against the vocabulary of the schema passed
-  // to Decode (the model's as it is then), not as it was when the decoder
-  // was made.
+  // clients and its log speak): term ids are the model's, checked against
+  // the vocabulary of the schema passed to Decode (with an open vocabulary:
+  // the model's as it is then, not as it was when the decoder was made).
+  // O(features) to make, whatever the vocabulary.
   static Result<DocumentDecoder> ForModel(const ModelSchema& model);
 
   // Decodes `doc` (frame `index` of the stream, 0-based among documents).
@@ -175,7 +175,7 @@ class DocumentDecoder {
   // The stream's term names, kept when the model's vocabulary is open: a
   // term unseen when the decoder was made may have been added since.
   std::vector<std::string> stream_terms_;
-  bool model_ids_ = false;  // ForModel with an open vocabulary
+  bool model_ids_ = false;  // ForModel (not hashed)
   uint64_t stream_vocab_size_ = 0;
   bool hashed_ = false;
   uint64_t hashed_dim_ = 0;

@@ -33,7 +33,9 @@ class ModelSchema {
   // Validates: unique non-empty term names, unique class names, categorical
   // features with >= 1 category. Zero classes is valid (unlabelled streams).
   static Result<ModelSchema> FromProto(const v1::Schema& proto);
-  void ToProto(v1::Schema* out) const;
+  // `with_vocabulary` false leaves the vocabulary out (a decoder of the
+  // model's own ids needs only the rest).
+  void ToProto(v1::Schema* out, bool with_vocabulary = true) const;
 
   uint64_t vocab_size() const { return hashed_dim_ ? hashed_dim_ : vocabulary_.size(); }
   bool hashed() const { return hashed_dim_ != 0; }

@@ -135,7 +135,6 @@ Status Server::Impl::Publish() {
   if (!clone.ok()) return clone.status();
   auto p = std::make_shared<Published>();
   p->version = model->learner_state().updates;
-  model->schema().ToProto(&p->schema);
   auto dec = DocumentDecoder::ForModel(model->schema());
   if (!dec.ok()) return dec.status();
   p->decoder.emplace(std::move(dec).value());

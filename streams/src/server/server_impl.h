@@ -126,7 +126,6 @@ struct Published {
   std::shared_ptr<const Model> model;
   uint64_t version = 0;
   std::optional<DocumentDecoder> decoder;
-  v1::Schema schema;
 };
 
 // One acknowledged-or-not learn request on its way through the committer.
