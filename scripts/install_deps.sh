@@ -13,7 +13,12 @@ pkgs=(cmake ninja-build g++ pkg-config python3 python3-protobuf
       fortunes fortunes-min bible-kjv
       # scripts/fuzz.sh: clang with libFuzzer and the sanitizer runtimes
       # (libclang-rt-14-dev is only a Recommends of clang-14).
-      clang-14 libclang-rt-14-dev)
+      clang-14 libclang-rt-14-dev
+      # the Python package (python/): pybind11, a venv with pip for the
+      # offline install, numpy/scipy/scikit-learn for tributary.sklearn and
+      # its tests, matplotlib for tributary.plot and `prequential --plot`
+      python3-dev python3-venv python3-pip python3-wheel python3-setuptools pybind11-dev python3-pybind11
+      python3-numpy python3-scipy python3-sklearn python3-matplotlib python3-pytest)
 if [[ "${1:-}" == "--demo" ]]; then
   pkgs+=(liblinear-tools)
 fi

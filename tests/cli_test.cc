@@ -612,7 +612,7 @@ TEST_F(CliTest, UsageErrorsExitTwo) {
   EXPECT_EQ(Run("frobnicate", &out, true), 2);
   std::string s = MakeStream("s.pb", 20, 1);
   EXPECT_EQ(Run("train --in " + s + " --out " + dir_ + "/y --schedule sideways", &out, true), 1);
-  EXPECT_THAT(out, HasSubstr("--schedule 'sideways': expected inverse, poly or constant"));
+  EXPECT_THAT(out, HasSubstr("schedule 'sideways': expected inverse, poly or constant"));
   EXPECT_EQ(Run("train --in " + s + " --out " + dir_ + "/y --prior banana", &out, true), 1);
   EXPECT_THAT(out, HasSubstr("prior='banana'"));
   EXPECT_EQ(Run("train --in " + s + " --out " + dir_ + "/y --opt colour=blue", &out, true), 1);

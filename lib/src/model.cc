@@ -1,5 +1,7 @@
 #include "tributary/model.h"
 
+#include "tributary/checksum.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -472,6 +474,19 @@ Status Model::GrowTo(const ModelSchema& reference) {
   if (!schema_.open_vocabulary() || reference.vocab_size() <= schema_.vocab_size()) return Status::OK();
   const auto& v = reference.vocabulary();
   return AddTerms(std::vector<std::string>(v.begin() + static_cast<std::ptrdiff_t>(schema_.vocab_size()), v.end()));
+}
+
+std::string Model::StatsDigest() const {
+  // As boost::crc_32_type over the same bytes (checksum.h), which 0.1's
+  // inspect used: digests printed before stay comparable.
+  uint32_t crc = Crc32(stats_.raw().data(), stats_.raw().size() * sizeof(double));
+  for (const auto& b : stats_.blocks()) {
+    crc = Crc32(&b.scale, sizeof b.scale, crc);
+    crc = Crc32(&b.shift, sizeof b.shift, crc);
+  }
+  char digest[16];
+  std::snprintf(digest, sizeof digest, "%08x", crc);
+  return digest;
 }
 
 }  // namespace tributary

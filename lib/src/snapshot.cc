@@ -118,6 +118,13 @@ Result<uint64_t> LayoutSize(const Plugin& family, const ModelSchema& schema, con
 }  // namespace
 
 Status Model::Save(const std::string& path, const SnapshotOptions& options) const {
+  auto file = Serialize(options, path);
+  if (!file.ok()) return file.status();
+  Env* env = options.env ? options.env : Env::Default();
+  return env->WriteFileAtomically(path, *file);
+}
+
+Result<std::string> Model::Serialize(const SnapshotOptions& options, const std::string& path) const {
   v1::ModelSnapshot snap;
   FillPluginRef(*family_, snap.mutable_family());
   if (loss_) FillPluginRef(*loss_, snap.mutable_loss());
@@ -175,9 +182,7 @@ Status Model::Save(const std::string& path, const SnapshotOptions& options) cons
   PutLE(&file, payload.size(), 8);
   file += payload;
   PutLE(&file, Crc32(payload), 4);
-
-  Env* env = options.env ? options.env : Env::Default();
-  return env->WriteFileAtomically(path, file);
+  return file;
 }
 
 Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const PluginRegistry& registry, Env* env,
@@ -186,6 +191,11 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const Plugin
   std::string file;
   Status read = env->ReadFileToString(path, &file);
   if (!read.ok()) return read.WithContext("snapshot '" + path + "'");
+  return Parse(file, path, registry, log_sequence);
+}
+
+Result<std::unique_ptr<Model>> Model::Parse(const std::string& file, const std::string& path,
+                                            const PluginRegistry& registry, uint64_t* log_sequence) {
   auto corrupt = [&](const std::string& why) { return Status::Corruption("snapshot '" + path + "': " + why); };
   if (file.size() < sizeof(kMagic) || std::memcmp(file.data(), kMagic, sizeof(kMagic)) != 0) {
     return corrupt("not a Tributary snapshot (expected magic \"TRIBSNAP\" at the start)");

@@ -619,4 +619,70 @@ Result<std::unique_ptr<Model>> Trainer::Finish(TrainReport* report) {
   return std::move(k.model);
 }
 
+std::vector<CandidateSpec> DefaultCandidates(const ModelConfig& base, bool streaming) {
+  auto has_key = [](const Options& kvs, const std::string& key) {
+    return std::any_of(kvs.begin(), kvs.end(), [&](const auto& kv) { return kv.first == key; });
+  };
+  const bool prior_fixed = has_key(base.family_options, "prior");
+  const bool margin_search = base.loss == "hinge" && !has_key(base.loss_options, "margin");
+  std::vector<std::string> priors = {""};
+  if (!prior_fixed) priors = streaming ? std::vector<std::string>{"", "3"} : std::vector<std::string>{"", "3", "10"};
+  std::vector<std::string> margins = {""};
+  if (margin_search) margins = {"", "10"};
+  std::vector<CandidateSpec> out;
+  auto add = [&](const std::string& prior, const std::string& margin) {
+    CandidateSpec c;
+    c.loss = base.loss;
+    c.label = base.loss;
+    if (!prior.empty()) {
+      c.family_options.emplace_back("prior", prior);
+      c.label += " prior=" + prior;
+    } else if (!prior_fixed) {
+      c.label += " prior=default";
+    }
+    if (!margin.empty()) {
+      c.loss_options.emplace_back("margin", margin);
+      c.label += " margin=" + margin;
+    } else if (margin_search) {
+      c.label += " margin=1";
+    }
+    out.push_back(std::move(c));
+  };
+  if (streaming) {  // pairs, not the product: at most three learners in all
+    for (size_t i = 0; i < std::max(priors.size(), margins.size()); ++i) {
+      add(priors[std::min(i, priors.size() - 1)], margins[std::min(i, margins.size() - 1)]);
+    }
+  } else {
+    for (const auto& p : priors)
+      for (const auto& m : margins) add(p, m);
+  }
+  CandidateSpec nll;
+  nll.loss = "nll";
+  nll.label = "nll (generative)";
+  nll.generative = true;
+  out.push_back(std::move(nll));
+  return out;
+}
+
+ModelConfig CandidateConfig(const ModelConfig& base, const CandidateSpec& c) {
+  ModelConfig m = base;
+  m.loss = c.loss;
+  auto set = [](Options* opts, const std::string& k, const std::string& v) {
+    for (auto& kv : *opts) {
+      if (kv.first == k) {
+        kv.second = v;
+        return;
+      }
+    }
+    opts->emplace_back(k, v);
+  };
+  if (c.generative) {
+    m.lambda = -1;  // NLL's own default: exact averaging (batch MAP)
+    m.loss_options.clear();
+  }
+  for (const auto& [k, v] : c.family_options) set(&m.family_options, k, v);
+  for (const auto& [k, v] : c.loss_options) set(&m.loss_options, k, v);
+  return m;
+}
+
 }  // namespace tributary

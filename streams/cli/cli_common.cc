@@ -73,7 +73,8 @@ void AddLearnFlags(CLI::App* app, LearnFlags* f) {
   app->add_option("--tau0", f->tau0, "tau0 of the poly schedule")->capture_default_str();
   app->add_option("--kappa", f->kappa, "kappa of the poly schedule")->capture_default_str();
   app->add_option("--rho", f->rho, "step size of the constant schedule")->capture_default_str();
-  app->add_option("--n", f->n, "effective data-set size n (default: the stream length; 10000 for a live stream of unknown length)");
+  app->add_option("--n", f->n,
+                  "effective data-set size n (default: the stream length; 10000 for a live stream of unknown length)");
   app->add_option("--seed", f->seed, "random seed (shuffling, family sampling)")->capture_default_str();
   app->add_flag("--skip-bad", f->skip_bad, "skip and count bad documents instead of stopping");
   app->add_option("--max-frame-bytes", f->max_frame_bytes, "largest accepted frame")->capture_default_str();
@@ -124,18 +125,13 @@ std::string Fmt(double x, int precision) {
   return os.str();
 }
 
-Result<std::unique_ptr<Model>> NewModelFromFlags(const LearnFlags& f, const PluginRegistry& registry,
-                                                 const v1::StreamHeader& header, uint64_t stream_documents,
-                                                 const std::string& source) {
-  // The flags alone first: their errors name the flag or the plugin.
-  auto fam = registry.Find(f.family, TRIB_KIND_FAMILY);
-  if (!fam.ok()) return fam.status();
-  auto loss = registry.Find(f.loss, TRIB_KIND_LOSS);
-  if (!loss.ok()) return loss.status();
-  Options opts;
-  if (!f.prior.empty()) opts.emplace_back("prior", f.prior);
-  if (f.topics > 0) opts.emplace_back("topics", std::to_string(f.topics));
-  if (f.components > 0) opts.emplace_back("components", std::to_string(f.components));
+Result<ModelConfig> ConfigFromFlags(const LearnFlags& f) {
+  ModelConfig c;
+  c.family = f.family;
+  c.loss = f.loss;
+  if (!f.prior.empty()) c.family_options.emplace_back("prior", f.prior);
+  if (f.topics > 0) c.family_options.emplace_back("topics", std::to_string(f.topics));
+  if (f.components > 0) c.family_options.emplace_back("components", std::to_string(f.components));
   auto parse = [](const std::vector<std::string>& kvs, const char* flag, Options* out) {
     for (const auto& kv : kvs) {
       auto eq = kv.find('=');
@@ -146,55 +142,25 @@ Result<std::unique_ptr<Model>> NewModelFromFlags(const LearnFlags& f, const Plug
     }
     return Status::OK();
   };
-  TRIB_RETURN_IF_ERROR(parse(f.options, "--opt", &opts));
-  Options loss_opts;
-  TRIB_RETURN_IF_ERROR(parse(f.loss_options, "--loss-opt", &loss_opts));
-  StepSchedule::Kind schedule_kind;
-  if (f.schedule == "inverse") {
-    schedule_kind = StepSchedule::Kind::kInverseLinear;
-  } else if (f.schedule == "poly") {
-    schedule_kind = StepSchedule::Kind::kPolynomial;
-  } else if (f.schedule == "constant") {
-    schedule_kind = StepSchedule::Kind::kConstant;
-  } else {
-    return Status::InvalidArgument("--schedule '" + f.schedule + "': expected inverse, poly or constant");
-  }
-  // Then the model for the stream's schema: a refusal may be the schema's
-  // (or the header's length) as well as an option's, so it names the stream.
-  auto in_source = [&source](const Status& st) { return NameFile(st, source); };
-  auto schema = ModelSchema::FromProto(header.schema());
-  if (!schema.ok()) return in_source(schema.status());
-  auto model = Model::Create(*fam, nullptr, std::move(schema).value(), std::move(opts), f.seed);
-  if (!model.ok()) return in_source(model.status());
-  if (Status st = (*model)->SetLoss(*loss, std::move(loss_opts)); !st.ok()) return in_source(st);
-  (*model)->learner_state().schedule.lambda = (*loss)->loss().default_lambda;
-  LearnerState& ls = (*model)->learner_state();
-  ls.schedule.kind = schedule_kind;
-  if (f.lambda >= 0) ls.schedule.lambda = f.lambda;
-  ls.schedule.tau0 = f.tau0;
-  ls.schedule.kappa = f.kappa;
-  ls.schedule.rho = f.rho;
-  if ((*model)->latent_outputs() && !f.schedule_given) {
-    // A latent family starts from a random, symmetry-breaking initialisation
-    // that rho_0 = 1 would overwrite with the first document's statistics:
-    // default to a forgetting schedule that starts below 1 (online EM,
-    // Cappe & Moulines 2009; Hoffman et al. 2010 use the same form).
-    ls.schedule.kind = StepSchedule::Kind::kPolynomial;
-    ls.schedule.tau0 = kLatentTau0;
-    ls.schedule.kappa = kLatentKappa;
-  }
-  TRIB_RETURN_IF_ERROR(ls.schedule.Validate());
-  if (f.n > 0) {
-    ls.effective_size = f.n;
-  } else if (stream_documents > 0) {
-    ls.effective_size = static_cast<double>(stream_documents);
-  } else {
-    ls.effective_size = kLiveDefaultN;  // a live stream: its length is unknown
-  }
-  // Families that derive theta from n (e.g. LDA's lambda = n mu) see the
-  // configured n before the first document.
-  if (Status st = (*model)->Rebuild(trib_step{0.0, ls.effective_size, 0.0, 0}); !st.ok()) return in_source(st);
-  return model;
+  TRIB_RETURN_IF_ERROR(parse(f.options, "--opt", &c.family_options));
+  TRIB_RETURN_IF_ERROR(parse(f.loss_options, "--loss-opt", &c.loss_options));
+  c.schedule = f.schedule;
+  c.schedule_given = f.schedule_given;
+  c.lambda = f.lambda;
+  c.tau0 = f.tau0;
+  c.kappa = f.kappa;
+  c.rho = f.rho;
+  c.n = f.n;
+  c.seed = f.seed;
+  return c;
+}
+
+Result<std::unique_ptr<Model>> NewModelFromFlags(const LearnFlags& f, const PluginRegistry& registry,
+                                                 const v1::StreamHeader& header, uint64_t stream_documents,
+                                                 const std::string& source) {
+  auto c = ConfigFromFlags(f);
+  if (!c.ok()) return c.status();
+  return NewModel(*c, registry, header.schema(), stream_documents, source);
 }
 
 Result<uint64_t> StreamLength(const DocumentReader& r, const std::string& path, const LearnFlags& f) {

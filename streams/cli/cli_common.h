@@ -12,6 +12,7 @@
 
 #include "tributary/document.h"
 #include "tributary/model.h"
+#include "tributary/model_config.h"
 #include "tributary/plugin_registry.h"
 #include "tributary/sdem_learner.h"
 #include "tributary/stream_io.h"
@@ -90,21 +91,15 @@ void AddLearnFlags(CLI::App* app, LearnFlags* f);
 // --lambda, --tau0, --kappa or --rho that it has.
 void NoteScheduleGiven(const CLI::App& cmd, LearnFlags* f);
 
-// The step schedule of latent families when the command line sets none:
-// rho_t = (tau0 + t)^-kappa.
-constexpr double kLatentTau0 = 256.0;
-// The effective data-set size n of a stream whose length nobody knows (a
-// live pipe, the server) when --n is not given. Chosen by prequential
-// accuracy on the training streams of two real corpora converted live
-// (fortunes 12,130 and bible 5,364 documents, NCLL, n in 1e3..1e6: 1e4 is
-// within 1 point of the best on both; README "Streaming in").
-constexpr double kLiveDefaultN = 10000.0;
-constexpr double kLatentKappa = 0.7;
+// The settings of a fresh model (model_config.h) from the flags; errors name
+// the flag (a malformed --opt).
+Result<ModelConfig> ConfigFromFlags(const LearnFlags& flags);
 
 // Builds a fresh model for the stream `header` (of the file `source`) from
-// the flags. Errors of the flags alone (an unknown plugin, a malformed --opt)
-// name the flag or the plugin; the others (the schema, a plugin refusing the
-// schema or an option, an unknown length) name `source` too.
+// the flags (ConfigFromFlags, then NewModel: the library's defaults). Errors
+// of the flags alone (an unknown plugin, a malformed --opt) name the flag or
+// the plugin; the others (the schema, a plugin refusing the schema or an
+// option) name `source` too.
 Result<std::unique_ptr<Model>> NewModelFromFlags(const LearnFlags& flags, const PluginRegistry& registry,
                                                  const v1::StreamHeader& header, uint64_t stream_documents,
                                                  const std::string& source);

@@ -137,6 +137,16 @@ class Model {
   // when given, receives SnapshotOptions::log_sequence as saved.
   static Result<std::unique_ptr<Model>> Load(const std::string& path, const PluginRegistry& registry,
                                              Env* env = nullptr, uint64_t* log_sequence = nullptr);
+  // The bytes Save writes (options.env unused), and the model they hold
+  // (Load's checks and errors); `name` stands for the path in messages
+  // ("snapshot '<name>': ..."). Pickling and in-memory copies use these.
+  Result<std::string> Serialize(const SnapshotOptions& options = {}, const std::string& name = "<memory>") const;
+  static Result<std::unique_ptr<Model>> Parse(const std::string& bytes, const std::string& name,
+                                              const PluginRegistry& registry, uint64_t* log_sequence = nullptr);
+  // A digest of the statistics (raw values and each block's scale and
+  // shift), 8 hex digits (CRC-32): equal digests mean bit-identical
+  // statistics. `tributary inspect` prints it as stats_digest.
+  std::string StatsDigest() const;
 
   Result<std::unique_ptr<ScoringState>> NewScoringState(uint64_t seed = 1) const;
 

@@ -53,6 +53,7 @@
 #include "tributary/document.h"
 #include "tributary/learner.h"
 #include "tributary/model.h"
+#include "tributary/model_config.h"
 #include "tributary/status.h"
 
 namespace tributary {
@@ -66,6 +67,18 @@ struct CandidateSpec {
   Options loss_options;
   bool generative = false;  // NLL: order-free, one pass is exact averaging
 };
+
+// The candidates the defaults try for `base` (trainer.h's header): the loss
+// under a small grid of priors ("", 3, 10; streaming "", 3) wherever `base`
+// fixes no prior, and of hinge margins (1, 10) wherever it fixes none, then
+// the generative NLL learner. Streaming pairs them (at most three learners)
+// instead of taking the product.
+std::vector<CandidateSpec> DefaultCandidates(const ModelConfig& base, bool streaming);
+
+// `base` as candidate `c` sets it: c's loss, c's options over base's (a key
+// both give takes c's value); the generative candidate uses NLL's own
+// defaults (its lambda, no loss options).
+ModelConfig CandidateConfig(const ModelConfig& base, const CandidateSpec& c);
 
 // Builds a fresh model (statistics at the prior, schedule and n set) for a
 // candidate. Provided by the front end, which knows the stream's schema and

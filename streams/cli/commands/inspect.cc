@@ -1,5 +1,4 @@
 // `tributary inspect`: summary of a model snapshot.
-#include <boost/crc.hpp>
 #include <cstddef>
 #include <cstdio>
 #include <iostream>
@@ -50,16 +49,6 @@ int RunInspect(const std::string& path, bool as_json) {
   auto mr = Model::Load(path, Registry(), nullptr, &wal_sequence);
   if (!mr.ok()) return ReportError(NameFile(mr.status(), path));
   const Model& m = **mr;
-  // A digest of the statistics (raw values and each block's scale/shift):
-  // equal digests mean bit-identical models.
-  boost::crc_32_type crc;
-  crc.process_bytes(m.stats().raw().data(), m.stats().raw().size() * sizeof(double));
-  for (const auto& b : m.stats().blocks()) {
-    crc.process_bytes(&b.scale, sizeof b.scale);
-    crc.process_bytes(&b.shift, sizeof b.shift);
-  }
-  char digest[16];
-  std::snprintf(digest, sizeof digest, "%08x", crc.checksum());
   const auto& ls = m.learner_state();
   json j;
   j["family"] = m.family().name;
@@ -77,7 +66,7 @@ int RunInspect(const std::string& path, bool as_json) {
   j["schedule"] = ls.schedule.ToString();
   j["skipped_documents"] = ls.skipped_documents;
   j["wal_sequence"] = wal_sequence;
-  j["stats_digest"] = digest;
+  j["stats_digest"] = m.StatsDigest();
   json opts = json::object();
   for (const auto& [k, v] : m.family_options()) opts[k] = v;
   j["family_options"] = opts;

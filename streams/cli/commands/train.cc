@@ -26,54 +26,6 @@ struct TrainFlags {
   std::string in, out;
 };
 
-// The settings train's defaults try (trainer.h): the loss under a small grid
-// of priors (and margins, for the hinge loss) wherever the user fixed none,
-// and the generative NLL learner. Streaming keeps it to three learners.
-std::vector<CandidateSpec> DefaultCandidates(const LearnFlags& f, bool streaming) {
-  auto has_key = [](const std::vector<std::string>& kvs, const std::string& key) {
-    return std::any_of(kvs.begin(), kvs.end(), [&](const std::string& kv) { return kv.rfind(key + "=", 0) == 0; });
-  };
-  const bool prior_fixed = !f.prior.empty() || has_key(f.options, "prior");
-  const bool margin_search = f.loss == "hinge" && !has_key(f.loss_options, "margin");
-  std::vector<std::string> priors = {""};
-  if (!prior_fixed) priors = streaming ? std::vector<std::string>{"", "3"} : std::vector<std::string>{"", "3", "10"};
-  std::vector<std::string> margins = {""};
-  if (margin_search) margins = {"", "10"};
-  std::vector<CandidateSpec> out;
-  auto add = [&](const std::string& prior, const std::string& margin) {
-    CandidateSpec c;
-    c.loss = f.loss;
-    c.label = f.loss;
-    if (!prior.empty()) {
-      c.family_options.emplace_back("prior", prior);
-      c.label += " prior=" + prior;
-    } else if (!prior_fixed) {
-      c.label += " prior=default";
-    }
-    if (!margin.empty()) {
-      c.loss_options.emplace_back("margin", margin);
-      c.label += " margin=" + margin;
-    } else if (margin_search) {
-      c.label += " margin=1";
-    }
-    out.push_back(std::move(c));
-  };
-  if (streaming) {  // pairs, not the product: at most three learners in all
-    for (size_t i = 0; i < std::max(priors.size(), margins.size()); ++i) {
-      add(priors[std::min(i, priors.size() - 1)], margins[std::min(i, margins.size() - 1)]);
-    }
-  } else {
-    for (const auto& p : priors)
-      for (const auto& m : margins) add(p, m);
-  }
-  CandidateSpec nll;
-  nll.loss = "nll";
-  nll.label = "nll (generative)";
-  nll.generative = true;
-  out.push_back(std::move(nll));
-  return out;
-}
-
 // train without tuning flags, for a discriminative loss: candidates chosen on
 // the training stream (lib/include/tributary/trainer.h).
 int RunTrainSelect(const LearnFlags& f, const std::string& in, const std::string& out,
@@ -82,8 +34,10 @@ int RunTrainSelect(const LearnFlags& f, const std::string& in, const std::string
   // Every refusal names the training stream (cli_common.h NameFile).
   auto refuse = [&in](const Status& st) { return ReportError(NameFile(st, in)); };
   const v1::StreamHeader header = reader->header();
+  auto base = ConfigFromFlags(f);
+  if (!base.ok()) return ReportError(base.status());
   TrainerConfig cfg;
-  cfg.candidates = DefaultCandidates(f, streaming);
+  cfg.candidates = DefaultCandidates(*base, streaming);
   cfg.epochs = f.epochs;
   cfg.shuffle = !f.no_shuffle;
   cfg.seed = f.seed;
@@ -93,17 +47,7 @@ int RunTrainSelect(const LearnFlags& f, const std::string& in, const std::string
   if (f.skip_bad) cfg.on_bad = [&bad](const Status& st) { bad.Record(st); };
   Model* classes_from = schema_model.get();
   ModelFactory factory = [&](const CandidateSpec& c) -> Result<std::unique_ptr<Model>> {
-    LearnFlags g = f;
-    g.loss = c.loss;
-    if (c.generative) {
-      g.lambda = -1;  // NLL's own default: exact averaging (batch MAP)
-      g.loss_options.clear();
-    }
-    for (const auto& [k, v] : c.family_options) {
-      if (k == "prior") g.prior = v;
-    }
-    for (const auto& [k, v] : c.loss_options) g.loss_options.push_back(k + "=" + v);
-    auto m = NewModelFromFlags(g, Registry(), header, length, in);
+    auto m = NewModel(CandidateConfig(*base, c), Registry(), header.schema(), length, in);
     if (!m.ok()) return m.status();
     // The documents were decoded into classes_from's ids: classes and terms
     // (an open vocabulary) it gained while reading mean the same here.

@@ -1,0 +1,65 @@
+#include "tributary/model_config.h"
+
+#include <utility>
+
+#include "tributary/v1/tributary.pb.h"
+
+namespace tributary {
+
+Result<std::unique_ptr<Model>> NewModel(const ModelConfig& c, const PluginRegistry& registry,
+                                        const v1::Schema& schema_proto, uint64_t stream_documents,
+                                        const std::string& source) {
+  // The settings alone first: their errors name the setting or the plugin.
+  auto fam = registry.Find(c.family, TRIB_KIND_FAMILY);
+  if (!fam.ok()) return fam.status();
+  auto loss = registry.Find(c.loss, TRIB_KIND_LOSS);
+  if (!loss.ok()) return loss.status();
+  StepSchedule::Kind schedule_kind;
+  if (c.schedule == "inverse") {
+    schedule_kind = StepSchedule::Kind::kInverseLinear;
+  } else if (c.schedule == "poly") {
+    schedule_kind = StepSchedule::Kind::kPolynomial;
+  } else if (c.schedule == "constant") {
+    schedule_kind = StepSchedule::Kind::kConstant;
+  } else {
+    return Status::InvalidArgument("schedule '" + c.schedule + "': expected inverse, poly or constant");
+  }
+  // Then the model for the stream's schema: a refusal may be the schema's as
+  // well as an option's, so it names the stream.
+  auto in_source = [&source](const Status& st) {
+    if (source.empty() || st.message().find("'" + source + "'") != std::string::npos) return st;
+    return st.WithContext("'" + source + "'");
+  };
+  auto schema = ModelSchema::FromProto(schema_proto);
+  if (!schema.ok()) return in_source(schema.status());
+  auto model = Model::Create(*fam, nullptr, std::move(schema).value(), c.family_options, c.seed);
+  if (!model.ok()) return in_source(model.status());
+  if (Status st = (*model)->SetLoss(*loss, c.loss_options); !st.ok()) return in_source(st);
+  LearnerState& ls = (*model)->learner_state();
+  ls.schedule.kind = schedule_kind;
+  ls.schedule.lambda = c.lambda >= 0 ? c.lambda : (*loss)->loss().default_lambda;
+  ls.schedule.tau0 = c.tau0;
+  ls.schedule.kappa = c.kappa;
+  ls.schedule.rho = c.rho;
+  if ((*model)->latent_outputs() && !c.schedule_given) {
+    // A latent family starts from a random, symmetry-breaking initialisation
+    // that rho_0 = 1 would overwrite with the first document's statistics.
+    ls.schedule.kind = StepSchedule::Kind::kPolynomial;
+    ls.schedule.tau0 = kLatentTau0;
+    ls.schedule.kappa = kLatentKappa;
+  }
+  TRIB_RETURN_IF_ERROR(ls.schedule.Validate());
+  if (c.n > 0) {
+    ls.effective_size = c.n;
+  } else if (stream_documents > 0) {
+    ls.effective_size = static_cast<double>(stream_documents);
+  } else {
+    ls.effective_size = kLiveDefaultN;  // a live stream: its length is unknown
+  }
+  // Families that derive theta from n (e.g. LDA's lambda = n mu) see the
+  // configured n before the first document.
+  if (Status st = (*model)->Rebuild(trib_step{0.0, ls.effective_size, 0.0, 0}); !st.ok()) return in_source(st);
+  return model;
+}
+
+}  // namespace tributary
