@@ -1,0 +1,972 @@
+// _tributary: the Python binding of the library's learner API (learner.h,
+// model_config.h, trainer.h). The Python package `tributary` (python/tributary)
+// wraps it in River-style and scikit-learn-style classes; nothing here trains
+// in its own way: documents go through the same DocumentDecoder, the same
+// DecodeGrowing (open vocabulary, open classes) and the same Learner as
+// `tributary train`, so one stream gives one model whichever front end read it.
+//
+// Threads and the GIL: every call that touches a model releases the GIL
+// first, then takes the handle's mutex (never the other way round, so a
+// thread holding the mutex never waits for the GIL). Python objects are
+// converted into documents before the GIL is released. Errors: a Status
+// becomes a C++ StatusError, translated into the module's exception classes
+// (InvalidDocument, PluginError, ...), never a crash of the interpreter.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tributary/convert.h"
+#include "tributary/document.h"
+#include "tributary/learner.h"
+#include "tributary/model.h"
+#include "tributary/model_config.h"
+#include "tributary/plugin_registry.h"
+#include "tributary/stream_io.h"
+#include "tributary/tokenizer.h"
+#include "tributary/trainer.h"
+#include "tributary/v1/tributary.pb.h"
+#include "tributary/version.h"
+
+namespace py = pybind11;
+
+namespace tributary::python {
+namespace {
+
+// A Status on its way to Python.
+struct StatusError {
+  Status status;
+};
+
+[[noreturn]] void Throw(const Status& st) { throw StatusError{st}; }
+void Check(const Status& st) {
+  if (!st.ok()) Throw(st);
+}
+template <typename T>
+T Take(Result<T> r) {
+  if (!r.ok()) Throw(r.status());
+  return std::move(r).value();
+}
+
+// The plugin registry: the package's own plugin directory (the built-ins,
+// set by tributary/__init__.py before the first use), then
+// $TRIBUTARY_PLUGIN_PATH, as the program does.
+std::string g_builtin_dir;
+const PluginRegistry& Registry() {
+  static PluginRegistry* reg = [] {
+    std::vector<std::string> path;
+    path.push_back(g_builtin_dir.empty() ? PluginRegistry::BuiltinPluginDir() : g_builtin_dir);
+    auto rest = PluginRegistry::DefaultSearchPath();
+    for (size_t i = 1; i < rest.size(); ++i) path.push_back(rest[i]);
+    return new PluginRegistry(std::move(path), true);
+  }();
+  return *reg;
+}
+
+Options ToOptions(const py::dict& d) {
+  Options out;
+  for (auto [k, v] : d) {
+    std::string value;
+    if (py::isinstance<py::bool_>(v)) {
+      value = v.cast<bool>() ? "true" : "false";
+    } else if (py::isinstance<py::float_>(v)) {
+      // repr: the shortest text that reads back as the same double.
+      value = py::repr(v).cast<std::string>();
+    } else {
+      value = py::str(v).cast<std::string>();
+    }
+    out.emplace_back(py::str(k).cast<std::string>(), value);
+  }
+  return out;
+}
+
+// ---- Python objects -> documents (GIL held).
+
+// What a Python `x` may be: raw text (tokenized as `convert` does: the
+// decoder's text field), a dict term -> count, or, for a model with
+// features, a dict feature name -> value (a number; a category name or index
+// for a categorical feature; None for missing).
+void FillDocument(const ModelSchema& schema, const py::handle& x, uint64_t index, v1::Document* doc) {
+  doc->Clear();
+  auto where = [&] { return DocumentName(index, ""); };
+  if (py::isinstance<py::str>(x)) {
+    if (!schema.features().empty()) {
+      Throw(Status::InvalidDocument(where() + ": the model takes features (" +
+                                    std::to_string(schema.features().size()) +
+                                    "), not text: pass a dict feature name -> value"));
+    }
+    doc->set_text(x.cast<std::string>());
+    return;
+  }
+  if (!py::isinstance<py::dict>(x)) {
+    Throw(Status::InvalidDocument(where() + ": expected text (str) or a dict, found " +
+                                  py::str(py::type::of(x).attr("__name__")).cast<std::string>()));
+  }
+  auto d = py::reinterpret_borrow<py::dict>(x);
+  if (schema.features().empty()) {
+    for (auto [k, v] : d) {
+      if (!py::isinstance<py::str>(k)) {
+        Throw(Status::InvalidDocument(where() + ": terms must be str, found " +
+                                      py::str(py::type::of(k).attr("__name__")).cast<std::string>() + " " +
+                                      py::repr(k).cast<std::string>()));
+      }
+      double c;
+      try {
+        c = v.cast<double>();
+      } catch (const py::cast_error&) {
+        Throw(Status::InvalidDocument(where() + ": the count of term '" + k.cast<std::string>() +
+                                      "' must be a number, found " + py::repr(v).cast<std::string>()));
+      }
+      doc->add_tokens(k.cast<std::string>());
+      doc->add_token_counts(c);
+    }
+    return;
+  }
+  // Features: in the schema's order; reals (REAL and COUNT) and categoricals
+  // each in their own array (DocumentDecoder's layout).
+  size_t used = 0;
+  uint32_t real_i = 0, cat_i = 0;
+  for (const auto& f : schema.features()) {
+    const bool categorical = f.kind == TRIB_FEATURE_CATEGORICAL;
+    const uint32_t slot = categorical ? cat_i++ : real_i++;
+    py::object key = py::str(f.name);
+    if (!d.contains(key) || d[key].is_none()) {
+      doc->add_missing_features(static_cast<uint32_t>(&f - schema.features().data()));
+      if (categorical) {
+        doc->add_categoricals(0);
+      } else {
+        doc->add_reals(0.0);
+      }
+      if (d.contains(key)) ++used;
+      continue;
+    }
+    ++used;
+    py::object v = d[key];
+    if (categorical) {
+      int64_t idx = -1;
+      if (py::isinstance<py::str>(v)) {
+        const std::string name = v.cast<std::string>();
+        for (size_t c = 0; c < f.categories.size(); ++c)
+          if (f.categories[c] == name) idx = static_cast<int64_t>(c);
+        if (idx < 0) {
+          std::string all;
+          for (const auto& c : f.categories) all += (all.empty() ? "'" : ", '") + c + "'";
+          Throw(Status::InvalidDocument(where() + ": feature '" + f.name + "': unknown category '" + name +
+                                        "' (expected one of " + all + ")"));
+        }
+      } else if (py::isinstance<py::int_>(v) && !py::isinstance<py::bool_>(v)) {
+        idx = v.cast<int64_t>();
+        if (idx < 0) {
+          Throw(Status::InvalidDocument(where() + ": feature '" + f.name + "': category index " + std::to_string(idx) +
+                                        " is negative"));
+        }
+      } else {
+        Throw(Status::InvalidDocument(where() + ": feature '" + f.name +
+                                      "' is categorical: expected a category name or index, found " +
+                                      py::repr(v).cast<std::string>()));
+      }
+      doc->add_categoricals(static_cast<uint32_t>(std::min<int64_t>(idx, UINT32_MAX)));
+    } else {
+      try {
+        doc->add_reals(v.cast<double>());
+      } catch (const py::cast_error&) {
+        Throw(Status::InvalidDocument(where() + ": feature '" + f.name + "' must be a number, found " +
+                                      py::repr(v).cast<std::string>()));
+      }
+    }
+    (void)slot;
+  }
+  if (used != d.size()) {
+    for (auto [k, v] : d) {
+      const std::string name = py::str(k).cast<std::string>();
+      bool known = false;
+      for (const auto& f : schema.features()) known |= f.name == name;
+      if (!known) {
+        std::string all;
+        for (const auto& f : schema.features()) all += (all.empty() ? "'" : ", '") + f.name + "'";
+        Throw(
+            Status::InvalidDocument(where() + ": unknown feature '" + name + "' (the model's features: " + all + ")"));
+      }
+    }
+  }
+}
+
+void SetLabel(const py::handle& y, uint64_t index, v1::Document* doc) {
+  if (y.is_none()) return;
+  if (!py::isinstance<py::str>(y)) {
+    Throw(Status::InvalidDocument(DocumentName(index, "") +
+                                  ": a label must be str (the Python classes convert), found " +
+                                  py::repr(y).cast<std::string>()));
+  }
+  doc->set_label(y.cast<std::string>());
+}
+
+// ---- The model handle.
+
+class Handle {
+ public:
+  Handle(std::unique_ptr<Model> model, LearnerOptions lo) : model_(std::move(model)), lo_(std::move(lo)) {
+    decoder_ = std::make_unique<DocumentDecoder>(Take(DocumentDecoder::ForModel(model_->schema())));
+  }
+
+  Model& model() { return *model_; }
+  std::mutex& mu() { return mu_; }
+
+  // Learns one document (mu held). On error nothing learned is lost and the
+  // model is as it was before this document (learner.h; a new class or new
+  // terms the document brought stay added, at their prior).
+  Status LearnLocked(const v1::Document& doc) {
+    const uint64_t index = next_index_++;
+    bool grew = false;
+    TRIB_RETURN_IF_ERROR(
+        DecodeGrowing(*decoder_, doc, index, model_.get(), kGrowClassesAndTerms, &buf_, &counters_, &grew));
+    if (!learner_) {
+      auto l = Learner::Create(model_.get(), lo_);
+      if (!l.ok()) return l.status();
+      learner_ = std::move(l).value();
+    }
+    return learner_->Learn(buf_.View());
+  }
+
+  // Learns a buffer in the model's ids (mu held).
+  Status LearnBufferLocked(const DocumentBuffer& b) {
+    ++next_index_;
+    if (!learner_) {
+      auto l = Learner::Create(model_.get(), lo_);
+      if (!l.ok()) return l.status();
+      learner_ = std::move(l).value();
+    }
+    return learner_->Learn(b.View());
+  }
+
+  // log p(k, x) for every output (mu held).
+  Status ScoreLocked(const v1::Document& doc, double* out) {
+    const uint64_t index = next_predict_++;
+    TRIB_RETURN_IF_ERROR(decoder_->Decode(doc, index, model_->schema(), kGrowNothing, &buf_, nullptr, nullptr));
+    buf_.label = -1;
+    return ScoreBuffer(buf_, out);
+  }
+
+  Status ScoreBuffer(const DocumentBuffer& b, double* out) {
+    if (!scoring_ || scoring_layout_ != model_->layout_version()) {
+      auto s = model_->NewScoringState(lo_.seed);
+      if (!s.ok()) return s.status();
+      scoring_ = std::move(s).value();
+      scoring_layout_ = model_->layout_version();
+    }
+    return model_->Score(b.View(), scoring_.get(), out);
+  }
+
+  uint32_t outputs() const { return model_->num_outputs(); }
+  const DecodeCounters& counters() const { return counters_; }
+  uint64_t documents_learned() const { return next_index_; }
+  const LearnerOptions& learner_options() const { return lo_; }
+
+  // A model replaced wholesale (load, fit): the learner and scoring states
+  // are rebuilt for it.
+  void Reset(std::unique_ptr<Model> m) {
+    learner_.reset();
+    scoring_.reset();
+    model_ = std::move(m);
+    decoder_ = std::make_unique<DocumentDecoder>(Take(DocumentDecoder::ForModel(model_->schema())));
+  }
+
+ private:
+  std::mutex mu_;
+  std::unique_ptr<Model> model_;
+  LearnerOptions lo_;
+  std::unique_ptr<Learner> learner_;
+  std::unique_ptr<DocumentDecoder> decoder_;
+  std::unique_ptr<ScoringState> scoring_;
+  uint64_t scoring_layout_ = 0;
+  DocumentBuffer buf_;
+  DecodeCounters counters_;
+  uint64_t next_index_ = 0, next_predict_ = 0;
+};
+
+// The schema of a new model: text with an open vocabulary (families that can
+// add terms) or hashed terms, open classes; or the features given.
+v1::Schema NewSchema(const std::string& family, const py::object& classes, bool open_classes,
+                     const py::object& vocabulary, uint64_t hashed_dim, const py::object& features) {
+  v1::Schema s;
+  if (!classes.is_none()) {
+    for (auto c : classes) s.add_class_names(py::str(c).cast<std::string>());
+  }
+  s.set_open_classes(open_classes);
+  if (!features.is_none()) {
+    // [(name, "real"|"count"|"categorical", [categories])]
+    for (auto f : features) {
+      auto t = py::reinterpret_borrow<py::tuple>(f);
+      auto* spec = s.add_features();
+      spec->set_name(t[0].cast<std::string>());
+      const std::string kind = t[1].cast<std::string>();
+      if (kind == "real") {
+        spec->set_kind(v1::FeatureSpec::REAL);
+      } else if (kind == "count") {
+        spec->set_kind(v1::FeatureSpec::COUNT);
+      } else if (kind == "categorical") {
+        spec->set_kind(v1::FeatureSpec::CATEGORICAL);
+        for (auto c : t[2]) spec->add_categories(py::str(c).cast<std::string>());
+      } else {
+        Throw(Status::InvalidArgument("feature '" + spec->name() + "': kind '" + kind +
+                                      "' (expected real, count or categorical)"));
+      }
+    }
+    return s;
+  }
+  if (!vocabulary.is_none()) {
+    for (auto t : vocabulary) s.add_vocabulary(py::str(t).cast<std::string>());
+    return s;
+  }
+  if (hashed_dim == 0) {
+    auto fam = Registry().Find(family, TRIB_KIND_FAMILY);
+    if (fam.ok() && (*fam)->family().add_terms != nullptr) {
+      s.set_open_vocabulary(true);
+      return s;
+    }
+    hashed_dim = kLiveHashedDim;
+  }
+  s.set_hashed_dim(hashed_dim);
+  return s;
+}
+
+ModelConfig ConfigFrom(const std::string& family, const std::string& loss, const py::dict& options,
+                       const py::dict& loss_options, const py::dict& schedule, double n, uint64_t seed) {
+  ModelConfig c;
+  c.family = family;
+  c.loss = loss;
+  c.family_options = ToOptions(options);
+  c.loss_options = ToOptions(loss_options);
+  for (auto [k, v] : schedule) {
+    const std::string key = py::str(k).cast<std::string>();
+    c.schedule_given = true;
+    if (key == "kind") {
+      c.schedule = py::str(v).cast<std::string>();
+    } else if (key == "lambda") {
+      c.lambda = v.cast<double>();
+    } else if (key == "tau0") {
+      c.tau0 = v.cast<double>();
+    } else if (key == "kappa") {
+      c.kappa = v.cast<double>();
+    } else if (key == "rho") {
+      c.rho = v.cast<double>();
+    } else {
+      Throw(Status::InvalidArgument("schedule: unknown setting '" + key +
+                                    "' (expected kind, lambda, tau0, kappa or rho)"));
+    }
+  }
+  c.n = n;
+  c.seed = seed;
+  return c;
+}
+
+LearnerOptions LearnerFrom(const std::string& engine, uint64_t seed, double damping) {
+  LearnerOptions lo;
+  lo.engine = engine;
+  lo.seed = seed;
+  lo.damping = damping;
+  return lo;
+}
+
+std::shared_ptr<Handle> Create(const std::string& family, const std::string& loss, const py::dict& options,
+                               const py::dict& loss_options, const py::dict& schedule, double n, uint64_t seed,
+                               const std::string& engine, double damping, const py::object& classes, bool open_classes,
+                               const py::object& vocabulary, uint64_t hashed_dim, const py::object& features) {
+  ModelConfig c = ConfigFrom(family, loss, options, loss_options, schedule, n, seed);
+  v1::Schema schema = NewSchema(family, classes, open_classes, vocabulary, hashed_dim, features);
+  // SEP / EP / ADF learn the likelihood: their snapshots record nll (as
+  // `train --engine sep` does).
+  if (engine != "sdem" && engine != "auto") c.loss = "nll";
+  std::unique_ptr<Model> m;
+  {
+    py::gil_scoped_release nogil;
+    m = Take(NewModel(c, Registry(), schema, 0));
+  }
+  return std::make_shared<Handle>(std::move(m), LearnerFrom(engine, seed, damping));
+}
+
+// Converts xs (and ys) into documents, GIL held.
+std::vector<v1::Document> ToDocuments(Handle& h, const py::sequence& xs, const py::object& ys, uint64_t first) {
+  const ModelSchema& schema = h.model().schema();
+  std::vector<v1::Document> docs(xs.size());
+  py::sequence ysq;
+  if (!ys.is_none()) {
+    ysq = py::reinterpret_borrow<py::sequence>(ys);
+    if (ysq.size() != xs.size()) {
+      Throw(Status::InvalidArgument("learn_many: " + std::to_string(xs.size()) + " documents but " +
+                                    std::to_string(ysq.size()) + " labels"));
+    }
+  }
+  for (size_t i = 0; i < docs.size(); ++i) {
+    FillDocument(schema, xs[i], first + i, &docs[i]);
+    if (!ys.is_none()) SetLabel(ysq[i], first + i, &docs[i]);
+  }
+  return docs;
+}
+
+// Learns docs in order; with skip_bad, a document refused as invalid or
+// numerically bad is counted and left out (the stream goes on), else the
+// first refusal stops (the documents before it stay learned).
+py::dict LearnDocuments(Handle& h, const std::vector<v1::Document>& docs, bool skip_bad) {
+  uint64_t learned = 0, skipped = 0;
+  std::vector<std::string> messages;
+  Status failed;
+  {
+    py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lock(h.mu());
+    for (const auto& d : docs) {
+      Status st = h.LearnLocked(d);
+      if (st.ok()) {
+        ++learned;
+        continue;
+      }
+      if (skip_bad && (st.IsInvalidDocument() || st.code() == Status::Code::kNumeric)) {
+        ++skipped;
+        if (messages.size() < 5) messages.push_back(st.message());
+        continue;
+      }
+      failed = st;
+      break;
+    }
+  }
+  Check(failed);
+  py::dict r;
+  r["learned"] = learned;
+  r["skipped"] = skipped;
+  r["messages"] = messages;
+  return r;
+}
+
+py::array_t<double> ScoreDocuments(Handle& h, const std::vector<v1::Document>& docs) {
+  const size_t n = docs.size();
+  std::vector<double> out;
+  size_t k = 0;
+  {
+    py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lock(h.mu());
+    k = h.outputs();
+    if (k == 0) Throw(Status::InvalidArgument("the model has no class yet: learn a labelled document first"));
+    out.resize(n * k);
+    for (size_t i = 0; i < n; ++i) Check(h.ScoreLocked(docs[i], out.data() + i * k));
+  }
+  py::array_t<double> a({n, k});
+  std::copy(out.begin(), out.end(), a.mutable_data());
+  return a;
+}
+
+// A CSR matrix (scipy.sparse, or a dense array made sparse in Python): row r
+// is document r, column j term j of the model. Its rows become buffers
+// directly, not wire documents: an all-zero row is a document with no words
+// (scored by the class prior, learned as such), which a count matrix
+// legitimately holds and the wire format's rule refuses.
+using IndexArray = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
+using ValueArray = py::array_t<double, py::array::c_style | py::array::forcecast>;
+struct Csr {
+  IndexArray indptr, indices;
+  ValueArray data;
+  std::vector<std::optional<std::string>> labels;  // empty, or one per row
+  int64_t rows() const { return static_cast<int64_t>(indptr.size()) - 1; }
+};
+
+Csr MakeCsr(IndexArray indptr, IndexArray indices, ValueArray data, const py::object& labels) {
+  Csr m{std::move(indptr), std::move(indices), std::move(data), {}};
+  if (m.rows() < 0) Throw(Status::InvalidArgument("csr: indptr is empty"));
+  const int64_t* ip = m.indptr.data();
+  if (m.indices.size() != m.data.size() || ip[0] != 0 || ip[m.rows()] != static_cast<int64_t>(m.indices.size())) {
+    Throw(Status::InvalidArgument("csr: indptr, indices and data do not agree"));
+  }
+  for (int64_t r = 0; r < m.rows(); ++r) {
+    if (ip[r + 1] < ip[r]) Throw(Status::InvalidArgument("csr: indptr decreases at row " + std::to_string(r)));
+  }
+  if (!labels.is_none()) {
+    auto seq = py::reinterpret_borrow<py::sequence>(labels);
+    if (static_cast<int64_t>(seq.size()) != m.rows()) {
+      Throw(Status::InvalidArgument("csr: " + std::to_string(m.rows()) + " rows but " + std::to_string(seq.size()) +
+                                    " labels"));
+    }
+    for (size_t r = 0; r < seq.size(); ++r) {
+      v1::Document d;
+      SetLabel(seq[r], r, &d);
+      m.labels.push_back(d.has_label() ? std::optional<std::string>(d.label()) : std::nullopt);
+    }
+  }
+  return m;
+}
+
+// Row r as a document of a model with `vocab` terms (label left at -1).
+// Errors name the row: a column out of range, a count that is not finite
+// and >= 0 (zeros are not terms).
+Status CsrRow(const Csr& m, int64_t r, uint64_t vocab, DocumentBuffer* out) {
+  out->Clear();
+  out->index = static_cast<uint64_t>(r);
+  const int64_t* ip = m.indptr.data();
+  const int64_t* ix = m.indices.data();
+  const double* dv = m.data.data();
+  for (int64_t p = ip[r]; p < ip[r + 1]; ++p) {
+    if (ix[p] < 0 || static_cast<uint64_t>(ix[p]) >= vocab) {
+      return Status::InvalidDocument(out->Name() + ": column " + std::to_string(ix[p]) +
+                                     " is out of range (the model has " + std::to_string(vocab) + " terms)");
+    }
+    if (!(std::isfinite(dv[p]) && dv[p] >= 0)) {
+      return Status::InvalidDocument(out->Name() + ": the count in column " + std::to_string(ix[p]) + " is " +
+                                     std::to_string(dv[p]) + ", expected a finite count >= 0");
+    }
+    if (dv[p] == 0.0) continue;
+    out->term_ids.push_back(static_cast<uint32_t>(ix[p]));
+    out->term_counts.push_back(dv[p]);
+  }
+  out->Canonicalize();
+  return Status::OK();
+}
+
+// The class index of `name` in `model`, adding it where the classes are open.
+Status ResolveLabel(Model* model, const DocumentBuffer& b, const std::string& name, int64_t* label) {
+  *label = model->schema().ClassIndex(name);
+  if (*label >= 0) return Status::OK();
+  if (!model->schema().open_classes()) {
+    std::string all;
+    for (const auto& c : model->schema().classes()) all += (all.empty() ? "'" : ", '") + c + "'";
+    return Status::InvalidDocument(b.Name() + ": label '" + name + "' is not a class of the model (" + all + ")");
+  }
+  TRIB_RETURN_IF_ERROR(model->AddClass(name).WithContext(b.Name()));
+  *label = model->schema().ClassIndex(name);
+  return Status::OK();
+}
+
+py::dict LearnCsr(Handle& h, const Csr& m, bool skip_bad) {
+  uint64_t learned = 0, skipped = 0;
+  std::vector<std::string> messages;
+  Status failed;
+  {
+    py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lock(h.mu());
+    DocumentBuffer b;
+    for (int64_t r = 0; r < m.rows(); ++r) {
+      Status st = CsrRow(m, r, h.model().schema().vocab_size(), &b);
+      if (st.ok() && !m.labels.empty() && m.labels[static_cast<size_t>(r)]) {
+        st = ResolveLabel(&h.model(), b, *m.labels[static_cast<size_t>(r)], &b.label);
+      }
+      if (st.ok()) st = h.LearnBufferLocked(b);
+      if (st.ok()) {
+        ++learned;
+        continue;
+      }
+      if (skip_bad && (st.IsInvalidDocument() || st.code() == Status::Code::kNumeric)) {
+        ++skipped;
+        if (messages.size() < 5) messages.push_back(st.message());
+        continue;
+      }
+      failed = st;
+      break;
+    }
+  }
+  Check(failed);
+  py::dict r;
+  r["learned"] = learned;
+  r["skipped"] = skipped;
+  r["messages"] = messages;
+  return r;
+}
+
+py::array_t<double> ScoreCsr(Handle& h, const Csr& m) {
+  const size_t n = static_cast<size_t>(m.rows());
+  std::vector<double> out;
+  size_t k = 0;
+  {
+    py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lock(h.mu());
+    k = h.outputs();
+    if (k == 0) Throw(Status::InvalidArgument("the model has no class yet: learn a labelled document first"));
+    out.resize(n * k);
+    DocumentBuffer b;
+    for (size_t i = 0; i < n; ++i) {
+      Check(CsrRow(m, static_cast<int64_t>(i), h.model().schema().vocab_size(), &b));
+      Check(h.ScoreBuffer(b, out.data() + i * k));
+    }
+  }
+  py::array_t<double> a({n, k});
+  std::copy(out.begin(), out.end(), a.mutable_data());
+  return a;
+}
+
+// `tributary train`'s defaults on documents in memory (trainer.h): the
+// candidates of DefaultCandidates learn shuffled passes and the one that
+// predicts a held-out part of the training documents best is kept. What
+// SdemClassifier.fit does, as `train` on a file.
+std::pair<std::shared_ptr<Handle>, std::string> TrainOffline(const std::string& family, const std::string& loss,
+                                                             const py::dict& options, const py::dict& loss_options,
+                                                             const py::dict& schedule, double n, uint64_t seed,
+                                                             const py::object& classes, const py::object& vocabulary,
+                                                             uint64_t hashed_dim, const py::object& features,
+                                                             const std::vector<v1::Document>& docs, const Csr* csr,
+                                                             uint32_t epochs, uint32_t threads, bool skip_bad) {
+  ModelConfig base = ConfigFrom(family, loss, options, loss_options, schedule, n, seed);
+  v1::Schema schema = NewSchema(family, classes, /*open_classes=*/classes.is_none(), vocabulary, hashed_dim, features);
+  py::gil_scoped_release nogil;
+  const uint64_t length = csr ? static_cast<uint64_t>(csr->rows()) : docs.size();
+  std::unique_ptr<Model> schema_model = Take(NewModel(base, Registry(), schema, length));
+  auto decoder = Take(DocumentDecoder::ForModel(schema_model->schema()));
+  DocumentSet set;
+  DocumentBuffer buf;
+  DecodeCounters counters;
+  uint64_t skipped = 0;
+  for (size_t i = 0; i < length; ++i) {
+    Status st;
+    if (csr) {
+      st = CsrRow(*csr, static_cast<int64_t>(i), schema_model->schema().vocab_size(), &buf);
+      if (st.ok() && !csr->labels.empty() && csr->labels[i]) {
+        st = ResolveLabel(schema_model.get(), buf, *csr->labels[i], &buf.label);
+      }
+    } else {
+      st = DecodeGrowing(decoder, docs[i], i, schema_model.get(), kGrowClassesAndTerms, &buf, &counters);
+    }
+    if (!st.ok()) {
+      if (skip_bad && st.IsInvalidDocument()) {
+        ++skipped;
+        continue;
+      }
+      Throw(st);
+    }
+    set.Add(buf);
+  }
+  if (set.empty()) Throw(Status::InvalidArgument("fit: no document to learn from"));
+  TrainerConfig cfg;
+  cfg.candidates = DefaultCandidates(base, /*streaming=*/false);
+  cfg.epochs = epochs;
+  cfg.seed = seed;
+  cfg.threads = threads;
+  Model* classes_from = schema_model.get();
+  ModelFactory factory = [&](const CandidateSpec& c) -> Result<std::unique_ptr<Model>> {
+    auto m = NewModel(CandidateConfig(base, c), Registry(), schema, length);
+    if (!m.ok()) return m.status();
+    TRIB_RETURN_IF_ERROR((*m)->GrowTo(classes_from->schema()));
+    return m;
+  };
+  TrainReport report;
+  std::unique_ptr<Model> model = Take(Trainer::TrainOffline(factory, cfg, set, &report));
+  model->learner_state().skipped_documents += skipped;
+  model->set_training_report(report.ToJson());
+  std::string json = report.ToJson();
+  return {std::make_shared<Handle>(std::move(model), LearnerFrom("sdem", seed, 0)), json};
+}
+
+py::dict Info(Handle& h) {
+  py::gil_scoped_release nogil;
+  std::lock_guard<std::mutex> lock(h.mu());
+  const Model& m = h.model();
+  py::gil_scoped_acquire gil;
+  py::dict j;
+  j["family"] = m.family().name;
+  j["family_version"] = m.family().version;
+  j["loss"] = m.loss_plugin() ? m.loss_plugin()->name : "";
+  j["classes"] = m.schema().classes();
+  j["vocabulary_size"] = m.schema().vocab_size();
+  j["vocabulary"] = m.schema().open_vocabulary() ? "open" : m.schema().hashed() ? "hashed" : "closed";
+  j["statistics"] = m.stats().size();
+  j["updates"] = m.learner_state().updates;
+  j["effective_size"] = m.learner_state().effective_size;
+  j["schedule"] = m.learner_state().schedule.ToString();
+  j["stats_digest"] = m.StatsDigest();
+  j["outputs"] = m.num_outputs();
+  j["latent"] = m.latent_outputs();
+  j["unseen_terms"] = h.counters().unseen_terms;
+  py::dict opts;
+  for (const auto& [k, v] : m.family_options()) opts[py::str(k)] = v;
+  j["options"] = opts;
+  return j;
+}
+
+}  // namespace
+}  // namespace tributary::python
+
+PYBIND11_MODULE(_tributary, mod) {
+  using namespace tributary;
+  using namespace tributary::python;
+  mod.doc() = "Tributary's learner API (the C++ library), wrapped by the `tributary` package";
+
+  // Exceptions: one class per Status code, all under tributary.Error.
+  static py::exception<StatusError> error(mod, "Error", PyExc_RuntimeError);
+  static py::handle invalid_argument = PyErr_NewException(
+      "_tributary.InvalidArgument", py::make_tuple(error, py::handle(PyExc_ValueError)).ptr(), nullptr);
+  static py::handle invalid_document = PyErr_NewException(
+      "_tributary.InvalidDocument", py::make_tuple(error, py::handle(PyExc_ValueError)).ptr(), nullptr);
+  static py::handle corruption = PyErr_NewException("_tributary.CorruptionError", error.ptr(), nullptr);
+  static py::handle not_found = PyErr_NewException("_tributary.NotFoundError",
+                                                   py::make_tuple(error, py::handle(PyExc_LookupError)).ptr(), nullptr);
+  static py::handle plugin_error = PyErr_NewException("_tributary.PluginError", error.ptr(), nullptr);
+  static py::handle numeric_error = PyErr_NewException(
+      "_tributary.NumericError", py::make_tuple(error, py::handle(PyExc_ArithmeticError)).ptr(), nullptr);
+  static py::handle io_error =
+      PyErr_NewException("_tributary.IOError", py::make_tuple(error, py::handle(PyExc_OSError)).ptr(), nullptr);
+  mod.attr("InvalidArgument") = invalid_argument;
+  mod.attr("InvalidDocument") = invalid_document;
+  mod.attr("CorruptionError") = corruption;
+  mod.attr("NotFoundError") = not_found;
+  mod.attr("PluginError") = plugin_error;
+  mod.attr("NumericError") = numeric_error;
+  mod.attr("IOError") = io_error;
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const StatusError& e) {
+      py::handle cls = error;
+      switch (e.status.code()) {
+        case Status::Code::kInvalidArgument:
+          cls = invalid_argument;
+          break;
+        case Status::Code::kInvalidDocument:
+          cls = invalid_document;
+          break;
+        case Status::Code::kCorruption:
+          cls = corruption;
+          break;
+        case Status::Code::kNotFound:
+          cls = not_found;
+          break;
+        case Status::Code::kPluginError:
+          cls = plugin_error;
+          break;
+        case Status::Code::kNumeric:
+          cls = numeric_error;
+          break;
+        case Status::Code::kIOError:
+          cls = io_error;
+          break;
+        default:
+          break;
+      }
+      PyErr_SetString(cls.ptr(), e.status.message().c_str());
+    }
+  });
+
+  mod.def("version", [] { return std::string(Version()); });
+  mod.def(
+      "set_builtin_plugin_dir", [](const std::string& dir) { g_builtin_dir = dir; },
+      "The built-in plugin directory (the package's); before the first model only.");
+  mod.def(
+      "tokenize",
+      [](const std::string& text) {
+        std::vector<std::string> out;
+        Tokenize(text, &out);
+        return out;
+      },
+      "The library's tokenizer: the words `convert` and raw text learn from (docs/tokenizer.md).");
+  mod.def(
+      "plugins",
+      [] {
+        py::gil_scoped_release nogil;
+        const auto& all = Registry().plugins();
+        py::gil_scoped_acquire gil;
+        py::list out;
+        for (const auto& p : all) {
+          py::dict d;
+          d["kind"] = KindName(p->kind);
+          d["name"] = p->name;
+          d["version"] = p->version;
+          d["description"] = p->description;
+          d["path"] = p->path;
+          d["builtin"] = p->builtin;
+          out.append(d);
+        }
+        return out;
+      },
+      "Every plugin found on the search path (the package's built-ins, then $TRIBUTARY_PLUGIN_PATH).");
+  mod.def(
+      "add_plugin",
+      [](const std::string& path) {
+        py::gil_scoped_release nogil;
+        Check(Registry().Add(path));
+      },
+      "Loads a plugin file and registers it under its name (as `tributary --plugin PATH`).");
+
+  mod.def(
+      "train_offline",
+      [](const std::string& family, const std::string& loss, const py::dict& options, const py::dict& loss_options,
+         const py::dict& schedule, double n, uint64_t seed, const py::object& classes, const py::object& vocabulary,
+         uint64_t hashed_dim, const py::object& features, const py::object& xs, const py::object& ys,
+         const py::object& csr, uint32_t epochs, uint32_t threads, bool skip_bad) {
+        std::vector<v1::Document> docs;
+        std::optional<Csr> matrix;
+        if (!csr.is_none()) {
+          auto t = py::reinterpret_borrow<py::tuple>(csr);
+          matrix = MakeCsr(t[0].cast<IndexArray>(), t[1].cast<IndexArray>(), t[2].cast<ValueArray>(), ys);
+        } else {
+          // Text or dicts: the schema decides how a dict reads (features or terms).
+          v1::Schema proto = NewSchema(family, classes, classes.is_none(), vocabulary, hashed_dim, features);
+          ModelSchema schema = Take(ModelSchema::FromProto(proto));
+          auto seq = py::reinterpret_borrow<py::sequence>(xs);
+          auto ysq = py::reinterpret_borrow<py::sequence>(ys);
+          if (seq.size() != ysq.size()) {
+            Throw(Status::InvalidArgument("fit: " + std::to_string(seq.size()) + " documents but " +
+                                          std::to_string(ysq.size()) + " labels"));
+          }
+          docs.resize(seq.size());
+          for (size_t i = 0; i < docs.size(); ++i) {
+            FillDocument(schema, seq[i], i, &docs[i]);
+            SetLabel(ysq[i], i, &docs[i]);
+          }
+        }
+        auto [handle, report] =
+            TrainOffline(family, loss, options, loss_options, schedule, n, seed, classes, vocabulary, hashed_dim,
+                         features, docs, matrix ? &*matrix : nullptr, epochs, threads, skip_bad);
+        return py::make_tuple(handle, report);
+      },
+      py::arg("family"), py::arg("loss"), py::arg("options"), py::arg("loss_options"), py::arg("schedule"),
+      py::arg("n"), py::arg("seed"), py::arg("classes"), py::arg("vocabulary"), py::arg("hashed_dim"),
+      py::arg("features"), py::arg("xs"), py::arg("ys"), py::arg("csr"), py::arg("epochs"), py::arg("threads"),
+      py::arg("skip_bad"),
+      "train's defaults (trainer.h) on documents in memory; returns (model, training report as JSON).");
+
+  py::class_<Handle, std::shared_ptr<Handle>>(mod, "Model")
+      .def(py::init(&Create), py::arg("family"), py::arg("loss"), py::arg("options"), py::arg("loss_options"),
+           py::arg("schedule"), py::arg("n"), py::arg("seed"), py::arg("engine"), py::arg("damping"),
+           py::arg("classes"), py::arg("open_classes"), py::arg("vocabulary"), py::arg("hashed_dim"),
+           py::arg("features"))
+      .def_static(
+          "from_bytes",
+          [](const py::bytes& b, const std::string& name, const std::string& engine, uint64_t seed) {
+            std::string s = b;
+            std::unique_ptr<Model> m;
+            {
+              py::gil_scoped_release nogil;
+              m = Take(Model::Parse(s, name, Registry()));
+            }
+            return std::make_shared<Handle>(std::move(m), LearnerFrom(engine, seed, 0));
+          },
+          py::arg("data"), py::arg("name") = "<bytes>", py::arg("engine") = "auto", py::arg("seed") = 1)
+      .def_static(
+          "load",
+          [](const std::string& path, const std::string& engine, uint64_t seed) {
+            std::unique_ptr<Model> m;
+            {
+              py::gil_scoped_release nogil;
+              m = Take(Model::Load(path, Registry()));
+            }
+            return std::make_shared<Handle>(std::move(m), LearnerFrom(engine, seed, 0));
+          },
+          py::arg("path"), py::arg("engine") = "auto", py::arg("seed") = 1)
+      .def("save",
+           [](Handle& h, const std::string& path) {
+             py::gil_scoped_release nogil;
+             std::lock_guard<std::mutex> lock(h.mu());
+             Check(h.model().Save(path));
+           })
+      .def("to_bytes",
+           [](Handle& h) {
+             std::string s;
+             {
+               py::gil_scoped_release nogil;
+               std::lock_guard<std::mutex> lock(h.mu());
+               s = Take(h.model().Serialize());
+             }
+             return py::bytes(s);
+           })
+      .def(
+          "learn_many",
+          [](Handle& h, const py::sequence& xs, const py::object& ys, bool skip_bad) {
+            auto docs = ToDocuments(h, xs, ys, h.documents_learned());
+            return LearnDocuments(h, docs, skip_bad);
+          },
+          py::arg("xs"), py::arg("ys"), py::arg("skip_bad") = false)
+      .def(
+          "learn_one",
+          [](Handle& h, const py::object& x, const py::object& y) {
+            std::vector<v1::Document> docs(1);
+            FillDocument(h.model().schema(), x, h.documents_learned(), &docs[0]);
+            SetLabel(y, h.documents_learned(), &docs[0]);
+            LearnDocuments(h, docs, false);
+          },
+          py::arg("x"), py::arg("y"))
+      .def(
+          "learn_csr",
+          [](Handle& h, py::array_t<int64_t, py::array::c_style | py::array::forcecast> indptr,
+             py::array_t<int64_t, py::array::c_style | py::array::forcecast> indices,
+             py::array_t<double, py::array::c_style | py::array::forcecast> data, const py::object& labels,
+             bool skip_bad) { return LearnCsr(h, MakeCsr(indptr, indices, data, labels), skip_bad); },
+          py::arg("indptr"), py::arg("indices"), py::arg("data"), py::arg("labels"), py::arg("skip_bad") = false)
+      .def("scores_many",
+           [](Handle& h, const py::sequence& xs) { return ScoreDocuments(h, ToDocuments(h, xs, py::none(), 0)); })
+      .def("scores_csr",
+           [](Handle& h, py::array_t<int64_t, py::array::c_style | py::array::forcecast> indptr,
+              py::array_t<int64_t, py::array::c_style | py::array::forcecast> indices,
+              py::array_t<double, py::array::c_style | py::array::forcecast> data) {
+             return ScoreCsr(h, MakeCsr(indptr, indices, data, py::none()));
+           })
+      .def_property_readonly("classes",
+                             [](Handle& h) {
+                               py::gil_scoped_release nogil;
+                               std::lock_guard<std::mutex> lock(h.mu());
+                               auto c = h.model().schema().classes();
+                               py::gil_scoped_acquire gil;
+                               return py::cast(c);
+                             })
+      .def_property_readonly("output_names",
+                             [](Handle& h) {
+                               py::gil_scoped_release nogil;
+                               std::lock_guard<std::mutex> lock(h.mu());
+                               std::vector<std::string> names;
+                               for (uint32_t k = 0; k < h.model().num_outputs(); ++k)
+                                 names.push_back(h.model().OutputName(k));
+                               py::gil_scoped_acquire gil;
+                               return py::cast(names);
+                             })
+      .def("vocabulary",
+           [](Handle& h) {
+             py::gil_scoped_release nogil;
+             std::lock_guard<std::mutex> lock(h.mu());
+             auto v = h.model().schema().vocabulary();
+             py::gil_scoped_acquire gil;
+             return py::cast(v);
+           })
+      .def("component_terms",
+           [](Handle& h, uint32_t k) {
+             std::vector<double> out;
+             {
+               py::gil_scoped_release nogil;
+               std::lock_guard<std::mutex> lock(h.mu());
+               Check(h.model().ComponentTerms(k, &out));
+             }
+             py::array_t<double> a(out.size());
+             std::copy(out.begin(), out.end(), a.mutable_data());
+             return a;
+           })
+      .def("info", &Info)
+      // Pickled as its snapshot (the bytes `save` writes) and learner settings.
+      .def(py::pickle(
+          [](Handle& h) {
+            std::string s;
+            {
+              py::gil_scoped_release nogil;
+              std::lock_guard<std::mutex> lock(h.mu());
+              s = Take(h.model().Serialize());
+            }
+            const auto& lo = h.learner_options();
+            return py::make_tuple(py::bytes(s), lo.engine, lo.seed, lo.damping);
+          },
+          [](const py::tuple& t) {
+            if (t.size() != 4) Throw(Status::InvalidArgument("unpickling a tributary model: unexpected state"));
+            std::string s = t[0].cast<py::bytes>();
+            std::unique_ptr<Model> m;
+            {
+              py::gil_scoped_release nogil;
+              m = Take(Model::Parse(s, "<pickle>", Registry()));
+            }
+            return std::make_shared<Handle>(
+                std::move(m), LearnerFrom(t[1].cast<std::string>(), t[2].cast<uint64_t>(), t[3].cast<double>()));
+          }))
+      .def_property_readonly("stats_digest", [](Handle& h) {
+        py::gil_scoped_release nogil;
+        std::lock_guard<std::mutex> lock(h.mu());
+        auto d = h.model().StatsDigest();
+        py::gil_scoped_acquire gil;
+        return d;
+      });
+}

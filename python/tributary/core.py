@@ -1,0 +1,235 @@
+"""Online learners with River's conventions (learn_one / predict_one), over
+the library's learner API (python/src/module.cc)."""
+import numbers
+
+import numpy as np
+
+from . import _tributary
+
+# What a document may be: raw text (tokenized exactly as `tributary convert`
+# does), a dict term -> count, or, for a model with features (gaussian,
+# mmnb, ...), a dict feature name -> value.
+
+
+def _label_name(y):
+    """The class name of a label: str as is, an integer as its decimal text.
+    Anything else (a float, None, a list...) is refused: a count model's
+    classes are names."""
+    if isinstance(y, str):
+        return y
+    if isinstance(y, (bool, np.bool_)):
+        raise TypeError("a label must be str or int, found bool %r" % (y,))
+    if isinstance(y, (numbers.Integral, np.integer)):
+        return str(int(y))
+    raise TypeError("a label must be str or int, found %s %r" % (type(y).__name__, y))
+
+
+def _features_spec(features):
+    """features: a list of names (real features), or a dict name -> "real",
+    "count" or a list of categories (categorical)."""
+    if features is None:
+        return None
+    if isinstance(features, dict):
+        items = features.items()
+    else:
+        items = [(f, "real") for f in features]
+    out = []
+    for name, kind in items:
+        if isinstance(kind, str):
+            out.append((str(name), kind, []))
+        else:
+            out.append((str(name), "categorical", [str(c) for c in kind]))
+    return out
+
+
+class _Learner:
+    """What the online learners share: the model handle, learning, saving,
+    pickling (through the snapshot bytes) and the label map."""
+
+    def __init__(self, family, loss, *, n=0, seed=1, schedule=None, loss_options=None, engine="sdem",
+                 damping=0.0, classes=None, open_classes=True, features=None, vocabulary=None, hashed_dim=0,
+                 **options):
+        self._labels = {}
+        self._model = _tributary.Model(
+            family=family,
+            loss=loss,
+            options=dict(options),
+            loss_options=dict(loss_options or {}),
+            schedule=dict(schedule or {}),
+            n=float(n or 0),
+            seed=int(seed),
+            engine=engine,
+            damping=float(damping),
+            classes=None if classes is None else [_label_name(c) for c in classes],
+            open_classes=bool(open_classes),
+            vocabulary=vocabulary,
+            hashed_dim=int(hashed_dim),
+            features=_features_spec(features),
+        )
+        for c in classes or []:
+            self._labels.setdefault(_label_name(c), c)
+
+    @classmethod
+    def _wrap(cls, handle, labels=None):
+        self = cls.__new__(cls)
+        self._model = handle
+        self._labels = dict(labels or {})
+        return self
+
+    # ---- learning
+
+    def _names(self, ys):
+        names = []
+        for y in ys:
+            if y is None:
+                names.append(None)
+                continue
+            name = _label_name(y)
+            self._labels.setdefault(name, y)
+            names.append(name)
+        return names
+
+    def learn_one(self, x, y=None):
+        """Learns one document (one sdEM or SEP step). x: text, a dict term ->
+        count, or a dict feature -> value; y: its label (str or int), or None
+        for a loss that needs none. New terms and new classes are added as
+        they come. On error (InvalidDocument naming the document) nothing has
+        been learned from it."""
+        self._model.learn_one(x, None if y is None else self._names([y])[0])
+
+    def learn_many(self, xs, ys=None, *, skip_bad=False):
+        """Learns the documents in order, with the GIL released while
+        learning. With skip_bad=True a bad document (InvalidDocument, a
+        numeric failure) is counted and left out and the rest are learned;
+        else the first one stops learning (the documents before it stay
+        learned) and raises. Returns {"learned", "skipped", "messages"}."""
+        xs = list(xs)
+        names = None if ys is None else self._names(list(ys))
+        return self._model.learn_many(xs, names, skip_bad)
+
+    # ---- predicting
+
+    def _scores(self, xs):
+        return self._model.scores_many(list(xs))
+
+    def _proba(self, xs):
+        s = self._scores(xs)
+        s = s - s.max(axis=1, keepdims=True)
+        p = np.exp(s)
+        return p / p.sum(axis=1, keepdims=True)
+
+    # ---- models
+
+    @property
+    def stats_digest(self):
+        """CRC-32 of the statistics, as `tributary inspect` prints it: equal
+        digests mean bit-identical models."""
+        return self._model.stats_digest
+
+    def info(self):
+        """What `tributary inspect` shows: family, loss, classes, vocabulary,
+        updates, schedule, digest."""
+        return self._model.info()
+
+    def save(self, path):
+        """Writes a snapshot (atomically) in the program's format:
+        `tributary eval --model path` reads it."""
+        self._model.save(str(path))
+
+    def to_bytes(self):
+        """The snapshot's bytes (what save writes)."""
+        return self._model.to_bytes()
+
+    def __getstate__(self):
+        return {"model": self._model, "labels": self._labels}
+
+    def __setstate__(self, state):
+        self._model = state["model"]
+        self._labels = state["labels"]
+
+    def __repr__(self):
+        i = self._model.info()
+        return "%s(family=%r, loss=%r, updates=%d)" % (type(self).__name__, i["family"], i["loss"], i["updates"])
+
+
+class Classifier(_Learner):
+    """An online classifier: naive Bayes families (multinomial, gaussian,
+    mmnb, lda-classifier, ...) trained by sdEM under a loss (ncll, hinge or
+    nll), one document at a time.
+
+    The defaults are the library's (model_config.h), as for `tributary
+    serve` and `tributary prequential`: the family's prior, the loss's own
+    step schedule, n = 10000 (the length of a stream nobody knows; give n=
+    when you know it), open classes, and an open vocabulary for the families
+    that can grow one (multinomial: terms are added as they come), else
+    terms hashed into 2^18 ids. Family options are keyword arguments
+    (prior=3, topics=20, ...), as `--opt key=value` on the command line.
+
+    For Gaussian or mixed naive Bayes give the features: features=["x", "y"]
+    (real) or {"x": "real", "n": "count", "colour": ["red", "blue"]}.
+    """
+
+    def __init__(self, family="multinomial", loss="ncll", **kwargs):
+        super().__init__(family, loss, **kwargs)
+
+    @property
+    def classes(self):
+        """The classes learned so far, as given (str or int)."""
+        return [self._labels.get(c, c) for c in self._model.classes]
+
+    def predict_proba_one(self, x):
+        """p(class | x) for every class learned so far, as a dict."""
+        p = self._proba([x])[0]
+        return dict(zip(self.classes, p.tolist()))
+
+    def predict_one(self, x):
+        """The most probable class (None before any class is known)."""
+        if not self._model.classes:
+            return None
+        s = self._scores([x])[0]
+        return self.classes[int(np.argmax(s))]
+
+    def predict_many(self, xs):
+        """The most probable class of each document (GIL released)."""
+        xs = list(xs)
+        if not xs:
+            return []
+        s = self._scores(xs)
+        cls = self.classes
+        return [cls[int(i)] for i in np.argmax(s, axis=1)]
+
+    def predict_proba_many(self, xs):
+        """p(class | x) for each document: an array (documents x classes) in
+        the order of `classes`."""
+        return self._proba(list(xs))
+
+
+class TopicModel(_Learner):
+    """Online LDA (family lda): learn_one(text), transform to topic
+    proportions, topics(top=10), perplexity. Not built yet."""
+
+    def __init__(self, *args, **kwargs):
+        raise NotImplementedError("TopicModel is not built yet (issue 15)")
+
+
+class Mixture(_Learner):
+    """Mixture families (emsd-mixture, edcm-mixture, multinomial-mixture)
+    learned by SEP or sdEM. Not built yet."""
+
+    def __init__(self, *args, **kwargs):
+        raise NotImplementedError("Mixture is not built yet (issue 15)")
+
+
+def load(path):
+    """A model saved by save() or by the program (`tributary train --out`),
+    as a Classifier (class outputs) or TopicModel / Mixture (latent ones)."""
+    handle = _tributary.Model.load(str(path))
+    return Classifier._wrap(handle)
+
+
+def read_stream(path):
+    raise NotImplementedError
+
+
+def write_stream(path, xs, ys=None):
+    raise NotImplementedError
