@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds and runs the whole test suite: a Release build, then the same suite
+# Builds and runs the whole test suite: a Release build, the Python package
+# (scripts/python_test.sh), then the same suite
 # under AddressSanitizer + UndefinedBehaviorSanitizer, then the concurrency
 # tests (the server's) under ThreadSanitizer, then a bounded fuzzing run
 # (scripts/fuzz.sh).
@@ -21,6 +22,10 @@ run_suite() {
 }
 echo "== Release build and tests" >&2
 run_suite build-test -DCMAKE_BUILD_TYPE=Release -DTRIBUTARY_BUILD_BENCH=OFF
+# The Python package, installed as the README says into a fresh venv (its
+# own CMake build in build-python/), checked against the program just built.
+echo "== Python package (venv, pip install ., tests/python)" >&2
+TRIBUTARY_BUILD_DIR=build-test TRIBUTARY_BUILD_JOBS="$jobs" bash scripts/python_test.sh
 if [[ "${1:-}" != "--no-sanitizers" ]]; then
   echo "== AddressSanitizer + UndefinedBehaviorSanitizer build and tests" >&2
   # Three end-to-end scripts run in the Release suite only, to keep the whole

@@ -15,6 +15,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -26,6 +27,7 @@
 
 #include "tributary/convert.h"
 #include "tributary/document.h"
+#include "tributary/latent_metrics.h"
 #include "tributary/learner.h"
 #include "tributary/model.h"
 #include "tributary/model_config.h"
@@ -658,6 +660,201 @@ std::pair<std::shared_ptr<Handle>, std::string> TrainOffline(const std::string& 
   return {std::make_shared<Handle>(std::move(model), LearnerFrom("sdem", seed, 0)), json};
 }
 
+// What `tributary eval` reports for a latent model (latent_metrics.h) over
+// the documents: perplexity (document completion where the family has it),
+// log p(x) per document, clusters' sizes; for SEP families the approximate
+// log evidence.
+py::dict EvaluateLatent(Handle& h, const std::vector<v1::Document>& docs) {
+  py::gil_scoped_release nogil;
+  std::lock_guard<std::mutex> lock(h.mu());
+  Model& m = h.model();
+  if (!m.latent_outputs()) Throw(Status::InvalidArgument("evaluate: the model's outputs are classes, not latent"));
+  auto state = Take(m.NewScoringState(h.learner_options().seed));
+  auto decoder = Take(DocumentDecoder::ForModel(m.schema()));
+  LatentMetrics lat(m);
+  std::vector<double> scores(m.num_outputs());
+  DocumentBuffer b;
+  for (size_t i = 0; i < docs.size(); ++i) {
+    Check(decoder.Decode(docs[i], i, m.schema(), kGrowNothing, &b, nullptr, nullptr));
+    b.label = -1;
+    Check(m.Score(b.View(), state.get(), scores.data()));
+    Check(lat.Add(m, b.View(), scores.data(), state.get()).WithContext(b.Name()));
+  }
+  py::gil_scoped_acquire gil;
+  py::dict j;
+  j["documents"] = docs.size();
+  j["perplexity"] = lat.perplexity();
+  j["perplexity_kind"] = m.has_completion() ? "document_completion" : "per_word";
+  j["log_likelihood_per_document"] = docs.empty() ? std::nan("") : lat.log_px / static_cast<double>(docs.size());
+  std::vector<double> weights;
+  for (double w : lat.mass) weights.push_back(docs.empty() ? 0.0 : w / static_cast<double>(docs.size()));
+  j["weights"] = weights;
+  if (lat.sep) {
+    j["log_evidence"] = lat.evidence_documents ? py::cast(lat.log_evidence) : py::none();
+    j["log_evidence_documents"] = lat.evidence_documents;
+  }
+  return j;
+}
+
+// Learns a stream file the way `tributary train --select off` does: frames
+// decoded against the file's header schema (DocumentDecoder::Create), the
+// model growing with its open vocabulary and classes.
+py::dict LearnFile(Handle& h, const std::string& path, bool skip_bad, uint32_t max_frame_bytes) {
+  uint64_t learned = 0, skipped = 0;
+  std::vector<std::string> messages;
+  {
+    py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lock(h.mu());
+    auto reader = Take(DocumentReader::Open(path, max_frame_bytes));
+    auto decoder = Take(DocumentDecoder::Create(h.model().schema(), reader->header().schema()));
+    v1::Document doc;
+    DocumentBuffer b;
+    DecodeCounters counters;
+    for (uint64_t i = 0;; ++i) {
+      bool eof = false;
+      Status st = reader->Next(&doc, &eof);
+      if (!st.ok()) Throw(st.WithContext("'" + path + "'"));
+      if (eof) break;
+      st = DecodeGrowing(decoder, doc, i, &h.model(), kGrowClassesAndTerms, &b, &counters);
+      if (st.ok()) st = h.LearnBufferLocked(b);
+      if (st.ok()) {
+        ++learned;
+        continue;
+      }
+      if (skip_bad && (st.IsInvalidDocument() || st.code() == Status::Code::kNumeric)) {
+        ++skipped;
+        if (messages.size() < 5) messages.push_back(st.message());
+        continue;
+      }
+      Throw(st.WithContext("'" + path + "'"));
+    }
+  }
+  py::dict r;
+  r["learned"] = learned;
+  r["skipped"] = skipped;
+  r["messages"] = messages;
+  return r;
+}
+
+// A stream file read back as Python objects: header() and, per document,
+// (x, y, id) with x the text, a dict term -> count (term names from the
+// header's vocabulary; hashed ids as "#<id>"), or a dict feature -> value.
+class StreamIter {
+ public:
+  StreamIter(const std::string& path, uint32_t max_frame_bytes) : path_(path) {
+    reader_ = Take(DocumentReader::Open(path, max_frame_bytes));
+  }
+  py::dict header() const {
+    const auto& h = reader_->header();
+    py::dict d;
+    d["document_count"] = h.document_count();
+    d["source"] = h.source();
+    d["vocabulary_size"] = h.schema().vocabulary_size();
+    d["hashed_dim"] = h.schema().hashed_dim();
+    d["open_vocabulary"] = h.schema().open_vocabulary();
+    d["open_classes"] = h.schema().open_classes();
+    std::vector<std::string> classes(h.schema().class_names().begin(), h.schema().class_names().end());
+    d["classes"] = classes;
+    py::list features;
+    for (const auto& f : h.schema().features()) {
+      features.append(py::make_tuple(f.name(),
+                                     f.kind() == v1::FeatureSpec::CATEGORICAL ? "categorical"
+                                     : f.kind() == v1::FeatureSpec::COUNT     ? "count"
+                                                                              : "real",
+                                     std::vector<std::string>(f.categories().begin(), f.categories().end())));
+    }
+    d["features"] = features;
+    return d;
+  }
+  py::tuple Next() {
+    v1::Document doc;
+    bool eof = false;
+    {
+      py::gil_scoped_release nogil;
+      Check(reader_->Next(&doc, &eof));
+    }
+    if (eof) throw py::stop_iteration();
+    const auto& schema = reader_->header().schema();
+    py::object x;
+    if (!doc.text().empty()) {
+      x = py::str(doc.text());
+    } else if (schema.features_size() > 0 && doc.term_ids_size() == 0 && doc.tokens_size() == 0) {
+      py::dict d;
+      int ri = 0, ci = 0;
+      for (int f = 0; f < schema.features_size(); ++f) {
+        const auto& spec = schema.features(f);
+        const bool missing = std::find(doc.missing_features().begin(), doc.missing_features().end(),
+                                       static_cast<uint32_t>(f)) != doc.missing_features().end();
+        if (spec.kind() == v1::FeatureSpec::CATEGORICAL) {
+          const int at = ci++;
+          if (missing || at >= doc.categoricals_size()) continue;
+          const uint32_t c = doc.categoricals(at);
+          d[py::str(spec.name())] = c < static_cast<uint32_t>(spec.categories_size())
+                                        ? py::object(py::str(spec.categories(static_cast<int>(c))))
+                                        : py::object(py::int_(c));
+        } else {
+          const int at = ri++;
+          if (missing || at >= doc.reals_size()) continue;
+          d[py::str(spec.name())] = doc.reals(at);
+        }
+      }
+      x = d;
+    } else {
+      py::dict d;
+      auto add = [&](const std::string& term, double c) {
+        py::str k(term);
+        d[k] = d.contains(k) ? d[k].cast<double>() + c : c;
+      };
+      for (int i = 0; i < doc.term_ids_size(); ++i) {
+        const uint32_t id = doc.term_ids(i);
+        const double c = i < doc.term_counts_size() ? doc.term_counts(i) : 1.0;
+        add(id < static_cast<uint32_t>(schema.vocabulary_size()) ? schema.vocabulary(static_cast<int>(id))
+                                                                 : "#" + std::to_string(id),
+            c);
+      }
+      for (int i = 0; i < doc.tokens_size(); ++i)
+        add(doc.tokens(i), i < doc.token_counts_size() ? doc.token_counts(i) : 1.0);
+      x = d;
+    }
+    py::object y = doc.has_label() ? py::object(py::str(doc.label())) : py::object(py::none());
+    return py::make_tuple(x, y, doc.id());
+  }
+
+ private:
+  std::string path_;
+  std::unique_ptr<DocumentReader> reader_;
+};
+
+// Writes documents (text or dict term -> count; labels; ids) as a stream
+// whose header has an open vocabulary and open classes, as `convert
+// --open-vocabulary` of live text does: `tributary train --in path` learns it.
+uint64_t WriteStream(const std::string& path, const py::sequence& xs, const py::object& ys, const py::object& ids,
+                     const std::string& source) {
+  v1::StreamHeader header = NewStreamHeader(/*frame_checksum=*/true);
+  header.mutable_schema()->set_open_vocabulary(true);
+  header.mutable_schema()->set_open_classes(true);
+  header.set_document_count(xs.size());
+  header.set_source(source);
+  ModelSchema text_schema = Take(ModelSchema::FromProto(header.schema()));
+  std::vector<v1::Document> docs(xs.size());
+  py::sequence ysq, idq;
+  if (!ys.is_none()) ysq = py::reinterpret_borrow<py::sequence>(ys);
+  if (!ids.is_none()) idq = py::reinterpret_borrow<py::sequence>(ids);
+  if ((!ys.is_none() && ysq.size() != xs.size()) || (!ids.is_none() && idq.size() != xs.size())) {
+    Throw(Status::InvalidArgument("write_stream: xs, ys and ids differ in length"));
+  }
+  for (size_t i = 0; i < docs.size(); ++i) {
+    FillDocument(text_schema, xs[i], i, &docs[i]);
+    if (!ys.is_none()) SetLabel(ysq[i], i, &docs[i]);
+    if (!ids.is_none()) docs[i].set_id(py::str(idq[i]).cast<std::string>());
+  }
+  py::gil_scoped_release nogil;
+  auto w = Take(DocumentWriter::Create(path, header));
+  for (const auto& d : docs) Check(w->Write(d));
+  Check(w->Close());
+  return docs.size();
+}
+
 py::dict Info(Handle& h) {
   py::gil_scoped_release nogil;
   std::lock_guard<std::mutex> lock(h.mu());
@@ -760,6 +957,9 @@ PYBIND11_MODULE(_tributary, mod) {
       },
       "The library's tokenizer: the words `convert` and raw text learn from (docs/tokenizer.md).");
   mod.def(
+      "hash_term", [](const std::string& term, uint64_t dim) { return HashToken(term, dim); },
+      "The id a hashed vocabulary of `dim` ids gives `term` (as `convert --hashed-dim`).");
+  mod.def(
       "plugins",
       [] {
         py::gil_scoped_release nogil;
@@ -824,6 +1024,16 @@ PYBIND11_MODULE(_tributary, mod) {
       py::arg("features"), py::arg("xs"), py::arg("ys"), py::arg("csr"), py::arg("epochs"), py::arg("threads"),
       py::arg("skip_bad"),
       "train's defaults (trainer.h) on documents in memory; returns (model, training report as JSON).");
+
+  py::class_<StreamIter>(mod, "StreamReader")
+      .def(py::init<const std::string&, uint32_t>(), py::arg("path"),
+           py::arg("max_frame_bytes") = kDefaultMaxFrameBytes)
+      .def("header", &StreamIter::header)
+      .def("__iter__", [](StreamIter& it) -> StreamIter& { return it; })
+      .def("__next__", &StreamIter::Next);
+  mod.def("write_stream", &WriteStream, py::arg("path"), py::arg("xs"), py::arg("ys"), py::arg("ids"),
+          py::arg("source") = "python",
+          "Writes documents as a stream (open vocabulary and classes) that `tributary train` reads.");
 
   py::class_<Handle, std::shared_ptr<Handle>>(mod, "Model")
       .def(py::init(&Create), py::arg("family"), py::arg("loss"), py::arg("options"), py::arg("loss_options"),
@@ -939,6 +1149,10 @@ PYBIND11_MODULE(_tributary, mod) {
              return a;
            })
       .def("info", &Info)
+      .def("evaluate_latent",
+           [](Handle& h, const py::sequence& xs) { return EvaluateLatent(h, ToDocuments(h, xs, py::none(), 0)); })
+      .def("learn_file", &LearnFile, py::arg("path"), py::arg("skip_bad") = false,
+           py::arg("max_frame_bytes") = kDefaultMaxFrameBytes)
       // Pickled as its snapshot (the bytes `save` writes) and learner settings.
       .def(py::pickle(
           [](Handle& h) {

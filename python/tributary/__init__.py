@@ -37,7 +37,7 @@ from ._tributary import (  # noqa: E402
     plugins,
     tokenize,
 )
-from .core import Classifier, Mixture, TopicModel, load, read_stream, write_stream  # noqa: E402
+from .core import Classifier, Mixture, TopicModel, from_bytes, load, read_stream, write_stream  # noqa: E402
 
 __version__ = _tributary.version()
 
@@ -46,6 +46,7 @@ __all__ = [
     "TopicModel",
     "Mixture",
     "load",
+    "from_bytes",
     "read_stream",
     "write_stream",
     "tokenize",

@@ -97,6 +97,12 @@ class _Learner:
         been learned from it."""
         self._model.learn_one(x, None if y is None else self._names([y])[0])
 
+    def learn_file(self, path, *, skip_bad=False):
+        """Learns a stream file (`tributary convert`'s output) in its order,
+        as `tributary train --select off --epochs 1` does. Returns
+        {"learned", "skipped", "messages"}."""
+        return self._model.learn_file(str(path), skip_bad)
+
     def learn_many(self, xs, ys=None, *, skip_bad=False):
         """Learns the documents in order, with the GIL released while
         learning. With skip_bad=True a bad document (InvalidDocument, a
@@ -204,32 +210,142 @@ class Classifier(_Learner):
         return self._proba(list(xs))
 
 
-class TopicModel(_Learner):
-    """Online LDA (family lda): learn_one(text), transform to topic
-    proportions, topics(top=10), perplexity. Not built yet."""
+class _Latent(_Learner):
+    """A model whose outputs are latent (topics, mixture components)."""
 
-    def __init__(self, *args, **kwargs):
-        raise NotImplementedError("TopicModel is not built yet (issue 15)")
+    def transform(self, xs):
+        """Posterior over the outputs for each document: topic proportions
+        E[theta | x] (LDA) or responsibilities p(k | x) (mixtures); an array
+        (documents x outputs)."""
+        return self._proba(list(xs))
+
+    def transform_one(self, x):
+        return self._proba([x])[0]
+
+    def evaluate(self, xs):
+        """What `tributary eval` reports for a latent model on these
+        documents: perplexity (document completion where the family has it:
+        the even-position tokens predict the odd ones), log p(x) per
+        document, the outputs' weights; SEP families' approximate log
+        evidence."""
+        return self._model.evaluate_latent(list(xs))
+
+    def perplexity(self, xs):
+        """Perplexity of the documents as `tributary eval` defines it."""
+        return self.evaluate(xs)["perplexity"]
 
 
-class Mixture(_Learner):
-    """Mixture families (emsd-mixture, edcm-mixture, multinomial-mixture)
-    learned by SEP or sdEM. Not built yet."""
+class TopicModel(_Latent):
+    """Online LDA (family "lda", sdEM under NLL = stochastic variational /
+    CVB0 inference as in Hoffman et al. 2010), one document at a time.
 
-    def __init__(self, *args, **kwargs):
-        raise NotImplementedError("Mixture is not built yet (issue 15)")
+    k: topics; further options as keyword arguments (alpha=, eta=,
+    inference="cvb0"|"vi"|"gibbs", ...) as `--opt` on the command line. The
+    vocabulary is hashed into 2^18 ids unless `vocabulary` (a list of terms)
+    is given: LDA cannot grow its vocabulary (topics() names hashed terms by
+    the words seen while learning).
+    """
+
+    def __init__(self, k=10, *, family="lda", **kwargs):
+        kwargs.setdefault("open_classes", True)
+        super().__init__(family, "nll", topics=int(k), **kwargs)
+        self._names = {}
+
+    def learn_one(self, x, y=None):
+        self._remember(x)
+        super().learn_one(x, y)
+
+    def learn_many(self, xs, ys=None, *, skip_bad=False):
+        xs = list(xs)
+        for x in xs:
+            self._remember(x)
+        return super().learn_many(xs, ys, skip_bad=skip_bad)
+
+    def _remember(self, x):
+        # A hashed vocabulary keeps ids, not words: remember which word an id
+        # was seen as, so that topics() can print words.
+        if "_dim" not in self.__dict__:
+            info = self._model.info()
+            self._dim = info["vocabulary_size"] if info["vocabulary"] == "hashed" else 0
+            self.__dict__.setdefault("_names", {})
+        if not self._dim:
+            return
+        words = _tributary.tokenize(x) if isinstance(x, str) else x.keys() if isinstance(x, dict) else ()
+        for w in words:
+            if w not in self._seen:
+                self._seen.add(w)
+                self._names.setdefault(_tributary.hash_term(w, self._dim), w)
+
+    @property
+    def _seen(self):
+        return self.__dict__.setdefault("_seen_words", set())
+
+    def topics(self, top=10):
+        """Each topic's `top` most probable terms: [[(term, p), ...], ...]."""
+        vocab = self._model.vocabulary()
+        out = []
+        for k in range(self._model.info()["outputs"]):
+            p = self._model.component_terms(k)
+            ids = np.argsort(-p, kind="stable")[:top]
+            names = [vocab[i] if i < len(vocab) else self.__dict__.get("_names", {}).get(int(i), "#%d" % i)
+                     for i in ids]
+            out.append(list(zip(names, p[ids].tolist())))
+        return out
+
+    def __getstate__(self):
+        st = super().__getstate__()
+        st["names"] = self.__dict__.get("_names", {})
+        return st
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        self._names = state.get("names", {})
+
+
+class Mixture(_Latent):
+    """A mixture family (emsd-mixture, edcm-mixture, multinomial-mixture,
+    gaussian mixtures by mmnb...) with `components` components, learned by
+    SEP (engine="sep", the families with SEP hooks), EP, ADF or sdEM."""
+
+    def __init__(self, family="emsd-mixture", components=2, *, engine="auto", **kwargs):
+        loss = kwargs.pop("loss", "nll")
+        super().__init__(family, loss, components=int(components), engine=engine, **kwargs)
 
 
 def load(path):
-    """A model saved by save() or by the program (`tributary train --out`),
-    as a Classifier (class outputs) or TopicModel / Mixture (latent ones)."""
+    """A model saved by save() or by the program (`tributary train --out`):
+    a Classifier for class outputs, a TopicModel (lda) or Mixture for latent
+    ones."""
     handle = _tributary.Model.load(str(path))
-    return Classifier._wrap(handle)
+    return _wrap_handle(handle)
+
+
+def from_bytes(data):
+    """A model from snapshot bytes (to_bytes(), or a file's content)."""
+    return _wrap_handle(_tributary.Model.from_bytes(bytes(data)))
+
+
+def _wrap_handle(handle):
+    info = handle.info()
+    if not info["latent"]:
+        return Classifier._wrap(handle)
+    if info["family"] == "lda":
+        return TopicModel._wrap(handle)
+    return Mixture._wrap(handle)
 
 
 def read_stream(path):
-    raise NotImplementedError
+    """The documents of a stream file as (x, y, id) tuples, x being the text,
+    a dict term -> count or a dict feature -> value, y the label or None.
+    The reader's header() gives the stream's schema."""
+    return _tributary.StreamReader(str(path))
 
 
-def write_stream(path, xs, ys=None):
-    raise NotImplementedError
+def write_stream(path, xs, ys=None, ids=None):
+    """Writes documents (text or dict term -> count) and their labels as a
+    stream with an open vocabulary and open classes, which `tributary train`
+    and `tributary eval` read. Returns the number of documents."""
+    xs = list(xs)
+    if ys is not None:
+        ys = [None if y is None else _label_name(y) for y in ys]
+    return _tributary.write_stream(str(path), xs, ys, None if ids is None else [str(i) for i in ids])

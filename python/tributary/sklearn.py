@@ -82,6 +82,13 @@ class SdemClassifier(ClassifierMixin, BaseEstimator):
         check_non_negative(X, "SdemClassifier (input X)")
         return X
 
+    # The model's classes are named by their index in classes_ ("0", "1",
+    # ...), in that (sorted) order, and its terms by their column: what
+    # `tributary convert` (two passes: classes sorted, a closed vocabulary)
+    # then `tributary train` make of the same documents. fit then gives the
+    # program's model: the validation split and shuffles follow the class
+    # order (tests/python: equal accuracy on fortunes).
+
     def _new_model(self, n):
         return _tributary.Model(
             family=self.family, loss=self.loss, options=self._family_options(),

@@ -12,6 +12,7 @@
 #include "decoded_stream.h"
 #include "posterior_summary.h"
 #include "tributary/document.h"
+#include "tributary/latent_metrics.h"
 #include "tributary/metrics.h"
 #include "tributary/sep_engine.h"
 
@@ -26,59 +27,14 @@ struct EvalFlags {
   uint32_t max_frame_bytes = kDefaultMaxFrameBytes;
 };
 
-// Clustering quality and document-completion perplexity of a model whose
-// outputs are latent components or topics (trib_family_vtable.outputs).
-struct LatentEval {
-  explicit LatentEval(const Model& m)
-      : clusters(m.num_outputs(), static_cast<uint32_t>(m.schema().classes().size())),
-        probs(m.num_outputs()),
-        mass(m.num_outputs(), 0.0),
-        sep(SepLearner::Supports(m.family())) {}
-  Status Add(const Model& m, const trib_document& v, const double* scores, ScoringState* state) {
-    log_px += Posterior(scores, m.num_outputs(), probs.data());
-    for (uint32_t k = 0; k < m.num_outputs(); ++k) mass[k] += probs[k];
-    clusters.Add(static_cast<uint32_t>(std::max_element(probs.begin(), probs.end()) - probs.begin()), v.label);
-    tokens += m.PerplexityTokens(v);
-    if (sep) {
-      // The approximate log evidence of the evaluated documents under the
-      // posterior (SepLearner::LogPredictive: log E_q[p(x | theta)]).
-      auto lz = SepLearner::LogPredictive(m, state, v);
-      if (!lz.ok()) return lz.status();
-      if (std::isfinite(lz.value())) {
-        log_evidence += lz.value();
-        ++evidence_documents;
-      }
-    }
-    if (!m.has_completion()) return Status::OK();
-    SplitForCompletion(v, &observed, &heldout);
-    if (heldout.term_ids.empty() || observed.term_ids.empty()) return Status::OK();  // nothing to score
-    double lp = 0;
-    TRIB_RETURN_IF_ERROR(m.Completion(observed.View(), heldout.View(), state, &lp));
-    completion_log_prob += lp;
-    completion_tokens += heldout.TotalCount();
-    return Status::OK();
-  }
-  double perplexity() const {
-    if (completion_tokens > 0) return std::exp(-completion_log_prob / completion_tokens);
-    return tokens > 0 ? std::exp(-log_px / tokens) : std::nan("");
-  }
-  ClusteringMetrics clusters;
-  std::vector<double> probs, mass;
-  double log_px = 0, tokens = 0, completion_log_prob = 0, completion_tokens = 0;
-  const bool sep;  // the family has SEP hooks: approximate log evidence
-  double log_evidence = 0;
-  uint64_t evidence_documents = 0;  // documents whose log Z the family could estimate
-  DocumentBuffer observed, heldout;
-};
-
 int RunEval(const std::string& model_path, const std::string& in, bool as_json, bool skip_bad, uint32_t max_frame) {
   auto input = OpenForScoring(model_path, in, max_frame);
   if (!input.ok()) return ReportError(input.status());
   auto& [model, ds, state] = *input;
   const bool latent = model->latent_outputs();
   ClassificationMetrics metrics(model->num_outputs());
-  std::unique_ptr<LatentEval> lat;
-  if (latent) lat = std::make_unique<LatentEval>(*model);
+  std::unique_ptr<LatentMetrics> lat;
+  if (latent) lat = std::make_unique<LatentMetrics>(*model);
   std::vector<double> scores(model->num_outputs());
   BadInput bad;
   DocumentBuffer doc;
