@@ -180,6 +180,27 @@ TEST_F(CliTest, SameSeedSameModelBitForBit) {
 
 // --loss-opt reaches the loss (ABI 1.2 options), is kept in the snapshot, and
 // a bad key or value is refused naming it.
+// prequential --plot draws the curve with the Python package's plotting code
+// (python/tributary/plot.py, compiled in) run by Debian's python3: a PNG
+// comes out, and a missing interpreter is named, not a silent no-picture.
+TEST_F(CliTest, PrequentialPlotDrawsThePng) {
+  std::string s = MakeStream("s.pb", 600, 3);
+  const std::string png = dir_ + "/curve.png";
+  std::string out;
+  ASSERT_EQ(Run("prequential -q --json --every 100 --plot " + png + " --in " + s, &out), 0) << out;
+  EXPECT_EQ(json::parse(out)["curve"].size(), 6u);  // --json still prints the result
+  std::ifstream f(png, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  ASSERT_GT(bytes.size(), 5000u);
+  EXPECT_EQ(bytes.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+  EXPECT_FALSE(std::ifstream(png + ".curve.json").good()) << "the data file is removed";
+  ASSERT_NE(testing::RunCommand("TRIBUTARY_PYTHON=/nonexistent/python3 " + testing::ProgramPath() +
+                                    " prequential -q --plot " + dir_ + "/b.png --in " + s,
+                                &out, true),
+            0);
+  EXPECT_THAT(out, HasSubstr("--plot '" + dir_ + "/b.png': cannot run /nonexistent/python3"));
+}
+
 // A live stream on standard input: train and prequential read it once (the
 // header and the documents through the same reader; standard input cannot
 // be reopened) and learn exactly what they learn from the file.

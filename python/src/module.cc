@@ -238,6 +238,29 @@ class Handle {
     return learner_->Learn(buf_.View());
   }
 
+  // Test-then-train (mu held): the document is decoded (the model growing
+  // with it), scored by the model as it is, then learned. *correct: the
+  // argmax was its label; *ncll: -log p(label | x) before learning.
+  Status PrequentialLocked(const v1::Document& doc, bool* correct, double* ncll) {
+    const uint64_t index = next_index_++;
+    TRIB_RETURN_IF_ERROR(
+        DecodeGrowing(*decoder_, doc, index, model_.get(), kGrowClassesAndTerms, &buf_, &counters_, nullptr));
+    if (buf_.label < 0) return Status::InvalidDocument(buf_.Name() + ": prequential evaluation needs a label");
+    scores_.resize(model_->num_outputs());
+    TRIB_RETURN_IF_ERROR(ScoreBuffer(buf_, scores_.data()));
+    const auto best = std::max_element(scores_.begin(), scores_.end()) - scores_.begin();
+    *correct = best == buf_.label;
+    double m = *std::max_element(scores_.begin(), scores_.end()), z = 0;
+    for (double v : scores_) z += std::exp(v - m);
+    *ncll = -(scores_[static_cast<size_t>(buf_.label)] - m - std::log(z));
+    if (!learner_) {
+      auto l = Learner::Create(model_.get(), lo_);
+      if (!l.ok()) return l.status();
+      learner_ = std::move(l).value();
+    }
+    return learner_->Learn(buf_.View());
+  }
+
   // Learns a buffer in the model's ids (mu held).
   Status LearnBufferLocked(const DocumentBuffer& b) {
     ++next_index_;
@@ -290,6 +313,7 @@ class Handle {
   std::unique_ptr<ScoringState> scoring_;
   uint64_t scoring_layout_ = 0;
   DocumentBuffer buf_;
+  std::vector<double> scores_;
   DecodeCounters counters_;
   uint64_t next_index_ = 0, next_predict_ = 0;
 };
@@ -1149,6 +1173,26 @@ PYBIND11_MODULE(_tributary, mod) {
              return a;
            })
       .def("info", &Info)
+      .def("prequential_many",
+           [](Handle& h, const py::sequence& xs, const py::object& ys) {
+             auto docs = ToDocuments(h, xs, ys, h.documents_learned());
+             std::vector<uint8_t> correct(docs.size());
+             std::vector<double> ncll(docs.size());
+             {
+               py::gil_scoped_release nogil;
+               std::lock_guard<std::mutex> lock(h.mu());
+               for (size_t i = 0; i < docs.size(); ++i) {
+                 bool c = false;
+                 Check(h.PrequentialLocked(docs[i], &c, &ncll[i]));
+                 correct[i] = c;
+               }
+             }
+             py::array_t<bool> a(correct.size());
+             std::copy(correct.begin(), correct.end(), a.mutable_data());
+             py::array_t<double> b(ncll.size());
+             std::copy(ncll.begin(), ncll.end(), b.mutable_data());
+             return py::make_tuple(a, b);
+           })
       .def("evaluate_latent",
            [](Handle& h, const py::sequence& xs) { return EvaluateLatent(h, ToDocuments(h, xs, py::none(), 0)); })
       .def("learn_file", &LearnFile, py::arg("path"), py::arg("skip_bad") = false,

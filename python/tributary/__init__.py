@@ -37,7 +37,8 @@ from ._tributary import (  # noqa: E402
     plugins,
     tokenize,
 )
-from .core import Classifier, Mixture, TopicModel, from_bytes, load, read_stream, write_stream  # noqa: E402
+from . import plot  # noqa: E402
+from .core import Classifier, Mixture, TopicModel, from_bytes, load, prequential, read_stream, write_stream  # noqa: E402
 
 __version__ = _tributary.version()
 
@@ -46,6 +47,8 @@ __all__ = [
     "TopicModel",
     "Mixture",
     "load",
+    "prequential",
+    "plot",
     "from_bytes",
     "read_stream",
     "write_stream",

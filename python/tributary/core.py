@@ -312,6 +312,36 @@ class Mixture(_Latent):
         super().__init__(family, loss, components=int(components), engine=engine, **kwargs)
 
 
+def prequential(learner, xs, ys, *, every=1000):
+    """Test-then-train over the documents (as `tributary prequential`): each
+    document is first predicted by the model as it is, then learned. Returns
+    the program's --json shape: {"documents", "accuracy", "ncll", "curve":
+    [{"documents", "accuracy", "window_accuracy", "ncll", "window_ncll"},
+    ...]} with a point every `every` documents (and at the end), which
+    tributary.plot.learning_curve draws."""
+    xs = list(xs)
+    names = learner._names(list(ys))
+    correct, ncll = learner._model.prequential_many(xs, names)
+    curve = []
+    n = len(xs)
+    last = 0
+    for end in list(range(every, n + 1, every)) + ([n] if n % every else []):
+        curve.append({
+            "documents": end,
+            "accuracy": float(correct[:end].mean()),
+            "window_accuracy": float(correct[last:end].mean()),
+            "ncll": float(ncll[:end].mean()),
+            "window_ncll": float(ncll[last:end].mean()),
+        })
+        last = end
+    return {
+        "documents": n,
+        "accuracy": float(correct.mean()) if n else float("nan"),
+        "ncll": float(ncll.mean()) if n else float("nan"),
+        "curve": curve,
+    }
+
+
 def load(path):
     """A model saved by save() or by the program (`tributary train --out`):
     a Classifier for class outputs, a TopicModel (lda) or Mixture for latent

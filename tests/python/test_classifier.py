@@ -229,3 +229,29 @@ def test_learn_many_releases_the_gil(fortunes):
         sys.setswitchinterval(old)
     assert seen_running
     assert c.info()["updates"] == len(xs)
+
+
+def test_prequential_and_the_pictures(fortunes, tmp_path):
+    xs, ys = fortunes["train"]
+    xs, ys = xs[:3000], ys[:3000]
+    r = tributary.prequential(tributary.Classifier(), xs, ys, every=1000)
+    assert [p["documents"] for p in r["curve"]] == [1000, 2000, 3000]
+    # The cumulative accuracy is the mean of the windows (equal windows).
+    assert r["accuracy"] == pytest.approx(np.mean([p["window_accuracy"] for p in r["curve"]]))
+    # Test-then-train: every document was learned after it was scored.
+    m = tributary.Classifier()
+    m.learn_many(xs, ys)
+    again = tributary.Classifier()
+    tributary.prequential(again, xs, ys)
+    assert again.stats_digest == m.stats_digest
+    ax = tributary.plot.learning_curve({"ncll": r, "nll": tributary.prequential(tributary.Classifier(loss="nll"), xs, ys)},
+                                       path=tmp_path / "curve.png")
+    assert len(ax.get_lines()) == 4
+    assert (tmp_path / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    tm = tributary.TopicModel(k=4)
+    tm.learn_many(xs)
+    fig = tributary.plot.topics(tm, top=5, path=tmp_path / "topics.png")
+    assert len([a for a in fig.axes if a.get_title().startswith("topic")]) == 4
+    assert (tmp_path / "topics.png").stat().st_size > 5000
+    with pytest.raises(ValueError, match="no point"):
+        tributary.plot.learning_curve({"curve": []})

@@ -8,6 +8,7 @@
 #include "cli_common.h"
 #include "commands/commands.h"
 #include "decoded_stream.h"
+#include "plot_source.h"
 #include "tributary/learner.h"
 #include "tributary/metrics.h"
 
@@ -21,9 +22,11 @@ struct PrequentialFlags {
   std::string in, out;
   uint64_t every = 1000;
   bool as_json = false;
+  std::string plot;
 };
 
-int RunPrequential(const LearnFlags& f, const std::string& in, uint64_t every, bool as_json, const std::string& out) {
+int RunPrequential(const LearnFlags& f, const std::string& in, uint64_t every, bool as_json, const std::string& out,
+                   const std::string& plot) {
   // Every refusal names the stream (cli_common.h NameFile).
   auto refuse = [&in](const Status& st) { return ReportError(NameFile(st, in)); };
   auto first = DocumentReader::Open(in, f.max_frame_bytes);
@@ -53,7 +56,8 @@ int RunPrequential(const LearnFlags& f, const std::string& in, uint64_t every, b
   BadInput bad;
   Progress progress("prequential", f.quiet || !as_json);
   DocumentBuffer doc;
-  if (!as_json) std::cout << "documents\taccuracy\twindow_accuracy\tncll\twindow_ncll\thinge\twindow_hinge" << std::endl;
+  if (!as_json)
+    std::cout << "documents\taccuracy\twindow_accuracy\tncll\twindow_ncll\thinge\twindow_hinge" << std::endl;
   auto emit = [&]() {
     const bool any = window.labelled() > 0;
     const double nan = std::nan("");
@@ -116,16 +120,20 @@ int RunPrequential(const LearnFlags& f, const std::string& in, uint64_t every, b
     Status st = model->Save(out);
     if (!st.ok()) return ReportError(NameFile(st, out));
   }
+  json j;
+  auto num = [](double x) { return std::isnan(x) ? json(nullptr) : json(x); };
+  j["documents"] = total.documents();
+  j["accuracy"] = num(total.accuracy());
+  j["macro_f1"] = num(total.macro_f1());
+  j["ncll"] = num(total.mean_ncll());
+  j["hinge"] = num(total.mean_hinge());
+  j["skipped"] = bad.skipped;
+  j["curve"] = curve;
+  if (!plot.empty()) {
+    Status st = DrawLearningCurve(j.dump(), plot, "Prequential accuracy: " + f.family + "/" + f.loss + " on " + in);
+    if (!st.ok()) return ReportError(st);
+  }
   if (as_json) {
-    json j;
-    auto num = [](double x) { return std::isnan(x) ? json(nullptr) : json(x); };
-    j["documents"] = total.documents();
-    j["accuracy"] = num(total.accuracy());
-    j["macro_f1"] = num(total.macro_f1());
-    j["ncll"] = num(total.mean_ncll());
-    j["hinge"] = num(total.mean_hinge());
-    j["skipped"] = bad.skipped;
-    j["curve"] = curve;
     std::cout << j.dump() << std::endl;
   } else {
     std::cout << "prequential accuracy " << Fmt(total.accuracy(), 4) << " over " << total.documents() << " documents"
@@ -143,9 +151,12 @@ Runner SetUpPrequential(CLI::App* cmd) {
   cmd->add_option("--every", f->every, "report every K documents")->capture_default_str();
   cmd->add_flag("--json", f->as_json, "one JSON object on stdout");
   cmd->add_option("--out", f->out, "also save the final model here");
+  cmd->add_option("--plot", f->plot,
+                  "also draw the learning curve to this PNG (the Python package's tributary.plot.learning_curve, "
+                  "run by /usr/bin/python3 with python3-matplotlib; $TRIBUTARY_PYTHON to use another)");
   return [cmd, f] {
     NoteScheduleGiven(*cmd, &f->learn);
-    return RunOnInput(f->in, [&] { return RunPrequential(f->learn, f->in, f->every, f->as_json, f->out); });
+    return RunOnInput(f->in, [&] { return RunPrequential(f->learn, f->in, f->every, f->as_json, f->out, f->plot); });
   };
 }
 
