@@ -536,6 +536,19 @@ TEST_F(CliTest, PluginThatCrashesAtLoadIsIsolated) {
       << out;
 }
 
+// The same plugin named by path on the command line (--loss FILE, --plugin
+// FILE) is probed too: the program refuses it, naming it and the signal,
+// instead of dying with it.
+TEST_F(CliTest, PluginNamedByPathThatCrashesAtLoadIsRefused) {
+  const std::string s = MakeStream("s.pb", 100, 8);
+  const std::string bad = TRIBUTARY_FIXTURE_PLUGIN_DIR "/init_segfaults.so";
+  std::string out;
+  EXPECT_EQ(Run("train -q --loss " + bad + " --in " + s + " --out " + dir_ + "/m.trib", &out, true), 1) << out;
+  EXPECT_THAT(out, HasSubstr("init_segfaults.so': crashed while loading (signal")) << out;
+  EXPECT_EQ(Run("--plugin " + bad + " plugins", &out, true), 1) << out;
+  EXPECT_THAT(out, HasSubstr("crashed while loading")) << out;
+}
+
 TEST_F(CliTest, ThirdPartyLossByNameAndByPath) {
   std::string s = MakeStream("s.pb", 200, 6);
   std::string out;

@@ -538,8 +538,25 @@ const std::vector<RefusedPlugin>& PluginRegistry::refused() const {
   return refused_;
 }
 
+Result<std::shared_ptr<const Plugin>> PluginRegistry::LoadExplicit(const std::string& path) const {
+  const std::string file = Canonical(path);
+  bool loaded = false;
+  {
+    std::lock_guard<std::mutex> lock(g_loaded_mu);
+    loaded = LoadedByPath().count(file) > 0;
+  }
+  std::error_code ec;
+  const bool builtin = first_is_builtin_ && !search_path_.empty() &&
+                       fs::path(file).parent_path() == fs::path(Canonical(search_path_[0]));
+  // A file the user named is probed like one found on the search path: one
+  // that crashes while loading is refused with its signal, the host lives
+  // (the Python module's interpreter, a long-running service).
+  if (!loaded && !builtin && fs::exists(file, ec)) TRIB_RETURN_IF_ERROR(ProbeInChild(file));
+  return LoadAny(path);
+}
+
 Status PluginRegistry::Add(const std::string& path) const {
-  auto r = LoadAny(path);
+  auto r = LoadExplicit(path);
   if (!r.ok()) return r.status();
   std::lock_guard<std::mutex> lock(mu_);
   const auto& plugin = *r;
@@ -565,8 +582,14 @@ Result<std::shared_ptr<const Plugin>> PluginRegistry::Find(const std::string& na
                                                            trib_plugin_kind kind) const {
   bool is_path =
       name_or_path.find('/') != std::string::npos || (name_or_path.size() > 3 && name_or_path.ends_with(".so"));
-  if (is_path) return LoadPluginFile(name_or_path, kind);
-  return FindByName(name_or_path, kind);
+  if (!is_path) return FindByName(name_or_path, kind);
+  auto r = LoadExplicit(name_or_path);
+  if (!r.ok()) return r.status();
+  if ((*r)->kind != kind) {
+    return Status::PluginError("plugin '" + (*r)->path + "' is a " + KindName((*r)->kind) + " plugin ('" + (*r)->name +
+                               "'), expected a " + KindName(kind));
+  }
+  return r;
 }
 
 Result<std::shared_ptr<const Plugin>> PluginRegistry::FindByName(const std::string& name, trib_plugin_kind kind) const {

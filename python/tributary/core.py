@@ -154,6 +154,8 @@ class _Learner:
         self._labels = state["labels"]
 
     def __repr__(self):
+        if "_model" not in self.__dict__:
+            return "<%s (not constructed)>" % type(self).__name__
         i = self._model.info()
         return "%s(family=%r, loss=%r, updates=%d)" % (type(self).__name__, i["family"], i["loss"], i["updates"])
 

@@ -255,3 +255,43 @@ def test_prequential_and_the_pictures(fortunes, tmp_path):
     assert (tmp_path / "topics.png").stat().st_size > 5000
     with pytest.raises(ValueError, match="no point"):
         tributary.plot.learning_curve({"curve": []})
+
+
+@pytest.fixture(scope="module")
+def fixture_plugins():
+    d = os.path.join(os.environ.get("TRIBUTARY_BUILD_DIR", ""), "tests", "fixture_plugins")
+    assert os.path.exists(os.path.join(d, "check_good.so")), "the test build's fixture plugins are missing: " + d
+    return d
+
+
+def test_custom_plugins_by_path_and_by_name(fixture_plugins, fortunes):
+    xs, ys = fortunes["train"]
+    # An out-of-tree family by path (a small naive Bayes written against the SDK).
+    # (It cannot add classes: they are declared.)
+    c = tributary.Classifier(family=os.path.join(fixture_plugins, "check_good.so"), loss="nll", hashed_dim=4096,
+                             classes=sorted(set(ys)), open_classes=False)
+    c.learn_many(xs[:3000], ys[:3000])
+    assert c.info()["family"] == "check-good"
+    acc = np.mean(np.array(c.predict_many(xs[3000:4000])) == np.array(ys[3000:4000]))
+    assert acc > 1.5 / len(set(ys))  # well above chance: it learned
+    # By name from $TRIBUTARY_PLUGIN_PATH (read when the first model is made:
+    # a fresh interpreter), a custom loss with the built-in family.
+    code = ("import tributary\n"
+            "c = tributary.Classifier(loss='double-ncll')\n"
+            "c.learn_many(['good words', 'bad words'], ['a', 'b'])\n"
+            "print(c.info()['loss'], c.info()['updates'])\n")
+    env = dict(os.environ, TRIBUTARY_PLUGIN_PATH=fixture_plugins)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert r.returncode == 0 and r.stdout.split() == ["double-ncll", "2"], r.stderr
+
+
+def test_plugins_whose_init_crashes_or_fails_are_refused_in_process(fixture_plugins):
+    # The registry probes a plugin from outside the built-in directory in a
+    # child process first: its segfault is reported, this interpreter lives.
+    with pytest.raises(tributary.PluginError, match="init_segfaults.so.*(signal|SIGSEGV|crash)"):
+        tributary.Classifier(loss=os.path.join(fixture_plugins, "init_segfaults.so"))
+    with pytest.raises(tributary.PluginError, match="init_fails.so"):
+        tributary.Classifier(loss=os.path.join(fixture_plugins, "init_fails.so"))
+    c = tributary.Classifier()
+    c.learn_one("still alive", "a")
+    assert c.info()["updates"] == 1

@@ -119,7 +119,8 @@ class PluginRegistry {
   // registers it under its name so that FindByName, and so models that name
   // it, find it. Errors: the file is refused (PluginError, naming it); its
   // kind and name are taken by another file already registered
-  // (InvalidArgument naming both: a built-in always keeps its name).
+  // (InvalidArgument naming both: a built-in always keeps its name). The
+  // file is probed in a child process first, as Find does with a path.
   Status Add(const std::string& path) const;
 
   // Every plugin and every refused file (Scan() first if not done).
@@ -131,7 +132,10 @@ class PluginRegistry {
 
   // Looks a plugin up by name (loading only the file its name points to when
   // the registry has not been scanned), or, when `name_or_path` contains a
-  // '/' or ends in ".so", loads that file directly: a user's explicit choice.
+  // '/' or ends in ".so", loads that file directly: a user's explicit choice
+  // (probed in a child process first, like a file of the search path, unless
+  // it is in the built-in directory or loaded already: a file that crashes
+  // while loading is refused with its signal and the host goes on).
   // Errors: NotFound listing the available names; PluginError for a refused file.
   Result<std::shared_ptr<const Plugin>> Find(const std::string& name_or_path, trib_plugin_kind kind) const;
   // By name only, never a path: what a model file may name (a snapshot never
@@ -144,6 +148,9 @@ class PluginRegistry {
   // Loads `file` from directory index `d` into plugins_/refused_ (probing it
   // first outside the built-in directory); returns the plugin or null.
   std::shared_ptr<const Plugin> LoadLocked(const std::string& file, size_t d) const;
+  // A file the user named (Find by path, Add): probed in a child process
+  // first unless already loaded or in the built-in directory.
+  Result<std::shared_ptr<const Plugin>> LoadExplicit(const std::string& path) const;
   // Loads tributary_<kind>_<name>.so from the first directory whose file of
   // that name holds that plugin; null if none does.
   std::shared_ptr<const Plugin> LoadNamedLocked(trib_plugin_kind kind, const std::string& name) const;
