@@ -52,3 +52,33 @@ def test_mixture_by_sep_on_a_closed_vocabulary(fortunes):
     assert sum(ev["weights"]) == pytest.approx(1.0)
     resp = m.transform(["the the the of"])
     assert resp.shape == (1, 3) and resp.sum() == pytest.approx(1.0)
+
+
+def test_mmnb_on_mixed_features_as_mixture_and_as_classifier():
+    """Mixed-membership naive Bayes over a real, a count and a categorical
+    feature, given as dicts (a missing value as None or left out)."""
+    rng = np.random.default_rng(7)
+    feats = {"x": "real", "n": "count", "colour": ["red", "blue"]}
+    xs, ys = [], []
+    for i in range(1500):
+        a = i % 2 == 0
+        xs.append({"x": float(rng.normal(-2.0 if a else 2.0, 1.0)), "n": int(rng.poisson(1 if a else 6)),
+                   "colour": ("red" if rng.random() < 0.8 else "blue") if a else ("blue" if rng.random() < 0.8 else "red")})
+        ys.append("a" if a else "b")
+    xs[5]["x"] = None       # missing
+    del xs[6]["colour"]     # missing
+    mix = tributary.Mixture("mmnb", components=2, features=feats)
+    mix.learn_many(xs)
+    resp = mix.transform(xs[:200])
+    # The two components separate the two kinds of documents.
+    hard = resp.argmax(axis=1)
+    agree = np.mean(hard == np.array([0 if y == "a" else 1 for y in ys[:200]]))
+    assert max(agree, 1 - agree) > 0.9
+    assert np.isfinite(mix.evaluate(xs[:100])["log_likelihood_per_document"])
+    clf = tributary.Classifier("mmnb", loss="nll", discriminative=True, components=2, features=feats,
+                               classes=["a", "b"], open_classes=False)
+    clf.learn_many(xs[:1000], ys[:1000])
+    acc = np.mean(np.array(clf.predict_many(xs[1000:])) == np.array(ys[1000:]))
+    assert acc > 0.9
+    with pytest.raises(tributary.InvalidDocument, match="'n'"):
+        clf.learn_one({"x": 0.0, "n": "many", "colour": "red"}, "a")
