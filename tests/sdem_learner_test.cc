@@ -247,6 +247,39 @@ TEST(SdemLearnerTest, DocumentWeightScalesTheStep) {
   }
 }
 
+// Under NLL (c = 1: each step also decays the statistics) a document of
+// weight k moves them as k copies of it learned in a row: with rho_t =
+// 1/(1+t), exact averaging with the document counted k times. A large weight
+// at rho_0 = 1 used to decay by 1 - rho k < 0 (negative statistics, NaN).
+TEST(SdemLearnerTest, NllWeightCountsAsThatManyCopies) {
+  auto a = NewModel("nll", 6, 2);
+  auto b = NewModel("nll", 6, 2);
+  for (auto* m : {a.get(), b.get()}) m->learner_state().effective_size = 100;
+  auto la = SdemLearner::Create(a.get());
+  auto lb = SdemLearner::Create(b.get());
+  auto first = testing::MakeDoc(0, 0, {{1, 2.0}, {4, 1.0}});
+  auto d1 = testing::MakeDoc(1, 1, {{2, 1.0}, {3, 1.0}});
+  auto d3 = d1;
+  d3.weight = 3.0;
+  for (auto* l : {la->get(), lb->get()}) ASSERT_TRUE(l->Learn(first.View()).ok());
+  ASSERT_TRUE((*la)->Learn(d3.View()).ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*lb)->Learn(d1.View()).ok());
+  for (uint64_t i = 0; i < a->stats().size(); ++i) {
+    EXPECT_NEAR(a->stats().Mu(i), b->stats().Mu(i), 1e-12) << i;
+  }
+  // Weight 10 on the very first step: finite statistics, the document's own.
+  auto c = NewModel("nll", 6, 2);
+  c->learner_state().effective_size = 100;
+  auto lc = SdemLearner::Create(c.get());
+  auto heavy = d1;
+  heavy.weight = 10.0;
+  ASSERT_TRUE((*lc)->Learn(heavy.View()).ok());
+  ASSERT_TRUE((*lc)->Learn(first.View()).ok());
+  for (uint64_t i = 0; i < c->stats().size(); ++i) {
+    EXPECT_TRUE(std::isfinite(c->stats().Mu(i)) && c->stats().Mu(i) >= 0) << i << " " << c->stats().Mu(i);
+  }
+}
+
 }  // namespace
 }  // namespace tributary
 

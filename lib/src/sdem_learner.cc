@@ -9,6 +9,34 @@
 namespace tributary {
 
 namespace {
+
+// The step size of a document of weight dw (its importance, the proto's
+// Document.weight) whose loss has self-weight c > 0 (NLL: the step also
+// decays the statistics by 1 - rho c): the rho' of one step that moves them
+// as dw copies of the document learned one after the other would,
+// 1 - rho' c = prod_{i < dw} (1 - rho_{t+i} c) (a fractional dw raises the
+// last factor to the fraction). Exact for NLL, whose target is the same for
+// every copy (with rho_t = 1/(1+t), a document of weight k after t documents
+// gets k/(t+k): exact averaging), and the decay stays in [0, 1]: scaling the
+// step by dw made a weight-10 document at rho_0 = 1 decay the statistics by
+// -9 (negative statistics, NaN scores; found by scikit-learn's sample_weight
+// checks). A gradient step (c = 0: NCLL, hinge) scales w by dw instead, as
+// an importance weight scales a stochastic gradient.
+double WeightedRho(const LearnerState& ls, double c, double dw) {
+  constexpr double kMaxCopies = 1e6;  // beyond: the remaining factors as one power
+  const double whole = std::floor(dw);
+  double keep = 1.0;
+  uint64_t i = 0;
+  for (; i < static_cast<uint64_t>(std::min(whole, kMaxCopies)); ++i) {
+    keep *= std::max(0.0, 1.0 - ls.schedule.Rho(ls.updates + i) * c);
+    if (keep == 0) break;
+  }
+  const double last = std::max(0.0, 1.0 - ls.schedule.Rho(ls.updates + i) * c);
+  if (keep > 0 && whole > kMaxCopies) keep *= std::pow(last, whole - kMaxCopies);
+  if (keep > 0) keep *= std::pow(last, dw - whole);
+  return (1.0 - keep) / c;
+}
+
 // Below this a block's scale is folded back into raw (O(block), rare): keeps
 // raw = (mu - shift abar) / scale well inside double range.
 constexpr double kMinScale = 1e-100;
@@ -164,9 +192,13 @@ Status SdemLearner::Learn(const trib_document& labelled_doc, LearnOutcome* outco
   err.message[0] = '\0';
   int rc;
   const double dw = doc.weight;
+  double rho = m.learner_state().schedule.Rho(m.learner_state().updates);
   if (dw != 1.0) {
-    for (auto& w : weights_) w *= dw;
-    c *= dw;
+    if (c > 0) {
+      rho = WeightedRho(m.learner_state(), c, dw);
+    } else {
+      for (auto& w : weights_) w *= dw;
+    }
   }
   // 3. Expected statistics.
   trib_delta delta{delta_index_.data(), delta_value_.data(), 0, delta_index_.size(), this, &GrowDelta};
@@ -189,7 +221,6 @@ Status SdemLearner::Learn(const trib_document& labelled_doc, LearnOutcome* outco
   }
   // 4. Apply (eq. 15 / Table 1), lazily per block.
   LearnerState& ls = m.learner_state();
-  const double rho = ls.schedule.Rho(ls.updates);
   const double n = ls.effective_size;
   auto& blocks = m.stats().mutable_blocks();
   factors_.resize(blocks.size());

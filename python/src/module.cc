@@ -499,11 +499,13 @@ struct Csr {
   IndexArray indptr, indices;
   ValueArray data;
   std::vector<std::optional<std::string>> labels;  // empty, or one per row
+  std::vector<double> weights;                     // empty, or one per row (finite, > 0)
   int64_t rows() const { return static_cast<int64_t>(indptr.size()) - 1; }
 };
 
-Csr MakeCsr(IndexArray indptr, IndexArray indices, ValueArray data, const py::object& labels) {
-  Csr m{std::move(indptr), std::move(indices), std::move(data), {}};
+Csr MakeCsr(IndexArray indptr, IndexArray indices, ValueArray data, const py::object& labels,
+            const py::object& weights = py::none()) {
+  Csr m{std::move(indptr), std::move(indices), std::move(data), {}, {}};
   if (m.rows() < 0) Throw(Status::InvalidArgument("csr: indptr is empty"));
   const int64_t* ip = m.indptr.data();
   if (m.indices.size() != m.data.size() || ip[0] != 0 || ip[m.rows()] != static_cast<int64_t>(m.indices.size())) {
@@ -522,6 +524,20 @@ Csr MakeCsr(IndexArray indptr, IndexArray indices, ValueArray data, const py::ob
       v1::Document d;
       SetLabel(seq[r], r, &d);
       m.labels.push_back(d.has_label() ? std::optional<std::string>(d.label()) : std::nullopt);
+    }
+  }
+  if (!weights.is_none()) {
+    auto w = weights.cast<ValueArray>();
+    if (static_cast<int64_t>(w.size()) != m.rows()) {
+      Throw(Status::InvalidArgument("csr: " + std::to_string(m.rows()) + " rows but " + std::to_string(w.size()) +
+                                    " weights"));
+    }
+    m.weights.assign(w.data(), w.data() + w.size());
+    for (size_t r = 0; r < m.weights.size(); ++r) {
+      if (!(std::isfinite(m.weights[r]) && m.weights[r] > 0)) {
+        Throw(Status::InvalidDocument(DocumentName(r, "") + ": weight is " + std::to_string(m.weights[r]) +
+                                      ", expected a finite number > 0"));
+      }
     }
   }
   return m;
@@ -549,6 +565,7 @@ Status CsrRow(const Csr& m, int64_t r, uint64_t vocab, DocumentBuffer* out) {
     out->term_ids.push_back(static_cast<uint32_t>(ix[p]));
     out->term_counts.push_back(dv[p]);
   }
+  if (!m.weights.empty()) out->weight = m.weights[static_cast<size_t>(r)];
   out->Canonicalize();
   return Status::OK();
 }
@@ -1016,12 +1033,12 @@ PYBIND11_MODULE(_tributary, mod) {
       [](const std::string& family, const std::string& loss, const py::dict& options, const py::dict& loss_options,
          const py::dict& schedule, double n, uint64_t seed, const py::object& classes, const py::object& vocabulary,
          uint64_t hashed_dim, const py::object& features, const py::object& xs, const py::object& ys,
-         const py::object& csr, uint32_t epochs, uint32_t threads, bool skip_bad) {
+         const py::object& csr, uint32_t epochs, uint32_t threads, bool skip_bad, const py::object& weights) {
         std::vector<v1::Document> docs;
         std::optional<Csr> matrix;
         if (!csr.is_none()) {
           auto t = py::reinterpret_borrow<py::tuple>(csr);
-          matrix = MakeCsr(t[0].cast<IndexArray>(), t[1].cast<IndexArray>(), t[2].cast<ValueArray>(), ys);
+          matrix = MakeCsr(t[0].cast<IndexArray>(), t[1].cast<IndexArray>(), t[2].cast<ValueArray>(), ys, weights);
         } else {
           // Text or dicts: the schema decides how a dict reads (features or terms).
           v1::Schema proto = NewSchema(family, classes, classes.is_none(), vocabulary, hashed_dim, features);
@@ -1046,7 +1063,7 @@ PYBIND11_MODULE(_tributary, mod) {
       py::arg("family"), py::arg("loss"), py::arg("options"), py::arg("loss_options"), py::arg("schedule"),
       py::arg("n"), py::arg("seed"), py::arg("classes"), py::arg("vocabulary"), py::arg("hashed_dim"),
       py::arg("features"), py::arg("xs"), py::arg("ys"), py::arg("csr"), py::arg("epochs"), py::arg("threads"),
-      py::arg("skip_bad"),
+      py::arg("skip_bad"), py::arg("weights") = py::none(),
       "train's defaults (trainer.h) on documents in memory; returns (model, training report as JSON).");
 
   py::class_<StreamIter>(mod, "StreamReader")
@@ -1124,8 +1141,11 @@ PYBIND11_MODULE(_tributary, mod) {
           [](Handle& h, py::array_t<int64_t, py::array::c_style | py::array::forcecast> indptr,
              py::array_t<int64_t, py::array::c_style | py::array::forcecast> indices,
              py::array_t<double, py::array::c_style | py::array::forcecast> data, const py::object& labels,
-             bool skip_bad) { return LearnCsr(h, MakeCsr(indptr, indices, data, labels), skip_bad); },
-          py::arg("indptr"), py::arg("indices"), py::arg("data"), py::arg("labels"), py::arg("skip_bad") = false)
+             bool skip_bad, const py::object& weights) {
+            return LearnCsr(h, MakeCsr(indptr, indices, data, labels, weights), skip_bad);
+          },
+          py::arg("indptr"), py::arg("indices"), py::arg("data"), py::arg("labels"), py::arg("skip_bad") = false,
+          py::arg("weights") = py::none())
       .def("scores_many",
            [](Handle& h, const py::sequence& xs) { return ScoreDocuments(h, ToDocuments(h, xs, py::none(), 0)); })
       .def("scores_csr",

@@ -6,13 +6,15 @@ with a discriminative loss (ncll, hinge) and select="auto" it tries a few
 priors (and margins) and the generative NLL learner on shuffled passes and
 keeps the one that predicts a held-out part of the TRAINING data best
 (trainer.h); ``partial_fit`` is one learner in arrival order, as the server
-learns (n = 10000 unless given).
+learns (n = 10000 unless given). sample_weight is each document's weight in
+the library: it scales an NCLL / hinge step, and under NLL makes the step
+the one of that many copies learned in a row; weight 0 leaves the row out.
 """
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, check_non_negative
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, check_non_negative
 
 from . import _tributary
 
@@ -106,12 +108,32 @@ class SdemClassifier(ClassifierMixin, BaseEstimator):
 
     # ---- fitting
 
-    def fit(self, X, y):
-        """Trains on (X, y) from scratch, as `tributary train` on a file."""
+    @staticmethod
+    def _weights(X, y, sample_weight):
+        """Validated weights, and the rows to keep: a document of weight 0
+        contributes nothing, so it is left out (exactly as if absent, the
+        validation split of fit included); None when no weights were given."""
+        if sample_weight is None:
+            return X, y, None
+        w = _check_sample_weight(sample_weight, X, dtype=np.float64)
+        if np.any(w < 0) or not np.all(np.isfinite(w)):
+            raise ValueError("sample_weight must be finite and >= 0")
+        keep = w > 0
+        if not keep.all():
+            X, y, w = X[keep], np.asarray(y)[keep], w[keep]
+        return X, y, w
+
+    def fit(self, X, y, sample_weight=None):
+        """Trains on (X, y) from scratch, as `tributary train` on a file.
+        sample_weight scales each document's step (its weight in the
+        library); documents of weight 0 are left out."""
         self._check_params()
         X, y = self._validate_data(X, y, accept_sparse="csr", dtype=np.float64, reset=True)
         check_non_negative(X, "SdemClassifier (input X)")
         check_classification_targets(y)
+        X, y, w = self._weights(X, y, sample_weight)
+        if X.shape[0] == 0:
+            raise ValueError("fit: every sample has weight 0")
         self.classes_ = np.unique(y)
         labels = self._encode(y)
         n = float(self.n) if self.n else float(X.shape[0])
@@ -122,7 +144,7 @@ class SdemClassifier(ClassifierMixin, BaseEstimator):
                 loss_options=dict(self.loss_options or {}), schedule={}, n=n, seed=int(self.seed),
                 classes=[str(i) for i in range(len(self.classes_))],
                 vocabulary=[str(j) for j in range(self.n_features_in_)], hashed_dim=0, features=None, xs=None,
-                ys=labels, csr=_csr(X), epochs=int(self.epochs or 0), threads=0, skip_bad=False)
+                ys=labels, csr=_csr(X), epochs=int(self.epochs or 0), threads=0, skip_bad=False, weights=w)
             self.model_ = model
             self.training_report_ = report
         else:
@@ -137,13 +159,13 @@ class SdemClassifier(ClassifierMixin, BaseEstimator):
                     Xe = X[order]
                     Xe.sort_indices()
                     self.model_.learn_csr(Xe.indptr.astype(np.int64), Xe.indices.astype(np.int64), Xe.data,
-                                          [labels[i] for i in order])
+                                          [labels[i] for i in order], weights=None if w is None else w[order])
                 else:
-                    self.model_.learn_csr(indptr, indices, data, labels)
+                    self.model_.learn_csr(indptr, indices, data, labels, weights=w)
             self.training_report_ = None
         return self
 
-    def partial_fit(self, X, y, classes=None):
+    def partial_fit(self, X, y, classes=None, sample_weight=None):
         """Learns (X, y) in arrival order, one document at a time, from where
         the model is (a new one on the first call, which needs `classes`)."""
         self._check_params()
@@ -160,8 +182,11 @@ class SdemClassifier(ClassifierMixin, BaseEstimator):
         elif classes is not None and not np.array_equal(np.unique(classes), self.classes_):
             raise ValueError("classes=%r differs from the classes of the first partial_fit %r"
                              % (list(classes), list(self.classes_)))
+        X, y, w = self._weights(X, y, sample_weight)
+        if X.shape[0] == 0:
+            return self
         indptr, indices, data = _csr(X)
-        self.model_.learn_csr(indptr, indices, data, self._encode(y))
+        self.model_.learn_csr(indptr, indices, data, self._encode(y), weights=w)
         return self
 
     # ---- predicting

@@ -94,3 +94,26 @@ def test_grid_search_and_errors():
         p.partial_fit(X[:2], ["maybe", "yes"])
     with pytest.raises(tributary.NotFoundError, match="no family plugin named 'nope'"):
         SdemClassifier(family="nope").fit(X, y)
+
+
+def test_sample_weight_counts_copies_and_zero_removes():
+    rng = np.random.default_rng(5)
+    X = rng.poisson(1.0, size=(120, 8)).astype(float)
+    y = np.where(X[:, 0] + X[:, 1] > X[:, 2] + X[:, 3], "a", "b")
+    # NLL: a row of weight k moves the statistics as k copies of it learned
+    # in a row (exact averaging; the step counter then advances by one, not
+    # k, so a whole weighted sequence is not exactly the replicated one).
+    a = SdemClassifier(loss="nll", n=1000).partial_fit(X[:50], y[:50], classes=["a", "b"])
+    b = SdemClassifier(loss="nll", n=1000).partial_fit(X[:50], y[:50], classes=["a", "b"])
+    a.partial_fit(X[50:51], y[50:51], sample_weight=[3.0])
+    b.partial_fit(X[[50, 50, 50]], y[[50, 50, 50]])
+    np.testing.assert_allclose(a.predict_proba(X), b.predict_proba(X), rtol=1e-9)
+    assert a.stats_digest_ != SdemClassifier(loss="nll", n=1000).partial_fit(X[:51], y[:51], classes=["a", "b"]).stats_digest_
+    # Zero weight: as if the row were absent (fit with the Trainer too).
+    w0 = np.ones(120)
+    w0[::7] = 0
+    c = SdemClassifier().fit(X, y, sample_weight=w0)
+    d = SdemClassifier().fit(X[w0 > 0], y[w0 > 0])
+    assert c.stats_digest_ == d.stats_digest_
+    with pytest.raises(ValueError, match="finite and >= 0"):
+        SdemClassifier().fit(X, y, sample_weight=-w0)

@@ -10,6 +10,11 @@
 //      in O(|delta| + blocks) through the lazy scale/shift of each block;
 //   5. the family's check-step projects touched entries back into the
 //      feasible set and updates its caches of theta(mu).
+// A document's weight (Document.weight) scales w for a gradient step
+// (c = 0); for c > 0 (NLL) it sets the step size rho' so that the step moves
+// the statistics as that many copies of the document learned in a row would
+// (exact for NLL; sdem_learner.cc WeightedRho): the decay 1 - rho' c never
+// turns negative.
 // Steps 1-3 do not touch the model, so a document refused there (bad
 // scores, NaN in the delta) leaves the model exactly as it was; a failure in
 // step 5 (the family's commit or rebuild) is undone: the statistics and block
