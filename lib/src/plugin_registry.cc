@@ -353,6 +353,11 @@ Status ProbeInChild(const std::string& path) {
   }
   if (pid == 0) {
     close(fds[0]);
+    // The host's crash handlers (Python's faulthandler, a sanitizer's) are
+    // not the probe's: a plugin that crashes here ends the child by the
+    // signal alone, reported by the parent, not with a report that reads as
+    // the host's own death.
+    for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT}) signal(sig, SIG_DFL);
     auto r = LoadAny(path);
     const std::string msg = r.ok() ? std::string() : r.status().message();
     size_t off = 0;
