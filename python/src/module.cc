@@ -438,37 +438,53 @@ std::vector<v1::Document> ToDocuments(Handle& h, const py::sequence& xs, const p
   return docs;
 }
 
+// What a learn_* call did: documents learned, bad ones skipped (with the
+// first messages), or the error that stopped it.
+struct LearnTally {
+  uint64_t learned = 0, skipped = 0;
+  std::vector<std::string> messages;
+  Status failed;
+  // Counts the outcome of one document; false: stop (`failed` is set). With
+  // skip_bad a document refused as invalid or numerically bad is counted
+  // and the stream goes on.
+  bool Add(const Status& st, bool skip_bad) {
+    if (st.ok()) {
+      ++learned;
+      return true;
+    }
+    if (skip_bad && (st.IsInvalidDocument() || st.code() == Status::Code::kNumeric)) {
+      ++skipped;
+      if (messages.size() < 5) messages.push_back(st.message());
+      return true;
+    }
+    failed = st;
+    return false;
+  }
+  // Raises the error that stopped learning (the documents before it stay
+  // learned), else {"learned", "skipped", "messages"}. GIL held.
+  py::dict Result() const {
+    Check(failed);
+    py::dict r;
+    r["learned"] = learned;
+    r["skipped"] = skipped;
+    r["messages"] = messages;
+    return r;
+  }
+};
+
 // Learns docs in order; with skip_bad, a document refused as invalid or
 // numerically bad is counted and left out (the stream goes on), else the
 // first refusal stops (the documents before it stay learned).
 py::dict LearnDocuments(Handle& h, const std::vector<v1::Document>& docs, bool skip_bad) {
-  uint64_t learned = 0, skipped = 0;
-  std::vector<std::string> messages;
-  Status failed;
+  LearnTally tally;
   {
     py::gil_scoped_release nogil;
     std::lock_guard<std::mutex> lock(h.mu());
     for (const auto& d : docs) {
-      Status st = h.LearnLocked(d);
-      if (st.ok()) {
-        ++learned;
-        continue;
-      }
-      if (skip_bad && (st.IsInvalidDocument() || st.code() == Status::Code::kNumeric)) {
-        ++skipped;
-        if (messages.size() < 5) messages.push_back(st.message());
-        continue;
-      }
-      failed = st;
-      break;
+      if (!tally.Add(h.LearnLocked(d), skip_bad)) break;
     }
   }
-  Check(failed);
-  py::dict r;
-  r["learned"] = learned;
-  r["skipped"] = skipped;
-  r["messages"] = messages;
-  return r;
+  return tally.Result();
 }
 
 py::array_t<double> ScoreDocuments(Handle& h, const std::vector<v1::Document>& docs) {
@@ -585,9 +601,7 @@ Status ResolveLabel(Model* model, const DocumentBuffer& b, const std::string& na
 }
 
 py::dict LearnCsr(Handle& h, const Csr& m, bool skip_bad) {
-  uint64_t learned = 0, skipped = 0;
-  std::vector<std::string> messages;
-  Status failed;
+  LearnTally tally;
   {
     py::gil_scoped_release nogil;
     std::lock_guard<std::mutex> lock(h.mu());
@@ -598,25 +612,10 @@ py::dict LearnCsr(Handle& h, const Csr& m, bool skip_bad) {
         st = ResolveLabel(&h.model(), b, *m.labels[static_cast<size_t>(r)], &b.label);
       }
       if (st.ok()) st = h.LearnBufferLocked(b);
-      if (st.ok()) {
-        ++learned;
-        continue;
-      }
-      if (skip_bad && (st.IsInvalidDocument() || st.code() == Status::Code::kNumeric)) {
-        ++skipped;
-        if (messages.size() < 5) messages.push_back(st.message());
-        continue;
-      }
-      failed = st;
-      break;
+      if (!tally.Add(st, skip_bad)) break;
     }
   }
-  Check(failed);
-  py::dict r;
-  r["learned"] = learned;
-  r["skipped"] = skipped;
-  r["messages"] = messages;
-  return r;
+  return tally.Result();
 }
 
 py::array_t<double> ScoreCsr(Handle& h, const Csr& m) {
@@ -741,8 +740,7 @@ py::dict EvaluateLatent(Handle& h, const std::vector<v1::Document>& docs) {
 // decoded against the file's header schema (DocumentDecoder::Create), the
 // model growing with its open vocabulary and classes.
 py::dict LearnFile(Handle& h, const std::string& path, bool skip_bad, uint32_t max_frame_bytes) {
-  uint64_t learned = 0, skipped = 0;
-  std::vector<std::string> messages;
+  LearnTally tally;
   {
     py::gil_scoped_release nogil;
     std::lock_guard<std::mutex> lock(h.mu());
@@ -758,23 +756,10 @@ py::dict LearnFile(Handle& h, const std::string& path, bool skip_bad, uint32_t m
       if (eof) break;
       st = DecodeGrowing(decoder, doc, i, &h.model(), kGrowClassesAndTerms, &b, &counters);
       if (st.ok()) st = h.LearnBufferLocked(b);
-      if (st.ok()) {
-        ++learned;
-        continue;
-      }
-      if (skip_bad && (st.IsInvalidDocument() || st.code() == Status::Code::kNumeric)) {
-        ++skipped;
-        if (messages.size() < 5) messages.push_back(st.message());
-        continue;
-      }
-      Throw(st.WithContext("'" + path + "'"));
+      if (!tally.Add(st.ok() ? st : st.WithContext("'" + path + "'"), skip_bad)) break;
     }
   }
-  py::dict r;
-  r["learned"] = learned;
-  r["skipped"] = skipped;
-  r["messages"] = messages;
-  return r;
+  return tally.Result();
 }
 
 // A stream file read back as Python objects: header() and, per document,

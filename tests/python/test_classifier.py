@@ -82,6 +82,14 @@ def test_streams_read_back_what_was_written(tmp_path):
     docs = list(r)
     assert docs[0] == ("the cat sat", "a", "d1")
     assert docs[1] == ({"dog": 2.0, "barks": 1.0}, "7", "d2")
+    # A bad document in a file: named with the file; skipped on request.
+    tributary.write_stream(tmp_path / "bad.pb", ["fine words", {"neg": -1.0}, "more words"], ["a", "b", "a"])
+    c = tributary.Classifier()
+    r = c.learn_file(tmp_path / "bad.pb", skip_bad=True)
+    assert (r["learned"], r["skipped"]) == (2, 1)
+    assert "bad.pb" in r["messages"][0] and "document #1" in r["messages"][0]
+    with pytest.raises(tributary.InvalidDocument, match="bad.pb.*document #1"):
+        tributary.Classifier().learn_file(tmp_path / "bad.pb")
 
 
 def test_open_classes_and_vocabulary_predictions():
