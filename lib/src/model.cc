@@ -251,7 +251,13 @@ Status Model::LossWeights(const double* scores, int64_t label, double* w, double
 
 Result<std::unique_ptr<Model>> Model::Create(std::shared_ptr<const Plugin> family, std::shared_ptr<const Plugin> loss,
                                              ModelSchema schema, Options family_options, uint64_t seed) {
-  auto r = CreateInternal(std::move(family), std::move(loss), std::move(schema), std::move(family_options));
+  // Open classes: room for more classes than declared, one always kept spare
+  // (see AddClass), so the first new class already has a never-seen class to
+  // start from.
+  const uint32_t room = schema.open_classes() && family && family->family().add_class
+                            ? std::max(static_cast<uint32_t>(schema.classes().size()) + 1, kFirstClassRoom)
+                            : 0;
+  auto r = CreateInternal(std::move(family), std::move(loss), std::move(schema), std::move(family_options), room);
   if (!r.ok()) return r.status();
   auto m = std::move(r).value();
   const auto& fv = m->family_->family();
@@ -364,7 +370,12 @@ Status Model::AddClass(const std::string& name) {
     return Status::InvalidArgument("family '" + family_->name + "' cannot add class '" + name +
                                    "' to a model being trained (it does not support open classes)");
   }
-  if (!fv.add_class || num_classes() >= class_capacity()) return GrowClasses(name);
+  // In place while a padding class stays spare after this one: the spare is
+  // a class never seen (a family may keep its padding moving as untouched
+  // entries move: multinomial does), which grow_classes copies into the new
+  // room, so every new class starts where a class declared from the start
+  // and never seen would be.
+  if (!fv.add_class || num_classes() + 1 >= class_capacity()) return GrowClasses(name);
   // In place: the next padded class comes into use (ABI 1.4 add_class).
   trib_error err{};
   trib_stats view = stats_.View();
@@ -384,7 +395,7 @@ Status Model::GrowClasses(const std::string& name) {
   ModelSchema grown = schema_;
   grown.AddClass(name);
   const uint32_t k = num_classes() + 1;
-  const uint32_t room = fv.add_class ? k + k / 2 : k;  // <= MaxClassRoom(k)
+  const uint32_t room = fv.add_class ? std::max(k + k / 2, k + 1) : k;  // <= MaxClassRoom(k); one spare
   auto r = CreateInternal(family_, loss_, grown, options_, room, vocab_capacity_);
   if (!r.ok() && room > k) r = CreateInternal(family_, loss_, grown, options_, k, vocab_capacity_);
   if (!r.ok()) return r.status().WithContext("adding class '" + name + "'");

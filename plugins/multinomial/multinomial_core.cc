@@ -21,7 +21,9 @@ namespace sdk = tributary::sdk;
 struct Model {
   uint32_t K = 0;
   // Row stride and size of the class block: the class capacity (ABI 1.4,
-  // >= K); the entries of classes K .. S-1 are padding at raw zero.
+  // >= K); the entries of classes K .. S-1 are padding: classes never seen
+  // (rebuild moves them as any entry never touched), brought into use by
+  // add_class.
   uint32_t S = 0;
   uint64_t V = 0;
   // Rows of the word block: the vocabulary capacity (ABI 1.5, >= V) and, for
@@ -131,22 +133,24 @@ int Rebuild(trib_family_model* mm, trib_stats* s, const trib_step*, trib_error* 
     Model* m = M(mm);
     m->raw_class_total = 0;
     const double cfloor = -s->blocks[0].alpha_bar, wfloor = -s->blocks[1].alpha_bar;
-    for (uint32_t k = 0; k < m->K; ++k) {
+    // The padding classes K .. S-1 get the check-step too, as a class never
+    // seen would: they hold what a class declared from the start and never
+    // seen holds now, which add_class brings into use (only the classes in
+    // use count in the totals).
+    for (uint32_t k = 0; k < m->S; ++k) {
       s->raw[k] = std::max(s->raw[k], cfloor);
-      m->raw_class_total += s->raw[k];
+      if (k < m->K) m->raw_class_total += s->raw[k];
     }
-    std::fill(s->raw + m->K, s->raw + m->S, 0.0);  // padding (a block restart moves it)
     std::fill(m->raw_word_total.begin(), m->raw_word_total.end(), 0.0);
     double* r = s->raw + m->word_offset;
     // Every row gets the check-step, the padding rows and the sentinel too
     // (as a term never seen would); only the vocabulary's rows count in R[k].
     for (uint64_t w = 0; w < m->Rows(); ++w) {
       double* row = r + w * m->S;
-      for (uint32_t k = 0; k < m->K; ++k) row[k] = std::max(row[k], wfloor);
+      for (uint32_t k = 0; k < m->S; ++k) row[k] = std::max(row[k], wfloor);
       if (w < m->V) {
         for (uint32_t k = 0; k < m->K; ++k) m->raw_word_total[k] += row[k];
       }
-      std::fill(row + m->K, row + m->S, 0.0);
     }
     return TRIB_OK;
   });
@@ -577,24 +581,37 @@ int GrowClasses(const trib_family_model* om, const trib_stats* os, trib_family_m
     if (n->V != o->V || n->Rows() != o->Rows() || n->K <= o->K || n->S < n->K) {
       return Fail(err, TRIB_ERR_INTERNAL, "grow_classes: incompatible layouts");
     }
-    for (uint32_t k = 0; k < o->K; ++k) ns->raw[k] = os->raw[k];
+    // The old classes, then for every new class (the one being added and
+    // the new padding) what the old model's spare padding class holds: a
+    // class never seen (the host keeps one spare; a model without one, from
+    // an older snapshot, leaves them at raw zero).
+    const bool spare = o->S > o->K;
+    for (uint32_t k = 0; k < n->S; ++k) ns->raw[k] = k < o->K ? os->raw[k] : spare ? os->raw[o->K] : 0.0;
     // Every row: the vocabulary's, and an open vocabulary's padding and
     // sentinel (what a term never seen holds, for each old class).
     for (uint64_t w = 0; w < o->Rows(); ++w) {
       const double* src = os->raw + o->word_offset + w * o->S;
-      std::copy(src, src + o->K, ns->raw + n->word_offset + w * n->S);
+      double* dst = ns->raw + n->word_offset + w * n->S;
+      std::copy(src, src + o->K, dst);
+      std::fill(dst + o->K, dst + n->S, spare ? src[o->K] : 0.0);
     }
     return TRIB_OK;
   });
 }
 
-// The next padded class comes into use (ABI 1.4): its statistics are raw zero
-// (rebuild keeps padding there), so its totals are zero too. O(1).
-int AddClass(trib_family_model* mm, trib_stats*, trib_error* err) {
+// The next padded class comes into use (ABI 1.4): its statistics are what a
+// class never seen holds (rebuild moves the padding as it moves any entry
+// never touched), so it joins the totals: O(rows).
+int AddClass(trib_family_model* mm, trib_stats* s, trib_error* err) {
   return Guard(err, [&] {
     Model* m = M(mm);
     if (m->K >= m->S) return Fail(err, TRIB_ERR_INTERNAL, "add_class: no room (capacity %u)", m->S);
-    m->raw_word_total.push_back(0.0);  // (reserved for S classes at creation)
+    const uint32_t k = m->K;
+    m->raw_class_total += s->raw[k];
+    double total = 0;
+    const double* r = s->raw + m->word_offset;
+    for (uint64_t w = 0; w < m->V; ++w) total += r[w * m->S + k];
+    m->raw_word_total.push_back(total);  // (reserved for S classes at creation)
     ++m->K;
     return TRIB_OK;
   });

@@ -159,10 +159,15 @@ typedef struct trib_schema {
   /* Room for classes (>= num_classes), set by the host only for families
    * with add_class (0 or num_classes otherwise: no room). Such a family lays
    * its statistics out for class_capacity classes; the entries of the classes
-   * num_classes .. class_capacity-1 are padding: raw zero, never scored, never
-   * touched by accumulate or commit, kept at zero by rebuild (which sets
-   * them to zero, so a snapshot with anything else there is refused), until
-   * add_class brings the next one into use. */
+   * num_classes .. class_capacity-1 are padding: raw zero at creation, never
+   * scored, never touched by accumulate or commit, until add_class brings the
+   * next one into use. Rebuild either keeps them at zero (a new class then
+   * starts at raw zero) or, better, gives them the check-step it gives every
+   * entry, so that they hold what a class declared from the start and never
+   * seen holds (block restarts move them like any untouched entry): then a
+   * new class starts exactly there, and grow_classes copies the old model's
+   * first padding class into every class it adds (the host grows while one
+   * padding class is still spare; multinomial does this). */
   uint32_t class_capacity;
   /* ---- ABI 1.5 ---- */
   /* Room for terms (>= vocab_size), set by the host only for families with

@@ -381,9 +381,17 @@ bool SourceReader::Submit(std::vector<v1::Document> docs, const std::vector<v1::
   return false;
 }
 
+namespace {
+// Positions read and logged but not acknowledged (the broker refuses) past
+// which the reader stops reading until the broker takes them (memory: ~100
+// bytes each).
+constexpr size_t kMaxUnacked = 100000;
+}  // namespace
+
 void SourceReader::Run() {
   uint32_t backoff_ms = 100;
   uint32_t commit_backoff_ms = 100;
+  auto commit_after = Clock::now();  // a refused acknowledgement is retried no earlier
   auto last_lag = Clock::now() - std::chrono::hours(1);
   std::vector<BrokerEntry> entries;
   // Positions logged but not yet acknowledged to the broker (it was
@@ -419,19 +427,27 @@ void SourceReader::Run() {
       last_lag = Clock::now();
       if (!adapter_->connected()) continue;
     }
-    if (!unacked.empty()) {
+    // Acknowledgements the broker refused are retried with a growing pause
+    // (not in a tight loop against a broker that refuses, or a group that
+    // rebalances), while reading goes on: what was read is in the log, so a
+    // refused acknowledgement only leaves the group's offset behind. Past
+    // kMaxUnacked positions waiting, reading waits too.
+    if (!unacked.empty() && Clock::now() >= commit_after) {
       Status st = adapter_->Commit(unacked);
-      if (!st.ok()) {
-        // Refused again: retry with a growing pause, not in a tight loop
-        // against a broker that refuses (or a group that rebalances).
+      if (st.ok()) {
+        adapter_->Forget(unacked);
+        unacked.clear();
+        commit_backoff_ms = 100;
+      } else {
         NoteError(st);
-        if (!Pause(commit_backoff_ms)) return;
+        commit_after = Clock::now() + std::chrono::milliseconds(commit_backoff_ms);
         commit_backoff_ms = std::min<uint32_t>(commit_backoff_ms * 2, 5000);
-        continue;
       }
-      adapter_->Forget(unacked);
-      unacked.clear();
-      commit_backoff_ms = 100;
+    }
+    if (unacked.size() >= kMaxUnacked) {
+      const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(commit_after - Clock::now()).count();
+      if (!Pause(static_cast<uint32_t>(std::clamp<int64_t>(wait, 1, 5000)))) return;
+      continue;
     }
     Status st = adapter_->Read(&entries);
     if (!st.ok()) {
@@ -511,12 +527,21 @@ void SourceReader::Run() {
       for (const auto& p : positions) adapter_->Remember(p);
       done.insert(done.end(), positions.begin(), positions.end());
     }
+    if (!unacked.empty()) {
+      // Behind refused ones: acknowledged together, in order, once their
+      // pause is over (a later offset committed first would be undone by
+      // the earlier one).
+      unacked.insert(unacked.end(), done.begin(), done.end());
+      continue;
+    }
     Status ack = adapter_->Commit(done);
     if (ack.ok()) {
       adapter_->Forget(done);
     } else {
       NoteError(ack);
       unacked.insert(unacked.end(), done.begin(), done.end());
+      commit_after = Clock::now() + std::chrono::milliseconds(commit_backoff_ms);
+      commit_backoff_ms = std::min<uint32_t>(commit_backoff_ms * 2, 5000);
     }
   }
 }
