@@ -16,6 +16,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -292,7 +293,7 @@ class Handle {
 
   uint32_t outputs() const { return model_->num_outputs(); }
   const DecodeCounters& counters() const { return counters_; }
-  uint64_t documents_learned() const { return next_index_; }
+  uint64_t documents_learned() const { return next_index_.load(); }
   const LearnerOptions& learner_options() const { return lo_; }
 
   // A model replaced wholesale (load, fit): the learner and scoring states
@@ -315,7 +316,10 @@ class Handle {
   DocumentBuffer buf_;
   std::vector<double> scores_;
   DecodeCounters counters_;
-  uint64_t next_index_ = 0, next_predict_ = 0;
+  // Documents offered to learn (their indices name them in errors): read
+  // without the mutex (to number a batch before it is learned), so atomic.
+  std::atomic<uint64_t> next_index_{0};
+  uint64_t next_predict_ = 0;
 };
 
 // The schema of a new model: text with an open vocabulary (families that can

@@ -303,3 +303,38 @@ def test_plugins_whose_init_crashes_or_fails_are_refused_in_process(fixture_plug
     c = tributary.Classifier()
     c.learn_one("still alive", "a")
     assert c.info()["updates"] == 1
+
+
+def test_threads_predict_while_one_learns(fortunes):
+    """One model, a thread learning in batches while others predict: no
+    crash, every prediction a known class, and the model is what learning
+    alone gives (predicting changes nothing)."""
+    xs, ys = fortunes["train"]
+    c = tributary.Classifier()
+    c.learn_many(xs[:100], ys[:100])
+    errors = []
+
+    def learn():
+        try:
+            for i in range(100, 6100, 500):
+                c.learn_many(xs[i:i + 500], ys[i:i + 500])
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    def predict():
+        try:
+            known = set(ys)
+            for _ in range(10):
+                assert set(c.predict_many(xs[:200])) <= known
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=learn)] + [threading.Thread(target=predict) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    alone = tributary.Classifier()
+    alone.learn_many(xs[:6100], ys[:6100])
+    assert c.stats_digest == alone.stats_digest
