@@ -408,14 +408,20 @@ std::string ProgramDir() {
 
 const trib_host_api* HostApi() { return &kHostApi; }
 
-Result<std::shared_ptr<const Plugin>> LoadPluginFile(const std::string& path, trib_plugin_kind kind) {
-  auto r = LoadAny(path);
+namespace {
+// `r` when it loaded a plugin of `kind`, else why not.
+Result<std::shared_ptr<const Plugin>> OfKind(Result<std::shared_ptr<const Plugin>> r, trib_plugin_kind kind) {
   if (!r.ok()) return r.status();
   if ((*r)->kind != kind) {
     return Status::PluginError("plugin '" + (*r)->path + "' is a " + KindName((*r)->kind) + " plugin ('" + (*r)->name +
                                "'), expected a " + KindName(kind));
   }
   return r;
+}
+}  // namespace
+
+Result<std::shared_ptr<const Plugin>> LoadPluginFile(const std::string& path, trib_plugin_kind kind) {
+  return OfKind(LoadAny(path), kind);
 }
 
 std::string PluginRegistry::BuiltinPluginDir() {
@@ -588,13 +594,7 @@ Result<std::shared_ptr<const Plugin>> PluginRegistry::Find(const std::string& na
   bool is_path =
       name_or_path.find('/') != std::string::npos || (name_or_path.size() > 3 && name_or_path.ends_with(".so"));
   if (!is_path) return FindByName(name_or_path, kind);
-  auto r = LoadExplicit(name_or_path);
-  if (!r.ok()) return r.status();
-  if ((*r)->kind != kind) {
-    return Status::PluginError("plugin '" + (*r)->path + "' is a " + KindName((*r)->kind) + " plugin ('" + (*r)->name +
-                               "'), expected a " + KindName(kind));
-  }
-  return r;
+  return OfKind(LoadExplicit(name_or_path), kind);
 }
 
 Result<std::shared_ptr<const Plugin>> PluginRegistry::FindByName(const std::string& name, trib_plugin_kind kind) const {

@@ -231,11 +231,7 @@ class Handle {
     bool grew = false;
     TRIB_RETURN_IF_ERROR(
         DecodeGrowing(*decoder_, doc, index, model_.get(), kGrowClassesAndTerms, &buf_, &counters_, &grew));
-    if (!learner_) {
-      auto l = Learner::Create(model_.get(), lo_);
-      if (!l.ok()) return l.status();
-      learner_ = std::move(l).value();
-    }
+    TRIB_RETURN_IF_ERROR(EnsureLearner());
     return learner_->Learn(buf_.View());
   }
 
@@ -254,22 +250,14 @@ class Handle {
     double m = *std::max_element(scores_.begin(), scores_.end()), z = 0;
     for (double v : scores_) z += std::exp(v - m);
     *ncll = -(scores_[static_cast<size_t>(buf_.label)] - m - std::log(z));
-    if (!learner_) {
-      auto l = Learner::Create(model_.get(), lo_);
-      if (!l.ok()) return l.status();
-      learner_ = std::move(l).value();
-    }
+    TRIB_RETURN_IF_ERROR(EnsureLearner());
     return learner_->Learn(buf_.View());
   }
 
   // Learns a buffer in the model's ids (mu held).
   Status LearnBufferLocked(const DocumentBuffer& b) {
     ++next_index_;
-    if (!learner_) {
-      auto l = Learner::Create(model_.get(), lo_);
-      if (!l.ok()) return l.status();
-      learner_ = std::move(l).value();
-    }
+    TRIB_RETURN_IF_ERROR(EnsureLearner());
     return learner_->Learn(b.View());
   }
 
@@ -306,6 +294,16 @@ class Handle {
   }
 
  private:
+  // The learner, made on the first document (a model only predicted from
+  // needs none: a loaded model without a loss, say).
+  Status EnsureLearner() {
+    if (learner_) return Status::OK();
+    auto l = Learner::Create(model_.get(), lo_);
+    if (!l.ok()) return l.status();
+    learner_ = std::move(l).value();
+    return Status::OK();
+  }
+
   std::mutex mu_;
   std::unique_ptr<Model> model_;
   LearnerOptions lo_;
@@ -650,12 +648,10 @@ py::array_t<double> ScoreCsr(Handle& h, const Csr& m) {
 std::pair<std::shared_ptr<Handle>, std::string> TrainOffline(const std::string& family, const std::string& loss,
                                                              const py::dict& options, const py::dict& loss_options,
                                                              const py::dict& schedule, double n, uint64_t seed,
-                                                             const py::object& classes, const py::object& vocabulary,
-                                                             uint64_t hashed_dim, const py::object& features,
+                                                             const v1::Schema& schema,
                                                              const std::vector<v1::Document>& docs, const Csr* csr,
                                                              uint32_t epochs, uint32_t threads, bool skip_bad) {
   ModelConfig base = ConfigFrom(family, loss, options, loss_options, schedule, n, seed);
-  v1::Schema schema = NewSchema(family, classes, /*open_classes=*/classes.is_none(), vocabulary, hashed_dim, features);
   py::gil_scoped_release nogil;
   const uint64_t length = csr ? static_cast<uint64_t>(csr->rows()) : docs.size();
   std::unique_ptr<Model> schema_model = Take(NewModel(base, Registry(), schema, length));
@@ -919,57 +915,37 @@ PYBIND11_MODULE(_tributary, mod) {
   using namespace tributary::python;
   mod.doc() = "Tributary's learner API (the C++ library), wrapped by the `tributary` package";
 
-  // Exceptions: one class per Status code, all under tributary.Error.
+  // Exceptions: one class per Status code, all under tributary.Error, some
+  // also under the built-in exception a Python caller would catch.
   static py::exception<StatusError> error(mod, "Error", PyExc_RuntimeError);
-  static py::handle invalid_argument = PyErr_NewException(
-      "_tributary.InvalidArgument", py::make_tuple(error, py::handle(PyExc_ValueError)).ptr(), nullptr);
-  static py::handle invalid_document = PyErr_NewException(
-      "_tributary.InvalidDocument", py::make_tuple(error, py::handle(PyExc_ValueError)).ptr(), nullptr);
-  static py::handle corruption = PyErr_NewException("_tributary.CorruptionError", error.ptr(), nullptr);
-  static py::handle not_found = PyErr_NewException("_tributary.NotFoundError",
-                                                   py::make_tuple(error, py::handle(PyExc_LookupError)).ptr(), nullptr);
-  static py::handle plugin_error = PyErr_NewException("_tributary.PluginError", error.ptr(), nullptr);
-  static py::handle numeric_error = PyErr_NewException(
-      "_tributary.NumericError", py::make_tuple(error, py::handle(PyExc_ArithmeticError)).ptr(), nullptr);
-  static py::handle io_error =
-      PyErr_NewException("_tributary.IOError", py::make_tuple(error, py::handle(PyExc_OSError)).ptr(), nullptr);
-  mod.attr("InvalidArgument") = invalid_argument;
-  mod.attr("InvalidDocument") = invalid_document;
-  mod.attr("CorruptionError") = corruption;
-  mod.attr("NotFoundError") = not_found;
-  mod.attr("PluginError") = plugin_error;
-  mod.attr("NumericError") = numeric_error;
-  mod.attr("IOError") = io_error;
+  struct ExceptionClass {
+    Status::Code code;
+    const char* name;
+    PyObject* also;  // a second base, or null
+  };
+  const ExceptionClass table[] = {
+      {Status::Code::kInvalidArgument, "InvalidArgument", PyExc_ValueError},
+      {Status::Code::kInvalidDocument, "InvalidDocument", PyExc_ValueError},
+      {Status::Code::kCorruption, "CorruptionError", nullptr},
+      {Status::Code::kNotFound, "NotFoundError", PyExc_LookupError},
+      {Status::Code::kPluginError, "PluginError", nullptr},
+      {Status::Code::kNumeric, "NumericError", PyExc_ArithmeticError},
+      {Status::Code::kIOError, "IOError", PyExc_OSError},
+  };
+  // Indexed by Status::Code; null: tributary.Error itself.
+  static std::vector<py::handle> by_code(static_cast<size_t>(Status::Code::kInternal) + 1);
+  for (const auto& c : table) {
+    py::object bases = c.also ? py::object(py::make_tuple(error, py::handle(c.also))) : py::object(error);
+    py::handle cls = PyErr_NewException((std::string("_tributary.") + c.name).c_str(), bases.ptr(), nullptr);
+    mod.attr(c.name) = cls;
+    by_code[static_cast<size_t>(c.code)] = cls;
+  }
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const StatusError& e) {
-      py::handle cls = error;
-      switch (e.status.code()) {
-        case Status::Code::kInvalidArgument:
-          cls = invalid_argument;
-          break;
-        case Status::Code::kInvalidDocument:
-          cls = invalid_document;
-          break;
-        case Status::Code::kCorruption:
-          cls = corruption;
-          break;
-        case Status::Code::kNotFound:
-          cls = not_found;
-          break;
-        case Status::Code::kPluginError:
-          cls = plugin_error;
-          break;
-        case Status::Code::kNumeric:
-          cls = numeric_error;
-          break;
-        case Status::Code::kIOError:
-          cls = io_error;
-          break;
-        default:
-          break;
-      }
+      const auto code = static_cast<size_t>(e.status.code());
+      py::handle cls = code < by_code.size() && by_code[code] ? by_code[code] : py::handle(error);
       PyErr_SetString(cls.ptr(), e.status.message().c_str());
     }
   });
@@ -1023,6 +999,8 @@ PYBIND11_MODULE(_tributary, mod) {
          const py::dict& schedule, double n, uint64_t seed, const py::object& classes, const py::object& vocabulary,
          uint64_t hashed_dim, const py::object& features, const py::object& xs, const py::object& ys,
          const py::object& csr, uint32_t epochs, uint32_t threads, bool skip_bad, const py::object& weights) {
+        // Classes given: a closed set; none: open, as they come.
+        const v1::Schema proto = NewSchema(family, classes, classes.is_none(), vocabulary, hashed_dim, features);
         std::vector<v1::Document> docs;
         std::optional<Csr> matrix;
         if (!csr.is_none()) {
@@ -1030,7 +1008,6 @@ PYBIND11_MODULE(_tributary, mod) {
           matrix = MakeCsr(t[0].cast<IndexArray>(), t[1].cast<IndexArray>(), t[2].cast<ValueArray>(), ys, weights);
         } else {
           // Text or dicts: the schema decides how a dict reads (features or terms).
-          v1::Schema proto = NewSchema(family, classes, classes.is_none(), vocabulary, hashed_dim, features);
           ModelSchema schema = Take(ModelSchema::FromProto(proto));
           auto seq = py::reinterpret_borrow<py::sequence>(xs);
           auto ysq = py::reinterpret_borrow<py::sequence>(ys);
@@ -1044,9 +1021,8 @@ PYBIND11_MODULE(_tributary, mod) {
             SetLabel(ysq[i], i, &docs[i]);
           }
         }
-        auto [handle, report] =
-            TrainOffline(family, loss, options, loss_options, schedule, n, seed, classes, vocabulary, hashed_dim,
-                         features, docs, matrix ? &*matrix : nullptr, epochs, threads, skip_bad);
+        auto [handle, report] = TrainOffline(family, loss, options, loss_options, schedule, n, seed, proto, docs,
+                                             matrix ? &*matrix : nullptr, epochs, threads, skip_bad);
         return py::make_tuple(handle, report);
       },
       py::arg("family"), py::arg("loss"), py::arg("options"), py::arg("loss_options"), py::arg("schedule"),
