@@ -24,6 +24,7 @@ Status Learner::Build() {
     auto l = SdemLearner::Create(model_, options_.seed);
     if (!l.ok()) return l.status();
     sdem_ = std::move(l).value();
+    sdem_->set_trace(trace_);
     return Status::OK();
   }
   if (sep_) return Status::OK();  // SEP's families name classes only: its state stands
@@ -37,7 +38,14 @@ Status Learner::Build() {
   auto l = SepLearner::Create(model_, so);
   if (!l.ok()) return l.status();
   sep_ = std::move(l).value();
+  sep_->set_trace(trace_);
   return Status::OK();
+}
+
+void Learner::set_trace(BlockTrace* trace) {
+  trace_ = trace;
+  if (sdem_) sdem_->set_trace(trace);
+  if (sep_) sep_->set_trace(trace);
 }
 
 Status Learner::Learn(const trib_document& doc, LearnResult* result) {

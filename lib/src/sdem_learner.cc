@@ -296,6 +296,15 @@ Status SdemLearner::Learn(const trib_document& labelled_doc, LearnOutcome* outco
     if (rc != TRIB_OK) return Fail(doc, Undo(delta, PluginStatus(rc, err, m.family(), "commit")));
   }
   ++ls.updates;
+  if (trace_ != nullptr) {
+    ++trace_->steps;
+    trace_->gradient |= c == 0;
+    const double prior_step = rho / n;
+    for (size_t b = 0; b < factors_.size(); ++b) {
+      trace_->decay[b] *= factors_[b];
+      trace_->offset[b] = factors_[b] * trace_->offset[b] + prior_step;
+    }
+  }
   if (outcome) {
     outcome->loss_value = loss_value;
     outcome->predicted = best;

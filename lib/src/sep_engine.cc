@@ -410,6 +410,19 @@ Status SepLearner::Learn(const trib_document& doc, SepOutcome* outcome) {
       if (block_site_[b] != 0.0) s.blocks.emplace_back(b, block_site_[b]);
     }
   }
+  if (trace_ != nullptr) {
+    ++trace_->steps;
+    // Off the support: SEP decays by (1 - eps) and adds eps u_b (alpha_bar
+    // 1 where u_b != 0); EP and ADF add the block delta / N.
+    for (uint32_t b = 0; b < num_param_blocks_; ++b) {
+      if (options_.engine == SepEngine::kSep) {
+        trace_->decay[b] *= decay;
+        trace_->offset[b] = decay * trace_->offset[b] + eps * block_site_[b];
+      } else {
+        trace_->offset[b] += block_delta_[b] / n_;
+      }
+    }
+  }
   ++ls.updates;
   ++counters_.updates;
   ++counters_.documents;

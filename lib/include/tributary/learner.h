@@ -73,6 +73,10 @@ class Learner {
   SdemLearner* sdem() { return sdem_.get(); }
   SepLearner* sep() { return sep_.get(); }
   const SepLearner* sep() const { return sep_.get(); }
+  // Records the block maps of every successful step in `trace` (model.h
+  // BlockTrace; null: none), across rebuilds of the engine. REQUIRES: trace
+  // sized for the model's blocks.
+  void set_trace(BlockTrace* trace);
 
  private:
   Learner() = default;
@@ -81,6 +85,7 @@ class Learner {
   LearnerOptions options_;
   std::string engine_;
   uint64_t layout_ = 0;  // model_->layout_version() the engine was built for
+  BlockTrace* trace_ = nullptr;
   std::unique_ptr<SdemLearner> sdem_;
   std::unique_ptr<SepLearner> sep_;
 };

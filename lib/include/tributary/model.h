@@ -72,6 +72,29 @@ class SufficientStats {
   std::vector<double> raw_;
 };
 
+// What a learner did to every statistic of each block that no document
+// touched, since Reset: mu <- decay[b] * mu + offset[b] * alpha_bar[b] (the
+// product of its steps' decays and the prior mass they added, in units of
+// alpha_bar). sdEM: decay (1 - rho (c + nu/n)), offset rho/n per step
+// (eq. 15); SEP: decay (1 - eps) and eps times the block site (eq. 11).
+// The data-parallel learners (parallel.h) need it to compose shards learned
+// from the same statistics. A learner with a trace attached keeps it up to
+// date after every successful step (O(blocks) per document).
+// `steps` counts the steps and `gradient` says whether any was a gradient
+// step (sdEM with loss self-weight c = 0: NCLL, hinge), which parallel.h
+// averages instead of composing.
+struct BlockTrace {
+  std::vector<double> decay, offset;
+  uint64_t steps = 0;
+  bool gradient = false;
+  void Reset(size_t blocks) {
+    decay.assign(blocks, 1.0);
+    offset.assign(blocks, 0.0);
+    steps = 0;
+    gradient = false;
+  }
+};
+
 // Where the learner is: t, n, the step schedule and counters. Saved in
 // snapshots so that training can resume.
 struct LearnerState {

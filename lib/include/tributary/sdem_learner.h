@@ -50,6 +50,9 @@ class SdemLearner {
   Status Learn(const trib_document& doc, LearnOutcome* outcome = nullptr);
 
   const std::vector<double>& last_scores() const { return scores_; }
+  // Records every successful step's block maps in `trace` (model.h; null:
+  // none). REQUIRES: trace sized for the model's blocks (BlockTrace::Reset).
+  void set_trace(BlockTrace* trace) { trace_ = trace; }
   Model* model() { return model_; }
 
  private:
@@ -62,6 +65,7 @@ class SdemLearner {
   static int GrowDelta(trib_delta* d, size_t min_capacity);
 
   Model* model_ = nullptr;
+  BlockTrace* trace_ = nullptr;
   std::unique_ptr<ScoringState> state_;
   std::vector<double> scores_, weights_, factors_, old_raw_;
   std::vector<uint64_t> delta_index_;

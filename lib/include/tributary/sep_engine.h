@@ -111,6 +111,9 @@ class SepLearner {
   size_t NumSites() const { return sites_.size(); }
 
   const SepCounters& counters() const { return counters_; }
+  // Records every applied update's block maps in `trace` (model.h; null:
+  // none). REQUIRES: trace sized for the model's blocks (BlockTrace::Reset).
+  void set_trace(BlockTrace* trace) { trace_ = trace; }
   const SepOptions& options() const { return options_; }
   double effective_size() const { return n_; }
   // The damping actually used (eps for SEP, delta for EP).
@@ -158,6 +161,7 @@ class SepLearner {
   };
 
   Model* model_ = nullptr;
+  BlockTrace* trace_ = nullptr;
   const trib_sep_hooks* hooks_ = nullptr;
   SepOptions options_;
   double n_ = 1;
