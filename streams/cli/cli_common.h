@@ -75,7 +75,11 @@ struct LearnFlags {
   bool no_shuffle = false;            // train: keep arrival order even over several passes
   std::string select = "auto";        // train: auto (candidates chosen on the training stream) | off
   std::string resume;                 // train: continue this snapshot
-  uint32_t threads = 0;               // train --select auto on a file: candidates in parallel (0: all cores)
+  uint32_t threads = 0;               // train --select auto on a file: candidates in parallel (0: all cores);
+                                      // one learner: documents split across threads when given
+  bool threads_given = false;         // --threads given
+  uint64_t sync_every = 0;            // one learner on threads / ranks: documents per shard and round (0: default)
+  bool distributed = false;           // train --distributed: one shard per MPI rank
   uint64_t search_documents = 20000;  // train --select auto on a file: the search's sample (0: all)
   uint64_t seed = 1;
   bool skip_bad = false;

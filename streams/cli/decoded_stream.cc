@@ -56,6 +56,8 @@ Status DecodedStream::Next(Model* model, bool learning, bool skip_bad, BadInput*
   }
 }
 
+Status DecodedStream::Skip(bool* eof) { return reader_->Skip(eof); }
+
 Result<ScoringInput> OpenForScoring(const std::string& model_path, const std::string& in, uint32_t max_frame) {
   ScoringInput si;
   auto mr = Model::Load(model_path, Registry());

@@ -34,6 +34,13 @@ class DecodedStream {
   // `model` when `learning` (open-classes schemas only); *grew is set then.
   Status Next(Model* model, bool learning, bool skip_bad, BadInput* bad, DocumentBuffer* out, bool* eof, bool* grew);
 
+  // Passes over the next document without reading it (a document another
+  // MPI rank learns; DocumentReader::Skip). Damage that loses the framing
+  // is an error.
+  Status Skip(bool* eof);
+  // The index of the next document in the stream.
+  uint64_t next_index() const { return reader_->documents_read(); }
+
   const DocumentReader& reader() const { return *reader_; }
   const DecodeCounters& counters() const { return counters_; }
 

@@ -222,6 +222,14 @@ Status DocumentReader::Next(v1::Document* doc, bool* eof) {
   return Status::OK();
 }
 
+Status DocumentReader::Skip(bool* eof) {
+  uint32_t len = 0;
+  recoverable_ = false;
+  TRIB_RETURN_IF_ERROR(ReadFrame(eof, &len));
+  if (!*eof) ++docs_;
+  return Status::OK();
+}
+
 Result<uint64_t> DocumentReader::CountDocuments(const std::string& path, uint32_t max_frame_bytes, Env* env) {
   auto r = Open(path, max_frame_bytes, env);
   if (!r.ok()) return r.status();

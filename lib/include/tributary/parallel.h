@@ -116,6 +116,8 @@ class ParallelLearner {
   uint64_t rounds() const { return rounds_; }
   // The engine in use ("sdem" or "sep").
   const std::string& engine() const { return shards_[0].learner->engine(); }
+  // Shard r's learner (its engine's counters); shard 0 learns the model.
+  const Learner& shard(uint32_t r) const { return *shards_[r].learner; }
 
  private:
   struct Shard {

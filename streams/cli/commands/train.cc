@@ -9,12 +9,15 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli_common.h"
 #include "commands/commands.h"
+#include "commands/train_distributed.h"
 #include "decoded_stream.h"
 #include "tributary/learner.h"
+#include "tributary/parallel.h"
 #include "tributary/sep_engine.h"
 #include "tributary/trainer.h"
 
@@ -193,10 +196,21 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
     model = std::move(mr).value();
   }
   std::unique_ptr<DocumentReader> reader = std::move(first).value();
+  // mpirun -np N tributary train --distributed: one learner per rank.
+  if (f.distributed) return RunTrainDistributed(f, in, out, std::move(model), std::move(reader));
   if (f.restarts > 1 && !ep_family) {
     return ReportError(
         Status::InvalidArgument("--restarts needs --engine sep, ep or adf (sdEM has no evidence to "
                                 "choose a restart by)"));
+  }
+  // --threads with one learner: rounds of documents split across threads
+  // (parallel.h). Not given: one thread, whatever the machine.
+  const uint32_t threads =
+      f.threads_given ? (f.threads > 0 ? f.threads : std::max(1u, std::thread::hardware_concurrency())) : 1;
+  if (threads > 1 && f.restarts > 1) {
+    return ReportError(
+        Status::InvalidArgument("--threads > 1 cannot be combined with --restarts (each restart "
+                                "would need its own threads); use one or the other"));
   }
   if (f.epochs > 1 && in == "-" && !f.shuffle) {
     return ReportError(Status::InvalidArgument("--epochs > 1 needs a file (or --shuffle), not standard input"));
@@ -261,6 +275,27 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
     if (!lr.ok()) return refuse(lr.status());
     learner = std::move(lr).value();
   }
+  std::unique_ptr<ParallelLearner> par;
+  BadInput bad;
+  if (threads > 1) {
+    ParallelOptions po;
+    po.threads = threads;
+    po.sync_every = f.sync_every > 0 ? f.sync_every : kDefaultSyncEvery;
+    po.learner.engine = ep_family ? f.engine : "sdem";
+    po.learner.seed = f.seed;
+    po.learner.effective_size = model->learner_state().effective_size;
+    po.learner.damping = f.damping;
+    if (f.skip_bad) {
+      po.on_bad = [&bad, &model](const Status& st) {
+        bad.Record(st);
+        model->learner_state().skipped_documents++;
+      };
+    }
+    learner.reset();  // the parallel learner makes its own, on the same model
+    auto pr = ParallelLearner::Create(model.get(), po);
+    if (!pr.ok()) return refuse(pr.status().WithContext("--threads " + std::to_string(threads)));
+    par = std::move(pr).value();
+  }
   // A new class (open schema): the learner rebuilds itself for a classifier's
   // new layout (learner.h); latent families only name their classes, and the
   // restart replicas get the names too.
@@ -272,7 +307,6 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
     }
     return Status::OK();
   };
-  BadInput bad;
   Progress progress("train", f.quiet);
   uint64_t seen = 0;
   const uint64_t window = f.restart_window;
@@ -329,6 +363,20 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
     }
     return Status::OK();
   };
+  // --threads: documents [lo, hi) of `batch` as rounds of the parallel learner.
+  std::vector<trib_document> views;
+  auto learn_batch = [&](const std::vector<DocumentBuffer>& batch) -> Status {
+    views.clear();
+    for (const auto& d : batch) views.push_back(d.View());
+    const uint64_t skipped_before = bad.skipped;
+    TRIB_RETURN_IF_ERROR(par->Learn(views.data(), views.size()));
+    seen += views.size() - (bad.skipped - skipped_before);
+    progress.Tick(seen);
+    return Status::OK();
+  };
+  const size_t round_docs =
+      par ? static_cast<size_t>(threads) * (f.sync_every > 0 ? f.sync_every : kDefaultSyncEvery) : 0;
+  std::vector<DocumentBuffer> batch;
   // The end of the first pass closes the window when --restart-window is 0
   // (or longer than the pass).
   auto end_of_pass = [&]() {
@@ -361,6 +409,11 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
     std::mt19937_64 rng(f.seed);
     for (uint32_t e = 0; e < f.epochs; ++e) {
       std::shuffle(docs.begin(), docs.end(), rng);
+      if (par) {
+        Status st = learn_batch(docs);
+        if (!st.ok()) return fail(st);
+        continue;
+      }
       for (const auto& d : docs) {
         Status st = learn_one(d);
         if (!st.ok()) return fail(st);
@@ -382,8 +435,24 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
         if (grew) {
           if (Status g = renew(); !g.ok()) return fail(g);
         }
+        if (par) {
+          // A round's documents are decoded first (the model may grow
+          // between rounds, never during one).
+          batch.push_back(doc);
+          if (batch.size() == round_docs) {
+            st = learn_batch(batch);
+            if (!st.ok()) return fail(st);
+            batch.clear();
+          }
+          continue;
+        }
         st = learn_one(doc);
         if (!st.ok()) return fail(st);
+      }
+      if (par && !batch.empty()) {
+        Status st = learn_batch(batch);
+        if (!st.ok()) return fail(st);
+        batch.clear();
       }
       end_of_pass();
     }
@@ -394,11 +463,21 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
   if (seen == 0) {
     return refuse(Status::InvalidArgument("'" + in + "': no document was learned (empty stream?)"));
   }
-  const SepLearner* sep = learner->sep();
-  if (sep && sep->counters().updates == 0) {
+  // SEP's counters (summed over the threads' shards with --threads).
+  const SepLearner* sep = par ? par->shard(0).sep() : learner->sep();
+  SepCounters sep_counters;
+  if (sep != nullptr) {
+    for (uint32_t r = 0; r < (par ? par->threads() : 1u); ++r) {
+      const SepCounters& c = par ? par->shard(r).sep()->counters() : sep->counters();
+      sep_counters.updates += c.updates;
+      sep_counters.skipped_infeasible += c.skipped_infeasible;
+      sep_counters.log_evidence += c.log_evidence;
+    }
+  }
+  if (sep && sep_counters.updates == 0) {
     // Every update was infeasible (e.g. SEP with --damping above 1/N
     // extrapolates each site by N * damping): the model is still the prior.
-    std::string why = "every one of the " + std::to_string(sep->counters().skipped_infeasible) +
+    std::string why = "every one of the " + std::to_string(sep_counters.skipped_infeasible) +
                       " updates would have left the feasible set and was skipped; the model is still the prior";
     if (f.engine == "sep" && sep->damping() * sep->effective_size() > 1.0) {
       why += " (--damping " + Fmt(sep->damping(), 6) + " > 1/N = " + Fmt(1.0 / sep->effective_size(), 6) +
@@ -410,18 +489,19 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
   Status st = model->Save(out);
   if (!st.ok()) return ReportError(NameFile(st, out));
   if (!f.quiet && !restart_report.empty()) std::cerr << restart_report << std::endl;
+  const std::string on_threads = par ? " on " + std::to_string(threads) + " threads" : std::string();
   if (!f.quiet && sep) {
-    const auto& c = sep->counters();
+    const auto& c = sep_counters;
     std::cerr << "trained " << model->family().name << " by " << f.engine << " on " << seen << " documents ("
               << f.epochs << " pass(es), N = " << sep->effective_size() << ", damping " << sep->damping() << ", "
               << c.skipped_infeasible << " infeasible updates skipped, sum of log Z_i " << Fmt(c.log_evidence, 8)
-              << (f.engine == "ep" ? ", " + std::to_string(sep->SiteBytes()) + " bytes of sites" : std::string())
-              << ") in " << Fmt(secs, 3) << " s -> " << out << std::endl;
+              << (f.engine == "ep" ? ", " + std::to_string(sep->SiteBytes()) + " bytes of sites" : std::string()) << ")"
+              << on_threads << " in " << Fmt(secs, 3) << " s -> " << out << std::endl;
   } else if (!f.quiet) {
     const auto& ls = model->learner_state();
     std::cerr << "trained " << model->family().name << "/" << model->loss_plugin()->name << " on " << seen
               << " document updates (" << f.epochs << " epoch(s), " << ls.schedule.ToString()
-              << ", n = " << ls.effective_size << ") in " << Fmt(secs, 3) << " s ("
+              << ", n = " << ls.effective_size << ")" << on_threads << " in " << Fmt(secs, 3) << " s ("
               << Fmt(static_cast<double>(seen) / std::max(secs, 1e-9), 4) << " documents/s) -> " << out << std::endl;
   }
   return kExitOk;
@@ -472,9 +552,20 @@ Runner SetUpTrain(CLI::App* cmd) {
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "off"}));
   cmd->add_option("--threads", f->learn.threads,
-                  "--select auto on a file: candidates learn on this many threads (0: one per core); the model "
-                  "does not depend on it")
+                  "--select auto on a file: candidates learn on this many threads (0: one per core; the model does "
+                  "not depend on it). One learner (--select off, nll, --engine sep): when given, each round's "
+                  "documents are split across this many threads and the shards' statistics composed (NLL/SEP) or "
+                  "averaged (NCLL/hinge); reproducible for a fixed --seed and --threads; default one thread")
       ->capture_default_str();
+  cmd->add_option("--sync-every", f->learn.sync_every,
+                  "--threads / --distributed: documents each thread or rank learns between two compositions "
+                  "(default " +
+                      std::to_string(kDefaultSyncEvery) + ")")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--distributed", f->learn.distributed,
+                "run under mpirun: one learner per MPI rank, each learning its share of the documents (rank r the "
+                "r-th --sync-every documents of every round), composed every round with MPI_Allreduce; one learner "
+                "with the given settings (as --select off); rank 0 writes --out");
   cmd->add_option("--search-documents", f->learn.search_documents,
                   "--select auto on a file: the candidates search on a sample of this many training documents, then "
                   "the kept setting learns the others once (0: search on all of them; cost grows with the file)")
@@ -485,6 +576,7 @@ Runner SetUpTrain(CLI::App* cmd) {
   cmd->add_option("--out", f->out, "model snapshot to write")->required();
   return [cmd, f] {
     NoteScheduleGiven(*cmd, &f->learn);
+    f->learn.threads_given = cmd->get_option("--threads")->count() > 0;
     return RunOnInput(f->in, [&] { return RunTrain(f->learn, f->in, f->out); });
   };
 }

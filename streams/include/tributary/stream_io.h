@@ -61,6 +61,11 @@ class DocumentReader {
   // is ever returned.)
   Status Next(v1::Document* doc, bool* eof);
 
+  // Passes over the next document's frame without checking or parsing it
+  // (a document another reader of the same stream handles: MPI ranks).
+  // Errors: damage that loses the framing, as Next().
+  Status Skip(bool* eof);
+
   // True when the last error of Next() left the framing intact (the frame
   // did not parse as a Document), so reading may go on with the next frame.
   bool last_error_recoverable() const { return recoverable_; }

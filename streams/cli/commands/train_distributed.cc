@@ -1,0 +1,234 @@
+// `tributary train --distributed`: one learner per MPI rank, composed every
+// round (lib/include/tributary/distributed.h), started by
+// `mpirun -np N tributary train --distributed ...`.
+//
+// Sharding by document index: round j covers documents [j R K, (j + 1) R K)
+// of the stream (R ranks, K = --sync-every) and rank r learns the r-th K of
+// them, so that composing the ranks in order is the stream's own order. Every
+// rank reads the whole file (frames it does not own are passed over without
+// parsing); several passes over a file are shuffled per rank. Rank 0 writes
+// the model and the report.
+#include "commands/train_distributed.h"
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "decoded_stream.h"
+#include "tributary/parallel.h"
+
+#ifdef TRIBUTARY_HAVE_MPI
+#include "tributary/distributed.h"
+#endif
+
+namespace tributary::cli {
+
+#ifndef TRIBUTARY_HAVE_MPI
+
+int RunTrainDistributed(const LearnFlags&, const std::string&, const std::string&, std::unique_ptr<Model>,
+                        std::unique_ptr<DocumentReader>) {
+  return ReportError(Status::InvalidArgument(
+      "--distributed: this tributary was built without MPI (configure with -DTRIBUTARY_MPI=ON; Debian packages "
+      "libopenmpi-dev and openmpi-bin)"));
+}
+
+#else
+
+namespace {
+
+// A label no decoded document has: NextOwn's "refused, go on".
+constexpr int64_t kRefused = -2;
+
+// The next document, which this rank owns. A bad one (a damaged frame that
+// leaves the framing intact, or a document the model refuses) is recorded in
+// `bad` (when given: the first pass) under --skip-bad and comes back with
+// label kRefused; it still takes its index, so that every rank agrees on
+// who owns which document.
+Status NextOwn(DecodedStream* ds, Model* model, bool skip_bad, BadInput* bad, DocumentBuffer* doc, bool* eof) {
+  bool grew = false;
+  BadInput ignored;
+  Status st = ds->Next(model, true, false, &ignored, doc, eof, &grew);
+  if (st.ok()) return st;
+  if (skip_bad && (ds->reader().last_error_recoverable() || st.IsInvalidDocument())) {
+    if (bad != nullptr) bad->Record(st);
+    doc->label = kRefused;
+    return Status::OK();
+  }
+  return st;
+}
+
+int Run(const LearnFlags& f, const std::string& in, const std::string& out, Model* model,
+        std::unique_ptr<DocumentReader>* reader, const MpiSession& mpi) {
+  const int rank = mpi.rank(), R = mpi.size();
+  const bool lead = rank == 0;
+  const uint64_t K = f.sync_every > 0 ? f.sync_every : kDefaultSyncEvery;
+  // Every rank either goes on or stops here together (a collective call
+  // that some rank never reaches would hang the job).
+  auto agree = [&](const Status& local, Status* agreed) { return mpi.AnyFailed(local, agreed); };
+  auto report = [&](const Status& st, bool own) {
+    // The failing rank says it; rank 0 says it for the others.
+    if (!own && !lead) return kExitError;
+    Status s = NameFile(st, in);
+    if (own && !lead) s = s.WithContext("rank " + std::to_string(rank));
+    return ReportError(s);
+  };
+  Status setup;
+  if (in == "-") setup = Status::InvalidArgument("--distributed reads a file on every rank, not standard input");
+  if (setup.ok() && f.restarts > 1) setup = Status::InvalidArgument("--distributed cannot be combined with --restarts");
+  if (setup.ok() && f.threads_given && f.threads != 1) {
+    setup = Status::InvalidArgument("--distributed runs one thread per rank: start more ranks instead of --threads");
+  }
+  std::unique_ptr<DistributedLearner> learner;
+  if (setup.ok()) {
+    LearnerOptions lo;
+    lo.engine = f.engine;
+    lo.seed = f.seed;
+    lo.effective_size = model->learner_state().effective_size;
+    lo.damping = f.damping;
+    auto dl = DistributedLearner::Create(model, lo, &mpi);
+    if (dl.ok()) {
+      learner = std::move(dl).value();
+    } else {
+      setup = dl.status();
+    }
+  }
+  Status agreed;
+  if (agree(setup, &agreed)) return report(agreed, !setup.ok());
+
+  BadInput bad;
+  std::function<void(const Status&)> on_bad;
+  if (f.skip_bad) {
+    on_bad = [&](const Status& st) {
+      bad.Record(st);
+      model->learner_state().skipped_documents++;
+    };
+  }
+  Progress progress("train", f.quiet || !lead);
+  uint64_t learned = 0;  // all ranks
+  std::vector<DocumentBuffer> batch;
+  std::vector<trib_document> views;
+  // One round with this rank's `batch`; *total: every rank's documents.
+  auto round = [&](const Status& failed, uint64_t* total) -> Status {
+    views.clear();
+    for (const auto& d : batch) views.push_back(d.View());
+    TRIB_RETURN_IF_ERROR(learner->Round(views.data(), views.size(), total, on_bad, failed));
+    batch.clear();
+    learned = learner->stats().documents;
+    progress.Tick(learned);
+    return Status::OK();
+  };
+  // Ends the pass: rounds until no rank has documents left.
+  auto drain = [&](Status failed) -> Status {
+    for (;;) {
+      uint64_t total = 0;
+      TRIB_RETURN_IF_ERROR(round(failed, &total));
+      failed = Status::OK();
+      if (total == 0) return Status::OK();
+    }
+  };
+  auto fail = [&](const Status& st) {
+    const bool own = st.message().rfind("rank ", 0) != 0;
+    if (lead && learned > 0) SavePartial(*model, out);
+    return report(st, own);
+  };
+  const auto start = std::chrono::steady_clock::now();
+  const bool shuffle = f.epochs > 1 && !f.no_shuffle;
+  const uint32_t epochs = f.epochs > 0 ? f.epochs : 1;
+  const uint64_t round_docs = K * static_cast<uint64_t>(R);
+  auto mine = [&](uint64_t index) { return static_cast<int>((index % round_docs) / K) == rank; };
+  if (shuffle) {
+    // This rank's documents in memory, shuffled before each pass (a
+    // generator per rank: reproducible for a fixed seed and rank count).
+    std::vector<DocumentBuffer> own;
+    Status read;
+    auto ds = DecodedStream::OpenPass(reader, in, f.max_frame_bytes, *model);
+    if (!ds.ok()) read = ds.status();
+    DocumentBuffer doc;
+    while (read.ok()) {
+      bool eof = false;
+      if (!mine((*ds)->next_index())) {
+        read = (*ds)->Skip(&eof);
+      } else {
+        read = NextOwn(ds->get(), model, f.skip_bad, &bad, &doc, &eof);
+        if (read.ok() && !eof && doc.label != kRefused) own.push_back(doc);
+      }
+      if (eof) break;
+    }
+    if (agree(read, &agreed)) return report(agreed, !read.ok());
+    std::mt19937_64 rng(f.seed * 1000003ull + static_cast<uint64_t>(rank));
+    for (uint32_t e = 0; e < epochs; ++e) {
+      std::shuffle(own.begin(), own.end(), rng);
+      for (size_t i = 0; i < own.size(); i += K) {
+        batch.assign(own.begin() + static_cast<std::ptrdiff_t>(i),
+                     own.begin() + static_cast<std::ptrdiff_t>(std::min<size_t>(own.size(), i + K)));
+        uint64_t total = 0;
+        if (Status st = round(Status::OK(), &total); !st.ok()) return fail(st);
+      }
+      if (Status st = drain(Status::OK()); !st.ok()) return fail(st);
+    }
+  } else {
+    for (uint32_t e = 0; e < epochs; ++e) {
+      Status read;
+      auto ds = DecodedStream::OpenPass(reader, in, f.max_frame_bytes, *model);
+      if (!ds.ok()) read = ds.status();
+      DocumentBuffer doc;
+      while (read.ok()) {
+        bool eof = false;
+        const uint64_t index = (*ds)->next_index();
+        if (!mine(index)) {
+          read = (*ds)->Skip(&eof);
+        } else {
+          read = NextOwn(ds->get(), model, f.skip_bad, e == 0 ? &bad : nullptr, &doc, &eof);
+          if (read.ok() && !eof && doc.label != kRefused) batch.push_back(doc);
+        }
+        if (!read.ok() || eof) break;
+        if ((index + 1) % round_docs == 0) {
+          uint64_t total = 0;
+          if (Status st = round(Status::OK(), &total); !st.ok()) return fail(st);
+        }
+      }
+      // The last, partial round (or this rank's read error, told to all).
+      if (Status st = drain(read); !st.ok()) return fail(st);
+    }
+  }
+  progress.Done(learned);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  PrintBad(bad);
+  Status saved;
+  if (lead) saved = model->Save(out);
+  if (agree(saved, &agreed)) return report(agreed, !saved.ok());
+  if (lead && !f.quiet) {
+    const DistributedStats& ds = learner->stats();
+    std::cerr << "trained " << model->family().name << " by " << learner->learner().engine() << " on " << learned
+              << " documents on " << R << " MPI ranks (" << epochs << " pass(es), " << ds.rounds << " rounds of up to "
+              << K << " documents per rank; rank 0: " << Fmt(static_cast<double>(ds.allreduce_bytes) / 1048576.0, 4)
+              << " MiB in Allreduce, " << Fmt(ds.allreduce_seconds, 3) << " s in it, " << Fmt(ds.wait_seconds, 3)
+              << " s waiting) in " << Fmt(secs, 3) << " s ("
+              << Fmt(static_cast<double>(learned) / std::max(secs, 1e-9), 4) << " documents/s) -> " << out << std::endl;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int RunTrainDistributed(const LearnFlags& f, const std::string& in, const std::string& out,
+                        std::unique_ptr<Model> model, std::unique_ptr<DocumentReader> reader) {
+  auto session = MpiSession::Init(nullptr, nullptr);
+  if (!session.ok()) return ReportError(session.status());
+  try {
+    return Run(f, in, out, model.get(), &reader, **session);
+  } catch (const std::exception& ex) {
+    // A rank that cannot reach the next collective call must not leave the
+    // others waiting in it.
+    std::cerr << "tributary: error: rank " << (*session)->rank() << ": unexpected failure (" << ex.what()
+              << "); aborting the MPI job" << std::endl;
+    (*session)->Abort(kExitError);
+  }
+}
+
+#endif
+
+}  // namespace tributary::cli

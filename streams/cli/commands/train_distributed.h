@@ -1,0 +1,24 @@
+// `tributary train --distributed` (commands/train_distributed.cc).
+#ifndef TRIBUTARY_STREAMS_CLI_COMMANDS_TRAIN_DISTRIBUTED_H_
+#define TRIBUTARY_STREAMS_CLI_COMMANDS_TRAIN_DISTRIBUTED_H_
+
+#include <memory>
+#include <string>
+
+#include "cli_common.h"
+#include "tributary/model.h"
+#include "tributary/stream_io.h"
+
+namespace tributary::cli {
+
+// Learns `in` with one learner per MPI rank (started by mpirun) into
+// `model` (fresh, or a --resume snapshot: equal on every rank) and writes
+// it to `out` from rank 0. `reader` has read the stream's header. Returns the
+// exit code; every rank returns together (an error on one is reported by it
+// and by rank 0). Without MPI in the build: an error saying so.
+int RunTrainDistributed(const LearnFlags& f, const std::string& in, const std::string& out,
+                        std::unique_ptr<Model> model, std::unique_ptr<DocumentReader> reader);
+
+}  // namespace tributary::cli
+
+#endif  // TRIBUTARY_STREAMS_CLI_COMMANDS_TRAIN_DISTRIBUTED_H_
