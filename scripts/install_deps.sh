@@ -10,6 +10,8 @@ pkgs=(cmake ninja-build g++ pkg-config python3 python3-protobuf
       libhiredis-dev redis-server
       # the Kafka source (librdkafka's C API; its tests use librdkafka's mock cluster)
       librdkafka-dev
+      # train --distributed (Open MPI: the library, mpirun for its tests)
+      libopenmpi-dev openmpi-bin
       fortunes fortunes-min bible-kjv
       # scripts/fuzz.sh: clang with libFuzzer and the sanitizer runtimes
       # (libclang-rt-14-dev is only a Recommends of clang-14).
@@ -20,7 +22,7 @@ pkgs=(cmake ninja-build g++ pkg-config python3 python3-protobuf
       python3-dev python3-venv python3-pip python3-wheel python3-setuptools pybind11-dev python3-pybind11
       python3-numpy python3-scipy python3-sklearn python3-pandas python3-matplotlib python3-pytest)
 if [[ "${1:-}" == "--demo" ]]; then
-  pkgs+=(liblinear-tools)
+  pkgs+=(liblinear-tools fasttext)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

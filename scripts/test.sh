@@ -36,13 +36,18 @@ if [[ "${1:-}" != "--no-sanitizers" ]]; then
   # the example project against it: a packaging test; the example's code is
   # the plugin-check and poisson tests) and cli.gaussian_toy (the paper's toy
   # end to end; gaussian_family_test covers the family under ASan).
+  # This build is also the MPI-less one (-DTRIBUTARY_MPI=OFF): everything
+  # but train --distributed builds and passes without Open MPI (and Open
+  # MPI's own allocations at exit would read as leaks).
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     CTEST_EXCLUDE='^cli[.](error_sources|sdk_example|gaussian_toy)$' run_suite build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRIBUTARY_BUILD_BENCH=OFF \
-      "${san_flags[@]}" "-DTRIBUTARY_SANITIZE=address;undefined"
+      "${san_flags[@]}" "-DTRIBUTARY_SANITIZE=address;undefined" -DTRIBUTARY_MPI=OFF
 
   # ThreadSanitizer: the tests with threads (tests/server_test.cc: I/O threads,
   # committer, learner, concurrent clients; tests/trainer_test.cc: candidates
-  # learning in parallel). Any report fails the run.
+  # learning in parallel; tests/parallel_test.cc and the threads part of
+  # tests/distributed_test.cc: train --threads, shards learning on threads
+  # and composing the statistics slice by slice). Any report fails the run.
   # BOOST_ASIO_DISABLE_FENCED_BLOCK: TSan does not model standalone fences
   # (GCC rejects them with -Werror=tsan); Asio's handler fences duplicate the
   # synchronisation of its scheduler's mutexes, which TSan does see. Defined
@@ -52,10 +57,11 @@ if [[ "${1:-}" != "--no-sanitizers" ]]; then
   # crashes in them (glibc 2.36); they run under ASan and in Release.
   echo "== ThreadSanitizer build and concurrency tests" >&2
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRIBUTARY_BUILD_BENCH=OFF "${san_flags[@]}" \
-    -DTRIBUTARY_SANITIZE=thread -DCMAKE_CXX_FLAGS=-DBOOST_ASIO_DISABLE_FENCED_BLOCK >/dev/null
-  cmake --build build-tsan -j "$jobs" --target server_test server_http_test server_source_test trainer_test
+    -DTRIBUTARY_SANITIZE=thread -DCMAKE_CXX_FLAGS=-DBOOST_ASIO_DISABLE_FENCED_BLOCK -DTRIBUTARY_MPI=OFF >/dev/null
+  cmake --build build-tsan -j "$jobs" --target server_test server_http_test server_source_test trainer_test \
+    parallel_test distributed_test
   (cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 history_size=4" \
-    ctest --output-on-failure -j "$jobs" -R 'Server|TrainerTest' -E 'Kafka')
+    ctest --output-on-failure -j "$jobs" -R 'Server|TrainerTest|ParallelLearnerTest|DistributedTest[.]Nll' -E 'Kafka')
 
   # Fuzz targets (docs/fuzzing.md): the saved findings and seeds, then 20 s
   # of new inputs per target, under libFuzzer + ASan + UBSan (clang-14).
