@@ -200,7 +200,10 @@ Status ParallelLearner::Round(const trib_document* docs, size_t n) {
     TRIB_RETURN_IF_ERROR(Resync());
   }
   const uint64_t t0 = model_->learner_state().updates;
-  base_ = model_->stats();
+  // The round's start: the block maps here, the raw values by every thread,
+  // one slice each, before it learns.
+  base_.mutable_blocks() = model_->stats().blocks();
+  base_.raw().resize(model_->stats().size());
   const size_t nb = base_.blocks().size();
   const uint64_t P = base_.size();
   std::vector<size_t> begin(T + 1);
@@ -215,7 +218,11 @@ Status ParallelLearner::Round(const trib_document* docs, size_t n) {
     s.acc.assign((P * (r + 1)) / T - (P * r) / T, 0.0);
   }
   bool failed = false;
+  int phase = 0;
   auto plan = [&]() noexcept {
+    // Runs when every thread has arrived at a barrier; the composition is
+    // planned at the second one (after learning).
+    if (phase++ != 1) return;
     for (uint32_t r = 0; r < T; ++r) failed |= !shards_[r].status.ok();
     if (failed) return;
     std::vector<const BlockTrace*> traces;
@@ -225,6 +232,12 @@ Status ParallelLearner::Round(const trib_document* docs, size_t n) {
   std::barrier sync(static_cast<std::ptrdiff_t>(T), plan);
   auto work = [&](uint32_t r) {
     Shard& s = shards_[r];
+    // This thread's slice of the statistics: [lo, hi).
+    const uint64_t lo = P * r / T, hi = P * (r + 1) / T;
+    std::copy(model_->stats().raw().begin() + static_cast<std::ptrdiff_t>(lo),
+              model_->stats().raw().begin() + static_cast<std::ptrdiff_t>(hi),
+              base_.raw().begin() + static_cast<std::ptrdiff_t>(lo));
+    sync.arrive_and_wait();  // the round's start is copied before shard 0 changes it
     for (size_t i = begin[r]; i < begin[r + 1]; ++i) {
       Status st = s.learner->Learn(docs[i]);
       if (!st.ok()) {
@@ -238,9 +251,8 @@ Status ParallelLearner::Round(const trib_document* docs, size_t n) {
     }
     sync.arrive_and_wait();  // plan() ran: the traces are composed
     if (failed) return;
-    // This thread's slice of the statistics: read every shard's slice, write
-    // the composition to every shard (no other thread touches the slice).
-    const uint64_t lo = P * r / T, hi = P * (r + 1) / T;
+    // Read every shard's slice, write the composition to every shard (no
+    // other thread touches the slice).
     double* acc = s.acc.data();
     for (uint32_t q = 0; q < T; ++q) plan_.AddContribution(q, base_, shards_[q].model->stats(), lo, hi, acc);
     plan_.Finish(base_, acc, lo, hi, model_->stats().raw().data() + lo);

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <sstream>
 #include <string>
@@ -23,6 +24,13 @@
 
 namespace tributary::cli {
 namespace {
+
+// The documents' views, in `*out` (reused).
+const std::vector<trib_document>& Views(const std::vector<DocumentBuffer>& docs, std::vector<trib_document>* out) {
+  out->clear();
+  for (const auto& d : docs) out->push_back(d.View());
+  return *out;
+}
 
 struct TrainFlags {
   LearnFlags learn;
@@ -328,9 +336,9 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
     learner = std::move(replicas[best].learner);
     replicas.clear();
   };
-  auto learn_one = [&](const DocumentBuffer& doc) -> Status {
+  auto learn_one = [&](const trib_document& doc) -> Status {
     LearnResult outcome;
-    Status st = learner->Learn(doc.View(), &outcome);
+    Status st = learner->Learn(doc, &outcome);
     if (st.ok() && !replicas.empty()) {
       // replicas[0]'s model and learner live in `model` / `learner` meanwhile.
       if (std::isfinite(outcome.log_z) && !outcome.skipped) {
@@ -339,7 +347,7 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
       }
       for (size_t r = 1; r < replicas.size(); ++r) {
         LearnResult o;
-        Status rs = replicas[r].learner->Learn(doc.View(), &o);
+        Status rs = replicas[r].learner->Learn(doc, &o);
         if (!rs.ok()) return rs.WithContext("restart with seed " + std::to_string(replicas[r].seed));
         if (std::isfinite(o.log_z) && !o.skipped) {
           replicas[r].log_z += o.log_z;
@@ -363,11 +371,8 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
     }
     return Status::OK();
   };
-  // --threads: documents [lo, hi) of `batch` as rounds of the parallel learner.
-  std::vector<trib_document> views;
-  auto learn_batch = [&](const std::vector<DocumentBuffer>& batch) -> Status {
-    views.clear();
-    for (const auto& d : batch) views.push_back(d.View());
+  // --threads: documents in rounds of the parallel learner.
+  auto learn_batch = [&](const std::vector<trib_document>& views) -> Status {
     const uint64_t skipped_before = bad.skipped;
     TRIB_RETURN_IF_ERROR(par->Learn(views.data(), views.size()));
     seen += views.size() - (bad.skipped - skipped_before);
@@ -376,6 +381,7 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
   };
   const size_t round_docs =
       par ? static_cast<size_t>(threads) * (f.sync_every > 0 ? f.sync_every : kDefaultSyncEvery) : 0;
+  std::vector<trib_document> views;
   std::vector<DocumentBuffer> batch;
   // The end of the first pass closes the window when --restart-window is 0
   // (or longer than the pass).
@@ -392,8 +398,10 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
   auto start = std::chrono::steady_clock::now();
   DocumentBuffer doc;
   if (f.shuffle) {
-    // Decode once into memory, then shuffle per epoch (Algorithm 1, line 0).
-    std::vector<DocumentBuffer> docs;
+    // Decode once into memory, then shuffle per epoch (Algorithm 1, line 0):
+    // the order of the documents, which stay where they are (DocumentSet:
+    // compact, fetched ahead in the shuffled order).
+    DocumentSet docs;
     auto ds = DecodedStream::OpenPass(&reader, in, f.max_frame_bytes, *model);
     if (!ds.ok()) return refuse(ds.status());
     for (;;) {
@@ -404,18 +412,25 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
       if (grew) {
         if (Status g = renew(); !g.ok()) return fail(g);
       }
-      docs.push_back(doc);
+      docs.Add(doc);
     }
+    std::vector<uint32_t> order(docs.size());
+    std::iota(order.begin(), order.end(), 0u);
     std::mt19937_64 rng(f.seed);
+    const size_t n = order.size();
     for (uint32_t e = 0; e < f.epochs; ++e) {
-      std::shuffle(docs.begin(), docs.end(), rng);
+      std::shuffle(order.begin(), order.end(), rng);
       if (par) {
-        Status st = learn_batch(docs);
+        views.clear();
+        for (uint32_t i : order) views.push_back(docs.View(i));
+        Status st = learn_batch(views);
         if (!st.ok()) return fail(st);
         continue;
       }
-      for (const auto& d : docs) {
-        Status st = learn_one(d);
+      for (size_t j = 0; j < n; ++j) {
+        if (j + 8 < n) docs.PrefetchRecord(order[j + 8]);
+        if (j + 4 < n) docs.Prefetch(order[j + 4]);
+        Status st = learn_one(docs.View(order[j]));
         if (!st.ok()) return fail(st);
       }
       end_of_pass();
@@ -440,17 +455,17 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
           // between rounds, never during one).
           batch.push_back(doc);
           if (batch.size() == round_docs) {
-            st = learn_batch(batch);
+            st = learn_batch(Views(batch, &views));
             if (!st.ok()) return fail(st);
             batch.clear();
           }
           continue;
         }
-        st = learn_one(doc);
+        st = learn_one(doc.View());
         if (!st.ok()) return fail(st);
       }
       if (par && !batch.empty()) {
-        Status st = learn_batch(batch);
+        Status st = learn_batch(Views(batch, &views));
         if (!st.ok()) return fail(st);
         batch.clear();
       }

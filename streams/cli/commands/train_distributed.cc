@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <iostream>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -110,12 +111,15 @@ int Run(const LearnFlags& f, const std::string& in, const std::string& out, Mode
   uint64_t learned = 0;  // all ranks
   std::vector<DocumentBuffer> batch;
   std::vector<trib_document> views;
-  // One round with this rank's `batch`; *total: every rank's documents.
+  // One round with this rank's documents: `views`, or else those of `batch`.
   auto round = [&](const Status& failed, uint64_t* total) -> Status {
-    views.clear();
-    for (const auto& d : batch) views.push_back(d.View());
+    if (!batch.empty()) {
+      views.clear();
+      for (const auto& d : batch) views.push_back(d.View());
+    }
     TRIB_RETURN_IF_ERROR(learner->Round(views.data(), views.size(), total, on_bad, failed));
     batch.clear();
+    views.clear();
     learned = learner->stats().documents;
     progress.Tick(learned);
     return Status::OK();
@@ -142,7 +146,7 @@ int Run(const LearnFlags& f, const std::string& in, const std::string& out, Mode
   if (shuffle) {
     // This rank's documents in memory, shuffled before each pass (a
     // generator per rank: reproducible for a fixed seed and rank count).
-    std::vector<DocumentBuffer> own;
+    DocumentSet own;
     Status read;
     auto ds = DecodedStream::OpenPass(reader, in, f.max_frame_bytes, *model);
     if (!ds.ok()) read = ds.status();
@@ -153,17 +157,19 @@ int Run(const LearnFlags& f, const std::string& in, const std::string& out, Mode
         read = (*ds)->Skip(&eof);
       } else {
         read = NextOwn(ds->get(), model, f.skip_bad, &bad, &doc, &eof);
-        if (read.ok() && !eof && doc.label != kRefused) own.push_back(doc);
+        if (read.ok() && !eof && doc.label != kRefused) own.Add(doc);
       }
       if (eof) break;
     }
     if (agree(read, &agreed)) return report(agreed, !read.ok());
+    std::vector<uint32_t> order(own.size());
+    std::iota(order.begin(), order.end(), 0u);
     std::mt19937_64 rng(f.seed * 1000003ull + static_cast<uint64_t>(rank));
     for (uint32_t e = 0; e < epochs; ++e) {
-      std::shuffle(own.begin(), own.end(), rng);
-      for (size_t i = 0; i < own.size(); i += K) {
-        batch.assign(own.begin() + static_cast<std::ptrdiff_t>(i),
-                     own.begin() + static_cast<std::ptrdiff_t>(std::min<size_t>(own.size(), i + K)));
+      std::shuffle(order.begin(), order.end(), rng);
+      for (size_t i = 0; i < order.size(); i += K) {
+        views.clear();
+        for (size_t j = i; j < std::min<size_t>(order.size(), i + K); ++j) views.push_back(own.View(order[j]));
         uint64_t total = 0;
         if (Status st = round(Status::OK(), &total); !st.ok()) return fail(st);
       }
