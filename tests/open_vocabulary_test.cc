@@ -374,5 +374,30 @@ TEST(OpenVocabularyTest, ModelIdsFollowTheGrowingVocabulary) {
   EXPECT_THAT(st.message(), HasSubstr("document #6: term id 3 out of range: the model's vocabulary has 3 terms"));
 }
 
+// A published copy (Model::Clone, the server's Publish) shares the
+// vocabulary instead of copying it, and keeps what it was published with
+// when the learner's model adds terms afterwards (copy-on-write).
+TEST(OpenVocabularyTest, ClonesShareTheVocabularyUntilTermsAreAdded) {
+  auto model = NewModel(OpenSchema({"a"}), "ncll");
+  ASSERT_TRUE(model);
+  ASSERT_TRUE(model->AddTerms({"x", "y"}).ok());
+  auto copy = model->Clone();
+  ASSERT_TRUE(copy.ok());
+  EXPECT_EQ(&(*copy)->schema().vocabulary(), &model->schema().vocabulary());  // shared, not copied
+  ASSERT_TRUE(model->AddTerms({"z"}).ok());
+  EXPECT_NE(&(*copy)->schema().vocabulary(), &model->schema().vocabulary());
+  EXPECT_EQ((*copy)->schema().vocab_size(), 2u);
+  EXPECT_EQ((*copy)->schema().TermIndex("z"), -1);
+  EXPECT_EQ(model->schema().vocab_size(), 3u);
+  EXPECT_EQ(model->schema().TermIndex("z"), 2);
+  EXPECT_EQ(model->schema().TermIndex("x"), 0);
+  // Once the copy is gone, terms are added in place again.
+  copy = Result<std::unique_ptr<Model>>(Status::Internal("released"));
+  const auto* before = &model->schema().vocabulary();
+  ASSERT_TRUE(model->AddTerms({"w"}).ok());
+  EXPECT_EQ(&model->schema().vocabulary(), before);
+  EXPECT_EQ(model->schema().TermIndex("w"), 3);
+}
+
 }  // namespace
 }  // namespace tributary

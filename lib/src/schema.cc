@@ -23,7 +23,7 @@ Result<ModelSchema> ModelSchema::FromProto(const v1::Schema& proto) {
   }
   s.hashed_dim_ = proto.hashed_dim();
   s.open_vocabulary_ = proto.open_vocabulary();
-  s.vocabulary_.assign(proto.vocabulary().begin(), proto.vocabulary().end());
+  s.vocab_->terms.assign(proto.vocabulary().begin(), proto.vocabulary().end());
   s.classes_.assign(proto.class_names().begin(), proto.class_names().end());
   s.open_classes_ = proto.open_classes();
   for (const auto& f : proto.features()) {
@@ -49,12 +49,13 @@ Result<ModelSchema> ModelSchema::FromProto(const v1::Schema& proto) {
   // No classes at all is a valid schema (unlabelled streams for latent
   // families); a classifier family refuses it when the model is created.
   s.Index();
-  if (s.term_index_.size() != s.vocabulary_.size()) {
-    for (size_t i = 0; i < s.vocabulary_.size(); ++i) {
-      if (s.term_index_.at(s.vocabulary_[i]) != i) {
-        return Status::InvalidArgument("schema: vocabulary term '" + s.vocabulary_[i] + "' appears twice (ids " +
-                                       std::to_string(s.term_index_.at(s.vocabulary_[i])) + " and " +
-                                       std::to_string(i) + ")");
+  const auto& terms = s.vocab_->terms;
+  const auto& index = s.vocab_->index;
+  if (index.size() != terms.size()) {
+    for (size_t i = 0; i < terms.size(); ++i) {
+      if (index.at(terms[i]) != i) {
+        return Status::InvalidArgument("schema: vocabulary term '" + terms[i] + "' appears twice (ids " +
+                                       std::to_string(index.at(terms[i])) + " and " + std::to_string(i) + ")");
       }
     }
   }
@@ -64,10 +65,18 @@ Result<ModelSchema> ModelSchema::FromProto(const v1::Schema& proto) {
   return s;
 }
 
+ModelSchema::Vocabulary& ModelSchema::MutableVocabulary() {
+  // use_count() == 1: no copy holds it, and none can appear meanwhile (only
+  // this schema could be copied to make one).
+  if (vocab_.use_count() > 1) vocab_ = std::make_shared<Vocabulary>(*vocab_);
+  return *vocab_;
+}
+
 void ModelSchema::Index() {
-  term_index_.clear();
-  term_index_.reserve(vocabulary_.size());
-  for (size_t i = 0; i < vocabulary_.size(); ++i) term_index_.emplace(vocabulary_[i], static_cast<uint32_t>(i));
+  Vocabulary& v = MutableVocabulary();
+  v.index.clear();
+  v.index.reserve(v.terms.size());
+  for (size_t i = 0; i < v.terms.size(); ++i) v.index.emplace(v.terms[i], static_cast<uint32_t>(i));
   class_index_.clear();
   for (size_t i = 0; i < classes_.size(); ++i) class_index_.emplace(classes_[i], static_cast<uint32_t>(i));
 }
@@ -75,7 +84,7 @@ void ModelSchema::Index() {
 void ModelSchema::ToProto(v1::Schema* out, bool with_vocabulary) const {
   out->Clear();
   if (with_vocabulary) {
-    for (const auto& t : vocabulary_) out->add_vocabulary(t);
+    for (const auto& t : vocab_->terms) out->add_vocabulary(t);
   }
   out->set_hashed_dim(hashed_dim_);
   for (const auto& c : classes_) out->add_class_names(c);
@@ -92,8 +101,8 @@ void ModelSchema::ToProto(v1::Schema* out, bool with_vocabulary) const {
 }
 
 int64_t ModelSchema::TermIndex(const std::string& term) const {
-  auto it = term_index_.find(term);
-  return it == term_index_.end() ? -1 : static_cast<int64_t>(it->second);
+  auto it = vocab_->index.find(term);
+  return it == vocab_->index.end() ? -1 : static_cast<int64_t>(it->second);
 }
 
 int64_t ModelSchema::ClassIndex(const std::string& name) const {
@@ -102,8 +111,10 @@ int64_t ModelSchema::ClassIndex(const std::string& name) const {
 }
 
 void ModelSchema::AddTerms(const std::vector<std::string>& names) {
+  if (names.empty()) return;
+  Vocabulary& v = MutableVocabulary();
   for (const std::string& t : names) {
-    if (term_index_.emplace(t, static_cast<uint32_t>(vocabulary_.size())).second) vocabulary_.push_back(t);
+    if (v.index.emplace(t, static_cast<uint32_t>(v.terms.size())).second) v.terms.push_back(t);
   }
 }
 

@@ -3,6 +3,7 @@
 #define TRIBUTARY_SCHEMA_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -28,6 +29,13 @@ struct FeatureSpecInfo {
 // (2^30 in a few bytes) would make a reader allocate hundreds of GB.
 inline constexpr uint64_t kMaxHashedDim = uint64_t{1} << 24;
 
+// Copies of a schema share its vocabulary (the term names and their index,
+// the largest part of a big model's schema): a copy costs O(classes +
+// features), and the first AddTerms on a shared vocabulary copies it
+// (copy-on-write). A model published to readers while the learner goes on
+// (the server's Publish, Model::Clone) therefore does not copy the
+// vocabulary. Thread safety: a schema is a value; copies may be used and
+// destroyed on different threads.
 class ModelSchema {
  public:
   // Validates: unique non-empty term names, unique class names, categorical
@@ -37,10 +45,10 @@ class ModelSchema {
   // model's own ids needs only the rest).
   void ToProto(v1::Schema* out, bool with_vocabulary = true) const;
 
-  uint64_t vocab_size() const { return hashed_dim_ ? hashed_dim_ : vocabulary_.size(); }
+  uint64_t vocab_size() const { return hashed_dim_ ? hashed_dim_ : vocab_->terms.size(); }
   bool hashed() const { return hashed_dim_ != 0; }
   uint64_t hashed_dim() const { return hashed_dim_; }
-  const std::vector<std::string>& vocabulary() const { return vocabulary_; }
+  const std::vector<std::string>& vocabulary() const { return vocab_->terms; }
   const std::vector<std::string>& classes() const { return classes_; }
   bool open_classes() const { return open_classes_; }
   void set_open_classes(bool open) { open_classes_ = open; }
@@ -67,8 +75,14 @@ class ModelSchema {
   trib_schema CView() const;
 
  private:
+  struct Vocabulary {
+    std::vector<std::string> terms;
+    std::unordered_map<std::string, uint32_t> index;
+  };
   void Index();
-  std::vector<std::string> vocabulary_;
+  // The vocabulary to change: this schema's own (copied first when shared).
+  Vocabulary& MutableVocabulary();
+  std::shared_ptr<Vocabulary> vocab_ = std::make_shared<Vocabulary>();
   uint64_t hashed_dim_ = 0;
   std::vector<std::string> classes_;
   bool open_classes_ = false;
@@ -77,7 +91,6 @@ class ModelSchema {
   uint32_t num_reals_ = 0;
   std::vector<uint32_t> cat_card_;
   std::vector<uint32_t> real_kinds_;
-  std::unordered_map<std::string, uint32_t> term_index_;
   std::unordered_map<std::string, uint32_t> class_index_;
 };
 
