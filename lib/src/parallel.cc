@@ -239,6 +239,11 @@ Status ParallelLearner::Round(const trib_document* docs, size_t n) {
               base_.raw().begin() + static_cast<std::ptrdiff_t>(lo));
     sync.arrive_and_wait();  // the round's start is copied before shard 0 changes it
     for (size_t i = begin[r]; i < begin[r + 1]; ++i) {
+      // The documents may be anywhere (a shuffled pass): fetch ahead.
+      if (i + 4 < begin[r + 1]) {
+        __builtin_prefetch(docs[i + 4].term_ids);
+        __builtin_prefetch(docs[i + 4].term_counts);
+      }
       Status st = s.learner->Learn(docs[i]);
       if (!st.ok()) {
         if (options_.on_bad && (st.IsInvalidDocument() || st.code() == Status::Code::kNumeric)) {
