@@ -170,31 +170,35 @@ TEST_F(DistributedTest, DiscriminativeAccuracyOnFortunes) {
 
 #if TRIBUTARY_HAVE_MPI
 
-// SEP (EMSD count mixture) on 2 ranks and on 2 threads: the posterior mean
-// of the mixing weights within 0.02 of one process's (clusters of 60 %, 30 %
-// and 10 %).
+// SEP (EMSD and EDCM count mixtures) on 2 ranks and on 2 threads: the
+// posterior mean of the mixing weights within 0.02 of one process's
+// (clusters of 60 %, 30 % and 10 %).
 TEST_F(DistributedTest, SepMixingWeightsOnTwoRanks) {
   const std::string train = MakeStream("mix.pb", 3000, 4, {6, 3, 1}, 30);
-  const std::string common =
-      "train -q --engine sep --family emsd-mixture --components 3 --seed 3 --in " + train + " --sync-every 200 --out ";
-  std::string out;
-  ASSERT_EQ(Run(common + dir_ + "/one.trib", &out), 0) << out;
-  ASSERT_EQ(MpiRun(2, common + dir_ + "/r2.trib --distributed", &out), 0) << out;
-  ASSERT_EQ(Run(common + dir_ + "/t2.trib --threads 2", &out), 0) << out;
-  std::vector<std::vector<double>> weights;
-  for (const char* m : {"one", "r2", "t2"}) {
-    ASSERT_EQ(Run(std::string("inspect --json --model ") + dir_ + "/" + m + ".trib", &out), 0) << out;
-    const json summary = json::parse(out);
-    std::vector<double> w;
-    for (const auto& v : summary["mixing_weights"]) w.push_back(v.get<double>());
-    ASSERT_EQ(w.size(), 3u) << m << ": " << out;
-    std::sort(w.begin(), w.end());  // components are found in any order
-    weights.push_back(w);
-  }
-  EXPECT_NEAR(weights[0][2], 0.6, 0.05);  // one process finds the clusters
-  for (size_t k = 0; k < 3; ++k) {
-    EXPECT_NEAR(weights[1][k], weights[0][k], 0.02) << k << " (2 ranks)";
-    EXPECT_NEAR(weights[2][k], weights[0][k], 0.02) << k << " (2 threads)";
+  for (const char* family : {"emsd-mixture", "edcm-mixture"}) {
+    SCOPED_TRACE(family);
+    const std::string common = std::string("train -q --engine sep --family ") + family +
+                               " --components 3 --seed 3 --in " + train + " --sync-every 200 --out " + dir_ + "/" +
+                               family;
+    std::string out;
+    ASSERT_EQ(Run(common + "-one.trib", &out), 0) << out;
+    ASSERT_EQ(MpiRun(2, common + "-r2.trib --distributed", &out), 0) << out;
+    ASSERT_EQ(Run(common + "-t2.trib --threads 2", &out), 0) << out;
+    std::vector<std::vector<double>> weights;
+    for (const char* m : {"-one", "-r2", "-t2"}) {
+      ASSERT_EQ(Run("inspect --json --model " + dir_ + "/" + family + m + ".trib", &out), 0) << out;
+      const json summary = json::parse(out);
+      std::vector<double> w;
+      for (const auto& v : summary["mixing_weights"]) w.push_back(v.get<double>());
+      ASSERT_EQ(w.size(), 3u) << m << ": " << out;
+      std::sort(w.begin(), w.end());  // components are found in any order
+      weights.push_back(w);
+    }
+    EXPECT_NEAR(weights[0][2], 0.6, 0.05);  // one process finds the clusters
+    for (size_t k = 0; k < 3; ++k) {
+      EXPECT_NEAR(weights[1][k], weights[0][k], 0.02) << k << " (2 ranks)";
+      EXPECT_NEAR(weights[2][k], weights[0][k], 0.02) << k << " (2 threads)";
+    }
   }
 }
 
