@@ -43,12 +43,16 @@ void DocumentBuffer::Canonicalize() {
   if (sorted) return;
   // A stable sort of the (id, count) pairs, then repeats summed in place in
   // their order of occurrence (the sums' rounding is part of the result).
-  // Short documents (most of a stream): insertion sort in place; longer ones
-  // sort (id, position) keys, unique, so any sort is stable. Neither
-  // allocates once the thread's buffers are warm.
+  // Neither allocates once the thread's buffers are warm:
+  // - up to 8 entries: insertion sort in place;
+  // - up to 64 (most documents): each entry goes to its rank, the number of
+  //   entries before it in the order (smaller ids, and equal ids that come
+  //   first): O(n^2) comparisons without a branch, which vectorise (ids
+  //   compared as signed after flipping the top bit);
+  // - longer: std::sort of unique (id, position) keys, so stable.
   uint32_t* ids = term_ids.data();
   double* counts = term_counts.data();
-  constexpr size_t kInsertionMax = 32;
+  constexpr size_t kInsertionMax = 8, kRankMax = 64;
   if (n <= kInsertionMax) {
     for (size_t i = 1; i < n; ++i) {
       const uint32_t key = ids[i];
@@ -60,6 +64,19 @@ void DocumentBuffer::Canonicalize() {
       }
       ids[j] = key;
       counts[j] = c;
+    }
+  } else if (n <= kRankMax) {
+    int32_t keys[kRankMax];
+    double old_counts[kRankMax];
+    for (size_t i = 0; i < n; ++i) keys[i] = static_cast<int32_t>(ids[i] ^ 0x80000000u);
+    std::copy(counts, counts + n, old_counts);
+    for (size_t i = 0; i < n; ++i) {
+      const int32_t key = keys[i];
+      uint32_t rank = 0;
+      for (size_t j = 0; j < n; ++j) rank += keys[j] < key;
+      for (size_t j = 0; j < i; ++j) rank += keys[j] == key;
+      ids[rank] = static_cast<uint32_t>(key) ^ 0x80000000u;
+      counts[rank] = old_counts[i];
     }
   } else {
     thread_local std::vector<uint64_t> keys;
