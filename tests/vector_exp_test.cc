@@ -1,7 +1,7 @@
-// The losses' vector exp (plugins/losses/vector_exp.h) against std::exp:
+// The vector exp (tributary/vector_exp.h) against std::exp:
 // at most 1 ulp apart over the range it computes itself, and std::exp's own
 // value outside it (underflow to subnormals and zero, overflow, NaN).
-#include "../plugins/losses/vector_exp.h"
+#include "tributary/vector_exp.h"
 
 #include <gtest/gtest.h>
 

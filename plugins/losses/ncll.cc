@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "tributary/plugin_sdk.h"
-#include "vector_exp.h"
+#include "tributary/vector_exp.h"
 
 namespace {
 // sdk::LogSumExp's sums, with the vector exp (within 1 ulp of std::exp; w is

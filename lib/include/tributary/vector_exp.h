@@ -1,6 +1,7 @@
-// exp over arrays, two doubles per operation, for the losses' softmax
-// (ncll.cc). Header-only; tests/vector_exp_test.cc checks it against
-// std::exp.
+// exp over arrays, two doubles per operation, for softmaxes: the ncll
+// loss's (plugins/losses/ncll.cc) and the posterior of the metrics
+// (metrics.cc). Header-only, for the library and plugins alike;
+// tests/vector_exp_test.cc checks it against std::exp.
 //
 // The algorithm is fdlibm's e_exp.c (also musl's former exp.c), made
 // branch-free on GCC/Clang vector extensions (plain SSE2 on the x86-64
@@ -11,8 +12,8 @@
 // < 1 ulp. Lanes outside [-708, 709] (where the result or 2^k leaves the
 // normal range), and NaN, are recomputed with std::exp, so every input gives
 // std::exp's result there.
-#ifndef TRIBUTARY_PLUGINS_LOSSES_VECTOR_EXP_H_
-#define TRIBUTARY_PLUGINS_LOSSES_VECTOR_EXP_H_
+#ifndef TRIBUTARY_VECTOR_EXP_H_
+#define TRIBUTARY_VECTOR_EXP_H_
 
 #include <cmath>
 #include <cstdint>
@@ -70,4 +71,4 @@ inline void ExpShifted(const double* x, double shift, uint32_t n, double* out) {
 
 }  // namespace tributary::vector_exp
 
-#endif  // TRIBUTARY_PLUGINS_LOSSES_VECTOR_EXP_H_
+#endif  // TRIBUTARY_VECTOR_EXP_H_
