@@ -59,8 +59,10 @@ std::shared_ptr<const Plugin> Find(const std::string& name, trib_plugin_kind kin
 }
 
 // Like bench/gen_synthetic.py: uniform labels, 8-12 tokens, each from the
-// class's 200 topic words with probability 0.4, else uniform over V.
-std::vector<DocumentBuffer> MakeDocs(uint64_t V, size_t n, uint64_t seed) {
+// class's 200 topic words with probability 0.4, else uniform over V. With
+// `counts`, 15% of the tokens get a count of 2 to 8 (mostly 2), like the term
+// counts of real short documents (fortunes: 15% of the entries are > 1).
+std::vector<DocumentBuffer> MakeDocs(uint64_t V, size_t n, uint64_t seed, bool counts) {
   std::mt19937_64 rng(seed);
   std::vector<std::vector<uint64_t>> topic(kClasses, std::vector<uint64_t>(200));
   for (auto& t : topic)
@@ -75,18 +77,25 @@ std::vector<DocumentBuffer> MakeDocs(uint64_t V, size_t n, uint64_t seed) {
     for (uint32_t j = 0; j < len; ++j) {
       const uint64_t w = (rng() % 10 < 4) ? topic[k][rng() % 200] : rng() % V;
       d.term_ids.push_back(static_cast<uint32_t>(w));
-      d.term_counts.push_back(1.0);
+      double c = 1.0;
+      if (counts && rng() % 100 < 15) {
+        const uint64_t r = rng() % 10;
+        c = r < 7 ? 2.0 : r < 9 ? 3.0 : static_cast<double>(4 + rng() % 5);
+      }
+      d.term_counts.push_back(c);
     }
     d.Canonicalize();
   }
   return docs;
 }
 
-const std::vector<DocumentBuffer>& Docs(uint64_t V) {
-  static std::vector<DocumentBuffer> small = MakeDocs(10000, kRing, 1);
-  static std::vector<DocumentBuffer> large = MakeDocs(1000000, kRing, 1);
-  if (V == 10000) return small;
-  if (V == 1000000) return large;
+const std::vector<DocumentBuffer>& Docs(uint64_t V, bool counts = false) {
+  static std::vector<DocumentBuffer> small = MakeDocs(10000, kRing, 1, false);
+  static std::vector<DocumentBuffer> large = MakeDocs(1000000, kRing, 1, false);
+  static std::vector<DocumentBuffer> small_counts = MakeDocs(10000, kRing, 1, true);
+  static std::vector<DocumentBuffer> large_counts = MakeDocs(1000000, kRing, 1, true);
+  if (V == 10000) return counts ? small_counts : small;
+  if (V == 1000000) return counts ? large_counts : large;
   Die("no documents for V = " + std::to_string(V));
 }
 
@@ -135,10 +144,10 @@ double MaxRelDiffVsReference(const Model& m, const std::vector<DocumentBuffer>& 
 }
 
 // Prediction: log p(k, x) for the 45 classes of a model trained (NCLL) on
-// 20,000 documents.
+// 20,000 documents. Second argument: 1 for documents with repeated terms.
 void BM_MnbScore(benchmark::State& state) {
   const uint64_t V = static_cast<uint64_t>(state.range(0));
-  const auto& docs = Docs(V);
+  const auto& docs = Docs(V, state.range(1) != 0);
   auto model = NewModel(V, "ncll");
   {
     auto learner = SdemLearner::Create(model.get());
@@ -166,7 +175,7 @@ void BM_MnbScore(benchmark::State& state) {
 // One sdEM step per iteration, streaming through the documents.
 void BM_SdemLearn(benchmark::State& state, const std::string& loss) {
   const uint64_t V = static_cast<uint64_t>(state.range(0));
-  const auto& docs = Docs(V);
+  const auto& docs = Docs(V, state.range(1) != 0);
   auto model = NewModel(V, loss);
   auto learner = SdemLearner::Create(model.get());
   if (!learner.ok()) Die(learner.status().ToString());
@@ -184,21 +193,21 @@ void BM_SdemLearn(benchmark::State& state, const std::string& loss) {
 // machine may be shared), next to Google Benchmark's mean/median/stddev.
 double MinOf(const std::vector<double>& v) { return v.empty() ? 0.0 : *std::min_element(v.begin(), v.end()); }
 
-BENCHMARK(BM_MnbScore)->ArgName("vocab")->Arg(10000)->Arg(1000000)->ComputeStatistics("min", MinOf);
+BENCHMARK(BM_MnbScore)
+    ->ArgNames({"vocab", "counts"})
+    ->ArgsProduct({{10000, 1000000}, {0, 1}})
+    ->ComputeStatistics("min", MinOf);
 BENCHMARK_CAPTURE(BM_SdemLearn, nll, std::string("nll"))
-    ->ArgName("vocab")
-    ->Arg(10000)
-    ->Arg(1000000)
+    ->ArgNames({"vocab", "counts"})
+    ->ArgsProduct({{10000, 1000000}, {0, 1}})
     ->ComputeStatistics("min", MinOf);
 BENCHMARK_CAPTURE(BM_SdemLearn, ncll, std::string("ncll"))
-    ->ArgName("vocab")
-    ->Arg(10000)
-    ->Arg(1000000)
+    ->ArgNames({"vocab", "counts"})
+    ->ArgsProduct({{10000, 1000000}, {0, 1}})
     ->ComputeStatistics("min", MinOf);
 BENCHMARK_CAPTURE(BM_SdemLearn, hinge, std::string("hinge"))
-    ->ArgName("vocab")
-    ->Arg(10000)
-    ->Arg(1000000)
+    ->ArgNames({"vocab", "counts"})
+    ->ArgsProduct({{10000, 1000000}, {0, 1}})
     ->ComputeStatistics("min", MinOf);
 
 }  // namespace

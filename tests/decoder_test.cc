@@ -8,9 +8,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <numeric>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -239,6 +243,46 @@ TEST_F(TokenCountsTest, DecodeForLearningNeedsALabelOnlyWhenTheLossDoes) {
   st = dec_->DecodeForLearning(d, 3, schema_, "ncll", &buf_, &new_class);
   ASSERT_TRUE(st.IsInvalidDocument()) << st.ToString();
   EXPECT_THAT(st.message(), HasSubstr("token_counts[0] is -5, expected a finite count > 0"));
+}
+
+// DocumentBuffer::Canonicalize against the reference it replaced (a stable
+// sort of positions, then repeats summed in order of occurrence): the same
+// ids and bit-identical counts, for short documents (insertion sort) and
+// long ones, with many repeats and counts whose sum depends on the order.
+TEST(DocumentBufferTest, CanonicalizeMatchesStableSortAndOrderedSums) {
+  auto reference = [](const std::vector<uint32_t>& ids, const std::vector<double>& counts) {
+    std::vector<size_t> order(ids.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ids[a] < ids[b]; });
+    std::pair<std::vector<uint32_t>, std::vector<double>> out;
+    for (size_t o : order) {
+      if (!out.first.empty() && out.first.back() == ids[o]) {
+        out.second.back() += counts[o];
+      } else {
+        out.first.push_back(ids[o]);
+        out.second.push_back(counts[o]);
+      }
+    }
+    return out;
+  };
+  std::mt19937_64 rng(11);
+  const double kCounts[] = {1.0, 1.0, 2.0, 0.1, 1e16, -1e16, 3.7, 1e-3, 0.3};
+  for (int trial = 0; trial < 20000; ++trial) {
+    const size_t n = rng() % 80;
+    const uint32_t range = 1 + static_cast<uint32_t>(rng() % (trial % 3 == 0 ? 8 : 100000));
+    DocumentBuffer d;
+    for (size_t i = 0; i < n; ++i) {
+      d.term_ids.push_back(trial % 7 == 0 ? static_cast<uint32_t>(rng()) : static_cast<uint32_t>(rng() % range));
+      d.term_counts.push_back(kCounts[rng() % std::size(kCounts)]);
+    }
+    if (trial % 5 == 0) std::sort(d.term_ids.begin(), d.term_ids.end());  // sorted, maybe with repeats
+    const auto want = reference(d.term_ids, d.term_counts);
+    d.Canonicalize();
+    ASSERT_EQ(d.term_ids, want.first) << "trial " << trial;
+    ASSERT_EQ(d.term_counts.size(), want.second.size());
+    EXPECT_EQ(std::memcmp(d.term_counts.data(), want.second.data(), want.second.size() * sizeof(double)), 0)
+        << "trial " << trial;
+  }
 }
 
 }  // namespace

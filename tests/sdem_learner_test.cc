@@ -361,5 +361,69 @@ TEST(SdemLearnerTest, FailedCommitIsUndone) {
   EXPECT_EQ((*m)->learner_state().materializations, 0u);
 }
 
+// A family's bad delta (a value not finite, an index past the statistics, at
+// the end or in the middle) is refused with the entry named, and the model is
+// as before the document, bit for bit: the learner checks the delta while it
+// applies it, so it puts back what it applied, including a block restarted
+// by NLL's first step (rho_0 = 1).
+TEST(SdemLearnerTest, BadDeltaIsRefusedAndLeavesTheModelUnchanged) {
+  auto fam = LoadPluginFile(std::string(TRIBUTARY_FIXTURE_PLUGIN_DIR) + "/sdem_commit_fails.so", TRIB_KIND_FAMILY);
+  ASSERT_TRUE(fam.ok()) << fam.status().ToString();
+  auto schema = ModelSchema::FromProto(testing::TextSchema(6, 3));
+  ASSERT_TRUE(schema.ok());
+  auto make = [&](const std::string& loss) {
+    auto m = Model::Create(*fam, testing::BuiltinLoss(loss), *schema, {}, 1);
+    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    (*m)->learner_state().effective_size = 20;
+    (*m)->learner_state().schedule.lambda = 0.1;
+    return std::move(m).value();
+  };
+  for (const char* loss : {"ncll", "nll"}) {
+    SCOPED_TRACE(loss);
+    auto m = make(loss), ref = make(loss);
+    auto l = SdemLearner::Create(m.get()), lr = SdemLearner::Create(ref.get());
+    ASSERT_TRUE(l.ok() && lr.ok());
+    std::mt19937_64 rng(5);
+    uint64_t refused[3] = {0, 0, 0};
+    for (int i = 0; i < 60; ++i) {
+      const int64_t y = static_cast<int64_t>(rng() % 3);
+      const uint32_t t = 2 + static_cast<uint32_t>(rng() % 4);
+      // The first document is bad: under NLL its step restarts the blocks.
+      const int kind = i == 0 ? 0 : static_cast<int>(rng() % 5);  // 0..2: bad (count 7, 8, 9), else good
+      const double count = kind < 3 ? 7.0 + kind : 1.0 + static_cast<double>(rng() % 2);
+      // (Terms 0 and 1 make the fixture's commit fail: not used here.)
+      DocumentBuffer d = testing::MakeDoc(static_cast<uint64_t>(i), y, {{t, count}, {2 + (t - 1) % 4, 1.0}});
+      const std::vector<double> raw = m->stats().raw();
+      const std::vector<trib_block> blocks = m->stats().blocks();
+      const uint64_t updates = m->learner_state().updates;
+      const uint64_t materializations = m->learner_state().materializations;
+      Status st = (*l)->Learn(d.View());
+      if (kind >= 3) {
+        ASSERT_TRUE(st.ok()) << st.ToString();
+        ASSERT_TRUE((*lr)->Learn(d.View()).ok());
+        continue;
+      }
+      ASSERT_FALSE(st.ok());
+      ++refused[kind];
+      EXPECT_NE(st.message().find(kind == 0 ? "expected statistics are not finite" : "produced statistic index"),
+                std::string::npos)
+          << st.ToString();
+      EXPECT_NE(st.message().find("document #" + std::to_string(i)), std::string::npos) << st.ToString();
+      EXPECT_EQ(std::memcmp(raw.data(), m->stats().raw().data(), raw.size() * sizeof(double)), 0);
+      for (size_t b = 0; b < blocks.size(); ++b) {
+        EXPECT_EQ(blocks[b].scale, m->stats().blocks()[b].scale);
+        EXPECT_EQ(blocks[b].shift, m->stats().blocks()[b].shift);
+      }
+      EXPECT_EQ(m->learner_state().updates, updates);
+      EXPECT_EQ(m->learner_state().materializations, materializations);
+    }
+    EXPECT_GE(refused[0], 2u);
+    EXPECT_GE(refused[1], 2u);
+    EXPECT_GE(refused[2], 2u);
+    EXPECT_EQ(std::memcmp(m->stats().raw().data(), ref->stats().raw().data(), ref->stats().size() * sizeof(double)), 0);
+    EXPECT_EQ(m->learner_state().updates, ref->learner_state().updates);
+  }
+}
+
 }  // namespace
 }  // namespace tributary

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <numeric>
 #include <sstream>
 #include <unordered_set>
 
@@ -33,31 +32,76 @@ void DocumentBuffer::Clear() {
 }
 
 void DocumentBuffer::Canonicalize() {
+  const size_t n = term_ids.size();
   bool sorted = true;
-  for (size_t i = 1; i < term_ids.size(); ++i) {
+  for (size_t i = 1; i < n; ++i) {
     if (term_ids[i] <= term_ids[i - 1]) {
       sorted = false;
       break;
     }
   }
   if (sorted) return;
-  std::vector<size_t> order(term_ids.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return term_ids[a] < term_ids[b]; });
-  std::vector<uint32_t> ids;
-  std::vector<double> counts;
-  ids.reserve(order.size());
-  counts.reserve(order.size());
-  for (size_t o : order) {
-    if (!ids.empty() && ids.back() == term_ids[o]) {
-      counts.back() += term_counts[o];
-    } else {
-      ids.push_back(term_ids[o]);
-      counts.push_back(term_counts[o]);
+  // A stable sort of the (id, count) pairs, then repeats summed in place in
+  // their order of occurrence (the sums' rounding is part of the result).
+  // Neither allocates once the thread's buffers are warm:
+  // - up to 8 entries: insertion sort in place;
+  // - up to 64 (most documents): each entry goes to its rank, the number of
+  //   entries before it in the order (smaller ids, and equal ids that come
+  //   first): O(n^2) comparisons without a branch, which vectorise (ids
+  //   compared as signed after flipping the top bit);
+  // - longer: std::sort of unique (id, position) keys, so stable.
+  uint32_t* ids = term_ids.data();
+  double* counts = term_counts.data();
+  constexpr size_t kInsertionMax = 8, kRankMax = 64;
+  if (n <= kInsertionMax) {
+    for (size_t i = 1; i < n; ++i) {
+      const uint32_t key = ids[i];
+      const double c = counts[i];
+      size_t j = i;
+      for (; j > 0 && ids[j - 1] > key; --j) {
+        ids[j] = ids[j - 1];
+        counts[j] = counts[j - 1];
+      }
+      ids[j] = key;
+      counts[j] = c;
+    }
+  } else if (n <= kRankMax) {
+    int32_t keys[kRankMax];
+    double old_counts[kRankMax];
+    for (size_t i = 0; i < n; ++i) keys[i] = static_cast<int32_t>(ids[i] ^ 0x80000000u);
+    std::copy(counts, counts + n, old_counts);
+    for (size_t i = 0; i < n; ++i) {
+      const int32_t key = keys[i];
+      uint32_t rank = 0;
+      for (size_t j = 0; j < n; ++j) rank += keys[j] < key;
+      for (size_t j = 0; j < i; ++j) rank += keys[j] == key;
+      ids[rank] = static_cast<uint32_t>(key) ^ 0x80000000u;
+      counts[rank] = old_counts[i];
+    }
+  } else {
+    thread_local std::vector<uint64_t> keys;
+    thread_local std::vector<double> old_counts;
+    keys.resize(n);
+    old_counts.assign(counts, counts + n);
+    for (size_t i = 0; i < n; ++i) keys[i] = (uint64_t{ids[i]} << 32) | i;
+    std::sort(keys.begin(), keys.end());
+    for (size_t i = 0; i < n; ++i) {
+      ids[i] = static_cast<uint32_t>(keys[i] >> 32);
+      counts[i] = old_counts[keys[i] & 0xffffffffu];
     }
   }
-  term_ids.swap(ids);
-  term_counts.swap(counts);
+  size_t w = 0;
+  for (size_t r = 0; r < n; ++r) {
+    if (w > 0 && ids[w - 1] == ids[r]) {
+      counts[w - 1] += counts[r];
+    } else {
+      ids[w] = ids[r];
+      counts[w] = counts[r];
+      ++w;
+    }
+  }
+  term_ids.resize(w);
+  term_counts.resize(w);
 }
 
 double DocumentBuffer::TotalCount() const {

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "tributary/vector_exp.h"
+
 namespace tributary {
 
 double Posterior(const double* log_joint, uint32_t k, double* probs) {
@@ -13,11 +15,9 @@ double Posterior(const double* log_joint, uint32_t k, double* probs) {
     for (uint32_t i = 0; i < k; ++i) probs[i] = 1.0 / k;
     return m;
   }
+  vector_exp::ExpShifted(log_joint, m, k, probs);  // within 1 ulp of std::exp(log_joint[i] - m)
   double s = 0;
-  for (uint32_t i = 0; i < k; ++i) {
-    probs[i] = std::exp(log_joint[i] - m);
-    s += probs[i];
-  }
+  for (uint32_t i = 0; i < k; ++i) s += probs[i];
   for (uint32_t i = 0; i < k; ++i) probs[i] /= s;
   return m + std::log(s);
 }

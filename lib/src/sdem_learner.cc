@@ -41,23 +41,11 @@ double WeightedRho(const LearnerState& ls, double c, double dw) {
 // raw = (mu - shift abar) / scale well inside double range.
 constexpr double kMinScale = 1e-100;
 
-// True if every index is < size and every value finite, without a branch per
-// entry (integer reductions the compiler vectorises): an index is below size
-// iff index - size wraps (sign bit set) and index itself has no sign bit
-// (sizes are < 2^63); a double is not finite iff its exponent bits are all
-// ones, i.e. adding one to the exponent field carries into the sign bit.
-bool DeltaValid(const trib_delta& d, uint64_t size) {
-  constexpr uint64_t kExp = 0x7ff0000000000000ull, kExpOne = 0x0010000000000000ull;
-  uint64_t below = ~uint64_t{0}, high = 0, nonfinite = 0;
-  for (size_t j = 0; j < d.size; ++j) {
-    below &= d.index[j] - size;
-    high |= d.index[j];
-    uint64_t bits;
-    std::memcpy(&bits, &d.value[j], sizeof bits);
-    nonfinite |= (bits & kExp) + kExpOne;
-  }
-  return ((below & ~high & ~nonfinite) >> 63) != 0;
-}
+// A double is not finite iff its exponent bits are all ones, i.e. adding one
+// to the exponent field carries into the sign bit: OR-ed over a delta's
+// values, ((bits & kExpBits) + kExpOne) >> 63 says whether any is not finite,
+// without a branch per entry (the apply loop in Learn).
+constexpr uint64_t kExpBits = 0x7ff0000000000000ull, kExpOne = 0x0010000000000000ull;
 
 // Length of the run idx[0], idx[0] + 1, ... (at most max_len >= 1 entries),
 // checked eight entries at a time without a branch per entry.
@@ -72,6 +60,15 @@ size_t RunLength(const uint64_t* idx, size_t max_len) {
   }
   while (len < max_len && idx[len] == i + len) ++len;
   return len;
+}
+
+// True if idx[0 .. len) is the run idx[0], idx[0] + 1, ...: one pass without
+// a branch (no early exit), for a guessed length.
+bool IsRun(const uint64_t* idx, size_t len) {
+  const uint64_t i = idx[0];
+  uint64_t diff = 0;
+  for (size_t t = 0; t < len; ++t) diff |= idx[t] ^ (i + t);
+  return diff == 0;
 }
 }  // namespace
 
@@ -206,19 +203,7 @@ Status SdemLearner::Learn(const trib_document& labelled_doc, LearnOutcome* outco
   rc = m.family().family().accumulate(m.family_model(), &view, state_->get(), &doc, weights_.data(), &delta, &err);
   if (rc != TRIB_OK) return Fail(doc, PluginStatus(rc, err, m.family(), "accumulate"));
   const uint64_t size = m.stats().size();
-  if (!DeltaValid(delta, size)) {
-    // Find and name the first bad entry.
-    for (size_t j = 0; j < delta.size; ++j) {
-      if (delta.index[j] >= size) {
-        return Fail(doc, Status::PluginError("family '" + m.family().name + "' produced statistic index " +
-                                             std::to_string(delta.index[j]) + " >= " + std::to_string(size)));
-      }
-      if (!std::isfinite(delta.value[j])) {
-        return Fail(
-            doc, Status::Numeric("expected statistics are not finite (entry " + std::to_string(delta.index[j]) + ")"));
-      }
-    }
-  }
+  // (Indices < size and finite values: checked while the delta is applied.)
   // 4. Apply (eq. 15 / Table 1), lazily per block.
   LearnerState& ls = m.learner_state();
   const double n = ls.effective_size;
@@ -258,26 +243,60 @@ Status SdemLearner::Learn(const trib_document& labelled_doc, LearnOutcome* outco
   double* const old_raw = old_raw_.data();
   const uint64_t* const idx = delta.index;
   const double* const val = delta.value;
+  // The delta is checked on the way, not in a pass of its own: an index >=
+  // size stops the loop (a run's indices are below its block's end), a value
+  // not finite sets the sign bit of `nonfinite`. A run's length is first
+  // guessed to be the previous one's (one branch-free check), else measured.
   uint64_t lo = 1, hi = 0;  // current block [lo, hi); empty at first
   double mult = 0;
+  uint64_t nonfinite = 0;
+  size_t guess = 0;  // the previous run's length: a family's rows repeat (K entries each for NCLL)
   size_t j = 0;
   while (j < delta.size) {
     const uint64_t i = idx[j];
     if (i < lo || i >= hi) {
+      if (i >= size) break;
       const trib_block& blk = blocks[m.stats().BlockOf(i)];
       lo = blk.offset;
       hi = blk.offset + blk.size;
       mult = rho / blk.scale;
     }
-    const size_t len = RunLength(idx + j, std::min<uint64_t>(delta.size - j, hi - i));
+    const size_t max_len = std::min<uint64_t>(delta.size - j, hi - i);
+    const size_t len = guess > 1 && guess <= max_len && IsRun(idx + j, guess) ? guess : RunLength(idx + j, max_len);
+    guess = len;
     double* __restrict r = raw + i;
     double* __restrict o = old_raw + j;
     const double* __restrict v = val + j;
     for (size_t t = 0; t < len; ++t) {
       o[t] = r[t];
       r[t] += v[t] * mult;
+      uint64_t bits;
+      std::memcpy(&bits, &v[t], sizeof bits);
+      nonfinite |= (bits & kExpBits) + kExpOne;
     }
     j += len;
+  }
+  if (j < delta.size || (nonfinite >> 63) != 0) {
+    // A bad entry: what was applied is put back (in reverse, so that a
+    // repeated index gets its first old value), then the restarted blocks
+    // and the maps; the family's caches were not touched. The model is as
+    // before the document, bit for bit. Find and name the first bad entry.
+    for (size_t t = j; t-- > 0;) raw[idx[t]] = old_raw[t];
+    for (const auto& [b, values] : restarted_raw_) {
+      std::copy(values.begin(), values.end(), raw + saved_blocks_[b].offset);
+    }
+    std::copy(saved_blocks_.begin(), saved_blocks_.end(), blocks.begin());
+    for (size_t t = 0; t < delta.size; ++t) {
+      if (delta.index[t] >= size) {
+        return Fail(doc, Status::PluginError("family '" + m.family().name + "' produced statistic index " +
+                                             std::to_string(delta.index[t]) + " >= " + std::to_string(size)));
+      }
+      if (!std::isfinite(delta.value[t])) {
+        return Fail(
+            doc, Status::Numeric("expected statistics are not finite (entry " + std::to_string(delta.index[t]) + ")"));
+      }
+    }
+    return Fail(doc, Status::Internal("delta check failed without a bad entry"));  // (unreachable)
   }
   // 5. Check-step and caches. On failure the step is undone: the model is
   // as before the document (statistics bit for bit; the family's caches

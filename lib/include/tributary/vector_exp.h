@@ -1,0 +1,74 @@
+// exp over arrays, two doubles per operation, for softmaxes: the ncll
+// loss's (plugins/losses/ncll.cc) and the posterior of the metrics
+// (metrics.cc). Header-only, for the library and plugins alike;
+// tests/vector_exp_test.cc checks it against std::exp.
+//
+// The algorithm is fdlibm's e_exp.c (also musl's former exp.c), made
+// branch-free on GCC/Clang vector extensions (plain SSE2 on the x86-64
+// baseline, like the multinomial family's vector log): x = k ln 2 + r with
+// |r| <= ln 2 / 2 (ln 2 split in two so that k ln2_hi is exact), then
+//   exp(r) = 1 - ((lo - r c / (2 - c)) - hi),  c = r - r^2 P(r^2),
+// P a degree-5 minimax polynomial, and 2^k added to the exponent bits. Error
+// < 1 ulp. Lanes outside [-708, 709] (where the result or 2^k leaves the
+// normal range), and NaN, are recomputed with std::exp, so every input gives
+// std::exp's result there.
+#ifndef TRIBUTARY_VECTOR_EXP_H_
+#define TRIBUTARY_VECTOR_EXP_H_
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+namespace tributary::vector_exp {
+
+typedef double v2d __attribute__((vector_size(16)));
+typedef int64_t v2i __attribute__((vector_size(16)));
+
+// The range of ExpInRange: exp(x) and 2^k are normal doubles.
+constexpr double kMin = -708.0, kMax = 709.0;
+
+// exp(x) for x in [kMin, kMax], both lanes, without branches (other inputs
+// give meaningless values: see Exp below).
+inline v2d ExpInRange(v2d x) {
+  constexpr double P1 = 0x1.555555555553ep-3, P2 = -0x1.6c16c16bebd93p-9, P3 = 0x1.1566aaf25de2cp-14,
+                   P4 = -0x1.bbd41c5d26bf1p-20, P5 = 0x1.6376972bea4d0p-25;
+  constexpr double ln2_hi = 0x1.62e42feep-1, ln2_lo = 0x1.a39ef35793c76p-33, inv_ln2 = 0x1.71547652b82fep0;
+  constexpr double kRound = 0x1.8p52;  // adding it rounds to an integer, held in the low mantissa bits
+  const v2d kr = x * inv_ln2 + kRound;
+  const v2d k = kr - kRound;
+  const v2i ki = reinterpret_cast<v2i>(kr) - reinterpret_cast<v2i>(v2d{kRound, kRound});
+  const v2d hi = x - k * ln2_hi;  // exact
+  const v2d lo = k * ln2_lo;
+  const v2d r = hi - lo;
+  const v2d t = r * r;
+  const v2d c = r - t * (P1 + t * (P2 + t * (P3 + t * (P4 + t * P5))));
+  const v2d y = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi);
+  return reinterpret_cast<v2d>(reinterpret_cast<v2i>(y) + (ki << 52));
+}
+
+// out[i] = exp(x[i] - shift) for i < n (out may be x). Within 1 ulp of
+// std::exp; the same value where the argument is outside [-708, 709] or NaN.
+inline void ExpShifted(const double* x, double shift, uint32_t n, double* out) {
+  const v2d sh{shift, shift};
+  uint32_t i = 0;
+  for (; i + 2 <= n; i += 2) {
+    v2d a;
+    std::memcpy(&a, x + i, sizeof a);
+    a -= sh;
+    const v2i in = (a >= v2d{kMin, kMin}) & (a <= v2d{kMax, kMax});
+    v2d e = ExpInRange(a);
+    if ((in[0] & in[1]) == 0) {  // rare: underflow, overflow or NaN
+      if (!in[0]) e[0] = std::exp(a[0]);
+      if (!in[1]) e[1] = std::exp(a[1]);
+    }
+    std::memcpy(out + i, &e, sizeof e);
+  }
+  if (i < n) {
+    const double a = x[i] - shift;
+    out[i] = a >= kMin && a <= kMax ? ExpInRange(v2d{a, a})[0] : std::exp(a);
+  }
+}
+
+}  // namespace tributary::vector_exp
+
+#endif  // TRIBUTARY_VECTOR_EXP_H_
