@@ -185,10 +185,29 @@ TEST(ParallelLearnerTest, RefusesBadOptionsAndPerDocumentEngines) {
   ParallelOptions o;
   o.threads = 0;
   EXPECT_FALSE(ParallelLearner::Create(m.get(), o).ok());
-  o.threads = 2;
-  o.sync_every = 0;
-  EXPECT_FALSE(ParallelLearner::Create(m.get(), o).ok());
   EXPECT_FALSE(ParallelLearner::Create(nullptr, ParallelOptions()).ok());
+  // EP keeps a site per document: refused, by name.
+  auto schema = ModelSchema::FromProto(testing::TextSchema(kVocab, kClasses));
+  ASSERT_TRUE(schema.ok());
+  auto mix = Model::Create(testing::BuiltinFamily("emsd-mixture"), testing::BuiltinLoss("nll"), *schema,
+                           {{"components", "2"}}, 1);
+  ASSERT_TRUE(mix.ok()) << mix.status().ToString();
+  o.threads = 2;
+  o.learner.engine = "ep";
+  o.learner.effective_size = 100;
+  auto ep = ParallelLearner::Create(mix->get(), o);
+  ASSERT_FALSE(ep.ok());
+  EXPECT_NE(ep.status().ToString().find("EP keeps a site per document"), std::string::npos) << ep.status().ToString();
+  o.learner.engine = "sep";
+  EXPECT_TRUE(ParallelLearner::Create(mix->get(), o).ok());
+}
+
+// The default round: at least kMinSyncEvery documents per shard, more for
+// big models (the composition's cost grows with the statistics).
+TEST(ParallelLearnerTest, DefaultRoundGrowsWithTheModel) {
+  EXPECT_EQ(DefaultSyncEvery(1000), kMinSyncEvery);
+  EXPECT_EQ(DefaultSyncEvery(45'000'000), 45'000'000 / kStatisticsPerSyncDocument);
+  EXPECT_GT(DefaultSyncEvery(45'000'000), DefaultSyncEvery(1'090'000));
 }
 
 // The composition rule itself on one block, against the maps applied one

@@ -131,7 +131,6 @@ ParallelLearner::~ParallelLearner() = default;
 Result<std::unique_ptr<ParallelLearner>> ParallelLearner::Create(Model* model, const ParallelOptions& options) {
   if (model == nullptr) return Status::InvalidArgument("parallel learner: no model");
   if (options.threads < 1) return Status::InvalidArgument("threads must be >= 1");
-  if (options.sync_every < 1) return Status::InvalidArgument("sync-every must be >= 1 document");
   std::unique_ptr<ParallelLearner> p(new ParallelLearner());
   p->model_ = model;
   p->options_ = options;
@@ -170,7 +169,8 @@ Status ParallelLearner::Resync() {
 }
 
 Status ParallelLearner::Learn(const trib_document* docs, size_t n) {
-  const size_t per_round = static_cast<size_t>(options_.sync_every) * shards_.size();
+  const uint64_t k = options_.sync_every > 0 ? options_.sync_every : DefaultSyncEvery(model_->stats().size());
+  const size_t per_round = static_cast<size_t>(k) * shards_.size();
   for (size_t start = 0; start < n; start += per_round) {
     TRIB_RETURN_IF_ERROR(Round(docs + start, std::min(per_round, n - start)));
   }

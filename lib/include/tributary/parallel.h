@@ -51,10 +51,19 @@
 
 namespace tributary {
 
-// Documents per shard between two compositions when the caller gives none
-// (chosen on bench/parallel.sh's training streams: the composition's
-// O(model) cost stays below ~10 % of a round on a 40,000-term model).
-inline constexpr uint64_t kDefaultSyncEvery = 8192;
+// Documents per shard between two compositions when the caller gives none:
+// at least kMinSyncEvery, and P / kStatisticsPerSyncDocument for a model of
+// P statistics, so that a round's learning (2-4 us per document and shard on
+// short documents) outweighs the composition (about 5.5 ns per statistic
+// per round: every shard's statistics read once, the family's rebuild) by
+// about ten to one (bench/PARALLEL_RESULTS.md). Fortunes (1.09 M
+// statistics): 34,000 documents; a 10^6-term, 45-class model: 1.4 M.
+inline constexpr uint64_t kMinSyncEvery = 8192;
+inline constexpr uint64_t kStatisticsPerSyncDocument = 32;
+inline uint64_t DefaultSyncEvery(uint64_t statistics) {
+  return statistics / kStatisticsPerSyncDocument > kMinSyncEvery ? statistics / kStatisticsPerSyncDocument
+                                                                 : kMinSyncEvery;
+}
 
 // The arithmetic of one composition, shared by the threads and the MPI ranks.
 class ShardComposition {
@@ -87,9 +96,9 @@ class ShardComposition {
 };
 
 struct ParallelOptions {
-  uint32_t threads = 2;                     // >= 1; 1 learns sequentially (no composition)
-  uint64_t sync_every = kDefaultSyncEvery;  // documents per shard and round, >= 1
-  LearnerOptions learner;                   // shard r's seed is learner.seed + r
+  uint32_t threads = 2;     // >= 1; 1 learns sequentially (no composition)
+  uint64_t sync_every = 0;  // documents per shard and round; 0: DefaultSyncEvery(the model's statistics)
+  LearnerOptions learner;   // shard r's seed is learner.seed + r
   // When set, a document a shard refuses as invalid or numerically bad is
   // passed here (from the driving thread, after the round, in document
   // order) and left out; when null such an error ends Learn().

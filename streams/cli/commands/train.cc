@@ -288,7 +288,7 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
   if (threads > 1) {
     ParallelOptions po;
     po.threads = threads;
-    po.sync_every = f.sync_every > 0 ? f.sync_every : kDefaultSyncEvery;
+    po.sync_every = f.sync_every;  // 0: the library's default for the model's size
     po.learner.engine = ep_family ? f.engine : "sdem";
     po.learner.seed = f.seed;
     po.learner.effective_size = model->learner_state().effective_size;
@@ -380,7 +380,8 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
     return Status::OK();
   };
   const size_t round_docs =
-      par ? static_cast<size_t>(threads) * (f.sync_every > 0 ? f.sync_every : kDefaultSyncEvery) : 0;
+      par ? static_cast<size_t>(threads) * (f.sync_every > 0 ? f.sync_every : DefaultSyncEvery(model->stats().size()))
+          : 0;
   std::vector<trib_document> views;
   std::vector<DocumentBuffer> batch;
   // The end of the first pass closes the window when --restart-window is 0
@@ -574,8 +575,8 @@ Runner SetUpTrain(CLI::App* cmd) {
       ->capture_default_str();
   cmd->add_option("--sync-every", f->learn.sync_every,
                   "--threads / --distributed: documents each thread or rank learns between two compositions "
-                  "(default " +
-                      std::to_string(kDefaultSyncEvery) + ")")
+                  "(default: statistics / " +
+                      std::to_string(kStatisticsPerSyncDocument) + ", at least " + std::to_string(kMinSyncEvery) + ")")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--distributed", f->learn.distributed,
                 "run under mpirun: one learner per MPI rank, each learning its share of the documents (rank r the "

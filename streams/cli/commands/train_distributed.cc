@@ -65,7 +65,7 @@ int Run(const LearnFlags& f, const std::string& in, const std::string& out, Mode
         std::unique_ptr<DocumentReader>* reader, const MpiSession& mpi) {
   const int rank = mpi.rank(), R = mpi.size();
   const bool lead = rank == 0;
-  const uint64_t K = f.sync_every > 0 ? f.sync_every : kDefaultSyncEvery;
+  const uint64_t K = f.sync_every > 0 ? f.sync_every : DefaultSyncEvery(model->stats().size());
   // Every rank either goes on or stops here together (a collective call
   // that some rank never reaches would hang the job).
   auto agree = [&](const Status& local, Status* agreed) { return mpi.AnyFailed(local, agreed); };
