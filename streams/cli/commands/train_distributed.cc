@@ -142,7 +142,16 @@ int Run(const LearnFlags& f, const std::string& in, const std::string& out, Mode
   const bool shuffle = f.epochs > 1 && !f.no_shuffle;
   const uint32_t epochs = f.epochs > 0 ? f.epochs : 1;
   const uint64_t round_docs = K * static_cast<uint64_t>(R);
-  auto mine = [&](uint64_t index) { return static_cast<int>((index % round_docs) / K) == rank; };
+  // The next document of the stream: this rank's, decoded into `doc`
+  // (*have set unless --skip-bad refused it), or another rank's, passed over.
+  DocumentBuffer doc;
+  auto next = [&](DecodedStream* ds, BadInput* record, bool* eof, bool* have) {
+    *have = false;
+    if (static_cast<int>((ds->next_index() % round_docs) / K) != rank) return ds->Skip(eof);
+    Status st = NextOwn(ds, model, f.skip_bad, record, &doc, eof);
+    *have = st.ok() && !*eof && doc.label != kRefused;
+    return st;
+  };
   if (shuffle) {
     // This rank's documents in memory, shuffled before each pass (a
     // generator per rank: reproducible for a fixed seed and rank count).
@@ -150,15 +159,10 @@ int Run(const LearnFlags& f, const std::string& in, const std::string& out, Mode
     Status read;
     auto ds = DecodedStream::OpenPass(reader, in, f.max_frame_bytes, *model);
     if (!ds.ok()) read = ds.status();
-    DocumentBuffer doc;
     while (read.ok()) {
-      bool eof = false;
-      if (!mine((*ds)->next_index())) {
-        read = (*ds)->Skip(&eof);
-      } else {
-        read = NextOwn(ds->get(), model, f.skip_bad, &bad, &doc, &eof);
-        if (read.ok() && !eof && doc.label != kRefused) own.Add(doc);
-      }
+      bool eof = false, have = false;
+      read = next(ds->get(), &bad, &eof, &have);
+      if (have) own.Add(doc);
       if (eof) break;
     }
     if (agree(read, &agreed)) return report(agreed, !read.ok());
@@ -180,16 +184,11 @@ int Run(const LearnFlags& f, const std::string& in, const std::string& out, Mode
       Status read;
       auto ds = DecodedStream::OpenPass(reader, in, f.max_frame_bytes, *model);
       if (!ds.ok()) read = ds.status();
-      DocumentBuffer doc;
       while (read.ok()) {
-        bool eof = false;
+        bool eof = false, have = false;
         const uint64_t index = (*ds)->next_index();
-        if (!mine(index)) {
-          read = (*ds)->Skip(&eof);
-        } else {
-          read = NextOwn(ds->get(), model, f.skip_bad, e == 0 ? &bad : nullptr, &doc, &eof);
-          if (read.ok() && !eof && doc.label != kRefused) batch.push_back(doc);
-        }
+        read = next(ds->get(), e == 0 ? &bad : nullptr, &eof, &have);
+        if (have) batch.push_back(doc);
         if (!read.ok() || eof) break;
         if ((index + 1) % round_docs == 0) {
           uint64_t total = 0;
