@@ -299,6 +299,11 @@ TEST_F(ServerHttpTest, LearnsTextAndPredictsSeparableClasses) {
   EXPECT_EQ(Metric(m, "tributary_http_requests_total{endpoint=\"learn\"}"), 12);
   EXPECT_EQ(Metric(m, "tributary_http_errors_total{status=\"400\",code=\"INVALID_REQUEST\"}"), 1);
   EXPECT_EQ(Metric(m, "tributary_documents_acknowledged_total"), static_cast<double>(sent + 1));
+  // Publications after the first two reuse a copy nobody reads any more,
+  // brought up to date page by page instead of copying the model.
+  EXPECT_GE(Metric(m, "tributary_publications_total"), 3);
+  EXPECT_GE(Metric(m, "tributary_publications_refreshed_total"), 1);
+  EXPECT_LT(Metric(m, "tributary_publications_refreshed_total"), Metric(m, "tributary_publications_total"));
 }
 
 TEST_F(ServerHttpTest, TermCountDocumentsAndBadCounts) {

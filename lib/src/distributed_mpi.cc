@@ -180,7 +180,8 @@ Status DistributedLearner::Round(const trib_document* docs, size_t n, uint64_t* 
   }
   learner_->set_trace(nullptr);
   auto restore = [&]() {
-    model_->stats() = base_;
+    model_->stats().raw() = base_.raw();  // (values only: the write tracking stays; Rebuild notes it)
+    model_->stats().mutable_blocks() = base_.blocks();
     model_->learner_state().updates = t0;
     return model_->Rebuild(trib_step{0.0, model_->learner_state().effective_size, 0.0, t0});
   };

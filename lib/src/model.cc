@@ -55,7 +55,37 @@ Status SufficientStats::Init(std::vector<trib_block> blocks) {
   }
   blocks_ = std::move(blocks);
   raw_.assign(expect, 0.0);
+  page_epoch_.assign((expect >> kPageShift) + 1, epoch_);
+  all_epoch_ = epoch_;
   return Status::OK();
+}
+
+void SufficientStats::CopyWrittenSince(const SufficientStats& src, uint64_t since) {
+  blocks_ = src.blocks_;
+  // (src.epoch_ < since: src is not what this copy was made from, e.g. a
+  // model re-created by growth; copy everything.)
+  if (src.all_epoch_ > since || src.epoch_ < since || raw_.size() != src.raw_.size() ||
+      page_epoch_.size() != src.page_epoch_.size()) {
+    raw_ = src.raw_;
+  } else {
+    const uint64_t page = uint64_t{1} << kPageShift;
+    for (uint64_t p = 0; p < src.page_epoch_.size(); ++p) {
+      if (src.page_epoch_[p] <= since) continue;
+      const uint64_t first = p * page, end = std::min<uint64_t>(first + page, raw_.size());
+      std::copy(src.raw_.begin() + static_cast<std::ptrdiff_t>(first),
+                src.raw_.begin() + static_cast<std::ptrdiff_t>(end), raw_.begin() + static_cast<std::ptrdiff_t>(first));
+    }
+  }
+  page_epoch_ = src.page_epoch_;
+  epoch_ = src.epoch_;
+  all_epoch_ = src.all_epoch_;
+}
+
+uint64_t SufficientStats::PagesWrittenSince(uint64_t since) const {
+  if (all_epoch_ > since) return page_epoch_.size();
+  uint64_t n = 0;
+  for (uint64_t e : page_epoch_) n += e > since;
+  return n;
 }
 
 void SufficientStats::Materialize(uint32_t b) {
@@ -64,6 +94,7 @@ void SufficientStats::Materialize(uint32_t b) {
   for (uint64_t i = blk.offset; i < blk.offset + blk.size; ++i) raw_[i] = blk.scale * raw_[i] + add;
   blk.scale = 1.0;
   blk.shift = 0.0;
+  NoteWritten(blk.offset, blk.offset + blk.size);
 }
 
 void SufficientStats::Restart(uint32_t b, double f, double prior_step) {
@@ -73,6 +104,7 @@ void SufficientStats::Restart(uint32_t b, double f, double prior_step) {
   const double mult = f * blk.scale;
   const double abar = blk.alpha_bar;
   for (uint64_t i = blk.offset; i < blk.offset + blk.size; ++i) raw_[i] = mult * (raw_[i] + abar) - abar;
+  NoteWritten(blk.offset, blk.offset + blk.size);
   blk.shift = f * (blk.shift - blk.scale) + prior_step + 1.0;
   blk.scale = 1.0;
 }
@@ -274,6 +306,7 @@ Result<std::unique_ptr<Model>> Model::Create(std::shared_ptr<const Plugin> famil
 }
 
 Status Model::Rebuild(const trib_step& step) {
+  stats_.NoteAllWritten();  // the check-step may write any entry
   trib_error err{};
   trib_stats view = stats_.View();
   int rc = family_->family().rebuild(fmodel_, &view, &step, &err);
@@ -300,6 +333,34 @@ Result<std::unique_ptr<Model>> Model::Clone() const {
   int rc = family_->family().clone(fmodel_, &m->fmodel_, &err);
   if (rc != TRIB_OK) return PluginStatus(rc, err, *family_, "clone");
   return m;
+}
+
+Status Model::RefreshFrom(const Model& src, uint64_t since) {
+  if (src.family_ != family_) return Status::InvalidArgument("RefreshFrom: a model of another family");
+  const auto& a = stats_.blocks();
+  const auto& b = src.stats_.blocks();
+  bool same = a.size() == b.size() && stats_.size() == src.stats_.size();
+  for (size_t i = 0; same && i < a.size(); ++i) same = a[i].offset == b[i].offset && a[i].size == b[i].size;
+  if (!same) return Status::InvalidArgument("RefreshFrom: the statistics' layout differs (the model grew)");
+  trib_family_model* fm = nullptr;
+  trib_error err{};
+  const int rc = family_->family().clone(src.fmodel_, &fm, &err);
+  if (rc != TRIB_OK) return PluginStatus(rc, err, *family_, "clone");
+  family_->family().destroy(fmodel_);
+  fmodel_ = fm;
+  loss_ = src.loss_;
+  schema_ = src.schema_;  // the vocabulary shared (schema.h)
+  options_ = src.options_;
+  loss_options_ = src.loss_options_;
+  loss_model_ = src.loss_model_;
+  output_kind_ = src.output_kind_;
+  num_outputs_ = src.num_outputs_;
+  class_capacity_ = src.class_capacity_;
+  vocab_capacity_ = src.vocab_capacity_;
+  stats_.CopyWrittenSince(src.stats_, since);
+  learner_ = src.learner_;
+  training_report_ = src.training_report_;
+  return Status::OK();
 }
 
 Result<std::unique_ptr<ScoringState>> Model::NewScoringState(uint64_t seed) const {
@@ -360,7 +421,8 @@ double Model::PerplexityTokens(const trib_document& doc) const {
 }
 
 Status Model::AddClass(const std::string& name) {
-  if (latent_outputs()) {  // classes only label documents for evaluation
+  stats_.NoteAllWritten();  // add_class writes the new class's entries
+  if (latent_outputs()) {   // classes only label documents for evaluation
     if (schema_.ClassIndex(name) < 0) schema_.AddClass(name);
     return Status::OK();
   }
@@ -432,6 +494,7 @@ Status Model::TakeGrown(std::unique_ptr<Model> nm, GrowFn grow, const char* call
 }
 
 Status Model::AddTerms(const std::vector<std::string>& names) {
+  stats_.NoteAllWritten();  // add_terms writes the new terms' entries
   std::vector<std::string> fresh;
   {
     std::unordered_set<std::string> seen;

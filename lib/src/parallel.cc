@@ -298,7 +298,8 @@ Status ParallelLearner::Round(const trib_document* docs, size_t n) {
   }
   if (!first.ok()) {
     // Nothing of this round is kept: the model as it was before it.
-    model_->stats() = base_;
+    model_->stats().raw() = base_.raw();  // (values only: the write tracking stays; Rebuild notes it)
+    model_->stats().mutable_blocks() = base_.blocks();
     LearnerState& ls = model_->learner_state();
     ls.updates = t0;
     dirty_ = true;

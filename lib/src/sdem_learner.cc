@@ -274,6 +274,7 @@ Status SdemLearner::Learn(const trib_document& labelled_doc, LearnOutcome* outco
       std::memcpy(&bits, &v[t], sizeof bits);
       nonfinite |= (bits & kExpBits) + kExpOne;
     }
+    m.stats().NoteWritten(i, i + len);
     j += len;
   }
   if (j < delta.size || (nonfinite >> 63) != 0) {

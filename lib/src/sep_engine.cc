@@ -361,6 +361,7 @@ Status SepLearner::Learn(const trib_document& doc, SepOutcome* outcome) {
         blk.scale = 1.0;
         blk.shift = 0.0;
         materialized = true;
+        m.stats().NoteWritten(blk.offset, blk.offset + blk.size);
       } else {
         blk.scale *= decay;
         blk.shift = decay * blk.shift + add;  // add != 0 only where alpha_bar = 1
@@ -372,6 +373,7 @@ Status SepLearner::Learn(const trib_document& doc, SepOutcome* outcome) {
   for (size_t j = 0; j < cnt; ++j) {
     const trib_block& blk = mblocks[block_of_[j]];
     wraw[idx[j]] = (mu_new_[j] - blk.shift * blk.alpha_bar) / blk.scale;
+    m.stats().NoteWritten(idx[j], idx[j] + 1);
   }
 
   // 6. The family's caches.

@@ -67,9 +67,39 @@ class SufficientStats {
   trib_stats View();
   trib_stats ConstView() const;
 
+  // Write tracking, so that a copy can be brought up to date by copying only
+  // what changed (CopyWrittenSince; Model::RefreshFrom, the server's
+  // publications). The statistics are cut into pages of 2^kPageShift
+  // entries; a writer of raw notes the range it wrote (NoteWritten) or that
+  // it may have written anywhere (NoteAllWritten), stamped with the current
+  // epoch. The engines (sdem_learner.cc, sep_engine.cc), Materialize,
+  // Restart and Model's Rebuild and growth do; code that writes raw() by
+  // hand must too. Cost: one store per page of a run.
+  static constexpr uint32_t kPageShift = 9;
+  void NoteWritten(uint64_t first, uint64_t end) {  // [first, end)
+    if (first >= end) return;
+    const uint64_t last = (end - 1) >> kPageShift;
+    for (uint64_t p = first >> kPageShift; p <= last; ++p) page_epoch_[p] = epoch_;
+  }
+  void NoteAllWritten() { all_epoch_ = epoch_; }
+  // The epoch writes are stamped with now; NextEpoch starts a new one (a copy
+  // made now holds every write stamped <= epoch()).
+  uint64_t epoch() const { return epoch_; }
+  void NextEpoch() { ++epoch_; }
+  // Makes these statistics equal to `src`'s, given that they were equal to
+  // src's as of epoch `since` (src's epoch then), copying only the pages src
+  // wrote after it (all of raw when src noted an arbitrary write since).
+  // REQUIRES: the same layout (block offsets and sizes).
+  void CopyWrittenSince(const SufficientStats& src, uint64_t since);
+  // Pages CopyWrittenSince would copy (for reports and tests).
+  uint64_t PagesWrittenSince(uint64_t since) const;
+
  private:
   std::vector<trib_block> blocks_;
   std::vector<double> raw_;
+  std::vector<uint64_t> page_epoch_;  // per page: the epoch of its last noted write
+  uint64_t epoch_ = 1;
+  uint64_t all_epoch_ = 1;  // the epoch of the last NoteAllWritten
 };
 
 // What a learner did to every statistic of each block that no document
@@ -148,6 +178,16 @@ class Model {
 
   // A deep copy (family caches included) for publishing to readers.
   Result<std::unique_ptr<Model>> Clone() const;
+  // Makes this model (a Clone of `src`, or a model refreshed from it, that
+  // nobody else uses) equal to `src` again, given that it was equal to src
+  // as of src's statistics epoch `since` (SufficientStats::epoch): copies
+  // the statistics pages src wrote since, src's schema (sharing its
+  // vocabulary), learner state and report, and a fresh clone of src's family
+  // caches. O(pages written + family caches + classes) instead of Clone's
+  // O(model): the server publishes this way. Errors: a different family or
+  // statistics layout (src grew: Clone instead); on error this model is
+  // unchanged.
+  Status RefreshFrom(const Model& src, uint64_t since);
 
   // Saves a snapshot atomically (Env::WriteFileAtomically: temporary file,
   // fsync, rename, directory fsync). On error the file at `path`, if any, is

@@ -23,6 +23,9 @@ namespace tributary::vector_exp {
 
 typedef double v2d __attribute__((vector_size(16)));
 typedef int64_t v2i __attribute__((vector_size(16)));
+// Bit arithmetic on the doubles' representations: unsigned, so that a
+// carry into the sign bit is not signed overflow (undefined; UBSan).
+typedef uint64_t v2u __attribute__((vector_size(16)));
 
 // The range of ExpInRange: exp(x) and 2^k are normal doubles.
 constexpr double kMin = -708.0, kMax = 709.0;
@@ -36,14 +39,14 @@ inline v2d ExpInRange(v2d x) {
   constexpr double kRound = 0x1.8p52;  // adding it rounds to an integer, held in the low mantissa bits
   const v2d kr = x * inv_ln2 + kRound;
   const v2d k = kr - kRound;
-  const v2i ki = reinterpret_cast<v2i>(kr) - reinterpret_cast<v2i>(v2d{kRound, kRound});
+  const v2u ki = reinterpret_cast<v2u>(kr) - reinterpret_cast<v2u>(v2d{kRound, kRound});
   const v2d hi = x - k * ln2_hi;  // exact
   const v2d lo = k * ln2_lo;
   const v2d r = hi - lo;
   const v2d t = r * r;
   const v2d c = r - t * (P1 + t * (P2 + t * (P3 + t * (P4 + t * P5))));
   const v2d y = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi);
-  return reinterpret_cast<v2d>(reinterpret_cast<v2i>(y) + (ki << 52));
+  return reinterpret_cast<v2d>(reinterpret_cast<v2u>(y) + (ki << 52));
 }
 
 // out[i] = exp(x[i] - shift) for i < n (out may be x). Within 1 ulp of

@@ -131,17 +131,46 @@ Status Server::Impl::Apply(const v1::WalRecord& rec) {
 }
 
 Status Server::Impl::Publish() {
-  auto clone = model->Clone();
-  if (!clone.ok()) return clone.status();
-  auto p = std::make_shared<Published>();
+  // A publication is a copy of the learner's model that predictors read
+  // while it learns on. A copy no predictor holds any more comes back
+  // through the recycler (its shared_ptr's deleter; the mutex orders the
+  // readers' last reads before the writes here) and is brought up to date
+  // by copying only the statistics pages written since it was made
+  // (Model::RefreshFrom): publishing no longer copies the model. The first
+  // publications, and those after the model grew, are full Clones.
+  std::unique_ptr<Published> p;
+  {
+    std::lock_guard<std::mutex> l(recycler->mu);
+    p = std::move(recycler->spare);
+  }
+  // (The recycled copy is ours alone: nothing else can reach it.)
+  if (p && const_cast<Model*>(p->model.get())->RefreshFrom(*model, p->epoch).ok()) {
+    counters.publications_refreshed++;
+  } else {
+    auto clone = model->Clone();
+    if (!clone.ok()) return clone.status();
+    p = std::make_unique<Published>();
+    p->model = std::shared_ptr<const Model>(std::move(clone).value().release());
+  }
   p->version = model->learner_state().updates;
   auto dec = DocumentDecoder::ForModel(model->schema());
   if (!dec.ok()) return dec.status();
   p->decoder.emplace(std::move(dec).value());
-  p->model = std::shared_ptr<const Model>(std::move(clone).value().release());
-  std::lock_guard<std::mutex> l(pub_mu);
-  published = std::move(p);
-  return Status::OK();
+  p->epoch = model->stats().epoch();
+  model->stats().NextEpoch();  // later writes are newer than this copy
+  counters.publications++;
+  std::shared_ptr<const Published> shared(p.release(), [r = recycler](const Published* q) {
+    std::unique_ptr<Published> own(const_cast<Published*>(q));
+    std::lock_guard<std::mutex> l(r->mu);
+    if (!r->spare) r->spare = std::move(own);  // else the spare stays and this one is deleted
+  });
+  std::shared_ptr<const Published> previous;
+  {
+    std::lock_guard<std::mutex> l(pub_mu);
+    previous = std::move(published);
+    published = std::move(shared);
+  }
+  return Status::OK();  // `previous` released here: recycled unless a reader still holds it
 }
 
 Status Server::Impl::SaveSnapshot() {

@@ -76,6 +76,11 @@ std::string Server::Impl::MetricsText() {
   counter("tributary_requests_total", "Requests read.", counters.requests);
   counter("tributary_connections_total", "Connections accepted.", counters.connections);
   counter("tributary_snapshots_total", "Snapshots written.", counters.snapshots);
+  counter("tributary_publications_total", "Copies of the learner's model published to the predictors.",
+          counters.publications);
+  counter("tributary_publications_refreshed_total",
+          "Publications made by refreshing a retired copy (only the statistics written since copied).",
+          counters.publications_refreshed);
   os << "# HELP tributary_errors_total Errors by kind.\n# TYPE tributary_errors_total counter\n";
   os << "tributary_errors_total{kind=\"invalid_request\"} " << counters.err_invalid << "\n";
   os << "tributary_errors_total{kind=\"unauthenticated\"} " << counters.err_unauthenticated << "\n";

@@ -78,6 +78,9 @@ struct Counters {
   std::atomic<uint64_t> requests{0};
   std::atomic<uint64_t> connections{0};
   std::atomic<uint64_t> snapshots{0};
+  // Publications of the learner's model to the predictors, and those made
+  // by refreshing a retired copy (only the pages written since: Model::RefreshFrom).
+  std::atomic<uint64_t> publications{0}, publications_refreshed{0};
   // Log failures: attempts to use the log again, and the successful ones.
   std::atomic<uint64_t> wal_recovery_attempts{0}, wal_recoveries{0};
   std::atomic<uint64_t> snapshot_failures{0};
@@ -125,6 +128,7 @@ constexpr std::array<HttpError, 10> kHttpErrors = {{{400, "INVALID_REQUEST"},
 struct Published {
   std::shared_ptr<const Model> model;
   uint64_t version = 0;
+  uint64_t epoch = 0;  // the learner's statistics epoch it was made at (SufficientStats::epoch)
   std::optional<DocumentDecoder> decoder;
 };
 
@@ -190,6 +194,15 @@ struct Server::Impl {
 
   mutable std::mutex pub_mu;
   std::shared_ptr<const Published> published;  // GUARDED_BY(pub_mu)
+  // Where a publication goes when its last reader lets go of it (the
+  // shared_ptr's deleter, on that reader's thread): the next Publish brings
+  // it up to date in place instead of copying the model. Shared with the
+  // deleters, so it outlives publications still held at shutdown.
+  struct Recycler {
+    std::mutex mu;
+    std::unique_ptr<Published> spare;  // GUARDED_BY(mu)
+  };
+  std::shared_ptr<Recycler> recycler = std::make_shared<Recycler>();
 
   // Capacity: documents accepted but not yet learned.
   std::mutex cap_mu;
