@@ -189,6 +189,60 @@ void BM_SdemLearn(benchmark::State& state, const std::string& loss) {
   state.counters["max_rel_diff_vs_std_log"] = MaxRelDiffVsReference(*model, docs, 200);
 }
 
+// The server's publication of the learner's model to its predictors, every
+// 100 NCLL documents: a Clone (mode 0, what Publish did before) against
+// refreshing the copy published two publications ago (mode 1,
+// Model::RefreshFrom: only the statistics pages written since). Only the
+// publication is timed; "pages" is the pages a refresh copied.
+void BM_Publish(benchmark::State& state) {
+  const uint64_t V = static_cast<uint64_t>(state.range(0));
+  const bool refresh = state.range(1) != 0;
+  const auto& docs = Docs(V, true);
+  auto model = NewModel(V, "ncll");
+  auto learner = SdemLearner::Create(model.get());
+  if (!learner.ok()) Die(learner.status().ToString());
+  size_t i = 0;
+  auto learn = [&](int n) {
+    for (int j = 0; j < n; ++j, i = (i + 1) % kRing) {
+      Status s = (*learner)->Learn(docs[i].View());
+      if (!s.ok()) Die(s.ToString());
+    }
+  };
+  learn(20000);
+  // Two copies, as the server keeps: the published one and the retired one.
+  std::unique_ptr<Model> copies[2];
+  uint64_t made_at[2] = {0, 0};
+  for (int c = 0; c < 2; ++c) {
+    auto m = model->Clone();
+    if (!m.ok()) Die(m.status().ToString());
+    copies[c] = std::move(m).value();
+    made_at[c] = model->stats().epoch();
+    model->stats().NextEpoch();
+  }
+  int next = 0;
+  double pages = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    learn(100);
+    const uint64_t since = made_at[next];
+    pages += static_cast<double>(model->stats().PagesWrittenSince(since));
+    state.ResumeTiming();
+    if (refresh) {
+      Status s = copies[next]->RefreshFrom(*model, since);
+      if (!s.ok()) Die(s.ToString());
+    } else {
+      auto m = model->Clone();
+      if (!m.ok()) Die(m.status().ToString());
+      copies[next] = std::move(m).value();
+    }
+    made_at[next] = model->stats().epoch();
+    model->stats().NextEpoch();
+    next ^= 1;
+  }
+  state.counters["pages"] = pages / static_cast<double>(state.iterations());
+  state.counters["total_pages"] = static_cast<double>(model->stats().size() >> SufficientStats::kPageShift);
+}
+
 // With --benchmark_repetitions=N, "_min" is the least disturbed run (the
 // machine may be shared), next to Google Benchmark's mean/median/stddev.
 double MinOf(const std::vector<double>& v) { return v.empty() ? 0.0 : *std::min_element(v.begin(), v.end()); }
@@ -208,6 +262,11 @@ BENCHMARK_CAPTURE(BM_SdemLearn, ncll, std::string("ncll"))
 BENCHMARK_CAPTURE(BM_SdemLearn, hinge, std::string("hinge"))
     ->ArgNames({"vocab", "counts"})
     ->ArgsProduct({{10000, 1000000}, {0, 1}})
+    ->ComputeStatistics("min", MinOf);
+BENCHMARK(BM_Publish)
+    ->ArgNames({"vocab", "refresh"})
+    ->ArgsProduct({{10000, 1000000}, {0, 1}})
+    ->Unit(benchmark::kMicrosecond)
     ->ComputeStatistics("min", MinOf);
 
 }  // namespace
