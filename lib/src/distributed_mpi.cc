@@ -78,33 +78,7 @@ bool MpiSession::AnyFailed(const Status& local, Status* agreed) const {
     return true;
   }
   // The same kind of error, said to be another rank's.
-  text = "rank " + std::to_string(lowest) + ": " + text;
-  switch (static_cast<Status::Code>(head[0])) {
-    case Status::Code::kInvalidArgument:
-      *agreed = Status::InvalidArgument(text);
-      break;
-    case Status::Code::kInvalidDocument:
-      *agreed = Status::InvalidDocument(text);
-      break;
-    case Status::Code::kCorruption:
-      *agreed = Status::Corruption(text);
-      break;
-    case Status::Code::kNotFound:
-      *agreed = Status::NotFound(text);
-      break;
-    case Status::Code::kPluginError:
-      *agreed = Status::PluginError(text);
-      break;
-    case Status::Code::kNumeric:
-      *agreed = Status::Numeric(text);
-      break;
-    case Status::Code::kIOError:
-      *agreed = Status::IOError(text);
-      break;
-    default:
-      *agreed = Status::Internal(text);
-      break;
-  }
+  *agreed = Status::FromCode(static_cast<Status::Code>(head[0]), "rank " + std::to_string(lowest) + ": " + text);
   return true;
 }
 
@@ -170,7 +144,7 @@ Status DistributedLearner::Round(const trib_document* docs, size_t n, uint64_t* 
   for (size_t i = 0; i < n && local.ok(); ++i) {
     Status st = learner_->Learn(docs[i]);
     if (!st.ok()) {
-      if (on_bad && (st.IsInvalidDocument() || st.code() == Status::Code::kNumeric)) {
+      if (on_bad && DocumentRefused(st)) {
         refused.push_back(st);
         continue;
       }

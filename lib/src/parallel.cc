@@ -184,7 +184,7 @@ Status ParallelLearner::Round(const trib_document* docs, size_t n) {
     for (size_t i = 0; i < n; ++i) {
       Status st = shards_[0].learner->Learn(docs[i]);
       if (!st.ok()) {
-        if (options_.on_bad && (st.IsInvalidDocument() || st.code() == Status::Code::kNumeric)) {
+        if (options_.on_bad && DocumentRefused(st)) {
           options_.on_bad(st);
           continue;
         }
@@ -246,7 +246,7 @@ Status ParallelLearner::Round(const trib_document* docs, size_t n) {
       }
       Status st = s.learner->Learn(docs[i]);
       if (!st.ok()) {
-        if (options_.on_bad && (st.IsInvalidDocument() || st.code() == Status::Code::kNumeric)) {
+        if (options_.on_bad && DocumentRefused(st)) {
           s.bad.push_back(st);
           continue;
         }

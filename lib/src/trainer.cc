@@ -246,9 +246,7 @@ Result<std::unique_ptr<Model>> Trainer::TrainOffline(const ModelFactory& factory
   // model depends on the threads' timing); each is reported once.
   std::mutex bad_mu;
   std::vector<char> reported(docs.size(), 0);
-  auto skippable = [&](const Status& st) {
-    return config.on_bad && (st.IsInvalidDocument() || st.code() == Status::Code::kNumeric);
-  };
+  auto skippable = [&](const Status& st) { return config.on_bad && DocumentRefused(st); };
   auto report_bad = [&](size_t i, const Status& st) {
     std::lock_guard<std::mutex> lock(bad_mu);
     if (!reported[i]) {

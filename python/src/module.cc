@@ -454,7 +454,7 @@ struct LearnTally {
       ++learned;
       return true;
     }
-    if (skip_bad && (st.IsInvalidDocument() || st.code() == Status::Code::kNumeric)) {
+    if (skip_bad && DocumentRefused(st)) {
       ++skipped;
       if (messages.size() < 5) messages.push_back(st.message());
       return true;

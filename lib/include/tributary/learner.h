@@ -90,6 +90,11 @@ class Learner {
   std::unique_ptr<SepLearner> sep_;
 };
 
+// True when `st` is a learner's refusal of one document (invalid for the
+// model, or numerically bad): what --skip-bad and the `on_bad` callbacks
+// leave out while the stream goes on. Anything else ends learning.
+inline bool DocumentRefused(const Status& st) { return st.IsInvalidDocument() || st.code() == Status::Code::kNumeric; }
+
 // Decodes `doc` (document `index` of its stream) for learning into `model`,
 // growing the model first with what the document brings and the model's
 // schema lets it learn (`growth`): new terms (open vocabulary,

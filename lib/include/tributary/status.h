@@ -38,6 +38,11 @@ class Status {
   static Status PluginError(std::string_view msg) { return Status(Code::kPluginError, msg); }
   static Status Numeric(std::string_view msg) { return Status(Code::kNumeric, msg); }
   static Status Internal(std::string_view msg) { return Status(Code::kInternal, msg); }
+  // An error of `code` (one received by its number, e.g. from another MPI
+  // rank); kOk or a number outside the enum gives kInternal.
+  static Status FromCode(Code code, std::string_view msg) {
+    return Status(code > Code::kOk && code <= Code::kInternal ? code : Code::kInternal, msg);
+  }
 
   bool ok() const { return rep_ == nullptr; }
   Code code() const { return rep_ ? rep_->code : Code::kOk; }

@@ -100,7 +100,7 @@ int RunPrequential(const LearnFlags& f, const std::string& in, uint64_t every, b
     }
     st = learner->Learn(v, &outcome);
     if (!st.ok()) {
-      if (f.skip_bad && (st.IsInvalidDocument() || st.code() == Status::Code::kNumeric)) {
+      if (f.skip_bad && DocumentRefused(st)) {
         bad.Record(st);
         continue;
       }

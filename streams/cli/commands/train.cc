@@ -127,7 +127,7 @@ int RunTrainSelect(const LearnFlags& f, const std::string& in, const std::string
       }
       st = trainer->Learn(doc);
       if (!st.ok()) {
-        if (f.skip_bad && (st.IsInvalidDocument() || st.code() == Status::Code::kNumeric)) {
+        if (f.skip_bad && DocumentRefused(st)) {
           bad.Record(st);
           continue;
         }
@@ -356,7 +356,7 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
       }
     }
     if (!st.ok()) {
-      if (f.skip_bad && (st.IsInvalidDocument() || st.code() == Status::Code::kNumeric)) {
+      if (f.skip_bad && DocumentRefused(st)) {
         bad.Record(st);
         model->learner_state().skipped_documents++;
         return Status::OK();

@@ -117,7 +117,7 @@ Status Server::Impl::Apply(const v1::WalRecord& rec) {
     if (st.ok() && o.skipped) st = Status::Numeric("SEP update skipped: " + o.skip_reason);
   }
   if (!st.ok()) {
-    if (st.IsInvalidDocument() || st.code() == Status::Code::kNumeric) {
+    if (DocumentRefused(st)) {
       counters.documents_skipped++;
       model->learner_state().skipped_documents++;
     } else {
