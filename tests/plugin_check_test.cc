@@ -56,6 +56,8 @@ TEST(PluginCheckTest, EveryBuiltinPluginPasses) {
       if (r.name == "multinomial" || r.name == "gaussian" || r.name == "lda-classifier") {
         must_pass.push_back("add-class");
       }
+      // Families with frozen scoring (ABI 1.6).
+      if (r.name == "multinomial" || r.name == "multinomial-mixture") must_pass.push_back("frozen-score");
       for (const std::string& name : must_pass) {
         const auto* c = FindCheck(r, name);
         ASSERT_NE(c, nullptr) << name << "\n" << Describe(r);
@@ -117,6 +119,19 @@ TEST(PluginCheckTest, AddClassThatDisturbsTheModelFailsAddClass) {
   EXPECT_THAT(c->message, HasSubstr("in place != grow_classes only"));
   // The same code with the correct add_class (the built-in multinomial)
   // passes: EveryBuiltinPluginPasses.
+}
+
+// ABI 1.6: the frozen table must score as score() does.
+TEST(PluginCheckTest, FrozenScoresThatDisagreeWithScoreFailFrozenScore) {
+  PluginCheckReport r = Check(Fixture("check_frozen_drift"));
+  EXPECT_FALSE(r.ok());
+  const auto* c = FindCheck(r, "frozen-score");
+  ASSERT_NE(c, nullptr) << Describe(r);
+  EXPECT_EQ(c->outcome, CheckOutcome::kFail);
+  EXPECT_THAT(c->message, HasSubstr("class 0: score_frozen"));
+  EXPECT_THAT(c->message, HasSubstr("1e-9 relative"));
+  // Everything else passes: only the frozen scores are wrong.
+  EXPECT_EQ(r.Count(CheckOutcome::kFail), 1u) << Describe(r);
 }
 
 TEST(PluginCheckTest, FileThatDoesNotLoadReportsTheLoadersReason) {

@@ -102,6 +102,13 @@ TEST(PluginRegistryTest, IncompleteVtableRefused) {
   EXPECT_THAT(r.status().message(), HasSubstr("lacks required function 'create'"));
 }
 
+// ABI 1.6: freeze, frozen_destroy and score_frozen go together.
+TEST(PluginRegistryTest, FamilyWithPartOfTheFrozenHooksRefused) {
+  auto r = LoadPluginFile(Fixture("frozen_incomplete"), TRIB_KIND_FAMILY);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("lacks 'score_frozen' (the three go together)"));
+}
+
 TEST(PluginRegistryTest, WrongKindRefused) {
   auto r = LoadPluginFile(Fixture("good_loss"), TRIB_KIND_FAMILY);
   ASSERT_FALSE(r.ok());

@@ -13,6 +13,7 @@
 
 #include "tributary/document.h"
 #include "tributary/model.h"
+#include "tributary/predictor.h"
 #include "tributary/schema.h"
 #include "tributary/sdem_learner.h"
 #include "tributary/sep_engine.h"
@@ -492,6 +493,40 @@ void CheckConcurrentScore(Checks& checks, const Model& m, const std::vector<Docu
   checks.Pass(name);
 }
 
+// frozen-score (only for families with ABI 1.6 freeze): the trained model's frozen
+// table (built at once through a Predictor) scores every document as
+// score() does, to 1e-9 relative to the largest magnitude among the
+// document's scores, and -inf exactly where score() gives -inf.
+void CheckFrozenScore(Checks& checks, const Model& m, const std::vector<DocumentBuffer>& docs, uint64_t seed) {
+  const std::string name = "frozen-score";
+  auto reference = ScoreAll(m, docs, seed);
+  if (!reference.ok()) return checks.Fail(name, reference.status().ToString());
+  auto p = Predictor::Create(&m, seed);
+  if (!p.ok()) return checks.Fail(name, p.status().ToString());
+  if (Status st = (*p)->Freeze(); !st.ok()) return checks.Fail(name, st.ToString());
+  if (!(*p)->frozen()) return checks.Fail(name, "freeze succeeded but no table was built");
+  const uint32_t K = m.num_outputs();
+  std::vector<double> got(K);
+  for (size_t i = 0; i < docs.size(); ++i) {
+    Status st = (*p)->Score(ViewFor(m, docs[i]), got.data());
+    if (!st.ok()) return checks.Fail(name, st.WithContext(docs[i].Name()).ToString());
+    const double* want = reference->data() + i * K;
+    double largest = 0;
+    for (uint32_t k = 0; k < K; ++k) {
+      if (std::isfinite(want[k])) largest = std::max(largest, std::fabs(want[k]));
+    }
+    for (uint32_t k = 0; k < K; ++k) {
+      const bool same = want[k] == got[k] || (std::isfinite(want[k]) && std::isfinite(got[k]) &&
+                                              std::fabs(want[k] - got[k]) <= 1e-9 * largest);
+      if (!same) {
+        return checks.Fail(name, docs[i].Name() + " class " + std::to_string(k) + ": score_frozen " + Num(got[k]) +
+                                     " != score " + Num(want[k]) + " (1e-9 relative to " + Num(largest) + ")");
+      }
+    }
+  }
+  checks.Pass(name);
+}
+
 void CheckFamily(const PluginRegistry& registry, std::shared_ptr<const Plugin> family,
                  const PluginCheckOptions& options, PluginCheckReport* report) {
   Checks checks{report};
@@ -627,8 +662,10 @@ void CheckFamily(const PluginRegistry& registry, std::shared_ptr<const Plugin> f
   for (auto& r : train_results) report->checks.push_back(std::move(r));
   if (trained) {
     CheckConcurrentScore(checks, *trained, docs, options.seed, options.threads);
+    if (family->family().freeze != nullptr) CheckFrozenScore(checks, *trained, docs, options.seed);
   } else {
     checks.Skip("concurrent-score", no_model);
+    if (family->family().freeze != nullptr) checks.Skip("frozen-score", no_model);
   }
 }
 

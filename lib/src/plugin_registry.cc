@@ -311,6 +311,12 @@ Result<std::shared_ptr<const Plugin>> LoadAny(const std::string& path_in) {
       return fail(
           "family vtable has 'add_terms' but lacks 'grow_terms' (needed when the vocabulary capacity runs out)");
     }
+    const int frozen_hooks = (f.freeze != nullptr) + (f.frozen_destroy != nullptr) + (f.score_frozen != nullptr);
+    if (frozen_hooks != 0 && frozen_hooks != 3) {
+      return fail(std::string("family vtable has some of 'freeze', 'frozen_destroy' and 'score_frozen' but lacks '") +
+                  (!f.freeze ? "freeze" : !f.frozen_destroy ? "frozen_destroy" : "score_frozen") +
+                  "' (the three go together)");
+    }
   } else if (!vt.loss.weights) {
     return fail("loss vtable lacks required function 'weights'");
   } else if (vt.loss.create && (!vt.loss.destroy || !vt.loss.weights_with)) {

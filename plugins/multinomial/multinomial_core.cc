@@ -443,6 +443,90 @@ int Score(const trib_family_model* mm, const trib_stats* s, trib_family_state* s
   });
 }
 
+// ---- Frozen scoring (ABI 1.6) ---------------------------------------------
+//
+// Score's sums with the logs taken once per (term, class) for the whole
+// model instead of per document: log p(k, x) = a_k - n(x) b_k +
+// sum_w n_w L[w][k] with L[w][k] = log x_wk (x = the word count with its
+// prior mass, as Score reads it), a_k = log C_k - log sum_j C_j and
+// b_k = log M_k. A document then costs one multiply-add per (term, class),
+// no log, no range check. The same formula as ScoreScalar, each log rounded
+// once: the sums agree with Score's to rounding (tests/predictor_test.cc).
+struct Frozen {
+  uint32_t K = 0;
+  uint32_t stride = 0;            // K rounded up to 4: rows aligned for two- and four-lane loops
+  uint64_t V = 0;                 // rows: the terms in use
+  std::vector<double> word;       // L[w][k], V x stride (padding lanes 0)
+  std::vector<double> cls;        // a_k (stride)
+  std::vector<double> log_total;  // b_k (stride)
+};
+
+int Freeze(const trib_family_model* mm, const trib_stats* s, trib_frozen** out, trib_error* err) {
+  return Guard(err, [&] {
+    const Model* m = M(mm);
+    auto f = std::make_unique<Frozen>();
+    f->K = m->K;
+    f->stride = (m->K + 3) & ~3u;
+    f->V = m->V;
+    const trib_block& cb = s->blocks[0];
+    const trib_block& wb = s->blocks[1];
+    const double wscale = wb.scale, wshift = wb.shift * wb.alpha_bar;
+    f->word.assign(f->V * f->stride, 0.0);
+    f->cls.assign(f->stride, 0.0);
+    f->log_total.assign(f->stride, 0.0);
+    const double log_ctot = std::log(cb.scale * m->raw_class_total + cb.shift * cb.alpha_bar * m->K);
+    for (uint32_t k = 0; k < m->K; ++k) {
+      f->cls[k] = std::log(cb.scale * s->raw[k] + cb.shift * cb.alpha_bar) - log_ctot;
+      f->log_total[k] = std::log(wscale * m->raw_word_total[k] + wshift * static_cast<double>(m->V));
+    }
+    const double* base = s->raw + m->word_offset;
+    for (uint64_t w = 0; w < f->V; ++w) {
+      const double* row = base + w * m->S;
+      double* dst = f->word.data() + w * f->stride;
+      for (uint32_t k = 0; k < m->K; ++k) dst[k] = std::log(wscale * row[k] + wshift);
+    }
+    *out = reinterpret_cast<trib_frozen*>(f.release());
+    return TRIB_OK;
+  });
+}
+
+void FrozenDestroy(trib_frozen* f) { delete reinterpret_cast<Frozen*>(f); }
+
+int ScoreFrozen(const trib_family_model*, const trib_frozen* ff, trib_family_state* ss, const trib_document* d,
+                double* out, trib_error* err) {
+  return Guard(err, [&] {
+    const Frozen* f = reinterpret_cast<const Frozen*>(ff);
+    auto* st = reinterpret_cast<State*>(ss);
+    const uint32_t stride = f->stride;
+    if (st->prod.size() < stride) st->prod.resize(stride);
+    double* __restrict acc = st->prod.data();
+    const double total = d->total_count;
+    for (uint32_t k = 0; k < stride; ++k) acc[k] = f->cls[k] - total * f->log_total[k];
+    const double* table = f->word.data();
+    const uint32_t T = d->num_terms;
+    for (uint32_t j = 0; j < T; ++j) {
+      if (d->term_ids[j] >= f->V) {
+        return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "term id %llu >= vocabulary size %llu",
+                    static_cast<unsigned long long>(d->term_ids[j]), static_cast<unsigned long long>(f->V));
+      }
+      if (j + 2 < T) {  // the row after next: rows are scattered over the table
+        const double* next = table + static_cast<uint64_t>(d->term_ids[j + 2]) * stride;
+        __builtin_prefetch(next);
+        __builtin_prefetch(next + 8);
+      }
+      const double* __restrict row = table + static_cast<uint64_t>(d->term_ids[j]) * stride;
+      const double n = d->term_counts[j];
+      if (n == 1.0) {
+        for (uint32_t k = 0; k < stride; ++k) acc[k] += row[k];
+      } else {
+        for (uint32_t k = 0; k < stride; ++k) acc[k] += n * row[k];
+      }
+    }
+    std::memcpy(out, acc, sizeof(double) * f->K);
+    return TRIB_OK;
+  });
+}
+
 // sum_k w_k s(k, x): w_k to C[k] and w_k n_w to N[w][k] (Table 1).
 int Accumulate(const trib_family_model* mm, const trib_stats*, trib_family_state*, const trib_document* d,
                const double* w, trib_delta* delta, trib_error* err) {
@@ -775,6 +859,9 @@ int Init(Variant variant, const trib_host_api* host, trib_plugin_vtable* out, tr
   v.import_cache = ImportCache;
   v.add_terms = AddTerms;
   v.grow_terms = GrowTerms;
+  v.freeze = Freeze;
+  v.frozen_destroy = FrozenDestroy;
+  v.score_frozen = ScoreFrozen;
   if (variant == Variant::kMixture) {
     v.init_stats = InitStats;
     v.outputs = Outputs;

@@ -66,9 +66,9 @@ Result<ScoringInput> OpenForScoring(const std::string& model_path, const std::st
   auto ds = DecodedStream::Open(in, max_frame, *si.model);
   if (!ds.ok()) return NameFile(ds.status(), in);
   si.stream = std::move(ds).value();
-  auto state = si.model->NewScoringState();
-  if (!state.ok()) return NameFile(state.status(), model_path);
-  si.state = std::move(state).value();
+  auto predictor = Predictor::Create(si.model.get());
+  if (!predictor.ok()) return NameFile(predictor.status(), model_path);
+  si.predictor = std::move(predictor).value();
   return si;
 }
 

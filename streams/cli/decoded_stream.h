@@ -11,6 +11,7 @@
 #include "cli_common.h"
 #include "tributary/document.h"
 #include "tributary/model.h"
+#include "tributary/predictor.h"
 #include "tributary/stream_io.h"
 
 namespace tributary::cli {
@@ -53,11 +54,13 @@ class DecodedStream {
 };
 
 // What eval, predict and infer start from: a saved model, its documents
-// decoded from `in`, and a scoring state. Errors name the file they concern.
+// decoded from `in`, and a Predictor of the model (frozen scoring once the
+// stream is long enough to pay for it). Errors name the file they concern.
+// `predictor` borrows `model`: declared after it, destroyed before it.
 struct ScoringInput {
   std::unique_ptr<Model> model;
   std::unique_ptr<DecodedStream> stream;
-  std::unique_ptr<ScoringState> state;
+  std::unique_ptr<Predictor> predictor;
 };
 Result<ScoringInput> OpenForScoring(const std::string& model_path, const std::string& in, uint32_t max_frame);
 

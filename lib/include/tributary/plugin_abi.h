@@ -66,8 +66,9 @@ extern "C" {
  * topics, completion, SEP hooks, loss options, real_kinds, missing values;
  * 1.3 the optional option table (tributary_plugin_options); 1.4 classes added
  * in place (trib_schema.class_capacity, add_class); 1.5 terms added to an
- * open vocabulary (trib_schema.vocab_capacity, add_terms, grow_terms). */
-#define TRIB_ABI_MINOR 5u
+ * open vocabulary (trib_schema.vocab_capacity, add_terms, grow_terms); 1.6
+ * frozen scoring (freeze, frozen_destroy, score_frozen). */
+#define TRIB_ABI_MINOR 6u
 #define TRIB_PLUGIN_MAGIC 0x54524942u /* "TRIB" */
 
 #if defined(_WIN32)
@@ -279,6 +280,8 @@ typedef struct trib_step {
  * "state" holds per-thread scratch space and the random generator. */
 typedef struct trib_family_model trib_family_model;
 typedef struct trib_family_state trib_family_state;
+/* What freeze() builds (ABI 1.6): the family's own type. */
+typedef struct trib_frozen trib_frozen;
 /* Defined in sep_abi.h (ABI 1.2); families that support SEP include it. */
 struct trib_sep_hooks;
 
@@ -472,6 +475,30 @@ typedef struct trib_family_vtable {
    * O(model). */
   int (*grow_terms)(const trib_family_model* old_model, const trib_stats* old_stats, trib_family_model* new_model,
                     trib_stats* new_stats, trib_error* err);
+
+  /* ---- ABI 1.6: frozen scoring ---- */
+
+  /* Optional, all three or none (the host refuses a family with some of
+   * them). For a run of score() calls on statistics that no longer change
+   * (eval and predict of a saved model): freeze() builds from the model and
+   * statistics as they are now whatever makes scoring cheaper (multinomial:
+   * the table of log p(w | k), so that a document costs one addition per
+   * (term, class) instead of a product and logs), and score_frozen() then
+   * scores with it. score_frozen() must give score()'s values up to
+   * rounding (the plugin-check 'frozen-score' check allows 1e-9 relative to
+   * the largest magnitude among a document's scores; -inf where score() gives
+   * -inf) and may use `state` as scratch like score(); it must not modify
+   * the table, and may run concurrently with other score_frozen() calls on
+   * the same table, each with its own state. The host builds a table only
+   * for a model it will not change while the table lives (learning, class
+   * or term growth and snapshot loads make new models or are not done), and
+   * destroys it before the model. freeze() costs O(model) time and up to
+   * O(model) memory; the host builds one only when the scoring it replaces
+   * has cost as much (lib/include/tributary/predictor.h). */
+  int (*freeze)(const trib_family_model* model, const trib_stats* stats, trib_frozen** out, trib_error* err);
+  void (*frozen_destroy)(trib_frozen* frozen);
+  int (*score_frozen)(const trib_family_model* model, const trib_frozen* frozen, trib_family_state* state,
+                      const trib_document* doc, double* log_joint, trib_error* err);
 } trib_family_vtable;
 
 #define TRIB_OUTPUTS_CLASSES 0u

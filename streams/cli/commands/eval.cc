@@ -30,7 +30,7 @@ struct EvalFlags {
 int RunEval(const std::string& model_path, const std::string& in, bool as_json, bool skip_bad, uint32_t max_frame) {
   auto input = OpenForScoring(model_path, in, max_frame);
   if (!input.ok()) return ReportError(input.status());
-  auto& [model, ds, state] = *input;
+  auto& [model, ds, predictor] = *input;
   const bool latent = model->latent_outputs();
   ClassificationMetrics metrics(model->num_outputs());
   std::unique_ptr<LatentMetrics> lat;
@@ -44,8 +44,8 @@ int RunEval(const std::string& model_path, const std::string& in, bool as_json, 
     if (!st.ok()) return ReportError(NameFile(st, in));
     if (eof) break;
     trib_document v = doc.View();
-    st = model->Score(v, state.get(), scores.data());
-    if (st.ok() && latent) st = lat->Add(*model, v, scores.data(), state.get());
+    st = predictor->Score(v, scores.data());
+    if (st.ok() && latent) st = lat->Add(*model, v, scores.data(), predictor->state());
     if (!st.ok()) {
       st = NameFile(st.WithContext(doc.Name()), in);
       if (skip_bad) {

@@ -34,7 +34,7 @@ int RunPredict(const std::string& model_path, const std::string& in, const std::
   }
   auto input = OpenForScoring(model_path, in, max_frame);
   if (!input.ok()) return ReportError(input.status());
-  auto& [model, ds, state] = *input;
+  auto& [model, ds, predictor] = *input;
   const uint32_t K = model->num_outputs();
   if (infer && !model->latent_outputs()) {
     return ReportError(Status::InvalidArgument("infer: '" + model_path + "': family '" + model->family().name +
@@ -69,7 +69,7 @@ int RunPredict(const std::string& model_path, const std::string& in, const std::
     Status st = ds->Next(model.get(), false, skip_bad, &bad, &doc, &eof, &grew);
     if (!st.ok()) return ReportError(NameFile(st, in));
     if (eof) break;
-    st = model->Score(doc.View(), state.get(), scores.data());
+    st = predictor->Score(doc.View(), scores.data());
     if (!st.ok()) return ReportError(NameFile(st.WithContext(doc.Name()), in));
     Posterior(scores.data(), K, probs.data());
     uint32_t best = static_cast<uint32_t>(std::max_element(probs.begin(), probs.end()) - probs.begin());
