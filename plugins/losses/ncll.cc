@@ -6,28 +6,23 @@
 #include "tributary/vector_exp.h"
 
 namespace {
-// p(k | x) = e_k / sum_j e_j with e_k = exp(s_k - max_j s_j) (the vector exp,
-// within 1 ulp of std::exp): one pass of exps (the earlier form took a
-// second one, exp(s_k - lse), for the same values to a few ulps); the loss
-// is lse - s_y with lse = max + log sum_j e_j (sdk::LogSumExp's).
+// sdk::LogSumExp's sums, with the vector exp (within 1 ulp of std::exp; w is
+// the scratch), then p(k | x) = exp(s_k - lse).
 int Weights(const double* s, uint32_t K, int64_t y, double* w, double* c, double* loss, trib_error* err) {
   if (y < 0) return tributary::sdk::Fail(err, TRIB_ERR_INVALID_DOCUMENT, "ncll needs a labelled document");
-  double mx = -INFINITY;
-  for (uint32_t k = 0; k < K; ++k) mx = s[k] > mx ? s[k] : mx;
-  if (std::isfinite(mx)) {
-    tributary::vector_exp::ExpShifted(s, mx, K, w);
+  double lse = -INFINITY;
+  for (uint32_t k = 0; k < K; ++k) lse = s[k] > lse ? s[k] : lse;
+  if (std::isfinite(lse)) {
+    tributary::vector_exp::ExpShifted(s, lse, K, w);
     double sum = 0;
     for (uint32_t k = 0; k < K; ++k) sum += w[k];
-    const double inv = 1.0 / sum;  // sum >= 1: the largest term is exp(0)
-    for (uint32_t k = 0; k < K; ++k) w[k] = -w[k] * inv;
-    *loss = mx + std::log(sum) - s[y];
-  } else {  // every score -inf (or one +inf): the host refuses what follows as before
-    tributary::vector_exp::ExpShifted(s, mx, K, w);
-    for (uint32_t k = 0; k < K; ++k) w[k] = -w[k];
-    *loss = mx - s[y];
+    lse += std::log(sum);
   }
+  tributary::vector_exp::ExpShifted(s, lse, K, w);
+  for (uint32_t k = 0; k < K; ++k) w[k] = -w[k];
   w[y] += 1.0;
   *c = 0.0;
+  *loss = lse - s[y];
   return TRIB_OK;
 }
 // No options: the empty table says so to the host (`tributary plugins --options`).
