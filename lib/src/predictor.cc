@@ -11,7 +11,10 @@ Result<std::unique_ptr<Predictor>> Predictor::Create(const Model* model, uint64_
   std::unique_ptr<Predictor> p(new Predictor());
   p->model_ = model;
   p->state_ = std::move(st).value();
-  p->can_freeze_ = model->family().family().freeze != nullptr;
+  // The table is about as large as the statistics: a model of more than
+  // kMaxFrozenValues (1 GiB of doubles) is scored through Model::Score, so
+  // that prediction never doubles the memory of a very large model.
+  p->can_freeze_ = model->family().family().freeze != nullptr && model->stats().size() <= kMaxFrozenValues;
   p->freeze_after_ = model->stats().size();
   return p;
 }

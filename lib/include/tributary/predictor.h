@@ -9,7 +9,8 @@
 // class) for multinomial instead of products and logs. A short run (a few
 // documents, a large model) never pays for a table; a long one pays at most
 // about twice what the run would have cost without it, once. Families
-// without frozen scoring are scored through Model::Score throughout. The
+// without frozen scoring, and models larger than kMaxFrozenValues
+// statistics, are scored through Model::Score throughout. The
 // scores are Model::Score's up to rounding (the family's contract: 1e-9
 // relative to the largest magnitude among a document's scores; multinomial
 // agrees to ~1e-15, tests/predictor_test.cc), so a prediction may differ
@@ -36,6 +37,10 @@ namespace tributary {
 
 class Predictor {
  public:
+  // Models with more statistics than this are never frozen (the table would
+  // add as much memory again): 2^27 values, 1 GiB.
+  static constexpr uint64_t kMaxFrozenValues = uint64_t{1} << 27;
+
   // Errors: the family cannot make a scoring state.
   static Result<std::unique_ptr<Predictor>> Create(const Model* model, uint64_t seed = 1);
   ~Predictor();
