@@ -13,7 +13,9 @@
 
 #include "test_util.h"
 #include "tributary/document.h"
+#include "tributary/learner.h"
 #include "tributary/model.h"
+#include "tributary/model_config.h"
 #include "tributary/schema.h"
 #include "tributary/sdem_learner.h"
 #include "tributary/v1/tributary.pb.h"
@@ -583,6 +585,75 @@ TEST(GaussianFamily, RefusesSchemaWithoutRealFeatures) {
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), Status::Code::kInvalidArgument);
   EXPECT_NE(m.status().message().find("REAL feature"), std::string::npos) << m.status().message();
+}
+
+// ---- Defaults under a gradient loss (ABI 1.6) --------------------------------
+
+// Two separated blobs in 2-D (centres (-3, 3) and (3, -3) times `scale`,
+// standard deviation `scale`), labels at random: prequential accuracy of one
+// learner over the stream (each document predicted, then learned).
+double PrequentialBlobs(Model* m, double scale, uint64_t seed) {
+  auto learner = Learner::Create(m, LearnerOptions());
+  EXPECT_TRUE(learner.ok()) << learner.status().ToString();
+  if (!learner.ok()) return 0;
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> noise;
+  size_t correct = 0;
+  const size_t n = 4000;
+  LearnResult r;
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t y = static_cast<int64_t>(rng() % 2);
+    const double c = y == 1 ? 3.0 : -3.0;
+    DocumentBuffer d = RealDoc(i, y, {scale * (c + noise(rng)), scale * (-c + noise(rng))});
+    EXPECT_TRUE((*learner)->Learn(d.View(), &r).ok());
+    correct += static_cast<int64_t>(r.predicted) == y;
+  }
+  return static_cast<double>(correct) / static_cast<double>(n);
+}
+
+// A new model's defaults (NewModel: what prequential, serve, Python and
+// `train --select off` use) under NCLL and hinge: the family's gradient_prior
+// (10, recorded in the model's options) and gradient_lambda (0.01). With the
+// paper's prior 1 and the losses' lambda 1e-4 one learner predicted at chance
+// (0.505) at every scale.
+TEST(GaussianDefaults, OneLearnerUnderGradientLossesLearnsSeparatedBlobs) {
+  for (const char* loss : {"ncll", "hinge"}) {
+    for (double scale : {0.1, 100.0}) {
+      SCOPED_TRACE(std::string(loss) + " scale " + std::to_string(scale));
+      ModelConfig cfg;
+      cfg.family = "gaussian";
+      cfg.loss = loss;
+      auto m = tributary::NewModel(cfg, BuiltinRegistry(), RealSchema(2, 2), 0);
+      ASSERT_TRUE(m.ok()) << m.status().ToString();
+      EXPECT_EQ((*m)->family_options(), (Options{{"prior", "10"}}));
+      EXPECT_EQ((*m)->learner_state().schedule.lambda, 0.01);
+      EXPECT_EQ(StatsOf(**m, 0, 0).n, 10.0);
+      EXPECT_GE(PrequentialBlobs(m->get(), scale, 7), 0.97);
+    }
+  }
+}
+
+// What the user sets wins, and a loss that decays the statistics (NLL, c = 1)
+// keeps the paper's prior and its own lambda.
+TEST(GaussianDefaults, GivenSettingsAndNllAreLeftAlone) {
+  ModelConfig cfg;
+  cfg.family = "gaussian";
+  cfg.loss = "ncll";
+  cfg.family_options = {{"prior", "1"}};
+  cfg.lambda = 1e-4;
+  auto m = tributary::NewModel(cfg, BuiltinRegistry(), RealSchema(2, 2), 0);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ((*m)->family_options(), (Options{{"prior", "1"}}));
+  EXPECT_EQ((*m)->learner_state().schedule.lambda, 1e-4);
+  EXPECT_LT(PrequentialBlobs(m->get(), 1.0, 7), 0.7);  // the failure the defaults avoid
+  cfg.loss = "nll";
+  cfg.family_options.clear();
+  cfg.lambda = -1;
+  auto nll = tributary::NewModel(cfg, BuiltinRegistry(), RealSchema(2, 2), 0);
+  ASSERT_TRUE(nll.ok()) << nll.status().ToString();
+  EXPECT_TRUE((*nll)->family_options().empty());
+  EXPECT_EQ((*nll)->learner_state().schedule.lambda, 1.0);
+  EXPECT_GE(PrequentialBlobs(nll->get(), 1.0, 7), 0.97);
 }
 
 }  // namespace

@@ -1,10 +1,22 @@
 #include "tributary/model_config.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "tributary/v1/tributary.pb.h"
 
 namespace tributary {
+
+namespace {
+// True for a loss whose steps never decay the statistics (self-weight c = 0,
+// sdEM Table 1: NCLL, hinge), asked of the loss itself on two tied classes.
+bool GradientLoss(const Plugin& loss) {
+  const double scores[2] = {0.0, 0.0};
+  double w[2] = {0.0, 0.0}, c = 1.0, value = 0.0;
+  trib_error err{};
+  return loss.loss().weights(scores, 2, 0, w, &c, &value, &err) == TRIB_OK && c == 0.0;
+}
+}  // namespace
 
 Result<std::unique_ptr<Model>> NewModel(const ModelConfig& c, const PluginRegistry& registry,
                                         const v1::Schema& schema_proto, uint64_t stream_documents,
@@ -32,12 +44,23 @@ Result<std::unique_ptr<Model>> NewModel(const ModelConfig& c, const PluginRegist
   };
   auto schema = ModelSchema::FromProto(schema_proto);
   if (!schema.ok()) return in_source(schema.status());
-  auto model = Model::Create(*fam, nullptr, std::move(schema).value(), c.family_options, c.seed);
+  // A family's defaults under a gradient loss (ABI 1.6 gradient_lambda,
+  // gradient_prior), for what the user left unset; the prior goes into the
+  // model's options, so its snapshots record it.
+  const trib_family_vtable& fv = (*fam)->family();
+  const bool gradient = GradientLoss(**loss);
+  Options family_options = c.family_options;
+  const bool prior_given = std::any_of(family_options.begin(), family_options.end(),
+                                       [](const auto& kv) { return kv.first == "prior"; });
+  if (gradient && fv.gradient_prior != nullptr && !prior_given) family_options.emplace_back("prior", fv.gradient_prior);
+  auto model = Model::Create(*fam, nullptr, std::move(schema).value(), std::move(family_options), c.seed);
   if (!model.ok()) return in_source(model.status());
   if (Status st = (*model)->SetLoss(*loss, c.loss_options); !st.ok()) return in_source(st);
   LearnerState& ls = (*model)->learner_state();
   ls.schedule.kind = schedule_kind;
-  ls.schedule.lambda = c.lambda >= 0 ? c.lambda : (*loss)->loss().default_lambda;
+  ls.schedule.lambda = c.lambda >= 0                             ? c.lambda
+                       : gradient && fv.gradient_lambda > 0 ? fv.gradient_lambda
+                                                            : (*loss)->loss().default_lambda;
   ls.schedule.tau0 = c.tau0;
   ls.schedule.kappa = c.kappa;
   ls.schedule.rho = c.rho;

@@ -317,6 +317,10 @@ Result<std::shared_ptr<const Plugin>> LoadAny(const std::string& path_in) {
                   (!f.freeze ? "freeze" : !f.frozen_destroy ? "frozen_destroy" : "score_frozen") +
                   "' (the three go together)");
     }
+    if (!(f.gradient_lambda >= 0) || !std::isfinite(f.gradient_lambda)) {
+      return fail("family vtable's gradient_lambda is " + std::to_string(f.gradient_lambda) +
+                  ", expected a finite number >= 0");
+    }
   } else if (!vt.loss.weights) {
     return fail("loss vtable lacks required function 'weights'");
   } else if (vt.loss.create && (!vt.loss.destroy || !vt.loss.weights_with)) {

@@ -10,6 +10,11 @@
 //    (sdEM §3.2); a family with latent outputs (LDA, mixtures) starts from a
 //    random symmetry-breaking point that rho_0 = 1 would overwrite, so it
 //    gets rho_t = (kLatentTau0 + t)^-kLatentKappa unless a schedule is given;
+//  - under a loss that never decays the statistics (NCLL, hinge), a family
+//    may name its own lambda and prior pseudo-count (ABI 1.6
+//    gradient_lambda / gradient_prior: gaussian takes 0.01 and 10, without
+//    which one learner predicts at chance on separated blobs); used for
+//    what the caller left unset, the prior recorded in the model's options;
 //  - n, the effective data-set size of sdEM's objective (eq. 9): the stream's
 //    length when known, else kLiveDefaultN.
 #ifndef TRIBUTARY_MODEL_CONFIG_H_

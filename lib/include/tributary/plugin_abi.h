@@ -67,7 +67,8 @@ extern "C" {
  * 1.3 the optional option table (tributary_plugin_options); 1.4 classes added
  * in place (trib_schema.class_capacity, add_class); 1.5 terms added to an
  * open vocabulary (trib_schema.vocab_capacity, add_terms, grow_terms); 1.6
- * frozen scoring (freeze, frozen_destroy, score_frozen). */
+ * frozen scoring (freeze, frozen_destroy, score_frozen) and a family's
+ * defaults under a gradient loss (gradient_lambda, gradient_prior). */
 #define TRIB_ABI_MINOR 6u
 #define TRIB_PLUGIN_MAGIC 0x54524942u /* "TRIB" */
 
@@ -499,6 +500,23 @@ typedef struct trib_family_vtable {
   void (*frozen_destroy)(trib_frozen* frozen);
   int (*score_frozen)(const trib_family_model* model, const trib_frozen* frozen, trib_family_state* state,
                       const trib_document* doc, double* log_joint, trib_error* err);
+
+  /* ---- ABI 1.6: defaults under a gradient loss ---- */
+
+  /* Optional (0 and NULL: none). A loss whose steps never decay the
+   * statistics (self-weight c = 0: NCLL, hinge) moves them by
+   * rho_t w_k s(k, x) a document, and its default lambda keeps rho_t near 1
+   * for the first 10^4 documents. A family whose statistics are few and on
+   * the data's own scale (Gaussian naive Bayes: N, sum x, sum x^2 per class)
+   * is then replaced wholesale by its first documents, unless its prior
+   * pseudo-count is larger and the steps smaller. Such a family names here
+   * the lambda of rho_t = (1 + lambda t)^-1 and the value of its option
+   * `prior` that a new model trained by such a loss gets when the user set
+   * neither (lib/include/tributary/model_config.h NewModel; the option is
+   * recorded in the model's options, so its snapshots keep it). Must be
+   * finite and >= 0; gradient_prior a value the family's create accepts. */
+  double gradient_lambda;
+  const char* gradient_prior;
 } trib_family_vtable;
 
 #define TRIB_OUTPUTS_CLASSES 0u
