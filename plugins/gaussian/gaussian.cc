@@ -27,7 +27,11 @@
 //                     the steps rho_t * w_k * (1, x, x^2): with s = 1 and
 //                     rho_0 = 1 the first documents replace the model
 //                     wholesale. s = 10 with lambda = 0.01 trains the §4.1 toy
-//                     robustly (see tests/gaussian_family_test.cc).
+//                     robustly (see tests/gaussian_family_test.cc), and is
+//                     what a new model trained by NCLL or hinge gets when
+//                     the user sets neither (ABI 1.6 gradient_prior /
+//                     gradient_lambda below; the default 1 stays the
+//                     paper's, for NLL and for snapshots saved without it).
 //   prior_variance=v  prior variance of every feature (> 0, default 1).
 //
 // theta(mu) (§4.1):  p(k) = N_k / sum_l N_l,  m_kj = S_kj / N_k,
