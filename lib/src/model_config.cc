@@ -1,6 +1,5 @@
 #include "tributary/model_config.h"
 
-#include <algorithm>
 #include <utility>
 
 #include "tributary/v1/tributary.pb.h"
@@ -50,15 +49,15 @@ Result<std::unique_ptr<Model>> NewModel(const ModelConfig& c, const PluginRegist
   const trib_family_vtable& fv = (*fam)->family();
   const bool gradient = GradientLoss(**loss);
   Options family_options = c.family_options;
-  const bool prior_given = std::any_of(family_options.begin(), family_options.end(),
-                                       [](const auto& kv) { return kv.first == "prior"; });
-  if (gradient && fv.gradient_prior != nullptr && !prior_given) family_options.emplace_back("prior", fv.gradient_prior);
+  if (gradient && fv.gradient_prior != nullptr && !HasOption(family_options, "prior")) {
+    family_options.emplace_back("prior", fv.gradient_prior);
+  }
   auto model = Model::Create(*fam, nullptr, std::move(schema).value(), std::move(family_options), c.seed);
   if (!model.ok()) return in_source(model.status());
   if (Status st = (*model)->SetLoss(*loss, c.loss_options); !st.ok()) return in_source(st);
   LearnerState& ls = (*model)->learner_state();
   ls.schedule.kind = schedule_kind;
-  ls.schedule.lambda = c.lambda >= 0                             ? c.lambda
+  ls.schedule.lambda = c.lambda >= 0                        ? c.lambda
                        : gradient && fv.gradient_lambda > 0 ? fv.gradient_lambda
                                                             : (*loss)->loss().default_lambda;
   ls.schedule.tau0 = c.tau0;

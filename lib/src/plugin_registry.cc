@@ -314,7 +314,9 @@ Result<std::shared_ptr<const Plugin>> LoadAny(const std::string& path_in) {
     const int frozen_hooks = (f.freeze != nullptr) + (f.frozen_destroy != nullptr) + (f.score_frozen != nullptr);
     if (frozen_hooks != 0 && frozen_hooks != 3) {
       return fail(std::string("family vtable has some of 'freeze', 'frozen_destroy' and 'score_frozen' but lacks '") +
-                  (!f.freeze ? "freeze" : !f.frozen_destroy ? "frozen_destroy" : "score_frozen") +
+                  (!f.freeze           ? "freeze"
+                   : !f.frozen_destroy ? "frozen_destroy"
+                                       : "score_frozen") +
                   "' (the three go together)");
     }
     if (!(f.gradient_lambda >= 0) || !std::isfinite(f.gradient_lambda)) {

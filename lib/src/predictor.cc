@@ -15,7 +15,6 @@ Result<std::unique_ptr<Predictor>> Predictor::Create(const Model* model, uint64_
   // kMaxFrozenValues (1 GiB of doubles) is scored through Model::Score, so
   // that prediction never doubles the memory of a very large model.
   p->can_freeze_ = model->family().family().freeze != nullptr && model->stats().size() <= kMaxFrozenValues;
-  p->freeze_after_ = model->stats().size();
   return p;
 }
 
@@ -39,15 +38,15 @@ Status Predictor::Freeze() {
 Status Predictor::Score(const trib_document& doc, double* log_joint) {
   if (frozen_ == nullptr && can_freeze_) {
     work_ += (static_cast<uint64_t>(doc.num_terms) + 1) * model_->num_outputs();
-    if (work_ >= freeze_after_) {
+    if (work_ >= model_->stats().size()) {
       // A family whose freeze fails is scored through Model::Score.
       (void)Freeze();
     }
   }
   if (frozen_ == nullptr) return model_->Score(doc, state_.get(), log_joint);
   trib_error err{};
-  int rc = model_->family().family().score_frozen(model_->family_model(), frozen_, state_->get(), &doc, log_joint,
-                                                  &err);
+  int rc =
+      model_->family().family().score_frozen(model_->family_model(), frozen_, state_->get(), &doc, log_joint, &err);
   if (rc != TRIB_OK) return PluginStatus(rc, err, model_->family(), "score_frozen");
   return Status::OK();
 }

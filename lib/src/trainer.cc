@@ -618,11 +618,8 @@ Result<std::unique_ptr<Model>> Trainer::Finish(TrainReport* report) {
 }
 
 std::vector<CandidateSpec> DefaultCandidates(const ModelConfig& base, bool streaming) {
-  auto has_key = [](const Options& kvs, const std::string& key) {
-    return std::any_of(kvs.begin(), kvs.end(), [&](const auto& kv) { return kv.first == key; });
-  };
-  const bool prior_fixed = has_key(base.family_options, "prior");
-  const bool margin_search = base.loss == "hinge" && !has_key(base.loss_options, "margin");
+  const bool prior_fixed = HasOption(base.family_options, "prior");
+  const bool margin_search = base.loss == "hinge" && !HasOption(base.loss_options, "margin");
   std::vector<std::string> priors = {""};
   if (!prior_fixed) priors = streaming ? std::vector<std::string>{"", "3"} : std::vector<std::string>{"", "3", "10"};
   std::vector<std::string> margins = {""};

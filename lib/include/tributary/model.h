@@ -24,6 +24,13 @@
 namespace tributary {
 
 using Options = std::vector<std::pair<std::string, std::string>>;
+// True if `options` sets `key`.
+inline bool HasOption(const Options& options, const std::string& key) {
+  for (const auto& kv : options) {
+    if (kv.first == key) return true;
+  }
+  return false;
+}
 
 // The global statistics mu, stored per block in the lazy affine form
 // mu[i] = scale * raw[i] + shift * alpha_bar, so that the decay

@@ -67,12 +67,11 @@ class Predictor {
   std::unique_ptr<ScoringState> state_;
   trib_frozen* frozen_ = nullptr;
   bool can_freeze_ = false;
-  // Work done through Model::Score so far (terms x outputs per document) and
-  // the work after which the table is built (the statistics' size: building
-  // costs a log per statistic, scoring a product per term and output plus a
-  // log per output).
+  // Work done through Model::Score so far (terms x outputs per document);
+  // the table is built when it reaches the statistics' size (building costs
+  // a log per statistic, scoring a product per term and output plus a log
+  // per output).
   uint64_t work_ = 0;
-  uint64_t freeze_after_ = 0;
 };
 
 }  // namespace tributary
