@@ -58,6 +58,8 @@ TEST(PluginCheckTest, EveryBuiltinPluginPasses) {
       }
       // Families with frozen scoring (ABI 1.6).
       if (r.name == "multinomial" || r.name == "multinomial-mixture") must_pass.push_back("frozen-score");
+      // Families with a fused step (ABI 1.7).
+      if (r.name == "multinomial" || r.name == "multinomial-mixture") must_pass.push_back("fused-step");
       for (const std::string& name : must_pass) {
         const auto* c = FindCheck(r, name);
         ASSERT_NE(c, nullptr) << name << "\n" << Describe(r);
@@ -131,6 +133,22 @@ TEST(PluginCheckTest, FrozenScoresThatDisagreeWithScoreFailFrozenScore) {
   EXPECT_THAT(c->message, HasSubstr("class 0: score_frozen"));
   EXPECT_THAT(c->message, HasSubstr("1e-9 relative"));
   // Everything else passes: only the frozen scores are wrong.
+  EXPECT_EQ(r.Count(CheckOutcome::kFail), 1u) << Describe(r);
+}
+
+// ABI 1.7: the fused step must leave the model accumulate + apply + commit
+// leave, bit for bit.
+TEST(PluginCheckTest, FusedStepThatRoundsDifferentlyFailsFusedStep) {
+  PluginCheckReport r = Check(Fixture("check_fused_drift"));
+  EXPECT_FALSE(r.ok());
+  const auto* c = FindCheck(r, "fused-step");
+  ASSERT_NE(c, nullptr) << Describe(r);
+  EXPECT_EQ(c->outcome, CheckOutcome::kFail);
+  EXPECT_THAT(c->message, HasSubstr("ncll, after document"));
+  EXPECT_THAT(c->message, HasSubstr("fused step vs accumulate + commit: raw["));
+  // Everything else passes: only the fused step is wrong (the train-* checks
+  // and the others run it too, and see a model that is merely rounded
+  // differently).
   EXPECT_EQ(r.Count(CheckOutcome::kFail), 1u) << Describe(r);
 }
 

@@ -527,6 +527,79 @@ void CheckFrozenScore(Checks& checks, const Model& m, const std::vector<Document
   checks.Pass(name);
 }
 
+// fused-step (only for families with ABI 1.7 fused_step): one pass with each
+// built-in loss on two models made alike, one learner using the fused step
+// and one calling accumulate + apply + commit; after every document the
+// statistics and block maps are the same bit for bit, and at the end the
+// exported caches and every score.
+void CheckFusedStep(Checks& checks, const PluginRegistry& registry, std::shared_ptr<const Plugin> family,
+                    const ModelSchema& schema, const std::vector<DocumentBuffer>& docs, uint64_t seed) {
+  const std::string name = "fused-step";
+  uint64_t fused = 0, steps = 0;
+  std::string losses;
+  for (const std::string& loss_name : {std::string("nll"), std::string("ncll"), std::string("hinge")}) {
+    auto loss = registry.FindByName(loss_name, TRIB_KIND_LOSS);
+    if (!loss.ok()) continue;
+    std::unique_ptr<Model> models[2];
+    std::unique_ptr<SdemLearner> learners[2];
+    bool refused = false;
+    for (int i = 0; i < 2 && !refused; ++i) {
+      auto m = Model::Create(family, *loss, schema, {}, seed);
+      if (!m.ok()) return checks.Fail(name, loss_name + ": " + m.status().ToString());
+      models[i] = std::move(m).value();
+      models[i]->learner_state().effective_size = static_cast<double>(std::max<size_t>(1, docs.size()));
+      auto l = SdemLearner::Create(models[i].get(), seed);
+      if (!l.ok()) {
+        refused = true;  // (the loss does not train this family: train-<loss> says so)
+        break;
+      }
+      learners[i] = std::move(l).value();
+      learners[i]->set_use_fused_step(i == 0);
+    }
+    if (refused) continue;
+    const std::string at = loss_name + ", ";
+    for (size_t d = 0; d < docs.size(); ++d) {
+      const Status a = learners[0]->Learn(docs[d].View());
+      const Status b = learners[1]->Learn(docs[d].View());
+      if (a.ok() != b.ok()) {
+        return checks.Fail(
+            name, at + docs[d].Name() + ": fused step " + a.ToString() + ", accumulate + commit " + b.ToString());
+      }
+      if (!a.ok()) break;  // (both refused: train-<loss> reports it)
+      ++steps;
+      std::string diff = DiffBlocks(models[0]->stats().blocks(), models[1]->stats().blocks());
+      if (diff.empty()) diff = Diff("raw", models[0]->stats().raw(), models[1]->stats().raw());
+      if (diff.empty()) {
+        // Same values are not enough: the same bits (a -0 for a +0 would do).
+        const auto& ra = models[0]->stats().raw();
+        if (std::memcmp(ra.data(), models[1]->stats().raw().data(), ra.size() * sizeof(double)) != 0) {
+          diff = "raw differs in its bits";
+        }
+      }
+      if (!diff.empty()) {
+        return checks.Fail(name, at + "after " + docs[d].Name() + ": fused step vs accumulate + commit: " + diff);
+      }
+    }
+    fused += learners[0]->fused_steps();
+    if (HasCache(*models[0])) {
+      auto ca = ExportCache(*models[0]), cb = ExportCache(*models[1]);
+      if (!ca.ok() || !cb.ok()) return checks.Fail(name, at + (!ca.ok() ? ca : cb).status().ToString());
+      std::string diff = Diff("cache", *ca, *cb);
+      if (!diff.empty()) return checks.Fail(name, at + "fused step vs accumulate + commit: " + diff);
+    }
+    auto sa = ScoreAll(*models[0], docs, seed), sb = ScoreAll(*models[1], docs, seed);
+    if (!sa.ok() || !sb.ok()) return checks.Fail(name, at + (!sa.ok() ? sa : sb).status().ToString());
+    std::string diff = Diff("score", *sa, *sb);
+    if (!diff.empty()) return checks.Fail(name, at + "fused step vs accumulate + commit: " + diff);
+    losses += (losses.empty() ? "" : ", ") + loss_name;
+  }
+  if (fused == 0) {
+    return checks.Fail(name, "the family has fused_step but no step used it (" + std::to_string(steps) +
+                                 " steps with " + (losses.empty() ? std::string("no loss") : losses) + ")");
+  }
+  checks.Pass(name);
+}
+
 void CheckFamily(const PluginRegistry& registry, std::shared_ptr<const Plugin> family,
                  const PluginCheckOptions& options, PluginCheckReport* report) {
   Checks checks{report};
@@ -660,10 +733,14 @@ void CheckFamily(const PluginRegistry& registry, std::shared_ptr<const Plugin> f
     if (loss_name != "sep") CheckAddClass(checks, registry, family, loss_name, schema->schema, docs, options.seed);
   }
   for (auto& r : train_results) report->checks.push_back(std::move(r));
+  if (trained && family->family().fused_step != nullptr) {
+    CheckFusedStep(checks, registry, family, schema->schema, docs, options.seed);
+  }
   if (trained) {
     CheckConcurrentScore(checks, *trained, docs, options.seed, options.threads);
     if (family->family().freeze != nullptr) CheckFrozenScore(checks, *trained, docs, options.seed);
   } else {
+    if (family->family().fused_step != nullptr) checks.Skip("fused-step", no_model);
     checks.Skip("concurrent-score", no_model);
     if (family->family().freeze != nullptr) checks.Skip("frozen-score", no_model);
   }

@@ -110,10 +110,53 @@ int SdemLearner::GrowDelta(trib_delta* d, size_t min_capacity) {
   return TRIB_OK;
 }
 
+int SdemLearner::GrowLog(trib_step_log* log, size_t min_runs, size_t min_values) {
+  auto* self = static_cast<SdemLearner*>(log->host);
+  try {
+    if (min_runs > log->run_capacity) {
+      const size_t cap = std::max(min_runs, log->run_capacity * 2);
+      self->log_start_.resize(cap);
+      self->log_length_.resize(cap);
+      log->run_capacity = cap;
+    }
+    if (min_values > log->value_capacity) {
+      const size_t cap = std::max(min_values, log->value_capacity * 2);
+      self->old_raw_.resize(cap);
+      log->value_capacity = cap;
+    }
+  } catch (...) {
+    return TRIB_ERR_NO_MEMORY;
+  }
+  log->start = self->log_start_.data();
+  log->length = self->log_length_.data();
+  log->old_raw = self->old_raw_.data();
+  return TRIB_OK;
+}
+
 Status SdemLearner::Undo(const trib_delta& delta, const Status& cause) {
+  std::vector<double>& raw = model_->stats().raw();
+  for (size_t j = 0; j < delta.size; ++j) raw[delta.index[j]] = old_raw_[j];
+  return RestoreBlocksAndRebuild(cause);
+}
+
+Status SdemLearner::UndoLog(const trib_step_log& log, const Status& cause) {
+  std::vector<double>& raw = model_->stats().raw();
+  const uint64_t size = raw.size();
+  size_t v = 0;
+  for (size_t r = 0; r < log.runs && v < log.values; ++r) {
+    // (A run past the statistics or the values logged is a family's bug:
+    // what lies inside is restored, the rest cannot have been written.)
+    const uint64_t first = log.start[r];
+    const uint64_t len = std::min<uint64_t>({log.length[r], log.values - v, first < size ? size - first : 0});
+    std::copy(log.old_raw + v, log.old_raw + v + len, raw.begin() + static_cast<std::ptrdiff_t>(first));
+    v += log.length[r];
+  }
+  return RestoreBlocksAndRebuild(cause);
+}
+
+Status SdemLearner::RestoreBlocksAndRebuild(const Status& cause) {
   Model& m = *model_;
   std::vector<double>& raw = m.stats().raw();
-  for (size_t j = 0; j < delta.size; ++j) raw[delta.index[j]] = old_raw_[j];
   for (const auto& [b, values] : restarted_raw_) {
     std::copy(values.begin(), values.end(), raw.begin() + static_cast<std::ptrdiff_t>(saved_blocks_[b].offset));
   }
@@ -129,6 +172,20 @@ Status SdemLearner::Undo(const trib_delta& delta, const Status& cause) {
 
 Status SdemLearner::Fail(const trib_document& doc, const Status& st) const {
   return st.WithContext(DocumentName(doc.index, doc.id ? doc.id : ""));
+}
+
+void SdemLearner::FinishStep(const std::vector<double>& factors, double c, double rho) {
+  LearnerState& ls = model_->learner_state();
+  ++ls.updates;
+  if (trace_ != nullptr) {
+    ++trace_->steps;
+    trace_->gradient |= c == 0;
+    const double prior_step = rho / ls.effective_size;
+    for (size_t b = 0; b < factors.size(); ++b) {
+      trace_->decay[b] *= factors[b];
+      trace_->offset[b] = factors[b] * trace_->offset[b] + prior_step;
+    }
+  }
 }
 
 Status SdemLearner::Learn(const trib_document& labelled_doc, LearnOutcome* outcome) {
@@ -197,17 +254,30 @@ Status SdemLearner::Learn(const trib_document& labelled_doc, LearnOutcome* outco
       for (auto& w : weights_) w *= dw;
     }
   }
-  // 3. Expected statistics.
-  trib_delta delta{delta_index_.data(), delta_value_.data(), 0, delta_index_.size(), this, &GrowDelta};
-  trib_stats view = m.stats().View();
-  rc = m.family().family().accumulate(m.family_model(), &view, state_->get(), &doc, weights_.data(), &delta, &err);
-  if (rc != TRIB_OK) return Fail(doc, PluginStatus(rc, err, m.family(), "accumulate"));
-  const uint64_t size = m.stats().size();
-  // (Indices < size and finite values: checked while the delta is applied.)
-  // 4. Apply (eq. 15 / Table 1), lazily per block.
   LearnerState& ls = m.learner_state();
   const double n = ls.effective_size;
   auto& blocks = m.stats().mutable_blocks();
+  // The family's fused step (ABI 1.7) replaces steps 3, 5 and 6 unless a
+  // block re-materialises (then rebuild, not commit, follows the apply).
+  const auto fused = m.family().family().fused_step;
+  bool use_fused = fused != nullptr && use_fused_;
+  for (size_t b = 0; b < blocks.size() && use_fused; ++b) {
+    const double f = 1.0 - rho * (c + blocks[b].nu / n);
+    use_fused = !(f <= 0 || blocks[b].scale * f < kMinScale);
+  }
+  // 3. Expected statistics (with the statistics as score() saw them).
+  trib_delta delta{delta_index_.data(), delta_value_.data(), 0, delta_index_.size(), this, &GrowDelta};
+  trib_stats view;
+  if (!use_fused) {
+    view = m.stats().View();
+    rc = m.family().family().accumulate(m.family_model(), &view, state_->get(), &doc, weights_.data(), &delta, &err);
+    if (rc != TRIB_OK) return Fail(doc, PluginStatus(rc, err, m.family(), "accumulate"));
+  }
+  const uint64_t size = m.stats().size();
+  // (Indices < size and finite values: checked while the delta is applied.)
+  // 4. The block maps (eq. 15 / Table 1: every statistic decays by
+  // f = 1 - rho (c + nu / n) and gains the prior's rho abar / n), lazily:
+  // the blocks' scale and shift.
   factors_.resize(blocks.size());
   materialize_.assign(blocks.size(), 0);
   // Kept so that a failing commit or rebuild can be undone (O(blocks); a
@@ -234,7 +304,61 @@ Status SdemLearner::Learn(const trib_document& labelled_doc, LearnOutcome* outco
       blocks[b].shift = blocks[b].shift * f + rho / n;
     }
   }
-  // raw += rho delta / scale, entry by entry: the block's bounds and factor
+  trib_step step{rho, n, c, ls.updates};
+  if (use_fused) {
+    // 5'. The family's fused step: the expected statistics added to raw, its
+    // check-step and caches in one pass (ABI 1.7), every run it wrote logged.
+    block_mult_.resize(blocks.size());
+    for (size_t b = 0; b < blocks.size(); ++b) block_mult_[b] = rho / blocks[b].scale;
+    if (old_raw_.empty()) old_raw_.resize(1024);
+    if (log_start_.empty()) {
+      log_start_.resize(256);
+      log_length_.resize(256);
+    }
+    trib_step_log log{
+        log_start_.data(), log_length_.data(), 0, log_start_.size(), old_raw_.data(), 0, old_raw_.size(), this,
+        &GrowLog};
+    view = m.stats().View();
+    rc = fused(m.family_model(), &view, state_->get(), &doc, weights_.data(), block_mult_.data(), &step, &log, &err);
+    // The pages written, noted run by run (a run inside the statistics, of
+    // at most a page, as a family's rows are: two stores). A run outside the
+    // statistics or a log past its room is the family's bug: refused (what
+    // lies inside is restored).
+    bool bad_log = log.runs > log.run_capacity || log.values > log.value_capacity;
+    log.runs = std::min(log.runs, log.run_capacity);
+    log.values = std::min(log.values, log.value_capacity);
+    SufficientStats& stats = m.stats();
+    for (size_t r = 0; r < log.runs; ++r) {
+      const uint64_t first = log.start[r], len = log.length[r];
+      if (first >= size || len > size - first) {
+        bad_log = true;
+        break;
+      }
+      if (len - 1 < (uint64_t{1} << SufficientStats::kPageShift)) {
+        stats.NoteWrittenShort(first, first + len);
+      } else {
+        stats.NoteWritten(first, first + len);
+      }
+    }
+    if (rc != TRIB_OK || bad_log) {
+      const Status cause = rc != TRIB_OK ? PluginStatus(rc, err, m.family(), "fused_step")
+                                         : Status::PluginError("family '" + m.family().name +
+                                                               "' logged a run outside the statistics or past the "
+                                                               "room of its step log");
+      // (Pages noted for a step undone only make a publication copy them.)
+      return Fail(doc, UndoLog(log, cause));
+    }
+    FinishStep(factors_, c, rho);
+    ++fused_steps_;
+    if (outcome) {
+      outcome->loss_value = loss_value;
+      outcome->predicted = best;
+      outcome->rho = rho;
+      outcome->delta_entries = log.values;
+    }
+    return Status::OK();
+  }
+  // 5. Apply: raw += rho delta / scale, entry by entry: the block's bounds and factor
   // rho / scale are looked up only when the block changes (the delta runs
   // through one block at a time), and contiguous runs of indices (a family's
   // rows) take a loop the compiler vectorises.
@@ -299,10 +423,9 @@ Status SdemLearner::Learn(const trib_document& labelled_doc, LearnOutcome* outco
     }
     return Fail(doc, Status::Internal("delta check failed without a bad entry"));  // (unreachable)
   }
-  // 5. Check-step and caches. On failure the step is undone: the model is
+  // 6. Check-step and caches. On failure the step is undone: the model is
   // as before the document (statistics bit for bit; the family's caches
   // rebuilt from them, since a failing call may have half-updated them).
-  trib_step step{rho, n, c, ls.updates};
   if (any_materialized) {
     ++ls.materializations;
     Status st = m.Rebuild(step);
@@ -315,16 +438,7 @@ Status SdemLearner::Learn(const trib_document& labelled_doc, LearnOutcome* outco
     rc = m.family().family().commit(m.family_model(), &view, delta.index, old_raw_.data(), delta.size, &step, &err);
     if (rc != TRIB_OK) return Fail(doc, Undo(delta, PluginStatus(rc, err, m.family(), "commit")));
   }
-  ++ls.updates;
-  if (trace_ != nullptr) {
-    ++trace_->steps;
-    trace_->gradient |= c == 0;
-    const double prior_step = rho / n;
-    for (size_t b = 0; b < factors_.size(); ++b) {
-      trace_->decay[b] *= factors_[b];
-      trace_->offset[b] = factors_[b] * trace_->offset[b] + prior_step;
-    }
-  }
+  FinishStep(factors_, c, rho);
   if (outcome) {
     outcome->loss_value = loss_value;
     outcome->predicted = best;

@@ -670,6 +670,150 @@ int Commit(trib_family_model* mm, trib_stats* s, const uint64_t* idx, const doub
   return TRIB_OK;
 }
 
+// ---- The fused step (ABI 1.7) ------------------------------------------------
+//
+// Accumulate, the engine's apply (raw[i] += d_i rho / scale_b,
+// lib/src/sdem_learner.cc) and Commit in one pass over each row the document
+// touches: the same operations in the same order on every entry, so the
+// statistics and totals come out bit for bit as the three calls leave them
+// (plugin-check 'fused-step'), without the (index, value) delta, its second
+// read and the engine's copy of the old values that Commit reads back. Under
+// NCLL every class moves (K (T + 1) entries a document), which made those
+// three passes about half of a training step.
+
+// The bits of a not-finite double set bit 63 of (bits & exp) + one exponent
+// step (see sdem_learner.cc): OR-ed over the entries, one test at the end.
+constexpr uint64_t kExpBits = 0x7ff0000000000000ull, kExpOne = 0x0010000000000000ull;
+inline uint64_t NonFiniteBit(double v) {
+  uint64_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  return (bits & kExpBits) + kExpOne;
+}
+
+int FusedStep(trib_family_model* mm, trib_stats* s, trib_family_state*, const trib_document* d, const double* w,
+              const double* block_mult, const trib_step* step, trib_step_log* log, trib_error* err) {
+  Model* m = M(mm);
+  const uint32_t K = m->K, S = m->S, T = d->num_terms;
+  uint32_t active[64];
+  std::vector<uint32_t> active_big;
+  uint32_t* act = active;
+  if (K > 64) {
+    active_big.resize(K);
+    act = active_big.data();
+  }
+  uint32_t na = 0;
+  for (uint32_t k = 0; k < K; ++k) {
+    act[na] = k;
+    na += w[k] != 0.0;
+  }
+  if (na == 0) return TRIB_OK;
+  const bool dense = na == K;
+  const size_t runs = dense ? static_cast<size_t>(T) + 1 : static_cast<size_t>(na) * (T + 1);
+  const size_t values = static_cast<size_t>(na) * (T + 1);
+  if ((log->runs + runs > log->run_capacity || log->values + values > log->value_capacity) &&
+      log->grow(log, log->runs + runs, log->values + values) != 0) {
+    return Fail(err, TRIB_ERR_NO_MEMORY, "cannot grow the step log to %zu entries", log->values + values);
+  }
+  uint64_t* __restrict start = log->start + log->runs;
+  uint64_t* __restrict length = log->length + log->runs;
+  double* __restrict old = log->old_raw + log->values;
+  double* __restrict raw = s->raw;
+  double* __restrict total = m->raw_word_total.data();
+  double class_total = m->raw_class_total;
+  const bool prior_floor = m->prior_floor && step->c == 0.0;
+  const double cfloor = prior_floor ? 0.0 : -s->blocks[0].alpha_bar;
+  const double wfloor = prior_floor ? 0.0 : -s->blocks[1].alpha_bar;
+  const double cmult = block_mult[0], wmult = block_mult[1];
+  uint64_t nonfinite = 0;
+  size_t r = 0;
+  if (dense) {
+    // The class row as Commit's whole-run path sums it: two lanes, then the
+    // odd class.
+    start[r] = 0;
+    length[r++] = K;
+    v2d change = Splat(0.0);
+    uint32_t k = 0;
+    for (; k + 2 <= K; k += 2) {
+      const v2d o = Load2(raw + k);
+      std::memcpy(old + k, &o, sizeof o);
+      const v2d dv = Load2(w + k);
+      v2d v = o + dv * Splat(cmult);
+      v = v > Splat(cfloor) ? v : Splat(cfloor);
+      std::memcpy(raw + k, &v, sizeof v);
+      change += v - o;
+      nonfinite |= NonFiniteBit(dv[0]) | NonFiniteBit(dv[1]);
+    }
+    double c = change[0] + change[1];
+    if (k < K) {
+      old[k] = raw[k];
+      const double v = ClampAbove(raw[k] + w[k] * cmult, cfloor);
+      raw[k] = v;
+      c += v - old[k];
+      nonfinite |= NonFiniteBit(w[k]);
+    }
+    class_total += c;
+    old += K;
+    for (uint32_t j = 0; j < T; ++j) {
+      const uint64_t row = m->word_offset + static_cast<uint64_t>(d->term_ids[j]) * S;
+      const double n = d->term_counts[j];
+      start[r] = row;
+      length[r++] = K;
+      double* __restrict rr = raw + row;
+      for (uint32_t q = 0; q < K; ++q) {
+        const double o = rr[q];
+        const double dv = w[q] * n;
+        double v = o + dv * wmult;
+        v = v > wfloor ? v : wfloor;
+        old[q] = o;
+        rr[q] = v;
+        total[q] += v - o;
+        nonfinite |= NonFiniteBit(dv);
+      }
+      old += K;
+    }
+  } else {
+    // Entry by entry, as Commit takes a delta that is not whole rows.
+    for (uint32_t a = 0; a < na; ++a) {
+      const uint32_t k = act[a];
+      start[r] = k;
+      length[r++] = 1;
+      const double o = raw[k];
+      *old++ = o;
+      const double v = ClampAbove(o + w[k] * cmult, cfloor);
+      raw[k] = v;
+      class_total += v - o;
+      nonfinite |= NonFiniteBit(w[k]);
+    }
+    for (uint32_t j = 0; j < T; ++j) {
+      const uint64_t row = m->word_offset + static_cast<uint64_t>(d->term_ids[j]) * S;
+      const double n = d->term_counts[j];
+      for (uint32_t a = 0; a < na; ++a) {
+        const uint32_t k = act[a];
+        start[r] = row + k;
+        length[r++] = 1;
+        const double o = raw[row + k];
+        *old++ = o;
+        const double dv = w[k] * n;
+        const double v = ClampAbove(o + dv * wmult, wfloor);
+        raw[row + k] = v;
+        total[k] += v - o;
+        nonfinite |= NonFiniteBit(dv);
+      }
+    }
+  }
+  log->runs += r;
+  log->values += values;
+  m->raw_class_total = class_total;
+  if ((nonfinite >> 63) != 0) {
+    for (uint32_t k = 0; k < K; ++k) {
+      if (!std::isfinite(w[k]))
+        return Fail(err, TRIB_ERR_NUMERIC, "expected statistics are not finite (class %u's weight %g)", k, w[k]);
+    }
+    return Fail(err, TRIB_ERR_NUMERIC, "expected statistics are not finite (a weight times a count overflows)");
+  }
+  return TRIB_OK;
+}
+
 // ---- Naive Bayes (labelled classes) ------------------------------------------
 
 int GrowClasses(const trib_family_model* om, const trib_stats* os, trib_family_model* nm, trib_stats* ns,
@@ -855,6 +999,7 @@ int Init(Variant variant, const trib_host_api* host, trib_plugin_vtable* out, tr
   v.score = Score;
   v.accumulate = Accumulate;
   v.commit = Commit;
+  v.fused_step = FusedStep;
   v.export_cache = ExportCache;
   v.import_cache = ImportCache;
   v.add_terms = AddTerms;

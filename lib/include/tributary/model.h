@@ -88,6 +88,12 @@ class SufficientStats {
     const uint64_t last = (end - 1) >> kPageShift;
     for (uint64_t p = first >> kPageShift; p <= last; ++p) page_epoch_[p] = epoch_;
   }
+  // The same for a run of at most 2^kPageShift entries (it spans one or two
+  // pages): two stores, no loop. REQUIRES: first < end <= first + 2^kPageShift.
+  void NoteWrittenShort(uint64_t first, uint64_t end) {
+    page_epoch_[first >> kPageShift] = epoch_;
+    page_epoch_[(end - 1) >> kPageShift] = epoch_;
+  }
   void NoteAllWritten() { all_epoch_ = epoch_; }
   // The epoch writes are stamped with now; NextEpoch starts a new one (a copy
   // made now holds every write stamped <= epoch()).

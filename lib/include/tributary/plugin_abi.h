@@ -68,8 +68,9 @@ extern "C" {
  * in place (trib_schema.class_capacity, add_class); 1.5 terms added to an
  * open vocabulary (trib_schema.vocab_capacity, add_terms, grow_terms); 1.6
  * frozen scoring (freeze, frozen_destroy, score_frozen) and a family's
- * defaults under a gradient loss (gradient_lambda, gradient_prior). */
-#define TRIB_ABI_MINOR 6u
+ * defaults under a gradient loss (gradient_lambda, gradient_prior); 1.7 the
+ * fused step (fused_step, trib_step_log). */
+#define TRIB_ABI_MINOR 7u
 #define TRIB_PLUGIN_MAGIC 0x54524942u /* "TRIB" */
 
 #if defined(_WIN32)
@@ -256,6 +257,24 @@ typedef struct trib_delta {
   void* host;
   int (*grow)(struct trib_delta* self, size_t min_capacity); /* 0 on success */
 } trib_delta;
+
+/* ABI 1.7: what a family's fused_step wrote, for the host to undo the step
+ * and to note the pages written: runs of consecutive statistics
+ * [start[r], start[r] + length[r]) in the order written, and their raw values
+ * before the step, run after run, in old_raw (values entries). Runs must not
+ * overlap. The family reserves room with grow() (the host's; 0 on success;
+ * it may move the three arrays) and appends. */
+typedef struct trib_step_log {
+  uint64_t* start;
+  uint64_t* length;
+  size_t runs;
+  size_t run_capacity;
+  double* old_raw;
+  size_t values;
+  size_t value_capacity;
+  void* host;
+  int (*grow)(struct trib_step_log* self, size_t min_runs, size_t min_values); /* 0 on success */
+} trib_step_log;
 
 static inline int trib_delta_push(trib_delta* d, uint64_t index, double value) {
   if (d->size == d->capacity && d->grow(d, d->size + 1) != 0) return TRIB_ERR_NO_MEMORY;
@@ -517,6 +536,30 @@ typedef struct trib_family_vtable {
    * finite and >= 0; gradient_prior a value the family's create accepts. */
   double gradient_lambda;
   const char* gradient_prior;
+
+  /* ---- ABI 1.7: the fused step ---- */
+
+  /* Optional (NULL: the host calls accumulate, applies the delta and calls
+   * commit). accumulate, the engine's apply and commit in one pass over the
+   * statistics, for a step that re-materialises no block (the host calls
+   * accumulate / rebuild for those): called right after score() on the same
+   * document with the same state, after the engine has updated every block's
+   * scale and shift for the step. For every entry d_i that accumulate would
+   * write with these weights, the family adds block_mult[b] * d_i to raw[i]
+   * (b the block of i; block_mult[b] = rho / scale_b, computed as the host
+   * computes it, so that raw[i] += d_i * block_mult[b] rounds as the host's
+   * apply does), then applies commit's check-step and cache updates, in
+   * accumulate's order, logging each run it writes in `log` before writing
+   * it. The result (raw, caches, and so every later score) must be bit for
+   * bit what accumulate + apply + commit give: plugin-check's 'fused-step'
+   * runs both on copies of a model and compares. Errors: an entry d_i not
+   * finite is TRIB_ERR_NUMERIC (naming it); on any error the host restores
+   * the logged runs and the blocks and calls rebuild (the family's caches are
+   * recomputed), so the family may stop anywhere as long as every write so
+   * far is logged. Cost proportional to the entries, as accumulate's. */
+  int (*fused_step)(trib_family_model* model, trib_stats* stats, trib_family_state* state, const trib_document* doc,
+                    const double* weights, const double* block_mult, const trib_step* step, trib_step_log* log,
+                    trib_error* err);
 } trib_family_vtable;
 
 #define TRIB_OUTPUTS_CLASSES 0u

@@ -54,6 +54,12 @@ class SdemLearner {
   // none). REQUIRES: trace sized for the model's blocks (BlockTrace::Reset).
   void set_trace(BlockTrace* trace) { trace_ = trace; }
   Model* model() { return model_; }
+  // Whether a family's fused_step (ABI 1.7) replaces accumulate + apply +
+  // commit (default true; its result is the same bit for bit). plugin-check
+  // turns it off to compare the two.
+  void set_use_fused_step(bool on) { use_fused_ = on; }
+  // Steps taken by the family's fused step so far.
+  uint64_t fused_steps() const { return fused_steps_; }
 
  private:
   SdemLearner() = default;
@@ -62,12 +68,21 @@ class SdemLearner {
   // the family's caches; returns `cause` (or an internal error if even that
   // fails).
   Status Undo(const trib_delta& delta, const Status& cause);
+  // The same for a fused step: its log holds what it wrote.
+  Status UndoLog(const trib_step_log& log, const Status& cause);
+  Status RestoreBlocksAndRebuild(const Status& cause);
+  // Counts the step and records it in the trace.
+  void FinishStep(const std::vector<double>& factors, double c, double rho);
   static int GrowDelta(trib_delta* d, size_t min_capacity);
+  static int GrowLog(trib_step_log* log, size_t min_runs, size_t min_values);
 
   Model* model_ = nullptr;
   BlockTrace* trace_ = nullptr;
   std::unique_ptr<ScoringState> state_;
-  std::vector<double> scores_, weights_, factors_, old_raw_;
+  bool use_fused_ = true;
+  uint64_t fused_steps_ = 0;
+  std::vector<double> scores_, weights_, factors_, old_raw_, block_mult_;
+  std::vector<uint64_t> log_start_, log_length_;  // a fused step's runs (old values in old_raw_)
   std::vector<uint64_t> delta_index_;
   std::vector<double> delta_value_;
   std::vector<char> materialize_;
