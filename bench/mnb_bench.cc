@@ -4,6 +4,10 @@
 //   BM_MnbPredictFrozen  the same through a Predictor's frozen table (ABI 1.6)
 //   BM_SdemLearn    one SdemLearner::Learn step (score, loss weights,
 //                   accumulate, lazy update, commit) for nll / ncll / hinge
+//   BM_LivePredict  LiveModel::Reader::Predict (live_model.h) on 1 and 2
+//                   reader threads while a learner thread learns (NCLL) the
+//                   whole time: documents/s summed over the readers (real
+//                   time), and the learner's documents/s meanwhile
 // Documents come from a fixed-seed generator shaped like
 // bench/gen_synthetic.py; each benchmark cycles through 2^16 of them, so at
 // 1M terms the touched rows do not fit in the caches (as in a real stream).
@@ -16,15 +20,21 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tributary/document.h"
+#include "tributary/live_model.h"
 #include "tributary/model.h"
 #include "tributary/plugin_registry.h"
 #include "tributary/predictor.h"
@@ -275,6 +285,72 @@ void BM_Publish(benchmark::State& state) {
 // machine may be shared), next to Google Benchmark's mean/median/stddev.
 double MinOf(const std::vector<double>& v) { return v.empty() ? 0.0 : *std::min_element(v.begin(), v.end()); }
 
+// The embedding handle: the trained model in a LiveModel (publishing every
+// 256 documents); thread 0 runs a learner thread over the same documents for
+// the whole timing.
+struct LiveBench {
+  std::unique_ptr<LiveModel> live;
+  std::thread learner;
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> learned{0};
+  void Start(const std::vector<DocumentBuffer>& docs) {
+    stop = false;
+    learned = 0;
+    learner = std::thread([this, &docs] {
+      size_t i = 0;
+      while (!stop.load(std::memory_order_relaxed)) {
+        Status s = live->Learn(docs[i].View());
+        if (!s.ok()) Die(s.ToString());
+        i = (i + 1) % kRing;
+        learned.fetch_add(1, std::memory_order_relaxed);
+      }
+    });
+  }
+  void Stop() {
+    stop = true;
+    if (learner.joinable()) learner.join();
+  }
+  ~LiveBench() { Stop(); }
+};
+
+LiveBench& Live(uint64_t V) {
+  static std::mutex mu;
+  static std::map<uint64_t, std::unique_ptr<LiveBench>> all;
+  std::lock_guard<std::mutex> l(mu);
+  auto& b = all[V];
+  if (!b) {
+    b = std::make_unique<LiveBench>();
+    auto live = LiveModel::Create(TrainedModel(V, Docs(V)), LiveModelOptions{});
+    if (!live.ok()) Die(live.status().ToString());
+    b->live = std::move(live).value();
+  }
+  return *b;
+}
+
+void BM_LivePredict(benchmark::State& state) {
+  const uint64_t V = static_cast<uint64_t>(state.range(0));
+  const auto& docs = Docs(V);
+  LiveBench& bench = Live(V);
+  auto reader = bench.live->NewReader();
+  if (!reader.ok()) Die(reader.status().ToString());
+  if (state.thread_index() == 0) bench.Start(docs);
+  LivePrediction p;
+  size_t i = static_cast<size_t>(state.thread_index()) * 7919;
+  const auto start = std::chrono::steady_clock::now();
+  for (auto _ : state) {
+    Status s = (*reader)->Predict(docs[i % kRing].View(), &p);
+    benchmark::DoNotOptimize(s);
+    benchmark::DoNotOptimize(p.scores.data());
+    ++i;
+  }
+  if (state.thread_index() == 0) {
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    bench.Stop();
+    state.counters["learned_per_s"] = static_cast<double>(bench.learned.load()) / seconds;
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));
+}
+
 BENCHMARK(BM_MnbScore)
     ->ArgNames({"vocab", "counts"})
     ->ArgsProduct({{10000, 1000000}, {0, 1}})
@@ -295,6 +371,7 @@ BENCHMARK_CAPTURE(BM_SdemLearn, hinge, std::string("hinge"))
     ->ArgNames({"vocab", "counts"})
     ->ArgsProduct({{10000, 1000000}, {0, 1}})
     ->ComputeStatistics("min", MinOf);
+BENCHMARK(BM_LivePredict)->ArgName("vocab")->Arg(10000)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_Publish)
     ->ArgNames({"vocab", "refresh"})
     ->ArgsProduct({{10000, 1000000}, {0, 1}})

@@ -47,7 +47,8 @@ if [[ "${1:-}" != "--no-sanitizers" ]]; then
   # committer, learner, concurrent clients; tests/trainer_test.cc: candidates
   # learning in parallel; tests/parallel_test.cc and the threads part of
   # tests/distributed_test.cc: train --threads, shards learning on threads
-  # and composing the statistics slice by slice). Any report fails the run.
+  # and composing the statistics slice by slice; tests/live_model_test.cc: the
+  # embedding handle's learner and readers at once). Any report fails the run.
   # BOOST_ASIO_DISABLE_FENCED_BLOCK: TSan does not model standalone fences
   # (GCC rejects them with -Werror=tsan); Asio's handler fences duplicate the
   # synchronisation of its scheduler's mutexes, which TSan does see. Defined
@@ -59,9 +60,9 @@ if [[ "${1:-}" != "--no-sanitizers" ]]; then
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRIBUTARY_BUILD_BENCH=OFF "${san_flags[@]}" \
     -DTRIBUTARY_SANITIZE=thread -DCMAKE_CXX_FLAGS=-DBOOST_ASIO_DISABLE_FENCED_BLOCK -DTRIBUTARY_MPI=OFF >/dev/null
   cmake --build build-tsan -j "$jobs" --target server_test server_http_test server_source_test trainer_test \
-    parallel_test distributed_test
+    parallel_test distributed_test live_model_test
   (cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 history_size=4" \
-    ctest --output-on-failure -j "$jobs" -R 'Server|TrainerTest|ParallelLearnerTest|DistributedTest[.]Nll' -E 'Kafka')
+    ctest --output-on-failure -j "$jobs" -R 'Server|TrainerTest|ParallelLearnerTest|DistributedTest[.]Nll|LiveModelTest' -E 'Kafka')
 
   # Fuzz targets (docs/fuzzing.md): the saved findings and seeds, then 20 s
   # of new inputs per target, under libFuzzer + ASan + UBSan (clang-14).

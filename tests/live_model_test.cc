@@ -1,0 +1,397 @@
+// LiveModel (live_model.h): learning and predicting at once on one handle.
+// The central test runs a learner thread and two reader threads for about two
+// seconds and then replays the stream offline: every prediction must equal
+// the offline model's at the version it names, bit for bit. Run under
+// ThreadSanitizer in CI (.ci/run's TSan build runs this binary).
+#include "tributary/live_model.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "test_util.h"
+#include "tributary/input_document.h"
+#include "tributary/learner.h"
+
+namespace tributary {
+namespace {
+
+constexpr uint32_t kTerms = 400, kClasses = 4;
+
+ModelSchema Schema() {
+  auto s = ModelSchema::FromProto(testing::TextSchema(kTerms, kClasses));
+  EXPECT_TRUE(s.ok());
+  return std::move(s).value();
+}
+
+std::unique_ptr<Model> NewModel(const std::string& loss = "ncll") {
+  auto m = Model::Create(testing::BuiltinFamily("multinomial"), testing::BuiltinLoss(loss), Schema(), {}, 1);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  (*m)->learner_state().effective_size = 1000;
+  return std::move(m).value();
+}
+
+// Class k prefers terms [k * 100, k * 100 + 100).
+std::vector<DocumentBuffer> Stream(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<DocumentBuffer> docs;
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t y = static_cast<int64_t>(rng() % kClasses);
+    std::vector<std::pair<uint32_t, double>> terms;
+    for (int j = 0; j < 3 + static_cast<int>(rng() % 8); ++j) {
+      const uint32_t t =
+          rng() % 4 != 0 ? static_cast<uint32_t>(y * 100 + rng() % 100) : static_cast<uint32_t>(rng() % kTerms);
+      terms.emplace_back(t, static_cast<double>(1 + rng() % 3));
+    }
+    docs.push_back(testing::MakeDoc(i, y, terms));
+    docs.back().Canonicalize();
+  }
+  return docs;
+}
+
+struct Record {
+  uint64_t version;
+  uint32_t doc;
+  std::vector<double> scores;
+};
+
+// A learner thread and two readers at once for about two seconds; then the
+// offline replay: each recorded prediction equals the offline model's at its
+// version, versions never go back for one reader, and the readers saw many
+// versions (they did not just read the first one).
+TEST(LiveModelTest, EveryPredictionIsTheOfflineModelsAtItsVersion) {
+  const std::vector<DocumentBuffer> docs = Stream(2000, 5);
+  LiveModelOptions opt;
+  opt.publish_every = 7;
+  auto live = LiveModel::Create(NewModel(), opt);
+  ASSERT_TRUE(live.ok()) << live.status().ToString();
+  std::atomic<bool> done{false};
+  std::atomic<uint64_t> learned{0};
+  std::vector<std::vector<Record>> records(2);
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 2; ++r) {
+    readers.emplace_back([&, r] {
+      auto reader = (*live)->NewReader();
+      ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+      std::mt19937_64 rng(100 + r);
+      LivePrediction p;
+      uint64_t last = 0, n = 0;
+      while (!done.load()) {
+        const uint32_t i = static_cast<uint32_t>(rng() % docs.size());
+        ASSERT_TRUE((*reader)->Predict(docs[i].View(), &p).ok());
+        ASSERT_GE(p.version, last);
+        last = p.version;
+        if (++n % 13 == 0 && records[r].size() < 20000) records[r].push_back({p.version, i, p.scores});
+      }
+    });
+  }
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  uint64_t steps = 0;
+  while (std::chrono::steady_clock::now() < until && steps < 200000) {
+    ASSERT_TRUE((*live)->Learn(docs[steps % docs.size()].View()).ok());
+    ++steps;
+  }
+  learned = steps;
+  done = true;
+  for (auto& t : readers) t.join();
+  ASSERT_GT(steps, 100u);
+  EXPECT_EQ((*live)->version(), steps - steps % opt.publish_every);
+
+  // Offline: the same stream learned by a plain Learner, checked at every
+  // version a prediction names.
+  std::multimap<uint64_t, const Record*> by_version;
+  std::map<uint64_t, int> versions;
+  for (const auto& rs : records) {
+    for (const auto& r : rs) {
+      by_version.emplace(r.version, &r);
+      versions[r.version]++;
+    }
+  }
+  ASSERT_GT(by_version.size(), 50u);
+  EXPECT_GT(versions.size(), 5u) << "the readers saw " << versions.size() << " versions";
+  auto offline = NewModel();
+  auto learner = Learner::Create(offline.get(), {});
+  ASSERT_TRUE(learner.ok());
+  auto state = offline->NewScoringState();
+  ASSERT_TRUE(state.ok());
+  std::vector<double> scores(kClasses);
+  uint64_t checked = 0;
+  for (uint64_t v = 0;; ++v) {
+    auto [lo, hi] = by_version.equal_range(v);
+    for (auto it = lo; it != hi; ++it) {
+      ASSERT_EQ(v % opt.publish_every, 0u) << "a version that was never published";
+      ASSERT_TRUE(offline->Score(docs[it->second->doc].View(), state->get(), scores.data()).ok());
+      ASSERT_EQ(std::memcmp(scores.data(), it->second->scores.data(), sizeof(double) * kClasses), 0)
+          << "document " << it->second->doc << " at version " << v;
+      ++checked;
+    }
+    if (v == steps) break;
+    ASSERT_TRUE((*learner)->Learn(docs[v % docs.size()].View()).ok());
+  }
+  EXPECT_EQ(checked, by_version.size());
+  // Publications were refreshed in place (pages), not copied each time, and
+  // the copies stay few.
+  const LiveModel::Stats s = (*live)->stats();
+  EXPECT_GT(s.refreshed, s.publications / 2) << s.publications;
+  EXPECT_LE(s.copies, 6u);
+}
+
+// A snapshot taken while learning and predicting go on holds exactly the
+// published model of the version it reports.
+TEST(LiveModelTest, SnapshotWhileServingIsThePublishedVersion) {
+  const std::vector<DocumentBuffer> docs = Stream(600, 9);
+  LiveModelOptions opt;
+  opt.publish_every = 10;
+  auto live = LiveModel::Create(NewModel(), opt);
+  ASSERT_TRUE(live.ok());
+  const std::string dir = testing::TempDir("live_snapshot");
+  std::atomic<bool> done{false};
+  std::thread learner([&] {
+    for (size_t i = 0; i < docs.size(); ++i) ASSERT_TRUE((*live)->Learn(docs[i].View()).ok());
+    done = true;
+  });
+  std::vector<std::pair<std::string, uint64_t>> saved;
+  while (!done.load() || saved.empty()) {
+    const std::string path = dir + "/s" + std::to_string(saved.size()) + ".trib";
+    uint64_t version = 0;
+    ASSERT_TRUE((*live)->SaveSnapshot(path, &version).ok());
+    saved.emplace_back(path, version);
+  }
+  learner.join();
+  ASSERT_FALSE(saved.empty());
+  auto offline = NewModel();
+  auto l = Learner::Create(offline.get(), {});
+  ASSERT_TRUE(l.ok());
+  uint64_t at = 0;
+  for (const auto& [path, version] : saved) {
+    while (at < version) ASSERT_TRUE((*l)->Learn(docs[at++].View()).ok());
+    auto m = Model::Load(path, testing::BuiltinRegistry());
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    EXPECT_EQ((*m)->learner_state().updates, version);
+    ASSERT_EQ((*m)->stats().size(), offline->stats().size());
+    EXPECT_EQ(std::memcmp((*m)->stats().raw().data(), offline->stats().raw().data(),
+                          offline->stats().size() * sizeof(double)),
+              0)
+        << path;
+  }
+}
+
+// Restore replaces the model: readers move to it with their next prediction,
+// and learning continues from it.
+TEST(LiveModelTest, RestoreMovesReadersToTheNewModel) {
+  const std::vector<DocumentBuffer> docs = Stream(300, 3);
+  auto live = LiveModel::Create(NewModel(), {});
+  ASSERT_TRUE(live.ok());
+  auto reader = (*live)->NewReader();
+  ASSERT_TRUE(reader.ok());
+  for (const auto& d : docs) ASSERT_TRUE((*live)->Learn(d.View()).ok());
+  ASSERT_TRUE((*live)->Publish().ok());
+  LivePrediction before, after;
+  ASSERT_TRUE((*reader)->Predict(docs[0].View(), &before).ok());
+  EXPECT_EQ(before.version, docs.size());
+  // Back to an untrained model: version 0, the prior's uniform scores.
+  ASSERT_TRUE((*live)->Restore(NewModel()).ok());
+  ASSERT_TRUE((*reader)->Predict(docs[0].View(), &after).ok());
+  EXPECT_EQ(after.version, 0u);
+  EXPECT_NE(before.scores, after.scores);
+  for (uint32_t k = 1; k < kClasses; ++k) EXPECT_EQ(after.scores[k], after.scores[0]);
+  ASSERT_TRUE((*live)->Learn(docs[0].View()).ok());
+  ASSERT_TRUE((*live)->Publish().ok());
+  ASSERT_TRUE((*reader)->Predict(docs[0].View(), &after).ok());
+  EXPECT_EQ(after.version, 1u);
+}
+
+// Bad input: a document outside the schema is refused by the reader, naming
+// it; a refused learn leaves the model unchanged; readers are bounded.
+TEST(LiveModelTest, BadInputIsRefusedNamingIt) {
+  LiveModelOptions opt;
+  opt.max_readers = 2;
+  auto live = LiveModel::Create(NewModel(), opt);
+  ASSERT_TRUE(live.ok());
+  auto r1 = (*live)->NewReader();
+  auto r2 = (*live)->NewReader();
+  ASSERT_TRUE(r1.ok() && r2.ok());
+  auto r3 = (*live)->NewReader();
+  ASSERT_FALSE(r3.ok());
+  EXPECT_NE(r3.status().message().find("2 reader slots"), std::string::npos) << r3.status().ToString();
+  r2->reset();  // a slot comes back
+  EXPECT_TRUE((*live)->NewReader().ok());
+
+  DocumentBuffer bad = testing::MakeDoc(7, 0, {{3, 1.0}, {kTerms + 5, 1.0}});
+  bad.id = "doc-7";
+  LivePrediction p;
+  Status st = (*r1)->Predict(bad.View(), &p);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("term id 405 is outside the vocabulary (400 terms)"), std::string::npos) << st.ToString();
+  EXPECT_NE(st.message().find("doc-7"), std::string::npos) << st.ToString();
+
+  DocumentBuffer bad_label = testing::MakeDoc(8, kClasses + 1, {{3, 1.0}});
+  st = (*live)->Learn(bad_label.View());
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("label index 5 >= number of classes 4"), std::string::npos) << st.ToString();
+  ASSERT_TRUE((*live)->Publish().ok());
+  EXPECT_EQ((*live)->version(), 0u);
+
+  LiveModelOptions none;
+  none.max_readers = 0;
+  auto refused = LiveModel::Create(NewModel(), none);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("max_readers"), std::string::npos);
+}
+
+// Documents as a program holds them (input_document.h): text through the
+// library tokenizer learns exactly what the same terms given by name learn;
+// a model with an open vocabulary and open classes grows from them; readers
+// predict from text and name the class.
+TEST(LiveModelTest, LearnsAndPredictsFromText) {
+  v1::Schema proto;
+  proto.set_open_vocabulary(true);
+  proto.set_open_classes(true);
+  auto schema = ModelSchema::FromProto(proto);
+  ASSERT_TRUE(schema.ok()) << schema.status().ToString();
+  auto make = [&] {
+    auto m = Model::Create(testing::BuiltinFamily("multinomial"), testing::BuiltinLoss("nll"), *schema, {}, 1);
+    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    (*m)->learner_state().effective_size = 100;
+    return std::move(m).value();
+  };
+  auto a = LiveModel::Create(make(), {});
+  auto b = LiveModel::Create(make(), {});
+  ASSERT_TRUE(a.ok() && b.ok());
+  const std::vector<std::pair<std::string, std::string>> texts = {
+      {"spam", "Win a FREE prize, win now!"},   {"ham", "Lunch at noon? The usual place."},
+      {"spam", "free money: claim your prize"}, {"ham", "the meeting moved to noon"},
+      {"spam", "WIN win win, free free"},       {"ham", "see you at lunch, usual time"}};
+  InputDocument d;
+  for (int pass = 0; pass < 5; ++pass) {
+    for (const auto& [label, text] : texts) {
+      d.Clear();
+      d.SetId(label + "-" + std::to_string(pass)).AddText(text).SetLabel(label);
+      ASSERT_TRUE((*a)->Learn(d).ok());
+      // The same terms by name, counted by hand (the tokenizer: NFKC_Casefold
+      // of runs of letters and digits).
+      std::map<std::string, double> counts;
+      std::string word;
+      for (char c : text + " ") {
+        if (std::isalnum(static_cast<unsigned char>(c))) {
+          word += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        } else if (!word.empty()) {
+          counts[word] += 1;
+          word.clear();
+        }
+      }
+      d.Clear();
+      d.SetLabel(label);
+      for (const auto& [w, n] : counts) d.AddTerm(w, n);
+      ASSERT_TRUE((*b)->Learn(d).ok());
+    }
+  }
+  ASSERT_TRUE((*a)->Publish().ok() && (*b)->Publish().ok());
+  uint64_t terms_a = 0, terms_b = 0;
+  std::vector<double> raw_a, raw_b;
+  ASSERT_TRUE((*a)->WithModel([&](Model* m) {
+                    terms_a = m->schema().vocab_size();
+                    EXPECT_EQ(m->schema().classes(), (std::vector<std::string>{"spam", "ham"}));
+                    return Status::OK();
+                  })
+                  .ok());
+  ASSERT_TRUE((*b)->WithModel([&](Model* m) {
+                    terms_b = m->schema().vocab_size();
+                    return Status::OK();
+                  })
+                  .ok());
+  EXPECT_EQ(terms_a, terms_b);
+  EXPECT_EQ(terms_a,
+            20u);  // win a free prize now lunch at noon the usual place money claim your meeting moved to see you time
+  auto reader = (*a)->NewReader();
+  ASSERT_TRUE(reader.ok());
+  LivePrediction p;
+  d.Clear();
+  d.AddText("Claim your FREE prize now");
+  ASSERT_TRUE((*reader)->Predict(d, &p).ok());
+  EXPECT_EQ(p.label, "spam");
+  EXPECT_EQ(p.version, 30u);
+  d.Clear();
+  d.AddText("lunch meeting at noon, unknownword");
+  ASSERT_TRUE((*reader)->Predict(d, &p).ok());
+  EXPECT_EQ(p.label, "ham");
+  auto reader_b = (*b)->NewReader();
+  ASSERT_TRUE(reader_b.ok());
+  LivePrediction pb;
+  ASSERT_TRUE((*reader_b)->Predict(d, &pb).ok());
+  EXPECT_EQ(p.scores, pb.scores);  // same vocabulary order, same statistics
+  // A document with nothing the model can read is refused, named.
+  d.Clear();
+  d.SetId("empty-one");
+  Status st = (*a)->Learn(d);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("empty-one"), std::string::npos) << st.ToString();
+}
+
+// Features by name go to the schema's positions; every mistake is refused
+// naming the feature, with expected vs found.
+TEST(InputDocumentTest, FeaturesByNameAndTheirErrors) {
+  v1::Schema proto;
+  proto.add_class_names("a");
+  auto* x = proto.add_features();
+  x->set_name("x");
+  x->set_kind(v1::FeatureSpec::REAL);
+  auto* colour = proto.add_features();
+  colour->set_name("colour");
+  colour->set_kind(v1::FeatureSpec::CATEGORICAL);
+  for (const char* c : {"red", "green", "blue"}) colour->add_categories(c);
+  auto* y = proto.add_features();
+  y->set_name("y");
+  y->set_kind(v1::FeatureSpec::REAL);
+  auto schema = ModelSchema::FromProto(proto);
+  ASSERT_TRUE(schema.ok()) << schema.status().ToString();
+  v1::Document out;
+  InputDocument d;
+  d.SetReal("y", 2.5).SetCategory("colour", "blue").SetReal("x", -1).SetLabel("a").SetWeight(3);
+  ASSERT_TRUE(d.ToProto(*schema, &out).ok());
+  EXPECT_EQ(std::vector<double>(out.reals().begin(), out.reals().end()), (std::vector<double>{-1, 2.5}));
+  EXPECT_EQ(std::vector<uint32_t>(out.categoricals().begin(), out.categoricals().end()), std::vector<uint32_t>{2});
+  EXPECT_EQ(out.label(), "a");
+  EXPECT_EQ(out.weight(), 3.0);
+  d.Clear();
+  d.SetReal("x", 1).SetMissing("colour").SetReal("y", 0);
+  ASSERT_TRUE(d.ToProto(*schema, &out).ok());
+  EXPECT_EQ(std::vector<uint32_t>(out.missing_features().begin(), out.missing_features().end()),
+            std::vector<uint32_t>{1});
+  struct Case {
+    std::function<void(InputDocument&)> fill;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {[](InputDocument& e) { e.SetReal("x", 1).SetReal("z", 1); },
+       "feature 'z' is not in the model's schema (its features: 'x', 'colour', 'y')"},
+      {[](InputDocument& e) { e.SetReal("x", 1).SetCategory("colour", "mauve").SetReal("y", 1); },
+       "feature 'colour': category 'mauve' is not one of its 3 categories"},
+      {[](InputDocument& e) { e.SetCategory("x", "red"); },
+       "feature 'x' is numeric, expected a value (SetReal), found a category"},
+      {[](InputDocument& e) { e.SetReal("colour", 1); },
+       "feature 'colour' is CATEGORICAL, expected a category (SetCategory), found a value"},
+      {[](InputDocument& e) { e.SetReal("x", 1).SetReal("x", 2); }, "feature 'x' is set twice"},
+      {[](InputDocument& e) { e.SetReal("x", 1).SetReal("y", 2); }, "feature 'colour' is neither set nor missing"},
+      {[](InputDocument& e) { e.SetReal("x", 1).SetMissing("colour").SetReal("y", 2).SetWeight(0); },
+       "weight is 0, expected a finite number > 0"},
+  };
+  for (const auto& c : cases) {
+    d.Clear();
+    c.fill(d);
+    Status st = d.ToProto(*schema, &out);
+    ASSERT_FALSE(st.ok()) << c.message;
+    EXPECT_NE(st.message().find(c.message), std::string::npos) << st.ToString();
+  }
+}
+
+}  // namespace
+}  // namespace tributary
