@@ -84,4 +84,12 @@ Result<std::unique_ptr<Model>> NewModel(const ModelConfig& c, const PluginRegist
   return model;
 }
 
+v1::Schema TextStreamSchema(const std::vector<std::string>& classes, bool open_classes) {
+  v1::Schema s;
+  s.set_open_vocabulary(true);
+  s.set_open_classes(open_classes);
+  for (const auto& c : classes) s.add_class_names(c);
+  return s;
+}
+
 }  // namespace tributary

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "tributary/model.h"
 #include "tributary/plugin_registry.h"
@@ -74,6 +75,13 @@ struct ModelConfig {
 Result<std::unique_ptr<Model>> NewModel(const ModelConfig& config, const PluginRegistry& registry,
                                         const v1::Schema& schema, uint64_t stream_documents,
                                         const std::string& source = "");
+
+// The schema of a stream of raw text: an open vocabulary (terms are added as
+// documents bring them), the classes `classes` and, when `open_classes`,
+// any class a labelled document names. What a program that learns from text
+// (InputDocument::AddText, live_model.h) gives NewModel without building the
+// wire format's messages itself.
+v1::Schema TextStreamSchema(const std::vector<std::string>& classes = {}, bool open_classes = true);
 
 }  // namespace tributary
 
