@@ -28,7 +28,7 @@ echo "== Python package (venv, pip install ., tests/python)" >&2
 TRIBUTARY_BUILD_DIR=build-test TRIBUTARY_BUILD_JOBS="$jobs" bash scripts/python_test.sh
 if [[ "${1:-}" != "--no-sanitizers" ]]; then
   echo "== AddressSanitizer + UndefinedBehaviorSanitizer build and tests" >&2
-  # Four end-to-end scripts run in the Release suite only, to keep the whole
+  # Five end-to-end scripts run in the Release suite only, to keep the whole
   # run within its 45 minutes: cli.error_sources (about 500 runs of the
   # program on damaged inputs, checking that each refusal names its file;
   # three minutes under ASan; the fuzz targets below run the same readers on
@@ -36,13 +36,15 @@ if [[ "${1:-}" != "--no-sanitizers" ]]; then
   # the example project against it: a packaging test; the example's code is
   # the plugin-check and poisson tests), cli.embed_service (the same for the
   # embedding example: a packaging test; its concurrency is live_model_test's,
-  # which runs under ASan and TSan) and cli.gaussian_toy (the paper's toy end
+  # which runs under ASan and TSan), cli.tutorials (docs/tutorials/ run as
+  # written: they install and build examples against the install) and
+  # cli.gaussian_toy (the paper's toy end
   # to end; gaussian_family_test covers the family under ASan).
   # This build is also the MPI-less one (-DTRIBUTARY_MPI=OFF): everything
   # but train --distributed builds and passes without Open MPI (and Open
   # MPI's own allocations at exit would read as leaks).
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    CTEST_EXCLUDE='^cli[.](error_sources|sdk_example|embed_service|gaussian_toy)$' run_suite build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRIBUTARY_BUILD_BENCH=OFF \
+    CTEST_EXCLUDE='^cli[.](error_sources|sdk_example|embed_service|tutorials|gaussian_toy)$' run_suite build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRIBUTARY_BUILD_BENCH=OFF \
       "${san_flags[@]}" "-DTRIBUTARY_SANITIZE=address;undefined" -DTRIBUTARY_MPI=OFF
 
   # ThreadSanitizer: the tests with threads (tests/server_test.cc: I/O threads,
