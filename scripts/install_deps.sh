@@ -16,6 +16,8 @@ pkgs=(cmake ninja-build g++ pkg-config python3 python3-protobuf
       # scripts/fuzz.sh: clang with libFuzzer and the sanitizer runtimes
       # (libclang-rt-14-dev is only a Recommends of clang-14).
       clang-14 libclang-rt-14-dev
+      # the API reference from the public headers (docs/Doxyfile.in, test docs.api_reference)
+      doxygen
       # the Python package (python/): pybind11, a venv with pip for the
       # offline install, numpy/scipy/scikit-learn for tributary.sklearn and
       # its tests, matplotlib for tributary.plot and `prequential --plot`

@@ -36,25 +36,29 @@
 
 namespace tributary {
 
-// MPI_Init .. MPI_Finalize. One per process.
+/// MPI_Init .. MPI_Finalize. One per process.
 class MpiSession {
  public:
+  /// MPI_Init_thread (MPI_THREAD_FUNNELED) with the program's arguments, MPI
+  /// errors returned as codes (MPI_ERRORS_RETURN), and this rank's rank, size
+  /// and host read. Errors: InvalidArgument when MPI is already initialised in
+  /// this process; IOError naming MPI's error when initialisation fails.
   static Result<std::unique_ptr<MpiSession>> Init(int* argc, char*** argv);
-  ~MpiSession();  // MPI_Finalize
+  ~MpiSession();  ///< MPI_Finalize
   MpiSession(const MpiSession&) = delete;
   MpiSession& operator=(const MpiSession&) = delete;
-  int rank() const { return rank_; }
-  int size() const { return size_; }
-  // The processor name of this rank (MPI_Get_processor_name).
+  int rank() const { return rank_; }  ///< this process's rank in MPI_COMM_WORLD, 0 .. size() - 1
+  int size() const { return size_; }  ///< the number of ranks in MPI_COMM_WORLD
+  /// The processor name of this rank (MPI_Get_processor_name).
   const std::string& host() const { return host_; }
-  // Sum of `value` over the ranks (collective).
+  /// Sum of `value` over the ranks (collective).
   Result<uint64_t> SumAll(uint64_t value) const;
-  // True on every rank if `local` is an error on any (collective). *agreed
-  // gets `local` on a rank where it failed and, on the others, the lowest
-  // failing rank's error (its code, its message prefixed "rank R: ").
+  /// True on every rank if `local` is an error on any (collective). *agreed
+  /// gets `local` on a rank where it failed and, on the others, the lowest
+  /// failing rank's error (its code, its message prefixed "rank R: ").
   bool AnyFailed(const Status& local, Status* agreed) const;
-  // MPI_Abort on every rank with `code`: for a rank that cannot reach the
-  // next collective call.
+  /// MPI_Abort on every rank with `code`: for a rank that cannot reach the
+  /// next collective call.
   [[noreturn]] void Abort(int code) const;
 
  private:
@@ -63,35 +67,40 @@ class MpiSession {
   std::string host_;
 };
 
+/// What a DistributedLearner has done so far, on this rank.
 struct DistributedStats {
-  uint64_t rounds = 0;
-  uint64_t documents = 0;        // learned by all ranks (refused ones left out)
-  uint64_t allreduce_bytes = 0;  // per rank, summed over rounds
-  double allreduce_seconds = 0;  // per rank: time in the statistics' Allreduce
-  double wait_seconds = 0;       // per rank: time waiting for the others (the round's first collective)
+  uint64_t rounds = 0;           ///< rounds completed with documents (empty and failed rounds not counted)
+  uint64_t documents = 0;        ///< learned by all ranks (refused ones left out)
+  uint64_t allreduce_bytes = 0;  ///< per rank, summed over rounds
+  double allreduce_seconds = 0;  ///< per rank: time in the statistics' Allreduce
+  double wait_seconds = 0;       ///< per rank: time waiting for the others (the round's first collective)
 };
 
+/// Learns one model on every rank, composed every round (the rule at the top
+/// of this file). Call everything from the MpiSession's thread.
 class DistributedLearner {
  public:
-  // Every rank's `model` must start equal (same schema, settings, seed).
-  // Errors: parallel.h's (EP and ADF refused); a schema that may grow.
+  /// Every rank's `model` must start equal (same schema, settings, seed).
+  /// Errors: parallel.h's (EP and ADF refused); a schema that may grow.
   static Result<std::unique_ptr<DistributedLearner>> Create(Model* model, const LearnerOptions& options,
                                                             const MpiSession* session);
   ~DistributedLearner();
 
-  // One round (collective: every rank calls it, with its own documents,
-  // maybe none). *total receives the documents all ranks brought to this
-  // round: 0 on every rank when every rank is out of documents. When
-  // `on_bad` is set, a refused document is reported through it and left
-  // out. `failed`, when an error, is this rank's failure before the round
-  // (e.g. reading its documents): the round then fails on every rank. On
-  // error (this rank's, or another's, named by rank) every rank returns it
-  // and every model is as it was before the round.
+  /// One round (collective: every rank calls it, with its own documents,
+  /// maybe none). *total receives the documents all ranks brought to this
+  /// round: 0 on every rank when every rank is out of documents. When
+  /// `on_bad` is set, a refused document is reported through it and left
+  /// out. `failed`, when an error, is this rank's failure before the round
+  /// (e.g. reading its documents): the round then fails on every rank. On
+  /// error (this rank's, or another's, named by rank) every rank returns it
+  /// and every model is as it was before the round.
   Status Round(const trib_document* docs, size_t n, uint64_t* total,
                const std::function<void(const Status&)>& on_bad = nullptr, const Status& failed = Status::OK());
 
+  /// This rank's learner (its engine's counters); its seed is the options'
+  /// seed + rank.
   const Learner& learner() const { return *learner_; }
-  const DistributedStats& stats() const { return stats_; }
+  const DistributedStats& stats() const { return stats_; }  ///< this rank's totals so far
 
  private:
   DistributedLearner() = default;

@@ -24,69 +24,82 @@
 
 namespace tributary {
 
-// A file read from start to end.
+/// A file read from start to end.
 class SequentialFile {
  public:
   virtual ~SequentialFile() = default;
-  // Reads up to `n` bytes into `buf`; *got = 0 means end of file. Retries
-  // interrupted reads.
+  /// Reads up to `n` bytes into `buf`; *got = 0 means end of file. Retries
+  /// interrupted reads.
   virtual Status Read(size_t n, char* buf, size_t* got) = 0;
-  // The name errors use ("<stdin>" for standard input).
+  /// The name errors use ("<stdin>" for standard input).
   virtual const std::string& name() const = 0;
 };
 
-// A file written at its end.
+/// A file written at its end.
 class WritableFile {
  public:
   virtual ~WritableFile() = default;
+  /// Writes all of `data` at the end of the file (retrying short and interrupted writes); not durable until
+  /// Sync.
   virtual Status Append(std::string_view data) = 0;
-  // Makes everything appended durable (fdatasync). After a failed Sync the
-  // file's contents can no longer be trusted: callers treat it as fatal for
-  // what they had not yet made durable.
+  /// Makes everything appended durable (fdatasync). After a failed Sync the
+  /// file's contents can no longer be trusted: callers treat it as fatal for
+  /// what they had not yet made durable.
   virtual Status Sync() = 0;
-  // Cuts the file back to its first `size` bytes.
+  /// Cuts the file back to its first `size` bytes.
   virtual Status Truncate(uint64_t size) = 0;
+  /// Closes the file and reports what closing it returned; nothing may be called after it but name(). The
+  /// destructor closes a file not yet closed, ignoring errors. Standard output is never closed.
   virtual Status Close() = 0;
+  /// The name errors use (the path, or "<stdout>" for standard output).
   virtual const std::string& name() const = 0;
 };
 
+/// The file-system operations Tributary uses (see the file comment for the error and thread-safety contract).
 class Env {
  public:
   virtual ~Env() = default;
-  // POSIX files; never deleted.
+  /// POSIX files; never deleted.
   static Env* Default();
 
-  // Opens `path` for reading; "-" is standard input (not closed on delete).
+  /// Opens `path` for reading; "-" is standard input (not closed on delete).
   virtual Result<std::unique_ptr<SequentialFile>> NewSequentialFile(const std::string& path) = 0;
-  // Creates or truncates `path`; "-" is standard output (not closed).
+  /// Creates or truncates `path`; "-" is standard output (not closed).
   virtual Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) = 0;
-  // Opens `path` for appending, creating it if needed.
+  /// Opens `path` for appending, creating it if needed.
   virtual Result<std::unique_ptr<WritableFile>> NewAppendableFile(const std::string& path) = 0;
 
+  /// Renames `from` to `to`, atomically replacing `to` if it exists. Env::Default() reports every failure,
+  /// a missing `from` included, as IOError.
   virtual Status RenameFile(const std::string& from, const std::string& to) = 0;
+  /// Deletes the file `path`; NotFound if there is none.
   virtual Status RemoveFile(const std::string& path) = 0;
-  // Creates `dir` and its parents; OK when it exists.
+  /// Creates `dir` and its parents; OK when it exists.
   virtual Status CreateDirs(const std::string& dir) = 0;
-  // Makes the directory's entries (creations, renames, removals) durable.
+  /// Makes the directory's entries (creations, renames, removals) durable.
   virtual Status SyncDir(const std::string& dir) = 0;
-  // Names (not paths) of the entries of `dir`, unsorted.
+  /// Names (not paths) of the entries of `dir`, unsorted.
   virtual Status GetChildren(const std::string& dir, std::vector<std::string>* names) = 0;
+  /// True if `path` names an existing file or directory.
   virtual bool FileExists(const std::string& path) = 0;
+  /// The size of the file `path` in bytes.
   virtual Result<uint64_t> FileSize(const std::string& path) = 0;
 
-  // Reads a whole file through NewSequentialFile.
+  /// Reads a whole file through NewSequentialFile.
   Status ReadFileToString(const std::string& path, std::string* out);
-  // Writes `data` to `path` atomically and durably: a temporary file in the
-  // same directory, Sync, rename over `path`, SyncDir. A crash leaves the old
-  // file or the new one, never a mix; on error the temporary is removed.
+  /// Writes `data` to `path` atomically and durably: a temporary file in the
+  /// same directory, Sync, rename over `path`, SyncDir. A crash leaves the old
+  /// file or the new one, never a mix; on error the temporary is removed.
   Status WriteFileAtomically(const std::string& path, std::string_view data);
 };
 
-// An Env that forwards everything to another (for tests and embedders that
-// override a few methods).
+/// An Env that forwards everything to another (for tests and embedders that
+/// override a few methods).
 class EnvWrapper : public Env {
  public:
+  /// Forwards to `target`, which is not owned and must outlive this wrapper.
   explicit EnvWrapper(Env* target) : target_(target) {}
+  /// The Env calls are forwarded to.
   Env* target() const { return target_; }
   Result<std::unique_ptr<SequentialFile>> NewSequentialFile(const std::string& p) override {
     return target_->NewSequentialFile(p);

@@ -29,41 +29,46 @@ namespace v1 {
 class Document;
 }
 
+/// A document in names rather than ids (text, terms, features, class), built by chained setters and turned into
+/// the wire format for a model's schema by ToProto. See the file comment for an example.
 class InputDocument {
  public:
-  // The name errors give the document ("document #i (id 'ticket-17')").
+  /// The name errors give the document ("document #i (id 'ticket-17')").
   InputDocument& SetId(std::string id);
-  // Text split into terms by the library tokenizer (docs/tokenizer.md), each
-  // occurrence counted once. Several calls append, separated by a space.
+  /// Text split into terms by the library tokenizer (docs/tokenizer.md), each
+  /// occurrence counted once. Several calls append, separated by a space.
   InputDocument& AddText(std::string_view text);
-  // A term exactly as the vocabulary names it (not tokenized), `count` times
-  // (finite, > 0: checked when the document is decoded). Repeats add up.
+  /// A term exactly as the vocabulary names it (not tokenized), `count` times
+  /// (finite, > 0: checked when the document is decoded). Repeats add up.
   InputDocument& AddTerm(std::string_view term, double count = 1.0);
-  // A REAL or COUNT feature's value.
+  /// A REAL or COUNT feature's value.
   InputDocument& SetReal(std::string_view feature, double value);
-  // A CATEGORICAL feature's category, by name.
+  /// A CATEGORICAL feature's category, by name.
   InputDocument& SetCategory(std::string_view feature, std::string_view category);
-  // A feature whose value is missing (families that handle missing values).
+  /// A feature whose value is missing (families that handle missing values).
   InputDocument& SetMissing(std::string_view feature);
-  // The class (labelled documents); without it the document is unlabelled.
+  /// The class (labelled documents); without it the document is unlabelled.
   InputDocument& SetLabel(std::string_view class_name);
-  // Importance weight (> 0, finite; default 1).
+  /// Importance weight (> 0, finite; default 1).
   InputDocument& SetWeight(double weight);
-  // Back to an empty document (keeps the buffers' memory).
+  /// Back to an empty document (keeps the buffers' memory).
   void Clear();
 
+  /// The id given by SetId; empty if none.
   const std::string& id() const { return id_; }
+  /// True if SetLabel was called since construction or Clear().
   bool has_label() const { return has_label_; }
+  /// The class name given by SetLabel; empty when !has_label().
   const std::string& label() const { return label_; }
 
-  // This document as the wire format's Document for a model of `schema`:
-  // features placed in the schema's order, categories as indices. Errors
-  // (kInvalidDocument, naming the feature; the document is named by the
-  // caller): a feature the schema does not have (the schema's features
-  // listed), a category the feature does not have, a category given to a
-  // REAL feature or a value to a CATEGORICAL one, a feature set twice, a
-  // feature of the schema neither set nor missing. Terms, counts, label and
-  // weight are checked by DocumentDecoder, as for any document.
+  /// This document as the wire format's Document for a model of `schema`:
+  /// features placed in the schema's order, categories as indices. Errors
+  /// (kInvalidDocument, naming the feature; the document is named by the
+  /// caller): a feature the schema does not have (the schema's features
+  /// listed), a category the feature does not have, a category given to a
+  /// REAL feature or a value to a CATEGORICAL one, a feature set twice, a
+  /// feature of the schema neither set nor missing. Terms, counts, label and
+  /// weight are checked by DocumentDecoder, as for any document.
   Status ToProto(const ModelSchema& schema, v1::Document* out) const;
 
  private:

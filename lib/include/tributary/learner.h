@@ -31,51 +31,59 @@
 
 namespace tributary {
 
+/// How Learner::Create sets up its engine.
 struct LearnerOptions {
-  // "auto" (SEP for a family with SEP hooks, else sdEM), "sdem", "sep", "ep"
-  // or "adf".
+  /// "auto" (SEP for a family with SEP hooks, else sdEM), "sdem", "sep", "ep"
+  /// or "adf".
   std::string engine = "auto";
-  uint64_t seed = 1;
-  // SEP / EP / ADF only (sep_engine.h SepOptions): N (0: the model's) and
-  // the damping (0: the engine's default).
+  uint64_t seed = 1;  ///< seeds the engine's random generator (SdemLearner::Create, SepOptions::seed)
+  /// SEP / EP / ADF only (sep_engine.h SepOptions): N (0: the model's) and
+  /// the damping (0: the engine's default).
   double effective_size = 0;
-  double damping = 0;
+  double damping = 0;  ///< SEP / EP / ADF only: SepOptions::damping (0: the engine's default)
 };
 
-// What one Learn() call did.
+/// What one Learn() call did.
 struct LearnResult {
-  // sdEM: the prediction before the step (argmax of log p(k, x)) and its
-  // scores (valid until the next call); SEP: unset (empty scores).
+  /// sdEM: the prediction before the step (argmax of log p(k, x)) and its
+  /// scores (valid until the next call); SEP: unset (scores null).
   uint32_t predicted = 0;
-  const std::vector<double>* scores = nullptr;
-  // SEP / EP / ADF: the step left the feasible set and was skipped (the
-  // document counted, the model unchanged), and log Z_i before the step (NaN
-  // when not estimated).
+  const std::vector<double>* scores = nullptr;  ///< sdEM: log p(k, x) before the step (engine-owned); SEP: null
+  /// SEP / EP / ADF: the step left the feasible set and was skipped (the
+  /// document counted, the model unchanged), and log Z_i before the step (NaN
+  /// when not estimated).
   bool skipped = false;
-  std::string skip_reason;  // when skipped: the family's or the engine's reason
-  double log_z = std::nan("");
+  std::string skip_reason;      ///< when skipped: the family's or the engine's reason
+  double log_z = std::nan("");  ///< SEP / EP / ADF: log Z_i before the step (NaN: not estimated)
 };
 
+/// Learns a model one document at a time with the engine LearnerOptions
+/// chooses (the contracts are at the top of this file).
 class Learner {
  public:
-  // Errors: unknown engine; an engine the family cannot be trained with
-  // (sdEM for a family with SEP hooks only, SEP for one without); the
-  // model has no loss (sdEM).
+  /// Errors: unknown engine; an engine the family cannot be trained with
+  /// (sdEM for a family with SEP hooks only, SEP for one without); the
+  /// model has no loss (sdEM).
   static Result<std::unique_ptr<Learner>> Create(Model* model, const LearnerOptions& options);
 
+  /// Learns one document (rebuilding the engine first if the model's layout
+  /// changed); `result` (optional) receives what the step did. Errors: the
+  /// engine's (SdemLearner::Learn, SepLearner::Learn), naming the document;
+  /// the model is then unchanged. An infeasible SEP step is not an error: it
+  /// returns OK with result->skipped set.
   Status Learn(const trib_document& doc, LearnResult* result = nullptr);
 
-  Model* model() const { return model_; }
-  // The engine in use: "sdem", "sep", "ep" or "adf".
+  Model* model() const { return model_; }  ///< the model learned (borrowed)
+  /// The engine in use: "sdem", "sep", "ep" or "adf".
   const std::string& engine() const { return engine_; }
-  // Engine specifics (counters, site memory, last scores); null for the
-  // other engine.
+  /// Engine specifics (counters, site memory, last scores); null for the
+  /// other engine.
   SdemLearner* sdem() { return sdem_.get(); }
-  SepLearner* sep() { return sep_.get(); }
-  const SepLearner* sep() const { return sep_.get(); }
-  // Records the block maps of every successful step in `trace` (model.h
-  // BlockTrace; null: none), across rebuilds of the engine. REQUIRES: trace
-  // sized for the model's blocks.
+  SepLearner* sep() { return sep_.get(); }              ///< the SEP / EP / ADF engine; null for sdEM
+  const SepLearner* sep() const { return sep_.get(); }  ///< the SEP / EP / ADF engine; null for sdEM
+  /// Records the block maps of every successful step in `trace` (model.h
+  /// BlockTrace; null: none), across rebuilds of the engine. REQUIRES: trace
+  /// sized for the model's blocks.
   void set_trace(BlockTrace* trace);
 
  private:
@@ -84,26 +92,26 @@ class Learner {
   Model* model_ = nullptr;
   LearnerOptions options_;
   std::string engine_;
-  uint64_t layout_ = 0;  // model_->layout_version() the engine was built for
+  uint64_t layout_ = 0;  ///< model_->layout_version() the engine was built for
   BlockTrace* trace_ = nullptr;
   std::unique_ptr<SdemLearner> sdem_;
   std::unique_ptr<SepLearner> sep_;
 };
 
-// True when `st` is a learner's refusal of one document (invalid for the
-// model, or numerically bad): what --skip-bad and the `on_bad` callbacks
-// leave out while the stream goes on. Anything else ends learning.
+/// True when `st` is a learner's refusal of one document (invalid for the
+/// model, or numerically bad): what --skip-bad and the `on_bad` callbacks
+/// leave out while the stream goes on. Anything else ends learning.
 inline bool DocumentRefused(const Status& st) { return st.IsInvalidDocument() || st.code() == Status::Code::kNumeric; }
 
-// Decodes `doc` (document `index` of its stream) for learning into `model`,
-// growing the model first with what the document brings and the model's
-// schema lets it learn (`growth`): new terms (open vocabulary,
-// Model::AddTerms; the document is then decoded again, its new terms now
-// known) and a new class (open classes, Model::AddClass; out->label set).
-// *grew, when given, says whether the model grew. A Learner on `model`
-// adapts by itself (layout_version). Errors: Decode's; the model's refusal to
-// grow, named with the document. New terms stay added when the class that
-// follows is refused (their statistics are at the prior: nothing learned).
+/// Decodes `doc` (document `index` of its stream) for learning into `model`,
+/// growing the model first with what the document brings and the model's
+/// schema lets it learn (`growth`): new terms (open vocabulary,
+/// Model::AddTerms; the document is then decoded again, its new terms now
+/// known) and a new class (open classes, Model::AddClass; out->label set).
+/// *grew, when given, says whether the model grew. A Learner on `model`
+/// adapts by itself (layout_version). Errors: Decode's; the model's refusal to
+/// grow, named with the document. New terms stay added when the class that
+/// follows is refused (their statistics are at the prior: nothing learned).
 Status DecodeGrowing(const DocumentDecoder& decoder, const v1::Document& doc, uint64_t index, Model* model,
                      DecodeGrowth growth, DocumentBuffer* out, DecodeCounters* counters, bool* grew = nullptr);
 

@@ -53,100 +53,106 @@
 
 namespace tributary {
 
+/// How a LiveModel learns and publishes.
 struct LiveModelOptions {
-  LearnerOptions learner;
-  // A publication after every `publish_every` documents learned (0: only when
-  // Publish() is called). Smaller: readers see learning sooner; each
-  // publication costs the pages written since the last one.
+  LearnerOptions learner;  ///< the engine and its settings (learner.h), used again by Restore
+  /// A publication after every `publish_every` documents learned (0: only when
+  /// Publish() is called). Smaller: readers see learning sooner; each
+  /// publication costs the pages written since the last one.
   uint64_t publish_every = 256;
-  // Readers that may exist at once (each holds one hazard slot); NewReader
-  // refuses more. At most 4096.
+  /// Readers that may exist at once (each holds one hazard slot); NewReader
+  /// refuses more. At most 4096.
   uint32_t max_readers = 64;
 };
 
-// One prediction: the scores log p(k, x) of every output (class or
-// component), the argmax, and the version of the publication that scored
-// them (the model after that many learning steps).
+/// One prediction: the scores log p(k, x) of every output (class or
+/// component), the argmax, and the version of the publication that scored
+/// them (the model after that many learning steps).
 struct LivePrediction {
-  uint64_t version = 0;
-  uint32_t predicted = 0;
-  std::string label;  // the predicted class's name ("" for latent components)
-  std::vector<double> scores;
+  uint64_t version = 0;        ///< the publication's version: the learning steps it includes
+  uint32_t predicted = 0;      ///< the output with the highest score (the first one on ties)
+  std::string label;           ///< the predicted class's name ("" for latent components)
+  std::vector<double> scores;  ///< log p(k, x) for each output k of the publication (Model::num_outputs())
 };
 
+/// A model that learns on the writer side and predicts through lock-free Readers at the same time (see the file
+/// comment for how, and for thread safety).
 class LiveModel {
   struct Publication;
 
  public:
   class Reader;
 
-  // Takes the model (its loss must be set for sdEM). Publishes version
-  // `model->learner_state().updates` at once, so readers can predict before
-  // anything is learned. Errors: the learner's (learner.h Learner::Create),
-  // options out of range (max_readers 0 or above 4096).
+  /// Takes the model (its loss must be set for sdEM). Publishes version
+  /// `model->learner_state().updates` at once, so readers can predict before
+  /// anything is learned. Errors: the learner's (learner.h Learner::Create),
+  /// options out of range (max_readers 0 or above 4096).
   static Result<std::unique_ptr<LiveModel>> Create(std::unique_ptr<Model> model, const LiveModelOptions& options);
-  // REQUIRES: every Reader is destroyed.
+  /// REQUIRES: every Reader is destroyed.
   ~LiveModel();
   LiveModel(const LiveModel&) = delete;
   LiveModel& operator=(const LiveModel&) = delete;
 
   // ---- Writer side (serialised) ----
 
-  // One step on `doc` (in the model's id space: DocumentDecoder or
-  // DocumentBuffer). On error the model is unchanged (learner.h) and the
-  // message names the document. Publishes when `publish_every` is reached.
+  /// One step on `doc` (in the model's id space: DocumentDecoder or
+  /// DocumentBuffer). On error the model is unchanged (learner.h) and the
+  /// message names the document. Publishes when `publish_every` is reached.
   Status Learn(const trib_document& doc, LearnResult* result = nullptr);
-  // The same for a document as the program holds it (input_document.h):
-  // decoded into the model's id space, the model grown first when its schema
-  // has an open vocabulary or open classes and the document brings new terms
-  // or a new class (learner.h DecodeGrowing). Errors name the document
-  // (`id`, and its position among the documents given to Learn) and say
-  // expected vs found; the model is unchanged.
+  /// The same for a document as the program holds it (input_document.h):
+  /// decoded into the model's id space, the model grown first when its schema
+  /// has an open vocabulary or open classes and the document brings new terms
+  /// or a new class (learner.h DecodeGrowing). Errors name the document
+  /// (`id`, and its position among the documents given to Learn) and say
+  /// expected vs found; the model is unchanged.
   Status Learn(const InputDocument& doc, LearnResult* result = nullptr);
-  // Makes everything learned so far visible to readers (their next Predict).
-  // Returns the version published. Errors: out of memory for a copy.
+  /// Makes everything learned so far visible to readers (their next Predict).
+  /// Returns the version published. Errors: out of memory for a copy.
   Result<uint64_t> Publish();
-  // Replaces the model with `model` (e.g. Model::Load of a snapshot) and
-  // publishes it; readers move to it with their next Predict. Errors: the
-  // learner's for the new model (the old one stays).
+  /// Replaces the model with `model` (e.g. Model::Load of a snapshot) and
+  /// publishes it; readers move to it with their next Predict. Errors: the
+  /// learner's for the new model (the old one stays).
   Status Restore(std::unique_ptr<Model> model);
-  // Runs `fn` on the writer's model under the writer mutex (to grow it,
-  // read its learner state, ...). Readers see what it changed from the next
-  // publication; `fn` must not keep the pointer.
+  /// Runs `fn` on the writer's model under the writer mutex (to grow it,
+  /// read its learner state, ...). Readers see what it changed from the next
+  /// publication; `fn` must not keep the pointer.
   Status WithModel(const std::function<Status(Model*)>& fn);
 
   // ---- Any thread ----
 
-  // The newest published version.
+  /// The newest published version.
   uint64_t version() const;
-  // Saves the newest publication as a snapshot (Model::Save: atomic
-  // replace) while learning and predicting go on; *version (optional) gets
-  // the version saved. Errors: Save's (I/O), no free hazard slot.
+  /// Saves the newest publication as a snapshot (Model::Save: atomic
+  /// replace) while learning and predicting go on; *version (optional) gets
+  /// the version saved. Errors: Save's (I/O), no free hazard slot.
   Status SaveSnapshot(const std::string& path, uint64_t* version = nullptr) const;
-  // A reader for one thread. Errors: max_readers readers exist.
+  /// A reader for one thread. Errors: max_readers readers exist.
   Result<std::unique_ptr<Reader>> NewReader();
 
-  // Counters, for reports and tests.
+  /// Counters, for reports and tests.
   struct Stats {
-    uint64_t publications = 0;  // made, the first included
-    uint64_t refreshed = 0;     // of them brought up to date in place (pages written)
-    uint64_t copies = 0;        // live publication copies (current, spare and held ones)
+    uint64_t publications = 0;  ///< made, the first included
+    uint64_t refreshed = 0;     ///< of them brought up to date in place (pages written)
+    uint64_t copies = 0;        ///< live publication copies (current, spare and held ones)
   };
+  /// The counters now. Takes the writer mutex: waits for a learning step in progress.
   Stats stats() const;
 
+  /// Predicts for one thread with the newest publication, without locks. Made by NewReader; holds one of the
+  /// max_readers slots until destroyed, which must happen before the LiveModel is destroyed.
   class Reader {
    public:
     ~Reader();
     Reader(const Reader&) = delete;
     Reader& operator=(const Reader&) = delete;
-    // Scores `doc` with the newest publication. `doc` must be in the id
-    // space of the model's schema (a model that grew accepts more ids).
-    // Errors: the family's scoring errors, naming the document; a document
-    // with ids the published model does not know.
+    /// Scores `doc` with the newest publication. `doc` must be in the id
+    /// space of the model's schema (a model that grew accepts more ids).
+    /// Errors: the family's scoring errors, naming the document; a document
+    /// with ids the published model does not know.
     Status Predict(const trib_document& doc, LivePrediction* out);
-    // The same for a document as the program holds it, decoded against the
-    // publication's schema (its label, if any, is ignored; terms the model
-    // does not know are dropped, as `eval` drops them).
+    /// The same for a document as the program holds it, decoded against the
+    /// publication's schema (its label, if any, is ignored; terms the model
+    /// does not know are dropped, as `eval` drops them).
     Status Predict(const InputDocument& doc, LivePrediction* out);
 
    private:
@@ -156,17 +162,17 @@ class LiveModel {
     Status Score(const Publication& p, const trib_document& doc, LivePrediction* out);
     LiveModel* owner_;
     uint32_t slot_;
-    v1::Document proto_;  // Predict(InputDocument)'s scratch
+    v1::Document proto_;  ///< Predict(InputDocument)'s scratch
     DocumentBuffer buffer_;
-    std::vector<std::unique_ptr<Cached>> cache_;  // scoring states, one per publication copy seen
+    std::vector<std::unique_ptr<Cached>> cache_;  ///< scoring states, one per publication copy seen
   };
 
  private:
   struct Slot;
   LiveModel() = default;
   Result<uint64_t> PublishLocked();
-  // A free spare (no hazard on it) or null; moves retired copies no reader
-  // holds to the spares. Writer mutex held.
+  /// A free spare (no hazard on it) or null; moves retired copies no reader
+  /// holds to the spares. Writer mutex held.
   std::unique_ptr<Publication> TakeSpareLocked();
   Publication* Acquire(uint32_t slot) const;
   void Release(uint32_t slot) const;
@@ -175,20 +181,20 @@ class LiveModel {
 
   LiveModelOptions options_;
   mutable std::mutex writer_mu_;
-  std::unique_ptr<Model> model_;              // the learner's own (writer mutex)
-  std::unique_ptr<Learner> learner_;          // (writer mutex)
-  uint64_t since_publish_ = 0;                // documents learned since the last publication (writer mutex)
-  uint64_t generation_ = 0;                   // Restore() count (writer mutex)
-  uint64_t inputs_ = 0;                       // InputDocuments given to Learn (their index in messages; writer mutex)
-  std::unique_ptr<DocumentDecoder> decoder_;  // the model's own id space (writer mutex)
-  v1::Document proto_;                        // Learn(InputDocument)'s scratch (writer mutex)
+  std::unique_ptr<Model> model_;              ///< the learner's own (writer mutex)
+  std::unique_ptr<Learner> learner_;          ///< (writer mutex)
+  uint64_t since_publish_ = 0;                ///< documents learned since the last publication (writer mutex)
+  uint64_t generation_ = 0;                   ///< Restore() count (writer mutex)
+  uint64_t inputs_ = 0;                       ///< InputDocuments given to Learn (their index in messages; writer mutex)
+  std::unique_ptr<DocumentDecoder> decoder_;  ///< the model's own id space (writer mutex)
+  v1::Document proto_;                        ///< Learn(InputDocument)'s scratch (writer mutex)
   DocumentBuffer buffer_;
   std::atomic<Publication*> current_{nullptr};
-  // Publications replaced but perhaps still held by a reader, and spares no
-  // reader can reach (writer mutex).
+  /// Publications replaced but perhaps still held by a reader, and spares no
+  /// reader can reach (writer mutex).
   std::vector<std::unique_ptr<Publication>> retired_, spares_;
-  std::unique_ptr<Publication> current_owner_;  // owns *current_ (writer mutex)
-  std::unique_ptr<Slot[]> slots_;               // max_readers + 1: readers get max_readers, one stays for SaveSnapshot
+  std::unique_ptr<Publication> current_owner_;  ///< owns *current_ (writer mutex)
+  std::unique_ptr<Slot[]> slots_;  ///< max_readers + 1: readers get max_readers, one stays for SaveSnapshot
   std::atomic<uint64_t> publications_{0}, refreshed_{0};
 };
 

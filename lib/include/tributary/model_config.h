@@ -36,51 +36,59 @@ namespace v1 {
 class Schema;
 }
 
-// The step schedule of latent families when none is given:
-// rho_t = (tau0 + t)^-kappa (online EM, Cappe & Moulines 2009; Hoffman et
-// al. 2010 use the same form).
+/// The step schedule of latent families when none is given:
+/// rho_t = (tau0 + t)^-kappa (online EM, Cappe & Moulines 2009; Hoffman et
+/// al. 2010 use the same form).
 inline constexpr double kLatentTau0 = 256.0;
+/// The exponent kappa of that schedule (see kLatentTau0).
 inline constexpr double kLatentKappa = 0.7;
-// The effective data-set size n of a stream whose length nobody knows (a
-// live pipe, the server, a Python learn_one loop) when n is not given.
-// Chosen by prequential accuracy on the training streams of two real
-// corpora converted live (fortunes 12,130 and bible 5,364 documents, NCLL,
-// n in 1e3..1e6: 1e4 is within 1 point of the best on both; README
-// "Streaming in").
+/// The effective data-set size n of a stream whose length nobody knows (a
+/// live pipe, the server, a Python learn_one loop) when n is not given.
+/// Chosen by prequential accuracy on the training streams of two real
+/// corpora converted live (fortunes 12,130 and bible 5,364 documents, NCLL,
+/// n in 1e3..1e6: 1e4 is within 1 point of the best on both; README
+/// "Streaming in").
 inline constexpr double kLiveDefaultN = 10000.0;
 
+/// The settings NewModel makes a fresh model from; a default-constructed config is a valid one (multinomial
+/// family, NCLL loss, the library's defaults described above).
 struct ModelConfig {
-  std::string family = "multinomial";  // plugin name or path
-  std::string loss = "ncll";           // plugin name or path
-  Options family_options;              // e.g. {"prior", "3"}, {"topics", "20"}
-  Options loss_options;                // e.g. {"margin", "10"}
-  // "inverse" (1 + lambda t)^-1, "poly" (tau0 + t)^-kappa or "constant".
+  std::string family = "multinomial";  ///< family plugin name or path (PluginRegistry::Find)
+  std::string loss = "ncll";           ///< loss plugin name or path (PluginRegistry::Find)
+  Options family_options;              ///< e.g. {"prior", "3"}, {"topics", "20"}
+  Options loss_options;                ///< e.g. {"margin", "10"}
+  /// "inverse" (1 + lambda t)^-1, "poly" (tau0 + t)^-kappa or "constant".
   std::string schedule = "inverse";
-  // True when the caller chose the schedule (any of the fields below): a
-  // latent family then keeps it instead of its own default.
+  /// True when the caller chose the schedule (any of the fields below): a
+  /// latent family then keeps it instead of its own default.
   bool schedule_given = false;
-  double lambda = -1;  // < 0: the loss's default_lambda
+  double lambda = -1;  ///< < 0: the family's gradient_lambda under a gradient loss, else the loss's default_lambda
+  /// "poly": tau0 of (tau0 + t)^-kappa, finite and >= 1 (StepSchedule::tau0).
   double tau0 = 1.0, kappa = 0.7, rho = 0.01;
-  double n = 0;  // 0: the stream's length, else kLiveDefaultN
-  uint64_t seed = 1;
+  /// \var kappa
+  /// "poly": the exponent kappa, in (0, 1] (StepSchedule::kappa).
+  /// \var rho
+  /// "constant": the step, in (0, 1] (StepSchedule::rho).
+  double n = 0;       ///< 0: the stream's length, else kLiveDefaultN
+  uint64_t seed = 1;  ///< seeds the family's random initial statistics (latent families); same seed, same model
 };
 
-// A fresh model (statistics at the prior; schedule, n and loss set) for
-// `schema` (a stream header's, validated here), from a stream of
-// `stream_documents` documents (0: unknown).
-// `source` (may be empty) names the stream in the errors that may be about
-// it (the schema, a plugin refusing the schema or an option): "'<source>':
-// ...". Errors of the settings alone (an unknown plugin, a bad schedule)
-// name the setting.
+/// A fresh model (statistics at the prior; schedule, n and loss set) for
+/// `schema` (a stream header's, validated here), from a stream of
+/// `stream_documents` documents (0: unknown).
+/// `source` (may be empty) names the stream in the errors that may be about
+/// it (the schema, a plugin refusing the schema or an option): "'<source>':
+/// ...". Errors of the settings alone (an unknown plugin, a bad schedule)
+/// name the setting.
 Result<std::unique_ptr<Model>> NewModel(const ModelConfig& config, const PluginRegistry& registry,
                                         const v1::Schema& schema, uint64_t stream_documents,
                                         const std::string& source = "");
 
-// The schema of a stream of raw text: an open vocabulary (terms are added as
-// documents bring them), the classes `classes` and, when `open_classes`,
-// any class a labelled document names. What a program that learns from text
-// (InputDocument::AddText, live_model.h) gives NewModel without building the
-// wire format's messages itself.
+/// The schema of a stream of raw text: an open vocabulary (terms are added as
+/// documents bring them), the classes `classes` and, when `open_classes`,
+/// any class a labelled document names. What a program that learns from text
+/// (InputDocument::AddText, live_model.h) gives NewModel without building the
+/// wire format's messages itself.
 v1::Schema TextStreamSchema(const std::vector<std::string>& classes = {}, bool open_classes = true);
 
 }  // namespace tributary

@@ -41,46 +41,60 @@
 
 namespace tributary {
 
-enum class CheckOutcome { kPass, kFail, kSkip };
-
-// "PASS", "FAIL" or "SKIP".
-const char* CheckOutcomeName(CheckOutcome outcome);
-
-struct PluginCheckResult {
-  std::string name;  // e.g. "rho0-noop"
-  CheckOutcome outcome = CheckOutcome::kPass;
-  std::string message;  // why it failed or was skipped; may be empty on PASS
+/// The result of one check.
+enum class CheckOutcome {
+  kPass,  ///< the plugin meets the contract checked
+  kFail,  ///< it does not; PluginCheckResult::message says how
+  kSkip   ///< the check does not apply to this plugin; the message says why
 };
 
-struct PluginCheckReport {
-  std::string path;
-  bool loaded = false;
-  std::string kind;  // "family" or "loss" once loaded
-  std::string name;
-  std::string version;
-  std::string schema;  // the generated schema used, e.g. "text: 50 terms, 3 classes"
-  // Facts reported besides the checks (e.g. requires_label, default_lambda).
-  std::vector<std::pair<std::string, std::string>> info;
-  std::vector<PluginCheckResult> checks;
+/// "PASS", "FAIL" or "SKIP".
+const char* CheckOutcomeName(CheckOutcome outcome);
 
+/// One named check and its outcome.
+struct PluginCheckResult {
+  std::string name;  ///< e.g. "rho0-noop"
+  /// PASS, FAIL or SKIP.
+  CheckOutcome outcome = CheckOutcome::kPass;
+  std::string message;  ///< why it failed or was skipped; may be empty on PASS
+};
+
+/// What CheckPlugin found for one file.
+struct PluginCheckReport {
+  /// The file, as given to CheckPlugin.
+  std::string path;
+  /// True when the file loaded as a plugin; else `checks` holds only the failed check "load".
+  bool loaded = false;
+  std::string kind;  ///< "family" or "loss" once loaded
+  /// The plugin's name once loaded.
+  std::string name;
+  /// The plugin's version once loaded.
+  std::string version;
+  std::string schema;  ///< the generated schema used, e.g. "text: 50 terms, 3 classes"
+  /// Facts reported besides the checks (e.g. requires_label, default_lambda).
+  std::vector<std::pair<std::string, std::string>> info;
+  std::vector<PluginCheckResult> checks;  ///< every check run, in order, "load" first
+
+  /// Number of checks in `checks` with `outcome`.
   size_t Count(CheckOutcome outcome) const;
-  // True when the file loaded and no check failed.
+  /// True when the file loaded and no check failed.
   bool ok() const { return loaded && Count(CheckOutcome::kFail) == 0; }
 };
 
+/// How CheckPlugin exercises a plugin.
 struct PluginCheckOptions {
-  uint64_t documents = 300;  // length of the generated stream
-  uint64_t seed = 1;         // of the stream, the models and the scoring states
-  uint32_t threads = 4;      // concurrent-score
+  uint64_t documents = 300;  ///< length of the generated stream
+  uint64_t seed = 1;         ///< of the stream, the models and the scoring states
+  uint32_t threads = 4;      ///< concurrent-score
 };
 
-// Loads `path` into `registry` (PluginRegistry::Add: the name must be free or
-// the file's own) and runs the checks of its kind. A file that does not load
-// gives a report with loaded = false and a failed check "load" carrying the
-// loader's reason. The losses of a family check (nll, ncll, hinge) and the
-// family of a loss check (multinomial) are looked up by name in `registry`.
-// REQUIRES: the process has one thread when `path` is outside the built-in
-// plugin directory (the registry probes it in a child process).
+/// Loads `path` into `registry` (PluginRegistry::Add: the name must be free or
+/// the file's own) and runs the checks of its kind. A file that does not load
+/// gives a report with loaded = false and a failed check "load" carrying the
+/// loader's reason. The losses of a family check (nll, ncll, hinge) and the
+/// family of a loss check (multinomial) are looked up by name in `registry`.
+/// REQUIRES: the process has one thread when `path` is outside the built-in
+/// plugin directory (the registry probes it in a child process).
 PluginCheckReport CheckPlugin(const PluginRegistry& registry, const std::string& path,
                               const PluginCheckOptions& options = {});
 

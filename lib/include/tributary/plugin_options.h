@@ -49,11 +49,13 @@ namespace tributary::sdk {
 
 // ---- Building a table ---------------------------------------------------------
 
-// One entry of an option table under construction; converts to the
-// trib_option_spec of the ABI. Every member function is constexpr, so a
-// table of them is constant data (no code runs when the plugin is loaded).
+/// One entry of an option table under construction; converts to the
+/// trib_option_spec of the ABI. Every member function is constexpr, so a
+/// table of them is constant data (no code runs when the plugin is loaded).
 class Option {
  public:
+  /// An entry `name` of `type` (TRIB_OPTION_*) with default text `default_value` (NULL: none) and one-line
+  /// `help`, its range unbounded. The factories below (Number, Integer, ...) are the usual way to make one.
   constexpr Option(const char* name, uint32_t type, const char* default_value, const char* help)
       : spec_{name,
               type,
@@ -65,25 +67,29 @@ class Option {
               help,
               nullptr} {}
 
-  // Range of a NUMBER or INTEGER (inclusive unless said otherwise).
+  /// Range of a NUMBER or INTEGER: the value must be > lo.
   constexpr Option Above(double lo) const { return WithMin(lo, true); }
+  /// Range of a NUMBER or INTEGER: the value must be >= lo.
   constexpr Option AtLeast(double lo) const { return WithMin(lo, false); }
+  /// Range of a NUMBER or INTEGER: the value must be < hi.
   constexpr Option Below(double hi) const { return WithMax(hi, true); }
+  /// Range of a NUMBER or INTEGER: the value must be <= hi.
   constexpr Option AtMost(double hi) const { return WithMax(hi, false); }
-  // Words a NUMBER or INTEGER accepts besides numbers ("laplace|log").
+  /// Words a NUMBER or INTEGER accepts besides numbers ("laplace|log").
   constexpr Option Words(const char* words) const {
     Option o = *this;
     o.spec_.choices = words;
     return o;
   }
-  // The default text describes a value the plugin derives ("1/K"): when the
-  // option is not given, OptionValues::IsSet and HasValue are false.
+  /// The default text describes a value the plugin derives ("1/K"): when the
+  /// option is not given, OptionValues::IsSet and HasValue are false.
   constexpr Option Derived() const {
     Option o = *this;
     o.spec_.flags |= TRIB_OPTION_DERIVED_DEFAULT;
     return o;
   }
 
+  /// The entry as the ABI's trib_option_spec: what the table's array holds.
   constexpr operator trib_option_spec() const { return spec_; }  // NOLINT(google-explicit-constructor)
 
  private:
@@ -106,39 +112,39 @@ class Option {
   trib_option_spec spec_;
 };
 
-// A finite number (strtod's syntax).
+/// A finite number (strtod's syntax).
 constexpr Option Number(const char* name, const char* default_value, const char* help) {
   return Option(name, TRIB_OPTION_NUMBER, default_value, help);
 }
-// A number with an integral value ("12", also "12.0" and "1e3").
+/// A number with an integral value ("12", also "12.0" and "1e3").
 constexpr Option Integer(const char* name, const char* default_value, const char* help) {
   return Option(name, TRIB_OPTION_INTEGER, default_value, help);
 }
-// 0, 1, false or true.
+/// 0, 1, false or true.
 constexpr Option Boolean(const char* name, const char* default_value, const char* help) {
   return Option(name, TRIB_OPTION_BOOLEAN, default_value, help);
 }
-// Any text.
+/// Any text.
 constexpr Option String(const char* name, const char* default_value, const char* help) {
   return Option(name, TRIB_OPTION_STRING, default_value, help);
 }
-// One of `choices`, '|'-separated ("cvb0|vi|gibbs").
+/// One of `choices`, '|'-separated ("cvb0|vi|gibbs").
 constexpr Option Choice(const char* name, const char* choices, const char* default_value, const char* help) {
   Option o(name, TRIB_OPTION_CHOICE, default_value, help);
   o.spec_.choices = choices;
   return o;
 }
-// `name` is another spelling of option `of` (an earlier entry of the table).
+/// `name` is another spelling of option `of` (an earlier entry of the table).
 constexpr Option Alias(const char* name, const char* of) {
   Option o(name, TRIB_OPTION_ALIAS, nullptr, nullptr);
   o.spec_.alias_of = of;
   return o;
 }
 
-// True when `table` (a whole array) is well formed: it ends with an empty
-// entry and only there, names are distinct and [a-z0-9_-]+, types are known,
-// every alias names an earlier non-alias entry, every CHOICE has choices.
-// TRIBUTARY_DEFINE_PLUGIN_OPTIONS checks it at compile time.
+/// True when `table` (a whole array) is well formed: it ends with an empty
+/// entry and only there, names are distinct and [a-z0-9_-]+, types are known,
+/// every alias names an earlier non-alias entry, every CHOICE has choices.
+/// TRIBUTARY_DEFINE_PLUGIN_OPTIONS checks it at compile time.
 template <size_t N>
 constexpr bool ValidOptionTable(const trib_option_spec (&table)[N]) {
   if (table[N - 1].name != nullptr) return false;
@@ -167,7 +173,7 @@ constexpr bool ValidOptionTable(const trib_option_spec (&table)[N]) {
 
 // ---- Descriptions (shared with the host, which shows the same words) ----------
 
-// A number as people write it: 1, 0.5, 100000, 1e100, 1e-05 -> "1e-5".
+/// A number as people write it: 1, 0.5, 100000, 1e100, 1e-05 -> "1e-5".
 inline std::string FormatOptionNumber(double v) {
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   char buf[64];
@@ -189,7 +195,7 @@ inline std::string FormatOptionNumber(double v) {
   return mant + "e" + sign + exp;
 }
 
-// The '|'-separated words of `choices` (empty for NULL).
+/// The '|'-separated words of `choices` (empty for NULL).
 inline std::vector<std::string> SplitOptionWords(const char* choices) {
   std::vector<std::string> out;
   if (choices == nullptr || *choices == '\0') return out;
@@ -204,7 +210,7 @@ inline std::vector<std::string> SplitOptionWords(const char* choices) {
   return out;
 }
 
-// "a, b or c".
+/// "a, b or c".
 inline std::string JoinOptionWords(const std::vector<std::string>& words) {
   std::string out;
   for (size_t i = 0; i < words.size(); ++i) {
@@ -214,8 +220,8 @@ inline std::string JoinOptionWords(const std::vector<std::string>& words) {
   return out;
 }
 
-// The range of a NUMBER / INTEGER in words: " > 0", " in [1, 100000]",
-// " > 0 and <= 1e100", "" when unbounded.
+/// The range of a NUMBER / INTEGER in words: " > 0", " in [1, 100000]",
+/// " > 0 and <= 1e100", "" when unbounded.
 inline std::string DescribeOptionRange(uint32_t flags, double min, double max) {
   const bool has_min = std::isfinite(min), has_max = std::isfinite(max);
   const bool min_ex = (flags & TRIB_OPTION_MIN_EXCLUSIVE) != 0, max_ex = (flags & TRIB_OPTION_MAX_EXCLUSIVE) != 0;
@@ -228,9 +234,9 @@ inline std::string DescribeOptionRange(uint32_t flags, double min, double max) {
   return out;
 }
 
-// What a value of this option must be, for "expected ..." messages:
-// "a number > 0", "laplace, log or a number > 0", "an integer in [1, 10]",
-// "cvb0, vi or gibbs", "0, 1, false or true", "any text".
+/// What a value of this option must be, for "expected ..." messages:
+/// "a number > 0", "laplace, log or a number > 0", "an integer in [1, 10]",
+/// "cvb0, vi or gibbs", "0, 1, false or true", "any text".
 inline std::string DescribeOptionExpected(uint32_t type, uint32_t flags, double min, double max, const char* choices) {
   std::vector<std::string> words = SplitOptionWords(choices);
   switch (type) {
@@ -250,7 +256,7 @@ inline std::string DescribeOptionExpected(uint32_t type, uint32_t flags, double 
   }
 }
 
-// The type's name as `tributary plugins --options` shows it.
+/// The type's name as `tributary plugins --options` shows it.
 inline const char* OptionTypeName(uint32_t type) {
   switch (type) {
     case TRIB_OPTION_NUMBER:
@@ -272,44 +278,44 @@ inline const char* OptionTypeName(uint32_t type) {
 
 // ---- Parsing ------------------------------------------------------------------
 
-// A typed value of one option.
+/// A typed value of one option.
 struct OptionValue {
-  bool given = false;      // set by the caller (under its name or an alias)
-  bool has_value = false;  // given, or a (non-derived) default
-  std::string text;        // what was given, or the default's text
-  double number = 0;       // NUMBER / INTEGER (NaN when `text` is one of the words)
-  int64_t integer = 0;     // INTEGER
-  bool flag = false;       // BOOLEAN
+  bool given = false;      ///< set by the caller (under its name or an alias)
+  bool has_value = false;  ///< given, or a (non-derived) default
+  std::string text;        ///< what was given, or the default's text
+  double number = 0;       ///< NUMBER / INTEGER (NaN when `text` is one of the words)
+  int64_t integer = 0;     ///< INTEGER
+  bool flag = false;       ///< BOOLEAN
 };
 
 class OptionValues;
 inline int ParseOptions(const trib_option_spec* table, trib_plugin_kind kind, const char* name, const trib_option* opts,
                         size_t num_opts, OptionValues* out, trib_error* err);
 
-// The values ParseOptions found, one per entry of the table. Looking up a
-// name the table lacks, or reading a value of another type, is a bug in the
-// plugin: it throws std::logic_error (which Guard turns into
-// TRIB_ERR_INTERNAL).
+/// The values ParseOptions found, one per entry of the table. Looking up a
+/// name the table lacks, or reading a value of another type, is a bug in the
+/// plugin: it throws std::logic_error (which Guard turns into
+/// TRIB_ERR_INTERNAL).
 class OptionValues {
  public:
-  // True when the caller gave the option (under any of its names).
+  /// True when the caller gave the option (under any of its names).
   bool IsSet(const char* name) const { return Get(name).given; }
-  // True when the option has a value: given, or a default that is not derived.
+  /// True when the option has a value: given, or a default that is not derived.
   bool HasValue(const char* name) const { return Get(name).has_value; }
-  // The text given, or the default's text ("" for a derived default).
+  /// The text given, or the default's text ("" for a derived default).
   const std::string& Text(const char* name) const { return Get(name).text; }
-  // True when the value is `word` (a CHOICE, or a word of a NUMBER / INTEGER).
+  /// True when the value is `word` (a CHOICE, or a word of a NUMBER / INTEGER).
   bool Is(const char* name, const char* word) const {
     const OptionValue& v = Get(name);
     return v.has_value && v.text == word;
   }
-  // NUMBER or INTEGER (NaN for a word); REQUIRES: HasValue(name).
+  /// NUMBER or INTEGER (NaN for a word); REQUIRES: HasValue(name).
   double Number(const char* name) const {
     const size_t i = Index(name);
     Require(i, TRIB_OPTION_NUMBER, TRIB_OPTION_INTEGER);
     return values_[i].number;
   }
-  // INTEGER, converted to T (the table's range must fit T); REQUIRES: HasValue(name).
+  /// INTEGER, converted to T (the table's range must fit T); REQUIRES: HasValue(name).
   template <typename T = int64_t>
   T Integer(const char* name) const {
     const size_t i = Index(name);
@@ -324,16 +330,17 @@ class OptionValues {
     }
     return static_cast<T>(v);
   }
-  // BOOLEAN; REQUIRES: HasValue(name).
+  /// BOOLEAN; REQUIRES: HasValue(name).
   bool Flag(const char* name) const {
     const size_t i = Index(name);
     Require(i, TRIB_OPTION_BOOLEAN, TRIB_OPTION_BOOLEAN);
     return values_[i].flag;
   }
-  // The index in `opts` of the last option that set `name` (under any of its
-  // names), or -1: for rules about the order of options.
+  /// The index in `opts` of the last option that set `name` (under any of its
+  /// names), or -1: for rules about the order of options.
   long Position(const char* name) const { return positions_[Index(name)]; }
 
+  /// The table ParseOptions read these values against; NULL before ParseOptions ran.
   const trib_option_spec* table() const { return table_; }
 
  private:
@@ -376,7 +383,7 @@ inline int OptionFail(trib_error* err, const char* fmt, ...) {
   return TRIB_ERR_INVALID_ARGUMENT;
 }
 
-// Parses `text` as a value of `spec` into `out`; false if it is not one.
+/// Parses `text` as a value of `spec` into `out`; false if it is not one.
 inline bool ParseOptionValue(const trib_option_spec& spec, const char* text, OptionValue* out) {
   const std::string t = text ? text : "";
   out->text = t;
@@ -430,13 +437,13 @@ inline bool ParseOptionValue(const trib_option_spec& spec, const char* text, Opt
 
 }  // namespace internal
 
-// Reads `opts` (what create() received) against `table` (ending with an
-// empty entry) into `*out`: every option of the table gets the value given
-// (the last one, when given twice) or its default. `kind` and `name` (the
-// plugin's) go into the messages. Returns TRIB_OK, or
-// TRIB_ERR_INVALID_ARGUMENT with the message in `err` for an unknown key or a
-// bad value, or TRIB_ERR_INTERNAL when a default of the table does not parse
-// (a bug in the plugin). Does not throw except std::bad_alloc.
+/// Reads `opts` (what create() received) against `table` (ending with an
+/// empty entry) into `*out`: every option of the table gets the value given
+/// (the last one, when given twice) or its default. `kind` and `name` (the
+/// plugin's) go into the messages. Returns TRIB_OK, or
+/// TRIB_ERR_INVALID_ARGUMENT with the message in `err` for an unknown key or a
+/// bad value, or TRIB_ERR_INTERNAL when a default of the table does not parse
+/// (a bug in the plugin). Does not throw except std::bad_alloc.
 inline int ParseOptions(const trib_option_spec* table, trib_plugin_kind kind, const char* name, const trib_option* opts,
                         size_t num_opts, OptionValues* out, trib_error* err) {
   const char* kind_name = kind == TRIB_KIND_LOSS ? "loss" : "family";
@@ -494,9 +501,10 @@ inline int ParseOptions(const trib_option_spec* table, trib_plugin_kind kind, co
 
 }  // namespace tributary::sdk
 
-// Exports `table` (a constexpr array of trib_option_spec ending with {}) as the
-// plugin's optional tributary_plugin_options (ABI 1.3), so that the host can
-// show it. Use once per plugin, at namespace scope.
+/// Exports `table` (a constexpr array of trib_option_spec ending with {}) as the
+/// plugin's optional tributary_plugin_options (ABI 1.3), so that the host can
+/// show it; a malformed table fails to compile (ValidOptionTable). Use once per
+/// plugin, at namespace scope.
 #define TRIBUTARY_DEFINE_PLUGIN_OPTIONS(table)                                                \
   static_assert(::tributary::sdk::ValidOptionTable(table), "malformed option table " #table); \
   extern "C" TRIB_PLUGIN_EXPORT const trib_option_table tributary_plugin_options = {          \

@@ -30,7 +30,7 @@
 
 namespace tributary::sdk {
 
-// Writes a formatted message into `err` and returns `code`.
+/// Writes a formatted message into `err` and returns `code`.
 inline int Fail(trib_error* err, int code, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
 inline int Fail(trib_error* err, int code, const char* fmt, ...) {
   if (err) {
@@ -43,8 +43,8 @@ inline int Fail(trib_error* err, int code, const char* fmt, ...) {
   return code;
 }
 
-// Runs `body` (returning int) and converts any exception into an error code:
-// no exception may cross the C boundary.
+/// Runs `body` (returning int) and converts any exception into an error code:
+/// no exception may cross the C boundary.
 template <typename F>
 int Guard(trib_error* err, F&& body) noexcept {
   try {
@@ -58,22 +58,24 @@ int Guard(trib_error* err, F&& body) noexcept {
   }
 }
 
-// The opaque handles are the family's own C++ objects: these convert them,
-// and provide the vtable's destroy / clone / state_destroy for any copyable
-// model type and any state type.
+/// The opaque handles are the family's own C++ objects: these convert them,
+/// and provide the vtable's destroy / clone / state_destroy for any copyable
+/// model type and any state type.
 template <typename T>
 T* As(trib_family_model* m) {
   return reinterpret_cast<T*>(m);
 }
+/// The const form of As.
 template <typename T>
 const T* As(const trib_family_model* m) {
   return reinterpret_cast<const T*>(m);
 }
+/// A vtable destroy: deletes the T behind `m`.
 template <typename T>
 void DestroyModel(trib_family_model* m) {
   delete As<T>(m);
 }
-// Deep copy through T's copy constructor.
+/// Deep copy through T's copy constructor.
 template <typename T>
 int CloneModel(const trib_family_model* m, trib_family_model** out, trib_error* err) {
   return Guard(err, [&] {
@@ -81,6 +83,7 @@ int CloneModel(const trib_family_model* m, trib_family_model** out, trib_error* 
     return TRIB_OK;
   });
 }
+/// A vtable state_destroy: deletes the S behind `s`.
 template <typename S>
 void DestroyState(trib_family_state* s) {
   delete reinterpret_cast<S*>(s);
@@ -98,18 +101,22 @@ inline const trib_host_api*& Host() {
   return host;
 }
 }  // namespace internal
-// Records `host` for the functions below (BeginFamilyVtable calls it).
+/// Records `host` for the functions below (BeginFamilyVtable calls it).
 inline void UseHost(const trib_host_api* host) { internal::Host() = host; }
+/// log |Gamma(x)| (trib_host_api.lgamma).
 inline double Lgamma(double x) { return internal::Host()->lgamma(x); }
+/// psi(x), the derivative of log Gamma(x) (trib_host_api.digamma).
 inline double Digamma(double x) { return internal::Host()->digamma(x); }
+/// psi'(x) (trib_host_api.trigamma, ABI 1.4).
 inline double Trigamma(double x) { return internal::Host()->trigamma(x); }
+/// The inverse error function, x in (-1, 1) (trib_host_api.erf_inv, ABI 1.4).
 inline double ErfInv(double x) { return internal::Host()->erf_inv(x); }
 
-// The part of tributary_plugin_init every family shares: refuses a host of
-// another ABI major version, records it for the special functions above,
-// zeroes out->family, sets its struct_size and the destroy / clone /
-// state_destroy of model type M (deep copy through its copy constructor) and
-// state type S. The caller then sets its own functions.
+/// The part of tributary_plugin_init every family shares: refuses a host of
+/// another ABI major version, records it for the special functions above,
+/// zeroes out->family, sets its struct_size and the destroy / clone /
+/// state_destroy of model type M (deep copy through its copy constructor) and
+/// state type S. The caller then sets its own functions.
 template <typename M, typename S>
 int BeginFamilyVtable(const trib_host_api* host, trib_plugin_vtable* out, trib_error* err) {
   if (host == nullptr || host->abi_major != TRIB_ABI_MAJOR) {
@@ -125,28 +132,33 @@ int BeginFamilyVtable(const trib_host_api* host, trib_plugin_vtable* out, trib_e
   return TRIB_OK;
 }
 
-// What a loss plugin's vtable holds (see trib_loss_vtable). `create`,
-// `weights_with` (and the destroy BeginLossVtable<L> adds) are for a loss with
-// options; leave them NULL for one without.
+/// What a loss plugin's vtable holds (see trib_loss_vtable). `create`,
+/// `weights_with` (and the destroy BeginLossVtable<L> adds) are for a loss with
+/// options; leave them NULL for one without.
 struct LossDefinition {
+  /// The loss without options (trib_loss_vtable.weights); required, also for a loss with options.
   int (*weights)(const double* log_joint, uint32_t num_classes, int64_t label, double* w, double* c, double* loss_value,
                  trib_error* err) = nullptr;
-  bool requires_label = false;
-  double default_lambda = 1.0;
+  bool requires_label = false;  ///< documents must carry a label (trib_loss_vtable.requires_label)
+  double default_lambda = 1.0;  ///< step-size parameter lambda when the user gives none
+  /// Makes an instance from the options (trib_loss_vtable.create); with BeginLossVtable<L> only.
   int (*create)(const trib_option* options, size_t num_options, trib_loss_model** out, trib_error* err) = nullptr;
+  /// weights for an instance (trib_loss_vtable.weights_with); with BeginLossVtable<L> only.
   int (*weights_with)(const trib_loss_model* model, const double* log_joint, uint32_t num_classes, int64_t label,
                       double* w, double* c, double* loss_value, trib_error* err) = nullptr;
 };
 
-// A loss instance's handle is the loss's own C++ object (type L).
+/// A loss instance's handle is the loss's own C++ object (type L).
 template <typename L>
 const L* AsLoss(const trib_loss_model* m) {
   return reinterpret_cast<const L*>(m);
 }
+/// Moves or copies `instance` into a new heap object and returns it as the handle create() hands back.
 template <typename L>
 trib_loss_model* NewLossModel(L&& instance) {
   return reinterpret_cast<trib_loss_model*>(new std::decay_t<L>(std::forward<L>(instance)));
 }
+/// The loss vtable's destroy for instances of type L (BeginLossVtable<L> sets it).
 template <typename L>
 void DestroyLossModel(trib_loss_model* m) {
   delete reinterpret_cast<L*>(m);
@@ -169,14 +181,14 @@ inline int FillLossVtable(const trib_host_api* host, trib_plugin_vtable* out, tr
 }
 }  // namespace internal
 
-// The whole tributary_plugin_init of a loss without options: refuses a host
-// of another ABI major version, zeroes out->loss and fills it from `def`.
-//
-//   extern "C" TRIB_PLUGIN_EXPORT int tributary_plugin_init(const trib_host_api* host, trib_plugin_vtable* out,
-//                                                           trib_error* err) {
-//     return tributary::sdk::BeginLossVtable(host, out, err,
-//                                            {.weights = Weights, .requires_label = true, .default_lambda = 1e-4});
-//   }
+/// The whole tributary_plugin_init of a loss without options: refuses a host
+/// of another ABI major version, zeroes out->loss and fills it from `def`.
+///
+///   extern "C" TRIB_PLUGIN_EXPORT int tributary_plugin_init(const trib_host_api* host, trib_plugin_vtable* out,
+///                                                           trib_error* err) {
+///     return tributary::sdk::BeginLossVtable(host, out, err,
+///                                            {.weights = Weights, .requires_label = true, .default_lambda = 1e-4});
+///   }
 inline int BeginLossVtable(const trib_host_api* host, trib_plugin_vtable* out, trib_error* err,
                            const LossDefinition& def) {
   if (def.create != nullptr || def.weights_with != nullptr) {
@@ -185,9 +197,9 @@ inline int BeginLossVtable(const trib_host_api* host, trib_plugin_vtable* out, t
   return internal::FillLossVtable(host, out, err, def);
 }
 
-// The same for a loss with options (ABI 1.2) whose instances are C++ objects
-// of type L: `def.create` makes one (NewLossModel), `def.weights_with` reads it
-// (AsLoss<L>), and destroy deletes it.
+/// The same for a loss with options (ABI 1.2) whose instances are C++ objects
+/// of type L: `def.create` makes one (NewLossModel), `def.weights_with` reads it
+/// (AsLoss<L>), and destroy deletes it.
 template <typename L>
 int BeginLossVtable(const trib_host_api* host, trib_plugin_vtable* out, trib_error* err, const LossDefinition& def) {
   if (def.create == nullptr || def.weights_with == nullptr) {
@@ -200,19 +212,19 @@ int BeginLossVtable(const trib_host_api* host, trib_plugin_vtable* out, trib_err
   return TRIB_OK;
 }
 
-// mu[i] for entry i of block b (see trib_block).
+/// mu[i] for entry i of block b (see trib_block).
 inline double Mu(const trib_stats& s, uint32_t b, uint64_t i) {
   const trib_block& blk = s.blocks[b];
   return blk.scale * s.raw[i] + blk.shift * blk.alpha_bar;
 }
 
-// The raw value that makes mu[i] equal to `mu` in block b.
+/// The raw value that makes mu[i] equal to `mu` in block b.
 inline double RawFor(const trib_stats& s, uint32_t b, double mu) {
   const trib_block& blk = s.blocks[b];
   return (mu - blk.shift * blk.alpha_bar) / blk.scale;
 }
 
-// Parses a floating-point option value; returns false if it is not a number.
+/// Parses a floating-point option value; returns false if it is not a number.
 inline bool ParseDouble(const char* text, double* out) {
   if (!text || !*text) return false;
   char* end = nullptr;
@@ -222,7 +234,7 @@ inline bool ParseDouble(const char* text, double* out) {
   return true;
 }
 
-// Numerically stable log(sum(exp(x))).
+/// Numerically stable log(sum(exp(x))).
 inline double LogSumExp(const double* x, uint32_t n) {
   double m = -INFINITY;
   for (uint32_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
@@ -264,6 +276,8 @@ inline void CacheIn(const double** in, std::vector<double>& v) {
 inline void CacheIn(const double** in, double& x) { x = *(*in)++; }
 }  // namespace internal
 
+/// export_cache from `pieces` (doubles and std::vector<double>s): sets *size to their total number of values
+/// and, when `out` is not NULL, copies them there in the order given. Returns TRIB_OK.
 template <typename... Pieces>
 int ExportCache(double* out, size_t* size, const Pieces&... pieces) {
   *size = (internal::CachePieceSize(pieces) + ... + size_t{0});
@@ -271,6 +285,9 @@ int ExportCache(double* out, size_t* size, const Pieces&... pieces) {
   return TRIB_OK;
 }
 
+/// import_cache into `pieces`, in ExportCache's order; each vector must already have its size. Refuses
+/// (TRIB_ERR_INVALID_ARGUMENT, naming `layout`) a size other than the pieces' total and any non-finite value,
+/// before copying anything.
 template <typename... Pieces>
 int ImportCache(const double* in, size_t size, trib_error* err, const char* layout, Pieces&... pieces) {
   const size_t want = (internal::CachePieceSize(pieces) + ... + size_t{0});
@@ -287,7 +304,8 @@ int ImportCache(const double* in, size_t size, trib_error* err, const char* layo
 
 }  // namespace tributary::sdk
 
-// Defines the plugin's info symbol. Use once per plugin.
+/// Defines the plugin's info symbol (tributary_plugin_info, a trib_plugin_info for this header's ABI version).
+/// Use once per plugin, at namespace scope.
 #define TRIBUTARY_DEFINE_PLUGIN_INFO(kind, name, version, description)           \
   extern "C" TRIB_PLUGIN_EXPORT const trib_plugin_info tributary_plugin_info = { \
       TRIB_PLUGIN_MAGIC, TRIB_ABI_MAJOR, TRIB_ABI_MINOR, static_cast<uint32_t>(kind), name, version, description}

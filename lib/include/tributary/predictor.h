@@ -35,30 +35,34 @@
 
 namespace tributary {
 
+/// Scores a run of documents with a model that does not change meanwhile, through the family's frozen table
+/// once that pays (see the file comment). One thread at a time.
 class Predictor {
  public:
-  // Models with more statistics than this are never frozen (the table would
-  // add as much memory again): 2^27 values, 1 GiB.
+  /// Models with more statistics than this are never frozen (the table would
+  /// add as much memory again): 2^27 values, 1 GiB.
   static constexpr uint64_t kMaxFrozenValues = uint64_t{1} << 27;
 
-  // Errors: the family cannot make a scoring state.
+  /// A Predictor of `model` (borrowed: see the file comment) whose scoring state is seeded from `seed`.
+  /// Errors: `model` is null (InvalidArgument); the family cannot make a scoring state.
   static Result<std::unique_ptr<Predictor>> Create(const Model* model, uint64_t seed = 1);
+  /// Destroys the frozen table, if one was built, and the scoring state.
   ~Predictor();
   Predictor(const Predictor&) = delete;
   Predictor& operator=(const Predictor&) = delete;
 
-  // log p(k, x | theta) for every output into log_joint[model.num_outputs()],
-  // as Model::Score (same errors).
+  /// log p(k, x | theta) for every output into log_joint[model.num_outputs()],
+  /// as Model::Score (same errors).
   Status Score(const trib_document& doc, double* log_joint);
-  // Builds the frozen table now instead of when the work pays for it (a
-  // server about to answer many requests; tests). OK and nothing built for a
-  // family without frozen scoring. Errors: the family's freeze failed (the
-  // Predictor goes on without a table).
+  /// Builds the frozen table now instead of when the work pays for it (a
+  /// server about to answer many requests; tests). OK and nothing built for a
+  /// family without frozen scoring. Errors: the family's freeze failed (the
+  /// Predictor goes on without a table).
   Status Freeze();
-  // True once the table is built.
+  /// True once the table is built.
   bool frozen() const { return frozen_ != nullptr; }
-  // The scoring state (for calls that follow Score on the same document,
-  // e.g. LatentMetrics::Add).
+  /// The scoring state (for calls that follow Score on the same document,
+  /// e.g. LatentMetrics::Add).
   ScoringState* state() { return state_.get(); }
 
  private:
@@ -67,10 +71,10 @@ class Predictor {
   std::unique_ptr<ScoringState> state_;
   trib_frozen* frozen_ = nullptr;
   bool can_freeze_ = false;
-  // Work done through Model::Score so far (terms x outputs per document);
-  // the table is built when it reaches the statistics' size (building costs
-  // a log per statistic, scoring a product per term and output plus a log
-  // per output).
+  /// Work done through Model::Score so far (terms x outputs per document);
+  /// the table is built when it reaches the statistics' size (building costs
+  /// a log per statistic, scoring a product per term and output plus a log
+  /// per output).
   uint64_t work_ = 0;
 };
 

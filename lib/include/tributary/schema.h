@@ -17,61 +17,75 @@ namespace v1 {
 class Schema;
 }
 
+/// One dense feature of a ModelSchema, in the schema's feature order.
 struct FeatureSpecInfo {
-  std::string name;
-  trib_feature_kind kind = TRIB_FEATURE_REAL;
-  std::vector<std::string> categories;
+  std::string name;                            ///< the feature's name in the stream schema (not checked unique)
+  trib_feature_kind kind = TRIB_FEATURE_REAL;  ///< REAL and COUNT go to a document's reals, CATEGORICAL to categoricals
+  std::vector<std::string> categories;         ///< a categorical feature's category names (>= 1); empty otherwise
 };
 
-// Largest hashed vocabulary a schema may declare: 2^24 ids (fastText's
-// default is 2M buckets, Vowpal Wabbit's 2^18). A header's hashed_dim sizes
-// per-class statistics before any document is read, so an unchecked one
-// (2^30 in a few bytes) would make a reader allocate hundreds of GB.
+/// Largest hashed vocabulary a schema may declare: 2^24 ids (fastText's
+/// default is 2M buckets, Vowpal Wabbit's 2^18). A header's hashed_dim sizes
+/// per-class statistics before any document is read, so an unchecked one
+/// (2^30 in a few bytes) would make a reader allocate hundreds of GB.
 inline constexpr uint64_t kMaxHashedDim = uint64_t{1} << 24;
 
-// Copies of a schema share its vocabulary (the term names and their index,
-// the largest part of a big model's schema): a copy costs O(classes +
-// features), and the first AddTerms on a shared vocabulary copies it
-// (copy-on-write). A model published to readers while the learner goes on
-// (the server's Publish, Model::Clone) therefore does not copy the
-// vocabulary. Thread safety: a schema is a value; copies may be used and
-// destroyed on different threads.
+/// Copies of a schema share its vocabulary (the term names and their index,
+/// the largest part of a big model's schema): a copy costs O(classes +
+/// features), and the first AddTerms on a shared vocabulary copies it
+/// (copy-on-write). A model published to readers while the learner goes on
+/// (the server's Publish, Model::Clone) therefore does not copy the
+/// vocabulary. Thread safety: a schema is a value; copies may be used and
+/// destroyed on different threads.
 class ModelSchema {
  public:
-  // Validates: unique non-empty term names, unique class names, categorical
-  // features with >= 1 category. Zero classes is valid (unlabelled streams).
+  /// Validates: unique non-empty term names, unique class names, categorical
+  /// features with >= 1 category. Zero classes is valid (unlabelled streams).
   static Result<ModelSchema> FromProto(const v1::Schema& proto);
-  // `with_vocabulary` false leaves the vocabulary out (a decoder of the
-  // model's own ids needs only the rest).
+  /// `with_vocabulary` false leaves the vocabulary out (a decoder of the
+  /// model's own ids needs only the rest).
   void ToProto(v1::Schema* out, bool with_vocabulary = true) const;
 
+  /// The number of term ids: hashed_dim() for a hashed schema, else the vocabulary's size.
   uint64_t vocab_size() const { return hashed_dim_ ? hashed_dim_ : vocab_->terms.size(); }
+  /// True if term ids are token hashes (HashToken) rather than vocabulary indices.
   bool hashed() const { return hashed_dim_ != 0; }
+  /// The number of hash buckets (<= kMaxHashedDim), or 0 for a schema with a vocabulary.
   uint64_t hashed_dim() const { return hashed_dim_; }
+  /// The term names, indexed by term id; empty for a hashed schema.
   const std::vector<std::string>& vocabulary() const { return vocab_->terms; }
+  /// The class names, indexed by class (label) index; may be empty.
   const std::vector<std::string>& classes() const { return classes_; }
+  /// Labels unknown to the schema become new classes while learning (Model::AddClass does it).
   bool open_classes() const { return open_classes_; }
+  /// Sets open_classes(); no validation.
   void set_open_classes(bool open) { open_classes_ = open; }
-  // Terms unknown to the vocabulary are added while learning (never with
-  // hashed_dim). Model::AddTerms does it; Schema.open_vocabulary on the wire.
+  /// Terms unknown to the vocabulary are added while learning (never with
+  /// hashed_dim). Model::AddTerms does it; Schema.open_vocabulary on the wire.
   bool open_vocabulary() const { return open_vocabulary_; }
+  /// Sets open_vocabulary(); no validation: the caller must not open the vocabulary of a hashed schema.
   void set_open_vocabulary(bool open) { open_vocabulary_ = open; }
+  /// The dense features, in the order a stream declares them.
   const std::vector<FeatureSpecInfo>& features() const { return features_; }
+  /// The number of REAL and COUNT features: the length of a document's reals.
   uint32_t num_reals() const { return num_reals_; }
+  /// The number of categories of each categorical feature, in feature order: the length of a document's
+  /// categoricals and the bound of each entry.
   const std::vector<uint32_t>& categorical_cardinalities() const { return cat_card_; }
-  // Kind of each entry of a document's reals: TRIB_FEATURE_REAL or _COUNT.
+  /// Kind of each entry of a document's reals: TRIB_FEATURE_REAL or _COUNT.
   const std::vector<uint32_t>& real_kinds() const { return real_kinds_; }
 
-  // -1 when absent.
+  /// -1 when absent.
   int64_t TermIndex(const std::string& term) const;
+  /// The index of the class `name`; -1 when absent.
   int64_t ClassIndex(const std::string& name) const;
-  // Appends the terms not in the vocabulary yet, in order (ids vocab_size(),
-  // vocab_size() + 1, ...). For Model::AddTerms, which grows the statistics.
+  /// Appends the terms not in the vocabulary yet, in order (ids vocab_size(),
+  /// vocab_size() + 1, ...). For Model::AddTerms, which grows the statistics.
   void AddTerms(const std::vector<std::string>& names);
-  // Appends a class (open_classes only); returns its index.
+  /// Appends a class (open_classes only); returns its index.
   uint32_t AddClass(const std::string& name);
 
-  // The C view handed to families (valid while this schema is unchanged).
+  /// The C view handed to families (valid while this schema is unchanged).
   trib_schema CView() const;
 
  private:
@@ -80,7 +94,7 @@ class ModelSchema {
     std::unordered_map<std::string, uint32_t> index;
   };
   void Index();
-  // The vocabulary to change: this schema's own (copied first when shared).
+  /// The vocabulary to change: this schema's own (copied first when shared).
   Vocabulary& MutableVocabulary();
   std::shared_ptr<Vocabulary> vocab_ = std::make_shared<Vocabulary>();
   uint64_t hashed_dim_ = 0;
@@ -94,8 +108,8 @@ class ModelSchema {
   std::unordered_map<std::string, uint32_t> class_index_;
 };
 
-// 64-bit FNV-1a of a token, reduced to [0, dim): how raw tokens map to ids in
-// a hashed schema. Stable across platforms and versions.
+/// 64-bit FNV-1a of a token, reduced to [0, dim): how raw tokens map to ids in
+/// a hashed schema. Stable across platforms and versions.
 uint64_t HashToken(const std::string& token, uint64_t dim);
 
 }  // namespace tributary

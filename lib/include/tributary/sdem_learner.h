@@ -32,46 +32,51 @@
 
 namespace tributary {
 
+/// What one successful SdemLearner::Learn step did (unset when it fails).
 struct LearnOutcome {
-  double loss_value = 0;     // the training loss of the document before the step
-  uint32_t predicted = 0;    // argmax_k log p(k, x) before the step
-  double rho = 0;            // the step size used
-  size_t delta_entries = 0;  // statistics touched
+  double loss_value = 0;     ///< the training loss of the document before the step
+  uint32_t predicted = 0;    ///< argmax_k log p(k, x) before the step
+  double rho = 0;            ///< the step size used
+  size_t delta_entries = 0;  ///< statistics touched
 };
 
+/// Trains a Model with sdEM, one document per Learn call (the step is described in the file comment).
 class SdemLearner {
  public:
-  // REQUIRES: model->loss_plugin() is set; `model` outlives the learner.
+  /// REQUIRES: model->loss_plugin() is set; `model` outlives the learner.
   static Result<std::unique_ptr<SdemLearner>> Create(Model* model, uint64_t seed = 1);
 
-  // One sdEM step on `doc`. On error nothing in the model has changed (the
-  // step counter included) and the message names the document.
-  // `scores` (optional) receives log p(k, x) before the update.
+  /// One sdEM step on `doc`. On error nothing in the model has changed (the
+  /// step counter included) and the message names the document.
+  /// `outcome` (optional) receives what the step did; last_scores() holds log p(k, x) before the update.
   Status Learn(const trib_document& doc, LearnOutcome* outcome = nullptr);
 
+  /// log p(k, x) of every output as the last Learn scored them before its step (Model::num_outputs() values);
+  /// overwritten by the next Learn. After a Learn that failed before scoring, an earlier call's scores.
   const std::vector<double>& last_scores() const { return scores_; }
-  // Records every successful step's block maps in `trace` (model.h; null:
-  // none). REQUIRES: trace sized for the model's blocks (BlockTrace::Reset).
+  /// Records every successful step's block maps in `trace` (model.h; null:
+  /// none). REQUIRES: trace sized for the model's blocks (BlockTrace::Reset).
   void set_trace(BlockTrace* trace) { trace_ = trace; }
+  /// The model this learner steps (not owned).
   Model* model() { return model_; }
-  // Whether a family's fused_step (ABI 1.7) replaces accumulate + apply +
-  // commit (default true; its result is the same bit for bit). plugin-check
-  // turns it off to compare the two.
+  /// Whether a family's fused_step (ABI 1.7) replaces accumulate + apply +
+  /// commit (default true; its result is the same bit for bit). plugin-check
+  /// turns it off to compare the two.
   void set_use_fused_step(bool on) { use_fused_ = on; }
-  // Steps taken by the family's fused step so far.
+  /// Steps taken by the family's fused step so far.
   uint64_t fused_steps() const { return fused_steps_; }
 
  private:
   SdemLearner() = default;
   Status Fail(const trib_document& doc, const Status& st) const;
-  // Restores the statistics and block maps saved before step 4 and rebuilds
-  // the family's caches; returns `cause` (or an internal error if even that
-  // fails).
+  /// Restores the statistics and block maps saved before step 4 and rebuilds
+  /// the family's caches; returns `cause` (or an internal error if even that
+  /// fails).
   Status Undo(const trib_delta& delta, const Status& cause);
-  // The same for a fused step: its log holds what it wrote.
+  /// The same for a fused step: its log holds what it wrote.
   Status UndoLog(const trib_step_log& log, const Status& cause);
   Status RestoreBlocksAndRebuild(const Status& cause);
-  // Counts the step and records it in the trace.
+  /// Counts the step and records it in the trace.
   void FinishStep(const std::vector<double>& factors, double c, double rho);
   static int GrowDelta(trib_delta* d, size_t min_capacity);
   static int GrowLog(trib_step_log* log, size_t min_runs, size_t min_values);
@@ -82,12 +87,12 @@ class SdemLearner {
   bool use_fused_ = true;
   uint64_t fused_steps_ = 0;
   std::vector<double> scores_, weights_, factors_, old_raw_, block_mult_;
-  std::vector<uint64_t> log_start_, log_length_;  // a fused step's runs (old values in old_raw_)
+  std::vector<uint64_t> log_start_, log_length_;  ///< a fused step's runs (old values in old_raw_)
   std::vector<uint64_t> delta_index_;
   std::vector<double> delta_value_;
   std::vector<char> materialize_;
-  std::vector<trib_block> saved_blocks_;                                 // block maps before the step
-  std::vector<std::pair<uint32_t, std::vector<double>>> restarted_raw_;  // raw of restarted blocks
+  std::vector<trib_block> saved_blocks_;                                 ///< block maps before the step
+  std::vector<std::pair<uint32_t, std::vector<double>>> restarted_raw_;  ///< raw of restarted blocks
 };
 
 }  // namespace tributary

@@ -69,20 +69,20 @@
 extern "C" {
 #endif
 
-/* What moment_match reports besides lambda_new. */
+/** What moment_match reports besides lambda_new. */
 typedef struct trib_sep_outcome {
-  uint32_t struct_size;
-  /* Set to 1 (and a reason in trib_error.message) when the document's site
+  uint32_t struct_size; /**< sizeof(trib_sep_outcome) in the host, which fills it: read a field only if it covers it */
+  /** Set to 1 (and a reason in trib_error.message) when the document's site
    * cannot be computed safely: the cavity is improper (a precision or a
    * Dirichlet parameter <= 0 after removing the site) or the tilted moments
    * are degenerate. The engine counts the skip and leaves the model as it
    * was; the call itself still returns TRIB_OK. */
   int skip;
-  /* log Z_i, the log normaliser of the tilted distribution (the document's
+  /** log Z_i, the log normaliser of the tilted distribution (the document's
    * contribution to an approximate log evidence: exact for ADF, where
    * log p(X) ~ sum_i log Z_i). NaN if the family does not estimate it. */
   double log_z;
-  /* Block-uniform sites, set up by the engine: block_site[b] for each of the
+  /** Block-uniform sites, set up by the engine: block_site[b] for each of the
    * num_blocks statistics blocks, zero on entry. A family may set
    * block_site[b] = u for a block whose alpha_bar is 1: the document's site
    * is then u (in natural-parameter units) on every entry of block b outside
@@ -92,47 +92,54 @@ typedef struct trib_sep_outcome {
    * the feasibility of those entries in O(document): use block sites only
    * for parameters whose feasible set is R (e.g. h = tau m of a Gaussian). */
   double* block_site;
-  uint32_t num_blocks;
+  uint32_t num_blocks; /**< entries in block_site: the number of statistics blocks (trib_stats.num_blocks) */
 } trib_sep_outcome;
 
-/* Step information for commit(). */
+/** Step information for commit(). */
 typedef struct trib_sep_step {
+  /** sizeof(trib_sep_step) in the host, which fills it: read a field only if it covers it. */
   uint32_t struct_size;
-  double n;        /* N: lambda = lambda0 + n * mu */
-  double decay;    /* factor applied to every mu entry in [0, P) that is not in
+  double n;        /**< N: lambda = lambda0 + n * mu */
+  double decay;    /**< factor applied to every mu entry in [0, P) that is not in
                       the touched list (SEP: 1 - eps; EP, ADF: 1) */
-  uint64_t t;      /* updates applied before this one */
-  uint32_t engine; /* TRIB_SEP_ENGINE_* */
-  /* num_blocks values: the change of lambda applied to every entry of each
+  uint64_t t;      /**< updates applied before this one */
+  uint32_t engine; /**< TRIB_SEP_ENGINE_* */
+  /** num_blocks values: the change of lambda applied to every entry of each
    * block outside the support, besides the decay (the block sites: SEP
    * N eps u, EP u - u_old, ADF u). */
   const double* block_delta;
-  uint32_t num_blocks;
+  uint32_t num_blocks; /**< entries in block_delta: the number of statistics blocks (trib_stats.num_blocks) */
 } trib_sep_step;
 
-#define TRIB_SEP_ENGINE_SEP 0u
-#define TRIB_SEP_ENGINE_EP 1u
-#define TRIB_SEP_ENGINE_ADF 2u
+#define TRIB_SEP_ENGINE_SEP 0u /**< trib_sep_step.engine: stochastic expectation propagation (mu = f_bar) */
+#define TRIB_SEP_ENGINE_EP 1u  /**< trib_sep_step.engine: expectation propagation, one site per document */
+#define TRIB_SEP_ENGINE_ADF 2u /**< trib_sep_step.engine: assumed density filtering, no site memory */
 
-/* Receives named vectors from summary(): `component` is the component index
+/** Receives named vectors from summary(): `component` is the component index
  * or UINT32_MAX for a model-wide vector. Returns 0 on success. The names are
  * the family's; the conventional ones for mixtures are "mixing_weights" (K
  * values, E[pi]), and per component "<param>_mean" / "<param>_variance". */
 typedef struct trib_sep_summary_sink {
-  void* host;
+  void* host; /**< the host's; the family leaves it alone */
+  /** Passes the vector `name` of `count` values for `component` (see above) to the host; `self` is this sink.
+   * The host copies what it keeps before returning. */
   int (*put)(struct trib_sep_summary_sink* self, const char* name, uint32_t component, const double* values,
              size_t count);
 } trib_sep_summary_sink;
 
+/** The functions the SEP / EP / ADF engines call (trib_family_vtable.sep): a static table of the family's. All
+ * but summary and block_feasible are required; the engine refuses a table whose struct_size does not cover
+ * commit. */
 typedef struct trib_sep_hooks {
+  /** sizeof(trib_sep_hooks) as the plugin was built: the engine reads a field only if this covers it. */
   uint32_t struct_size;
 
-  /* P, the number of natural parameters (the leading statistics entries the
+  /** P, the number of natural parameters (the leading statistics entries the
    * engine owns). Depends only on the schema and the options. P <= stats size
    * and P is a block boundary. */
   uint64_t (*num_params)(const trib_family_model* model);
 
-  /* Appends the document's support to `out` as (index, lambda0[index]) pairs:
+  /** Appends the document's support to `out` as (index, lambda0[index]) pairs:
    * distinct indices < P, prior values finite. Indices in runs of consecutive
    * entries are cheapest. The same document must give the same list (EP keys
    * its stored site on it). INVALID_DOCUMENT refuses the document. `stats`
@@ -140,7 +147,7 @@ typedef struct trib_sep_hooks {
   int (*support)(const trib_family_model* model, const trib_stats* stats, const trib_document* doc, trib_delta* out,
                  trib_error* err);
 
-  /* Moment matching of the tilted distribution cavity x p(x_i | theta): given
+  /** Moment matching of the tilted distribution cavity x p(x_i | theta): given
    * the cavity's natural parameters at the support entries (`index`,
    * `cavity`, `count`, in the order support() wrote them), writes the natural
    * parameters of the moment-matched q_new at the same entries into
@@ -154,7 +161,7 @@ typedef struct trib_sep_hooks {
                       const trib_document* doc, const uint64_t* index, const double* cavity, size_t count,
                       double* lambda_new, trib_sep_outcome* out, trib_error* err);
 
-  /* TRIB_OK if every lambda[j] is a valid natural parameter for entry
+  /** TRIB_OK if every lambda[j] is a valid natural parameter for entry
    * index[j] (e.g. precision > 0, Dirichlet parameter > 0, finite), else
    * TRIB_ERR_NUMERIC naming the first offending entry. The feasible set of
    * each entry must be convex, so that moving towards a feasible prior (the
@@ -162,7 +169,7 @@ typedef struct trib_sep_hooks {
   int (*feasible)(const trib_family_model* model, const uint64_t* index, const double* lambda, size_t count,
                   trib_error* err);
 
-  /* The engine has written mu: the entries `index` (the support, in
+  /** The engine has written mu: the entries `index` (the support, in
    * support() order) changed from old_mu[j], and every other entry of [0, P)
    * was multiplied by step->decay. The family updates its caches (cost
    * O(count), plus an occasional O(model) refresh it may schedule itself).
@@ -171,11 +178,11 @@ typedef struct trib_sep_hooks {
   int (*commit)(trib_family_model* model, const trib_stats* stats, const uint64_t* index, const double* old_mu,
                 size_t count, const trib_sep_step* step, trib_error* err);
 
-  /* Optional: the posterior summary `tributary inspect` prints (mixtures:
+  /** Optional: the posterior summary `tributary inspect` prints (mixtures:
    * "mixing_weights", "<param>_mean", "<param>_variance"). O(model). */
   int (*summary)(const trib_family_model* model, const trib_stats* stats, trib_sep_summary_sink* sink, trib_error* err);
 
-  /* Optional (read only if struct_size covers it; required in practice for
+  /** Optional (read only if struct_size covers it; required in practice for
    * families that set block sites on parameters with a bounded feasible set,
    * e.g. the -rate of a Gamma). Before a document's update is applied, for
    * each natural-parameter block b whose entries outside the support would

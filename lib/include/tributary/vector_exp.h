@@ -21,17 +21,21 @@
 
 namespace tributary::vector_exp {
 
+/// Two doubles (one SSE2 register; a GCC/Clang vector extension).
 typedef double v2d __attribute__((vector_size(16)));
+/// Two 64-bit integers: what comparing two v2d gives (-1: true, 0: false, per lane).
 typedef int64_t v2i __attribute__((vector_size(16)));
-// Bit arithmetic on the doubles' representations: unsigned, so that a
-// carry into the sign bit is not signed overflow (undefined; UBSan).
+/// Bit arithmetic on the doubles' representations: unsigned, so that a
+/// carry into the sign bit is not signed overflow (undefined; UBSan).
 typedef uint64_t v2u __attribute__((vector_size(16)));
 
-// The range of ExpInRange: exp(x) and 2^k are normal doubles.
+/// The range of ExpInRange: exp(x) and 2^k are normal doubles.
 constexpr double kMin = -708.0, kMax = 709.0;
+/// \var kMax
+/// The upper end of ExpInRange's range (see kMin).
 
-// exp(x) for x in [kMin, kMax], both lanes, without branches (other inputs
-// give meaningless values: see Exp below).
+/// exp(x) for x in [kMin, kMax], both lanes, without branches (other inputs
+/// give meaningless values: see ExpShifted below).
 inline v2d ExpInRange(v2d x) {
   constexpr double P1 = 0x1.555555555553ep-3, P2 = -0x1.6c16c16bebd93p-9, P3 = 0x1.1566aaf25de2cp-14,
                    P4 = -0x1.bbd41c5d26bf1p-20, P5 = 0x1.6376972bea4d0p-25;
@@ -49,8 +53,8 @@ inline v2d ExpInRange(v2d x) {
   return reinterpret_cast<v2d>(reinterpret_cast<v2u>(y) + (ki << 52));
 }
 
-// out[i] = exp(x[i] - shift) for i < n (out may be x). Within 1 ulp of
-// std::exp; the same value where the argument is outside [-708, 709] or NaN.
+/// out[i] = exp(x[i] - shift) for i < n (out may be x). Within 1 ulp of
+/// std::exp; the same value where the argument is outside [-708, 709] or NaN.
 inline void ExpShifted(const double* x, double shift, uint32_t n, double* out) {
   const v2d sh{shift, shift};
   uint32_t i = 0;

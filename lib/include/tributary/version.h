@@ -5,7 +5,7 @@
 
 namespace tributary {
 
-// "0.1.0": major.minor.patch of this build.
+/// "0.1.0": major.minor.patch of this build.
 const char* Version();
 
 }  // namespace tributary

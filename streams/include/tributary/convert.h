@@ -42,53 +42,56 @@
 
 namespace tributary {
 
+/// What ConvertFile converts and how (the formats are at the top of this file).
 struct ConvertOptions {
-  std::string format;               // "tsv" or "svmlight"
-  std::string in, out;              // paths ("-": standard input / output)
-  bool stop_words = false;          // tsv: drop EnglishStopWords()
-  uint64_t hashed_dim = 0;          // tsv: > 0 -> hashed term ids (no vocabulary in the header), <= 2^32
-  std::string features = "counts";  // svmlight: "counts" (bag of words: idx -> term named by the idx) or
-                                    // "reals" (dense REAL features)
-  uint32_t dim = 0;                 // svmlight reals: number of dense features (0: max index seen in this file)
-  bool open_classes = false;        // written into the schema
-  // tsv: one pass, no vocabulary in the header (Schema.open_vocabulary):
-  // documents carry their terms as text (Document.tokens) and a model with
-  // an open vocabulary adds the ones it has not seen. Classes are open.
-  // Excludes hashed_dim. Trade-offs in docs/sources.md.
+  std::string format;  ///< "tsv" or "svmlight"
+  /// Input path ("-": standard input); required.
+  std::string in, out;              ///< output path ("-": standard output); required, not the input file
+  bool stop_words = false;          ///< tsv: drop EnglishStopWords()
+  uint64_t hashed_dim = 0;          ///< tsv: > 0 -> hashed term ids (no vocabulary in the header), <= 2^24
+  std::string features = "counts";  ///< svmlight: "counts" (bag of words: idx -> term named by the idx) or
+                                    ///< "reals" (dense REAL features)
+  uint32_t dim = 0;                 ///< svmlight reals: number of dense features (0: max index seen in this file)
+  bool open_classes = false;        ///< written into the schema
+  /// tsv: one pass, no vocabulary in the header (Schema.open_vocabulary):
+  /// documents carry their terms as text (Document.tokens) and a model with
+  /// an open vocabulary adds the ones it has not seen. Classes are open.
+  /// Excludes hashed_dim. Trade-offs in docs/sources.md.
   bool open_vocabulary = false;
-  bool skip_bad = false;  // skip malformed lines (counted) instead of failing
-  bool live = true;       // tsv: convert a pipe / terminal / FIFO in one pass, as it arrives
-  // Write a checksummed stream (format_version 2: a CRC per frame, see
-  // stream_io.h), which readers verify: a damaged file is refused instead of
-  // learned. Costs 4 bytes a document; readers older than format 2 refuse
-  // such a stream (false writes format 1, for them).
+  bool skip_bad = false;  ///< skip malformed lines (counted) instead of failing
+  bool live = true;       ///< tsv: convert a pipe / terminal / FIFO in one pass, as it arrives
+  /// Write a checksummed stream (format_version 2: a CRC per frame, see
+  /// stream_io.h), which readers verify: a damaged file is refused instead of
+  /// learned. Costs 4 bytes a document; readers older than format 2 refuse
+  /// such a stream (false writes format 1, for them).
   bool frame_checksum = true;
 };
 
+/// What ConvertFile wrote and left out.
 struct ConvertReport {
-  uint64_t documents = 0;  // documents written
-  uint64_t skipped = 0;    // malformed lines skipped (skip_bad)
-  // Lines dropped because they had no terms left (tsv: no tokens, or only stop
-  // words; svmlight counts: no value > 0): the model refuses empty documents.
+  uint64_t documents = 0;  ///< documents written
+  uint64_t skipped = 0;    ///< malformed lines skipped (skip_bad)
+  /// Lines dropped because they had no terms left (tsv: no tokens, or only stop
+  /// words; svmlight counts: no value > 0): the model refuses empty documents.
   uint64_t empty = 0;
-  uint64_t unlabelled = 0;  // documents written without a label
-  // tsv: distinct terms (with hashed_dim: distinct tokens before hashing);
-  // svmlight counts: distinct indices; svmlight reals: dense features (dim).
+  uint64_t unlabelled = 0;  ///< documents written without a label
+  /// tsv: distinct terms (with hashed_dim: distinct tokens before hashing);
+  /// svmlight counts: distinct indices; svmlight reals: dense features (dim).
   uint64_t terms = 0;
-  uint64_t classes = 0;  // class names in the header (live: distinct labels seen)
-  // Live conversions: the hashed_dim used (0: the input was read twice).
+  uint64_t classes = 0;  ///< class names in the header (live: distinct labels seen)
+  /// Live conversions: the hashed_dim used (0: the input was read twice).
   uint64_t hashed_dim = 0;
 };
 
-// Hashed ids of a live tsv conversion when hashed_dim is not given: 2^18
-// buckets (a vocabulary of ~20,000 words collides in ~4 % of its terms),
-// 2 MiB of statistics per class for the multinomial family.
+/// Hashed ids of a live tsv conversion when hashed_dim is not given: 2^18
+/// buckets (a vocabulary of ~20,000 words collides in ~4 % of its terms),
+/// 2 MiB of statistics per class for the multinomial family.
 constexpr uint64_t kLiveHashedDim = uint64_t{1} << 18;
 
-// Converts options.in to a document stream at options.out. Errors:
-// InvalidArgument (bad options, input and output the same file), NotFound
-// (missing input), InvalidDocument (a malformed line: the message names the
-// file, the line, what was expected and what was found), IOError.
+/// Converts options.in to a document stream at options.out. Errors:
+/// InvalidArgument (bad options, input and output the same file), NotFound
+/// (missing input), InvalidDocument (a malformed line: the message names the
+/// file, the line, what was expected and what was found), IOError.
 Status ConvertFile(const ConvertOptions& options, ConvertReport* report);
 
 }  // namespace tributary

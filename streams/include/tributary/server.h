@@ -61,122 +61,125 @@
 
 namespace tributary {
 
+/// Configuration of Server::Start: ports, limits, durability and learning.
 struct ServerOptions {
-  std::string listen = "127.0.0.1:0";  // host:port; port 0 picks a free one
-  std::string http;                    // host:port for /healthz, /metrics and /v1/*; empty: none
-  std::string data_dir;                // snapshot and write-ahead log (required)
-  unsigned io_threads = 2;
-  uint64_t queue_capacity = 100000;  // documents accepted but not yet learned
-  bool fsync_every_request = false;  // else group commit every fsync_interval_ms
-  uint32_t fsync_interval_ms = 10;
-  uint32_t publish_interval_ms = 10;
-  uint64_t publish_every_updates = 1000;
-  uint32_t max_frame_bytes = 16u << 20;  // also the largest HTTP request body
-  uint32_t max_connections = 1024;       // per port (protocol, HTTP)
-  uint32_t idle_timeout_s = 300;
-  uint32_t max_inflight = 128;  // requests read but not yet answered, per connection (HTTP: 1)
-  std::string auth_token;       // empty: no authentication
-  // Strangers (only when auth_token is set): until a connection has shown
-  // the token, a frame over pre_auth_max_frame_bytes must carry the token in
-  // its first bytes (the protocol's field order puts it there) or the
-  // connection is closed before the frame is buffered; a connection that has
-  // not shown the token after auth_timeout_s, or shows a wrong one, is
-  // closed. So strangers hold at most max_connections x (64 KiB read chunk +
-  // pre-auth frame) of memory.
+  std::string listen = "127.0.0.1:0";     ///< host:port of the protocol port; port 0 picks a free one (Server::port)
+  std::string http;                       ///< host:port for /healthz, /metrics and /v1/*; empty: none
+  std::string data_dir;                   ///< snapshot and write-ahead log (required)
+  unsigned io_threads = 2;                ///< threads reading requests and answering predictions; 0 counts as 1
+  uint64_t queue_capacity = 100000;       ///< documents accepted but not yet learned
+  bool fsync_every_request = false;       ///< else group commit every fsync_interval_ms
+  uint32_t fsync_interval_ms = 10;        ///< group commit: requests gathered until this long after the last fsync
+  uint32_t publish_interval_ms = 10;      ///< publish a model copy this long after the last, if anything was learned
+  uint64_t publish_every_updates = 1000;  ///< also publish after this many documents learned
+  uint32_t max_frame_bytes = 16u << 20;   ///< also the largest HTTP request body
+  uint32_t max_connections = 1024;        ///< per port (protocol, HTTP)
+  uint32_t idle_timeout_s = 300;          ///< close connections idle (or not taking responses) this long; 0: never
+  uint32_t max_inflight = 128;            ///< requests read but not yet answered, per connection (HTTP: 1)
+  std::string auth_token;                 ///< empty: no authentication
+  /// Strangers (only when auth_token is set): until a connection has shown
+  /// the token, a frame over pre_auth_max_frame_bytes must carry the token in
+  /// its first bytes (the protocol's field order puts it there) or the
+  /// connection is closed before the frame is buffered; a connection that has
+  /// not shown the token after auth_timeout_s, or shows a wrong one, is
+  /// closed. So strangers hold at most max_connections x (64 KiB read chunk +
+  /// pre-auth frame) of memory.
   uint32_t pre_auth_max_frame_bytes = 64u << 10;
-  uint32_t auth_timeout_s = 10;
-  // Slow peers: a frame being received must arrive at min_frame_bytes_per_s
-  // at least, measured once it has taken more than rate_grace_s; and only
-  // complete requests reset the idle timeout, not single bytes.
+  uint32_t auth_timeout_s = 10;  ///< see above; 0: no deadline to show the token
+  /// Slow peers: a frame being received must arrive at min_frame_bytes_per_s
+  /// at least, measured once it has taken more than rate_grace_s; and only
+  /// complete requests reset the idle timeout, not single bytes.
   uint32_t min_frame_bytes_per_s = 1024;
-  uint32_t rate_grace_s = 10;
-  // All connections' large frames in flight together: a frame over one read
-  // chunk (64 KiB) reserves its whole length from this budget once its
-  // header is read, and the connection stops reading until the reservation
-  // is granted (one frame alone may exceed it). Reservations are
-  // all-or-nothing per frame, so they cannot deadlock; small frames need none.
+  uint32_t rate_grace_s = 10;  ///< see min_frame_bytes_per_s (0 there: no rate check)
+  /// All connections' large frames in flight together: a frame over one read
+  /// chunk (64 KiB) reserves its whole length from this budget once its
+  /// header is read, and the connection stops reading until the reservation
+  /// is granted (one frame alone may exceed it). Reservations are
+  /// all-or-nothing per frame, so they cannot deadlock; small frames need none.
   uint64_t max_buffered_bytes = 256u << 20;
-  uint64_t snapshot_every_documents = 1000000;
-  uint32_t snapshot_interval_s = 300;
-  uint64_t wal_segment_bytes = 64u << 20;
-  // After a write-ahead log failure (full disk, I/O error) learning stops
-  // (learn requests: UNAVAILABLE; predictions go on; /healthz 503) and the
-  // log is tried again every wal_retry_interval_ms (a probe write + fsync in
-  // its directory); learning resumes by itself once that succeeds. 0: stay
-  // off until restarted.
+  uint64_t snapshot_every_documents = 1000000;  ///< snapshot once this many documents were learned since the last
+  uint32_t snapshot_interval_s = 300;           ///< or once this long has passed with any document learned
+  uint64_t wal_segment_bytes = 64u << 20;       ///< the log starts a new segment once one holds more than this
+  /// After a write-ahead log failure (full disk, I/O error) learning stops
+  /// (learn requests: UNAVAILABLE; predictions go on; /healthz 503) and the
+  /// log is tried again every wal_retry_interval_ms (a probe write + fsync in
+  /// its directory); learning resumes by itself once that succeeds. 0: stay
+  /// off until restarted.
   uint32_t wal_retry_interval_ms = 1000;
-  // The log's acknowledgement mark (wal.h) is rewritten at most this often,
-  // after the acknowledgements it covers (never on their path): damage to
-  // records acknowledged more than this long before it is found is reported
-  // as corruption, not taken for a torn write. 0: strict, the mark is written
-  // before every acknowledgement (no window; one more atomic file write,
-  // two fsyncs, per group commit). A clean shutdown always leaves it current.
+  /// The log's acknowledgement mark (wal.h) is rewritten at most this often,
+  /// after the acknowledgements it covers (never on their path): damage to
+  /// records acknowledged more than this long before it is found is reported
+  /// as corruption, not taken for a torn write. 0: strict, the mark is written
+  /// before every acknowledgement (no window; one more atomic file write,
+  /// two fsyncs, per group commit). A clean shutdown always leaves it current.
   uint32_t ack_mark_interval_ms = 100;
-  // Shutdown drains: every acknowledged document is learned before the
-  // final snapshot, for at most this long; what is left then stays in the
-  // log and is replayed at the next start (nothing acknowledged is lost
-  // either way). Bounds how long SIGTERM takes when learning is slow.
+  /// Shutdown drains: every acknowledged document is learned before the
+  /// final snapshot, for at most this long; what is left then stays in the
+  /// log and is replayed at the next start (nothing acknowledged is lost
+  /// either way). Bounds how long SIGTERM takes when learning is slow.
   uint32_t drain_timeout_ms = 30000;
-  uint64_t seed = 1;  // the learner's seed (as `train --seed`)
-  // "auto": SEP for families with SEP hooks (the count mixtures), else sdEM;
-  // "sdem", "sep" or "adf" to insist (EP is not offered: its sites grow with
-  // every document). Recovery replays the log with the same engine, so a
-  // restarted server must use the same one (auto does).
+  uint64_t seed = 1;  ///< the learner's seed (as `train --seed`)
+  /// "auto": SEP for families with SEP hooks (the count mixtures), else sdEM;
+  /// "sdem", "sep" or "adf" to insist (EP is not offered: its sites grow with
+  /// every document). Recovery replays the log with the same engine, so a
+  /// restarted server must use the same one (auto does).
   std::string engine = "auto";
-  // What to do with corruption inside the write-ahead log (wal.h).
+  /// What to do with corruption inside the write-ahead log (wal.h).
   CorruptionPolicy on_corruption = CorruptionPolicy::kRefuse;
-  // Broker sources learned from, each by its own reader thread, exactly
-  // once (docs/sources.md): redis://[:PASSWORD@]HOST[:PORT]/STREAM[?...]
-  // (tributary/redis_source.h) or kafka://HOST:PORT[,...]/TOPIC[?...]
-  // (tributary/kafka_source.h). An entry is acknowledged to its broker only
-  // once its document is in the fsynced log, which records its position; an
-  // entry delivered again that the log holds is acknowledged, not learned.
-  // Entries that are not learnable documents are dead-lettered and counted.
-  // A broker that cannot be reached is retried (with backoff) while the
-  // server serves; only a malformed URL stops Start.
+  /// Broker sources learned from, each by its own reader thread, exactly
+  /// once (docs/sources.md): redis://[:PASSWORD@]HOST[:PORT]/STREAM[?...]
+  /// (tributary/redis_source.h) or kafka://HOST:PORT[,...]/TOPIC[?...]
+  /// (tributary/kafka_source.h). An entry is acknowledged to its broker only
+  /// once its document is in the fsynced log, which records its position; an
+  /// entry delivered again that the log holds is acknowledged, not learned.
+  /// Entries that are not learnable documents are dead-lettered and counted.
+  /// A broker that cannot be reached is retried (with backoff) while the
+  /// server serves; only a malformed URL stops Start.
   std::vector<std::string> sources;
-  Env* env = nullptr;  // snapshots and the log; nullptr: Env::Default() (tests inject faults here)
-  // Called on Start's thread once the HTTP port is bound, before recovery
-  // (loading the snapshot, replaying the log) begins: from then on /healthz
-  // answers 503 "not ready: ..." until Start returns.
+  Env* env = nullptr;  ///< snapshots and the log; nullptr: Env::Default() (tests inject faults here)
+  /// Called on Start's thread once the HTTP port is bound, before recovery
+  /// (loading the snapshot, replaying the log) begins: from then on /healthz
+  /// answers 503 "not ready: ..." until Start returns.
   std::function<void(uint16_t http_port)> on_http_listening;
 };
 
+/// How Server::Start recovered the model (Server::recovery).
 struct RecoveryInfo {
-  bool from_snapshot = false;
-  std::string snapshot_path;  // the snapshot recovered from (empty: the initial model)
-  uint64_t snapshot_sequence = 0;
-  uint64_t replayed = 0;
-  uint64_t torn_bytes = 0;
-  uint64_t lost_records = 0;                               // acknowledged documents not recovered (kSkip only)
-  std::vector<std::pair<uint64_t, uint64_t>> lost_ranges;  // their sequences, first..last inclusive
-  std::vector<std::string> damage;                         // one line per damaged file or range found
-  std::vector<std::string> reports;                        // .report files written (each fails /healthz)
+  bool from_snapshot = false;                              ///< a snapshot was loaded (false: the initial model)
+  std::string snapshot_path;                               ///< the snapshot recovered from (empty: the initial model)
+  uint64_t snapshot_sequence = 0;                          ///< last log sequence the snapshot holds (0: none)
+  uint64_t replayed = 0;                                   ///< log records applied on top of it
+  uint64_t torn_bytes = 0;                                 ///< bytes of a torn log tail cut off (kept in damaged/)
+  uint64_t lost_records = 0;                               ///< acknowledged documents not recovered (kSkip only)
+  std::vector<std::pair<uint64_t, uint64_t>> lost_ranges;  ///< their sequences, first..last inclusive
+  std::vector<std::string> damage;                         ///< one line per damaged file or range found
+  std::vector<std::string> reports;                        ///< .report files written (each fails /healthz)
 };
 
+/// The `tributary serve` service described at the top of this file.
 class Server {
  public:
-  // Recovers the model (the newest readable snapshot in data_dir, else
-  // `initial`, which must have a loss), replays the log, binds the ports and
-  // starts serving. Errors: bad options, no model, corruption the policy
-  // refuses (Corruption, naming file, offset and lost records), a damaged
-  // snapshot the log cannot make up for, ports in use.
+  /// Recovers the model (the newest readable snapshot in data_dir, else
+  /// `initial`, which must have a loss), replays the log, binds the ports and
+  /// starts serving. Errors: bad options, no model, corruption the policy
+  /// refuses (Corruption, naming file, offset and lost records), a damaged
+  /// snapshot the log cannot make up for, ports in use.
   static Result<std::unique_ptr<Server>> Start(const ServerOptions& options, std::unique_ptr<Model> initial);
   ~Server();
 
-  uint16_t port() const;
-  uint16_t http_port() const;
-  const RecoveryInfo& recovery() const;
+  uint16_t port() const;                 ///< the bound protocol port (the one picked for port 0)
+  uint16_t http_port() const;            ///< the bound HTTP port; 0 without ServerOptions::http
+  const RecoveryInfo& recovery() const;  ///< what Start recovered; fixed once Start returned
 
-  // Graceful stop: stop accepting, answer what was read, learn everything
-  // acknowledged (for at most ServerOptions::drain_timeout_ms; the rest stays
-  // in the log), write a final snapshot. Safe to call from any thread and
-  // from a signal handler's asio callback; idempotent.
+  /// Graceful stop: stop accepting, answer what was read, learn everything
+  /// acknowledged (for at most ServerOptions::drain_timeout_ms; the rest stays
+  /// in the log), write a final snapshot. Safe to call from any thread and
+  /// from a signal handler's asio callback; idempotent.
   void Shutdown();
-  // Blocks until the server has stopped (after Shutdown(), or after SIGTERM /
-  // SIGINT when `HandleSignals()` was called). Returns the first fatal error.
+  /// Blocks until the server has stopped (after Shutdown(), or after SIGTERM /
+  /// SIGINT when `HandleSignals()` was called). Returns the first fatal error.
   Status Wait();
-  // Installs SIGTERM/SIGINT handling that calls Shutdown().
+  /// Installs SIGTERM/SIGINT handling that calls Shutdown().
   void HandleSignals();
 
   struct Impl;

@@ -22,69 +22,71 @@
 
 namespace tributary {
 
-constexpr uint32_t kDefaultMaxFrameBytes = 64u << 20;  // 64 MiB
-constexpr char kStreamMagic[] = "tributary.stream";
-// format_version of streams without / with per-frame checksums. Checksums
-// take a new version, not only a new header field, because readers of
-// version 1 check the version (and refuse anything else with a clear
-// message) but would ignore an unknown field and read each frame's CRC as the
-// first bytes of a Document.
+constexpr uint32_t kDefaultMaxFrameBytes = 64u << 20;  ///< 64 MiB
+constexpr char kStreamMagic[] = "tributary.stream";    ///< StreamHeader.magic of every stream
+/// format_version of streams without / with per-frame checksums. Checksums
+/// take a new version, not only a new header field, because readers of
+/// version 1 check the version (and refuse anything else with a clear
+/// message) but would ignore an unknown field and read each frame's CRC as the
+/// first bytes of a Document.
 constexpr uint32_t kStreamFormatVersion = 1;
-constexpr uint32_t kStreamFormatVersionChecksummed = 2;
+constexpr uint32_t kStreamFormatVersionChecksummed = 2;  ///< format_version with per-frame checksums
 
-// Reads one stream. Not thread-safe.
+/// Reads one stream. Not thread-safe.
 class DocumentReader {
  public:
-  // Opens `path` ("-" for standard input) through `env` (nullptr:
-  // Env::Default()) and reads the header frame. Errors name the file:
-  // NotFound, Corruption (not a stream, bad header, header checksum
-  // mismatch, unsupported format_version or frame_checksum), IOError.
+  /// Opens `path` ("-" for standard input) through `env` (nullptr:
+  /// Env::Default()) and reads the header frame. Errors name the file:
+  /// NotFound, Corruption (not a stream, bad header, header checksum
+  /// mismatch, unsupported format_version or frame_checksum), IOError.
   static Result<std::unique_ptr<DocumentReader>> Open(const std::string& path,
                                                       uint32_t max_frame_bytes = kDefaultMaxFrameBytes,
                                                       Env* env = nullptr);
   ~DocumentReader();
 
-  const v1::StreamHeader& header() const { return header_; }
-  const std::string& path() const { return path_; }
-  // True when every frame carries a CRC that Next() verifies.
+  const v1::StreamHeader& header() const { return header_; }  ///< the stream's header, as read by Open
+  const std::string& path() const { return path_; }           ///< as given to Open ("-": standard input)
+  /// True when every frame carries a CRC that Next() verifies.
   bool frame_checksum() const { return checksummed_; }
 
-  // Reads the next document. At a clean end of stream returns OK with
-  // *eof = true. Errors (kCorruption) name the file, the document index and
-  // byte offset: truncated frame, frame length over the limit, a checksum
-  // mismatch (checksummed streams: stored vs computed CRC named), bytes that
-  // do not parse as a Document. After an error the stream cannot continue
-  // (framing is lost), except after a checksum mismatch or a parse error,
-  // where Next() may be called again to go on with the next frame. (After a
-  // checksum mismatch the damage may have been to the length itself; the
-  // frames read after it then fail their checksums too, so nothing damaged
-  // is ever returned.)
+  /// Reads the next document. At a clean end of stream returns OK with
+  /// *eof = true. Errors (kCorruption) name the file, the document index and
+  /// byte offset: truncated frame, frame length over the limit, a checksum
+  /// mismatch (checksummed streams: stored vs computed CRC named), bytes that
+  /// do not parse as a Document. After an error the stream cannot continue
+  /// (framing is lost), except after a checksum mismatch or a parse error,
+  /// where Next() may be called again to go on with the next frame. (After a
+  /// checksum mismatch the damage may have been to the length itself; the
+  /// frames read after it then fail their checksums too, so nothing damaged
+  /// is ever returned.)
   Status Next(v1::Document* doc, bool* eof);
 
-  // Passes over the next document's frame without checking or parsing it
-  // (a document another reader of the same stream handles: MPI ranks).
-  // Errors: damage that loses the framing, as Next().
+  /// Passes over the next document's frame without checking or parsing it
+  /// (a document another reader of the same stream handles: MPI ranks).
+  /// Errors: damage that loses the framing, as Next().
   Status Skip(bool* eof);
 
-  // True when the last error of Next() left the framing intact (the frame
-  // did not parse as a Document), so reading may go on with the next frame.
+  /// True when the last error of Next() left the framing intact (the frame
+  /// did not parse as a Document), so reading may go on with the next frame.
   bool last_error_recoverable() const { return recoverable_; }
 
-  // Documents returned so far (also the index of the next one).
+  /// Documents returned so far (also the index of the next one).
   uint64_t documents_read() const { return docs_; }
+  /// Bytes of the stream consumed so far, header included: the byte offset
+  /// of the next frame.
   uint64_t bytes_read() const;
 
-  // Counts the remaining documents without parsing them or checking their
-  // checksums (for n when the header has no document_count). Requires a
-  // seekable file; rewinds after.
+  /// Counts the remaining documents without parsing them or checking their
+  /// checksums (for n when the header has no document_count). Requires a
+  /// seekable file; rewinds after.
   static Result<uint64_t> CountDocuments(const std::string& path, uint32_t max_frame_bytes = kDefaultMaxFrameBytes,
                                          Env* env = nullptr);
 
  private:
   class Source;
   DocumentReader();
-  // Reads one frame's bytes into buf_ (and, in a checksummed stream past the
-  // header, its stored CRC into frame_crc_). kCorruption on damage.
+  /// Reads one frame's bytes into buf_ (and, in a checksummed stream past the
+  /// header, its stored CRC into frame_crc_). kCorruption on damage.
   Status ReadFrame(bool* eof, uint32_t* size);
 
   std::string path_;
@@ -95,44 +97,48 @@ class DocumentReader {
   uint64_t docs_ = 0;
   bool recoverable_ = false;
   bool checksummed_ = false;
-  uint32_t frame_crc_ = 0;  // masked, as stored
+  uint32_t frame_crc_ = 0;  ///< masked, as stored
   std::string buf_;
 };
 
-// Writes one stream ("-": standard output) through `env` (nullptr:
-// Env::Default()). Close() must be called to flush; errors name the file.
+/// Writes one stream ("-": standard output) through `env` (nullptr:
+/// Env::Default()). Close() must be called to flush; errors name the file.
 class DocumentWriter {
  public:
-  // Writes `header` and returns a writer for its documents. The header's
-  // frame_checksum chooses the framing, and the writer sets format_version
-  // to match (1 without checksums, 2 with), whatever `header` says.
-  // InvalidArgument for a frame_checksum this version does not know.
+  /// Writes `header` and returns a writer for its documents. The header's
+  /// frame_checksum chooses the framing, and the writer sets format_version
+  /// to match (1 without checksums, 2 with), whatever `header` says.
+  /// InvalidArgument for a frame_checksum this version does not know.
   static Result<std::unique_ptr<DocumentWriter>> Create(const std::string& path, const v1::StreamHeader& header,
                                                         Env* env = nullptr);
   ~DocumentWriter();
+  /// Appends `msg` as one frame (a Document, after Create); buffered until
+  /// Flush or Close. Errors: IOError (a failed write); Internal after Close.
   Status Write(const google::protobuf::Message& msg);
-  // Hands everything written so far to the file (a reader at the other end
-  // of a pipe sees it); no fsync.
+  /// Hands everything written so far to the file (a reader at the other end
+  /// of a pipe sees it); no fsync.
   Status Flush();
+  /// Flushes and closes the file; nothing more can be written. Errors: the
+  /// first write or close error, naming the file. Calling it again returns OK.
   Status Close();
-  // A writer of arbitrary delimited messages (no StreamHeader written).
+  /// A writer of arbitrary delimited messages (no StreamHeader written).
   static Result<std::unique_ptr<DocumentWriter>> CreateRaw(const std::string& path, Env* env = nullptr);
 
  private:
   class Sink;
   DocumentWriter();
-  // Writes a frame: varint length, then (checksummed) its masked CRC, then
-  // the bytes.
+  /// Writes a frame: varint length, then (checksummed) its masked CRC, then
+  /// the bytes.
   Status WriteFrame(const std::string& bytes);
   std::string path_;
   std::unique_ptr<Sink> sink_;
   std::unique_ptr<google::protobuf::io::CopyingOutputStreamAdaptor> output_;
   bool checksummed_ = false;
-  std::string frame_;  // reused serialization buffer
+  std::string frame_;  ///< reused serialization buffer
 };
 
-// A header with the magic and version filled in; with `frame_checksum`,
-// frame_checksum = CRC32 and format_version 2.
+/// A header with the magic and version filled in; with `frame_checksum`,
+/// frame_checksum = CRC32 and format_version 2.
 v1::StreamHeader NewStreamHeader(bool frame_checksum = false);
 
 }  // namespace tributary
