@@ -1,6 +1,7 @@
 #include "tributary/live_model.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <utility>
 
 namespace tributary {
@@ -59,6 +60,46 @@ Status CheckDocument(const ModelSchema& schema, const trib_document& doc) {
 }
 }  // namespace
 
+namespace {
+// A document in the model's id space as the log's wire format (the
+// server's log speaks the model's ids too: DocumentDecoder::ForModel).
+void ToModelProto(const ModelSchema& schema, const trib_document& d, v1::Document* out) {
+  out->Clear();
+  if (d.id != nullptr) out->set_id(d.id);
+  if (d.label >= 0 && static_cast<size_t>(d.label) < schema.classes().size()) {
+    out->set_label(schema.classes()[static_cast<size_t>(d.label)]);
+  }
+  for (uint32_t j = 0; j < d.num_terms; ++j) {
+    out->add_term_ids(d.term_ids[j]);
+    out->add_term_counts(d.term_counts[j]);
+  }
+  // Features in the schema's order: reals and categoricals each in theirs.
+  uint32_t r = 0, c = 0;
+  const auto& features = schema.features();
+  for (uint32_t f = 0; f < features.size(); ++f) {
+    if (features[f].kind == TRIB_FEATURE_CATEGORICAL) {
+      if (c < d.num_categoricals) {
+        out->add_categoricals(d.categoricals[c]);
+        if (d.categorical_missing != nullptr && d.categorical_missing[c]) out->add_missing_features(f);
+      }
+      ++c;
+    } else {
+      if (r < d.num_reals) {
+        out->add_reals(d.reals[r]);
+        if (d.real_missing != nullptr && d.real_missing[r]) out->add_missing_features(f);
+      }
+      ++r;
+    }
+  }
+  if (d.weight != 1.0) out->set_weight(d.weight);
+}
+
+bool FileExists(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::exists(path, ec);
+}
+}  // namespace
+
 Result<std::unique_ptr<LiveModel>> LiveModel::Create(std::unique_ptr<Model> model, const LiveModelOptions& options) {
   if (model == nullptr) return Status::InvalidArgument("LiveModel: no model");
   if (options.max_readers == 0 || options.max_readers > kMaxReaders) {
@@ -67,6 +108,18 @@ Result<std::unique_ptr<LiveModel>> LiveModel::Create(std::unique_ptr<Model> mode
   }
   std::unique_ptr<LiveModel> live(new LiveModel());
   live->options_ = options;
+  if (!options.data_dir.empty()) {
+    if (options.registry == nullptr) {
+      return Status::InvalidArgument("LiveModel: durable mode (data_dir '" + options.data_dir +
+                                     "') needs LiveModelOptions::registry to load its snapshot");
+    }
+    live->slots_.reset(new Slot[options.max_readers + 1]);
+    std::lock_guard<std::mutex> l(live->writer_mu_);
+    TRIB_RETURN_IF_ERROR(live->OpenDurable(std::move(model)));
+    auto v = live->PublishLocked();
+    if (!v.ok()) return v.status();
+    return live;
+  }
   auto learner = Learner::Create(model.get(), options.learner);
   if (!learner.ok()) return learner.status();
   live->learner_ = std::move(learner).value();
@@ -135,8 +188,110 @@ Result<uint64_t> LiveModel::PublishLocked() {
   return current_owner_->version;
 }
 
+Status LiveModel::OpenDurable(std::unique_ptr<Model> initial) {
+  const std::string& dir = options_.data_dir;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Status::IOError("LiveModel: cannot create data directory '" + dir + "': " + ec.message());
+  // The newest readable snapshot (the previous one if a checkpoint was cut
+  // short), or the initial model saved at once as the directory's first.
+  const std::string snap = dir + "/model.trib", prev = dir + "/model.prev.trib";
+  uint64_t sequence = 0;
+  std::unique_ptr<Model> model;
+  for (const std::string& path : {snap, prev}) {
+    if (model != nullptr || !FileExists(path)) continue;
+    auto m = Model::Load(path, *options_.registry, nullptr, &sequence);
+    if (m.ok()) {
+      model = std::move(m).value();
+    } else if (path == prev || !FileExists(prev)) {
+      return m.status().WithContext("LiveModel: data directory '" + dir + "'");
+    }
+  }
+  if (model == nullptr) {
+    model = std::move(initial);
+    TRIB_RETURN_IF_ERROR(model->Save(snap, SnapshotOptions{nullptr, 0}));
+  }
+  auto learner = Learner::Create(model.get(), options_.learner);
+  if (!learner.ok()) return learner.status();
+  auto decoder = DocumentDecoder::ForModel(model->schema());
+  if (!decoder.ok()) return decoder.status();
+  learner_ = std::move(learner).value();
+  decoder_ = std::make_unique<DocumentDecoder>(std::move(decoder).value());
+  model_ = std::move(model);
+  auto wal = WriteAheadLog::Open(dir + "/wal");
+  if (!wal.ok()) return wal.status();
+  wal_ = std::move(wal).value();
+  // Everything acknowledged after the snapshot, learned again in log order:
+  // the model is the one that learned every acknowledged document.
+  WalReplayReport report;
+  TRIB_RETURN_IF_ERROR(wal_->Replay(
+      sequence,
+      [&](const v1::WalRecord& rec) {
+        Status st = LearnProtoLocked(rec.document(), rec.sequence() - 1, nullptr);
+        // (A document the learner refused when it was acknowledged is
+        // refused again: skipped, as it was then.)
+        return st.ok() || DocumentRefused(st) ? Status::OK() : st;
+      },
+      &report));
+  snapshot_sequence_ = sequence;
+  logged_ = std::max(sequence, report.last_sequence);
+  inputs_ = logged_;
+  return wal_->StartSegment(logged_ + 1);
+}
+
+Status LiveModel::LogLocked(const v1::Document& doc) {
+  constexpr uint64_t kSegmentBytes = uint64_t{64} << 20;
+  const uint64_t next = logged_.load() + 1;
+  TRIB_RETURN_IF_ERROR(wal_->MaybeRoll(next, kSegmentBytes));
+  v1::WalRecord rec;
+  rec.set_sequence(next);
+  *rec.mutable_document() = doc;
+  TRIB_RETURN_IF_ERROR(wal_->Append(rec));
+  TRIB_RETURN_IF_ERROR(wal_->Sync());
+  logged_ = next;
+  return Status::OK();
+}
+
+Status LiveModel::LearnProtoLocked(const v1::Document& doc, uint64_t index, LearnResult* result) {
+  const ModelSchema& schema = model_->schema();
+  const unsigned growth = (schema.open_classes() ? kGrowClasses : 0u) | (schema.open_vocabulary() ? kGrowTerms : 0u);
+  TRIB_RETURN_IF_ERROR(
+      DecodeGrowing(*decoder_, doc, index, model_.get(), static_cast<DecodeGrowth>(growth), &buffer_, nullptr));
+  return learner_->Learn(buffer_.View(), result);
+}
+
+Status LiveModel::Checkpoint() {
+  if (wal_ == nullptr) return Status::InvalidArgument("LiveModel::Checkpoint: not durable (no data_dir)");
+  std::lock_guard<std::mutex> l(writer_mu_);
+  const std::string snap = options_.data_dir + "/model.trib", prev = options_.data_dir + "/model.prev.trib";
+  // The snapshot replaced is kept until the new one is complete: a crash in
+  // between leaves model.prev.trib, which Create reads, and the log still
+  // holds everything after it.
+  std::error_code ec;
+  std::filesystem::rename(snap, prev, ec);
+  if (ec)
+    return Status::IOError("LiveModel::Checkpoint: cannot keep '" + snap + "' as '" + prev + "': " + ec.message());
+  const uint64_t covered = snapshot_sequence_;
+  TRIB_RETURN_IF_ERROR(model_->Save(snap, SnapshotOptions{nullptr, logged_.load()}));
+  snapshot_sequence_ = logged_.load();
+  // Segments wholly before the replaced snapshot: no snapshot needs them.
+  return wal_->DropCovered(covered);
+}
+
+uint64_t LiveModel::acknowledged() const { return logged_.load(); }
+
 Status LiveModel::Learn(const trib_document& doc, LearnResult* result) {
   std::lock_guard<std::mutex> l(writer_mu_);
+  if (wal_ != nullptr) {
+    ToModelProto(model_->schema(), doc, &proto_);
+    // (Validated as the log's reader will decode it: refused before logging.)
+    std::string new_class;
+    const Plugin* loss = model_->loss_plugin().get();
+    const std::string label_required_by = loss != nullptr && loss->loss().requires_label ? loss->name : "";
+    TRIB_RETURN_IF_ERROR(
+        decoder_->DecodeForLearning(proto_, doc.index, model_->schema(), label_required_by, &buffer_, &new_class));
+    TRIB_RETURN_IF_ERROR(LogLocked(proto_));
+  }
   TRIB_RETURN_IF_ERROR(learner_->Learn(doc, result));
   if (options_.publish_every > 0 && ++since_publish_ >= options_.publish_every) {
     auto v = PublishLocked();
@@ -150,12 +305,17 @@ Status LiveModel::Learn(const InputDocument& doc, LearnResult* result) {
   const uint64_t index = inputs_++;
   Status st = doc.ToProto(model_->schema(), &proto_);
   if (!st.ok()) return st.WithContext(DocumentName(index, doc.id()));
-  const Model& m = *model_;
-  const unsigned growth =
-      (m.schema().open_classes() ? kGrowClasses : 0u) | (m.schema().open_vocabulary() ? kGrowTerms : 0u);
-  TRIB_RETURN_IF_ERROR(
-      DecodeGrowing(*decoder_, proto_, index, model_.get(), static_cast<DecodeGrowth>(growth), &buffer_, nullptr));
-  TRIB_RETURN_IF_ERROR(learner_->Learn(buffer_.View(), result));
+  if (wal_ != nullptr) {
+    // Refused before it is logged (what the log holds is learnable), then
+    // in the fsynced log before it is learned.
+    std::string new_class;
+    const Plugin* loss = model_->loss_plugin().get();
+    const std::string label_required_by = loss != nullptr && loss->loss().requires_label ? loss->name : "";
+    TRIB_RETURN_IF_ERROR(
+        decoder_->DecodeForLearning(proto_, index, model_->schema(), label_required_by, &buffer_, &new_class));
+    TRIB_RETURN_IF_ERROR(LogLocked(proto_));
+  }
+  TRIB_RETURN_IF_ERROR(LearnProtoLocked(proto_, index, result));
   if (options_.publish_every > 0 && ++since_publish_ >= options_.publish_every) {
     auto v = PublishLocked();
     if (!v.ok()) return v.status();
@@ -171,6 +331,11 @@ Result<uint64_t> LiveModel::Publish() {
 Status LiveModel::Restore(std::unique_ptr<Model> model) {
   if (model == nullptr) return Status::InvalidArgument("LiveModel::Restore: no model");
   std::lock_guard<std::mutex> l(writer_mu_);
+  if (wal_ != nullptr) {
+    // (The log continues the directory's snapshot, not another model.)
+    return Status::InvalidArgument("LiveModel::Restore: a durable handle serves its data directory ('" +
+                                   options_.data_dir + "'); open another directory instead");
+  }
   auto learner = Learner::Create(model.get(), options_.learner);
   if (!learner.ok()) return learner.status();
   auto decoder = DocumentDecoder::ForModel(model->schema());

@@ -1,4 +1,4 @@
-// Fuzz target: WriteAheadLog::Replay (streams/include/tributary/wal.h) over a
+// Fuzz target: WriteAheadLog::Replay (lib/include/tributary/wal.h) over a
 // log directory whose segment files come from the input, under both
 // corruption policies, then the recovery a server makes after it: a second
 // replay, a new segment, an append, a third replay.

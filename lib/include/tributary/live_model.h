@@ -50,6 +50,7 @@
 #include "tributary/model.h"
 #include "tributary/status.h"
 #include "tributary/v1/tributary.pb.h"
+#include "tributary/wal.h"
 
 namespace tributary {
 
@@ -63,6 +64,16 @@ struct LiveModelOptions {
   /// Readers that may exist at once (each holds one hazard slot); NewReader
   /// refuses more. At most 4096.
   uint32_t max_readers = 64;
+  /// Durable mode (empty: off). A directory the handle owns, laid out as the
+  /// server's data directory: `model.trib` (a snapshot) and `wal/` (the
+  /// write-ahead log, wal.h). Each Learn is in the fsynced log before it
+  /// returns OK: a document acknowledged so is never lost, whatever happens
+  /// to the process. Create loads the directory's snapshot (the `model` it is
+  /// given is the initial model of a new directory only) and replays the log
+  /// after it; Checkpoint writes a snapshot and drops the log it covers.
+  std::string data_dir;
+  /// Durable mode: where the plugins of a saved model are found (required).
+  const PluginRegistry* registry = nullptr;
 };
 
 /// One prediction: the scores log p(k, x) of every output (class or
@@ -106,12 +117,21 @@ class LiveModel {
   /// (`id`, and its position among the documents given to Learn) and say
   /// expected vs found; the model is unchanged.
   Status Learn(const InputDocument& doc, LearnResult* result = nullptr);
+  /// Durable mode: saves the learner's model as the directory's snapshot
+  /// (the previous one kept as `model.prev.trib`) and drops the log segments
+  /// the previous snapshot covered. Learning waits meanwhile (O(model)).
+  /// Errors: the snapshot's or the log's I/O; InvalidArgument when not durable.
+  Status Checkpoint();
+  /// Durable mode: the sequence number of the last document in the log (0:
+  /// none), i.e. the documents acknowledged since the directory was made.
+  uint64_t acknowledged() const;
   /// Makes everything learned so far visible to readers (their next Predict).
   /// Returns the version published. Errors: out of memory for a copy.
   Result<uint64_t> Publish();
   /// Replaces the model with `model` (e.g. Model::Load of a snapshot) and
   /// publishes it; readers move to it with their next Predict. Errors: the
-  /// learner's for the new model (the old one stays).
+  /// learner's for the new model (the old one stays); a durable handle
+  /// (InvalidArgument: it serves its data directory).
   Status Restore(std::unique_ptr<Model> model);
   /// Runs `fn` on the writer's model under the writer mutex (to grow it,
   /// read its learner state, ...). Readers see what it changed from the next
@@ -170,6 +190,13 @@ class LiveModel {
  private:
   struct Slot;
   LiveModel() = default;
+  /// Durable mode: the directory's snapshot (or `initial`'s, saved), the log
+  /// replayed after it. Writer state not yet shared.
+  Status OpenDurable(std::unique_ptr<Model> initial);
+  /// Durable mode: `doc` (validated) in the fsynced log. Writer mutex held.
+  Status LogLocked(const v1::Document& doc);
+  /// Decodes (growing the model) and learns a logged or given document. Writer mutex held.
+  Status LearnProtoLocked(const v1::Document& doc, uint64_t index, LearnResult* result);
   Result<uint64_t> PublishLocked();
   /// A free spare (no hazard on it) or null; moves retired copies no reader
   /// holds to the spares. Writer mutex held.
@@ -189,6 +216,9 @@ class LiveModel {
   std::unique_ptr<DocumentDecoder> decoder_;  ///< the model's own id space (writer mutex)
   v1::Document proto_;                        ///< Learn(InputDocument)'s scratch (writer mutex)
   DocumentBuffer buffer_;
+  std::unique_ptr<WriteAheadLog> wal_;  ///< durable mode's log (writer mutex)
+  uint64_t snapshot_sequence_ = 0;      ///< durable: the last sequence the directory's snapshot holds (writer mutex)
+  std::atomic<uint64_t> logged_{0};     ///< durable: the last sequence in the fsynced log
   std::atomic<Publication*> current_{nullptr};
   /// Publications replaced but perhaps still held by a reader, and spares no
   /// reader can reach (writer mutex).
