@@ -28,8 +28,10 @@
 
 #include "tributary/convert.h"
 #include "tributary/document.h"
+#include "tributary/input_document.h"
 #include "tributary/latent_metrics.h"
 #include "tributary/learner.h"
+#include "tributary/live_model.h"
 #include "tributary/model.h"
 #include "tributary/model_config.h"
 #include "tributary/plugin_registry.h"
@@ -907,6 +909,31 @@ py::dict Info(Handle& h) {
   return j;
 }
 
+// LiveModel (live_model.h) for Python: one handle learned from any thread,
+// a reader per predicting thread (tributary.LiveClassifier keeps one per
+// Python thread). A reader holds the handle, so the handle outlives every
+// reader whatever order Python frees them in.
+struct LiveHolder {
+  std::unique_ptr<LiveModel> live;
+};
+struct LiveReaderBox {
+  std::shared_ptr<LiveHolder> owner;  // declared first: destroyed last
+  std::unique_ptr<LiveModel::Reader> reader;
+};
+
+// A document given to LiveClassifier: raw text, or a dict term -> count.
+void FillInput(const py::object& x, InputDocument* d) {
+  d->Clear();
+  if (py::isinstance<py::str>(x)) {
+    d->AddText(x.cast<std::string>());
+  } else if (py::isinstance<py::dict>(x)) {
+    for (auto item : x.cast<py::dict>()) d->AddTerm(item.first.cast<std::string>(), item.second.cast<double>());
+  } else {
+    Throw(Status::InvalidDocument("expected a text (str) or a dict term -> count, found " +
+                                  py::str(py::type::of(x)).cast<std::string>()));
+  }
+}
+
 }  // namespace
 }  // namespace tributary::python
 
@@ -1040,6 +1067,77 @@ PYBIND11_MODULE(_tributary, mod) {
   mod.def("write_stream", &WriteStream, py::arg("path"), py::arg("xs"), py::arg("ys"), py::arg("ids"),
           py::arg("source") = "python",
           "Writes documents as a stream (open vocabulary and classes) that `tributary train` reads.");
+
+  py::class_<LiveReaderBox, std::shared_ptr<LiveReaderBox>>(mod, "LiveReader")
+      .def(
+          "predict",
+          [](LiveReaderBox& r, const py::object& x) {
+            InputDocument d;
+            FillInput(x, &d);
+            LivePrediction p;
+            {
+              py::gil_scoped_release nogil;
+              Check(r.reader->Predict(d, &p));
+            }
+            return py::make_tuple(p.label, p.version);
+          },
+          py::arg("x"), "(predicted class, version): no lock, never waits for learning");
+  py::class_<LiveHolder, std::shared_ptr<LiveHolder>>(mod, "LiveModel")
+      .def(
+          py::init([](const std::string& family, const std::string& loss, const std::vector<std::string>& classes,
+                      bool open_classes, double n, uint64_t seed, uint64_t publish_every, const std::string& data_dir) {
+            ModelConfig c;
+            c.family = family;
+            c.loss = loss;
+            c.n = n;
+            c.seed = seed;
+            auto h = std::make_shared<LiveHolder>();
+            py::gil_scoped_release nogil;
+            auto m = Take(NewModel(c, Registry(), TextStreamSchema(classes, open_classes), 0, "LiveClassifier"));
+            LiveModelOptions o;
+            o.publish_every = publish_every;
+            o.data_dir = data_dir;
+            o.registry = &Registry();
+            h->live = Take(LiveModel::Create(std::move(m), o));
+            return h;
+          }),
+          py::arg("family"), py::arg("loss"), py::arg("classes"), py::arg("open_classes"), py::arg("n"),
+          py::arg("seed"), py::arg("publish_every"), py::arg("data_dir"))
+      .def(
+          "learn_one",
+          [](LiveHolder& h, const py::object& x, const py::object& y) {
+            InputDocument d;
+            FillInput(x, &d);
+            if (!y.is_none()) d.SetLabel(y.cast<std::string>());
+            py::gil_scoped_release nogil;
+            Check(h.live->Learn(d));
+          },
+          py::arg("x"), py::arg("y"))
+      .def("publish",
+           [](LiveHolder& h) {
+             py::gil_scoped_release nogil;
+             return Take(h.live->Publish());
+           })
+      .def("checkpoint",
+           [](LiveHolder& h) {
+             py::gil_scoped_release nogil;
+             Check(h.live->Checkpoint());
+           })
+      .def("save",
+           [](LiveHolder& h, const std::string& path) {
+             uint64_t v = 0;
+             py::gil_scoped_release nogil;
+             Check(h.live->SaveSnapshot(path, &v));
+             return v;
+           })
+      .def_property_readonly("version", [](const LiveHolder& h) { return h.live->version(); })
+      .def_property_readonly("acknowledged", [](const LiveHolder& h) { return h.live->acknowledged(); })
+      .def("reader", [](const std::shared_ptr<LiveHolder>& h) {
+        auto box = std::make_shared<LiveReaderBox>();
+        box->owner = h;
+        box->reader = Take(h->live->NewReader());
+        return box;
+      });
 
   py::class_<Handle, std::shared_ptr<Handle>>(mod, "Model")
       .def(py::init(&Create), py::arg("family"), py::arg("loss"), py::arg("options"), py::arg("loss_options"),

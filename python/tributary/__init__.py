@@ -38,12 +38,23 @@ from ._tributary import (  # noqa: E402
     tokenize,
 )
 from . import plot  # noqa: E402
-from .core import Classifier, Mixture, TopicModel, from_bytes, load, prequential, read_stream, write_stream  # noqa: E402
+from .core import (  # noqa: E402
+    Classifier,
+    LiveClassifier,
+    Mixture,
+    TopicModel,
+    from_bytes,
+    load,
+    prequential,
+    read_stream,
+    write_stream,
+)
 
 __version__ = _tributary.version()
 
 __all__ = [
     "Classifier",
+    "LiveClassifier",
     "TopicModel",
     "Mixture",
     "load",

@@ -1,6 +1,7 @@
 """Online learners with River's conventions (learn_one / predict_one), over
 the library's learner API (python/src/module.cc)."""
 import numbers
+import threading
 
 import numpy as np
 
@@ -381,3 +382,71 @@ def write_stream(path, xs, ys=None, ids=None):
     if ys is not None:
         ys = [None if y is None else _label_name(y) for y in ys]
     return _tributary.write_stream(str(path), xs, ys, None if ids is None else [str(i) for i in ids])
+
+
+class LiveClassifier:
+    """A text classifier that learns and predicts at the same time, from
+    several threads: the library's LiveModel (docs/embedding.md).
+
+    ``learn_one`` may be called from any thread (one learns at a time);
+    ``predict_one`` from any number of threads at once, each through its own
+    reader (kept per thread), with the GIL released: predictions take no lock
+    and never wait for learning. They see what was learned as of the last
+    publication (every ``publish_every`` documents, and ``publish()``);
+    ``predict_versioned`` says which (the number of documents learned).
+
+    With ``data_dir`` every ``learn_one`` is in an fsynced write-ahead log
+    before it returns (the server's guarantee): a LiveClassifier made again on
+    the same directory has every document learned before, even after a
+    crash; ``checkpoint()`` writes a snapshot there and drops the log it
+    covers.
+
+        >>> live = tributary.LiveClassifier()
+        >>> live.learn_one("free money now", "spam")
+        >>> live.publish()
+        1
+        >>> live.predict_one("money")          # from any thread
+        'spam'
+    """
+
+    def __init__(self, family="multinomial", loss="ncll", *, classes=(), open_classes=True, n=0, seed=1,
+                 publish_every=256, data_dir=""):
+        self._h = _tributary.LiveModel(family, loss, [str(c) for c in classes], bool(open_classes), float(n),
+                                       int(seed), int(publish_every), str(data_dir))
+        self._local = threading.local()
+
+    def learn_one(self, x, y=None):
+        """Learns one document: raw text or a dict term -> count, and its class."""
+        self._h.learn_one(x, None if y is None else _label_name(y))
+
+    def publish(self):
+        """Makes everything learned so far visible to predictions; returns the version."""
+        return self._h.publish()
+
+    @property
+    def version(self):
+        """The newest published version (documents learned)."""
+        return self._h.version
+
+    def _reader(self):
+        r = getattr(self._local, "reader", None)
+        if r is None:
+            r = self._h.reader()
+            self._local.reader = r
+        return r
+
+    def predict_versioned(self, x):
+        """(predicted class, version of the model that predicted it)."""
+        return self._reader().predict(x)
+
+    def predict_one(self, x):
+        """The predicted class of one document."""
+        return self.predict_versioned(x)[0]
+
+    def checkpoint(self):
+        """Durable mode: a snapshot in ``data_dir``; the log it covers is dropped."""
+        self._h.checkpoint()
+
+    def save(self, path):
+        """Saves the newest publication (a snapshot `tributary eval` reads); returns its version."""
+        return self._h.save(str(path))
