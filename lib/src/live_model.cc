@@ -120,15 +120,9 @@ Result<std::unique_ptr<LiveModel>> LiveModel::Create(std::unique_ptr<Model> mode
     if (!v.ok()) return v.status();
     return live;
   }
-  auto learner = Learner::Create(model.get(), options.learner);
-  if (!learner.ok()) return learner.status();
-  live->learner_ = std::move(learner).value();
-  auto decoder = DocumentDecoder::ForModel(model->schema());
-  if (!decoder.ok()) return decoder.status();
-  live->decoder_ = std::make_unique<DocumentDecoder>(std::move(decoder).value());
-  live->model_ = std::move(model);
   live->slots_.reset(new Slot[options.max_readers + 1]);
   std::lock_guard<std::mutex> l(live->writer_mu_);
+  TRIB_RETURN_IF_ERROR(live->AdoptLocked(std::move(model)));
   auto v = live->PublishLocked();
   if (!v.ok()) return v.status();
   return live;
@@ -211,13 +205,7 @@ Status LiveModel::OpenDurable(std::unique_ptr<Model> initial) {
     model = std::move(initial);
     TRIB_RETURN_IF_ERROR(model->Save(snap, SnapshotOptions{nullptr, 0}));
   }
-  auto learner = Learner::Create(model.get(), options_.learner);
-  if (!learner.ok()) return learner.status();
-  auto decoder = DocumentDecoder::ForModel(model->schema());
-  if (!decoder.ok()) return decoder.status();
-  learner_ = std::move(learner).value();
-  decoder_ = std::make_unique<DocumentDecoder>(std::move(decoder).value());
-  model_ = std::move(model);
+  TRIB_RETURN_IF_ERROR(AdoptLocked(std::move(model)));
   auto wal = WriteAheadLog::Open(dir + "/wal");
   if (!wal.ok()) return wal.status();
   wal_ = std::move(wal).value();
@@ -239,7 +227,26 @@ Status LiveModel::OpenDurable(std::unique_ptr<Model> initial) {
   return wal_->StartSegment(logged_ + 1);
 }
 
-Status LiveModel::LogLocked(const v1::Document& doc) {
+Status LiveModel::AdoptLocked(std::unique_ptr<Model> model) {
+  auto learner = Learner::Create(model.get(), options_.learner);
+  if (!learner.ok()) return learner.status();
+  auto decoder = DocumentDecoder::ForModel(model->schema());
+  if (!decoder.ok()) return decoder.status();
+  learner_ = std::move(learner).value();
+  decoder_ = std::make_unique<DocumentDecoder>(std::move(decoder).value());
+  model_ = std::move(model);
+  return Status::OK();
+}
+
+Status LiveModel::LogLocked(const v1::Document& doc, uint64_t index) {
+  // Refused before it is logged, by the rule the log's reader decodes with
+  // (what the log holds is learnable); then in the fsynced log before it is
+  // learned.
+  std::string new_class;
+  const Plugin* loss = model_->loss_plugin().get();
+  const std::string label_required_by = loss != nullptr && loss->loss().requires_label ? loss->name : "";
+  TRIB_RETURN_IF_ERROR(
+      decoder_->DecodeForLearning(doc, index, model_->schema(), label_required_by, &buffer_, &new_class));
   constexpr uint64_t kSegmentBytes = uint64_t{64} << 20;
   const uint64_t next = logged_.load() + 1;
   TRIB_RETURN_IF_ERROR(wal_->MaybeRoll(next, kSegmentBytes));
@@ -284,13 +291,7 @@ Status LiveModel::Learn(const trib_document& doc, LearnResult* result) {
   std::lock_guard<std::mutex> l(writer_mu_);
   if (wal_ != nullptr) {
     ToModelProto(model_->schema(), doc, &proto_);
-    // (Validated as the log's reader will decode it: refused before logging.)
-    std::string new_class;
-    const Plugin* loss = model_->loss_plugin().get();
-    const std::string label_required_by = loss != nullptr && loss->loss().requires_label ? loss->name : "";
-    TRIB_RETURN_IF_ERROR(
-        decoder_->DecodeForLearning(proto_, doc.index, model_->schema(), label_required_by, &buffer_, &new_class));
-    TRIB_RETURN_IF_ERROR(LogLocked(proto_));
+    TRIB_RETURN_IF_ERROR(LogLocked(proto_, doc.index));
   }
   TRIB_RETURN_IF_ERROR(learner_->Learn(doc, result));
   if (options_.publish_every > 0 && ++since_publish_ >= options_.publish_every) {
@@ -306,14 +307,7 @@ Status LiveModel::Learn(const InputDocument& doc, LearnResult* result) {
   Status st = doc.ToProto(model_->schema(), &proto_);
   if (!st.ok()) return st.WithContext(DocumentName(index, doc.id()));
   if (wal_ != nullptr) {
-    // Refused before it is logged (what the log holds is learnable), then
-    // in the fsynced log before it is learned.
-    std::string new_class;
-    const Plugin* loss = model_->loss_plugin().get();
-    const std::string label_required_by = loss != nullptr && loss->loss().requires_label ? loss->name : "";
-    TRIB_RETURN_IF_ERROR(
-        decoder_->DecodeForLearning(proto_, index, model_->schema(), label_required_by, &buffer_, &new_class));
-    TRIB_RETURN_IF_ERROR(LogLocked(proto_));
+    TRIB_RETURN_IF_ERROR(LogLocked(proto_, index));
   }
   TRIB_RETURN_IF_ERROR(LearnProtoLocked(proto_, index, result));
   if (options_.publish_every > 0 && ++since_publish_ >= options_.publish_every) {
@@ -336,13 +330,7 @@ Status LiveModel::Restore(std::unique_ptr<Model> model) {
     return Status::InvalidArgument("LiveModel::Restore: a durable handle serves its data directory ('" +
                                    options_.data_dir + "'); open another directory instead");
   }
-  auto learner = Learner::Create(model.get(), options_.learner);
-  if (!learner.ok()) return learner.status();
-  auto decoder = DocumentDecoder::ForModel(model->schema());
-  if (!decoder.ok()) return decoder.status();
-  learner_ = std::move(learner).value();
-  decoder_ = std::make_unique<DocumentDecoder>(std::move(decoder).value());
-  model_ = std::move(model);
+  TRIB_RETURN_IF_ERROR(AdoptLocked(std::move(model)));
   // The copies of the old model must not be refreshed from the new one
   // (its page epochs say nothing of them): a new generation.
   ++generation_;

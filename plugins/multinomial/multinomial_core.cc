@@ -527,23 +527,37 @@ int ScoreFrozen(const trib_family_model*, const trib_frozen* ff, trib_family_sta
   });
 }
 
+// The classes whose weight is not 0 (Accumulate and FusedStep skip the
+// others), in order: index[0 .. count). Up to 64 classes on the stack.
+struct ActiveClasses {
+  uint32_t small[64];
+  std::vector<uint32_t> big;
+  const uint32_t* index = small;
+  uint32_t count = 0;
+  ActiveClasses(const double* w, uint32_t K) {
+    uint32_t* act = small;
+    if (K > 64) {
+      big.resize(K);
+      act = big.data();
+    }
+    for (uint32_t k = 0; k < K; ++k) {  // branch-free: which weights are 0 is data-dependent
+      act[count] = k;
+      count += w[k] != 0.0;
+    }
+    index = act;
+  }
+  ActiveClasses(const ActiveClasses&) = delete;
+  ActiveClasses& operator=(const ActiveClasses&) = delete;
+};
+
 // sum_k w_k s(k, x): w_k to C[k] and w_k n_w to N[w][k] (Table 1).
 int Accumulate(const trib_family_model* mm, const trib_stats*, trib_family_state*, const trib_document* d,
                const double* w, trib_delta* delta, trib_error* err) {
   const Model* m = M(mm);
   const uint32_t K = m->K;
-  uint32_t active[64];
-  std::vector<uint32_t> active_big;
-  uint32_t* act = active;
-  if (K > 64) {
-    active_big.resize(K);
-    act = active_big.data();
-  }
-  uint32_t na = 0;
-  for (uint32_t k = 0; k < K; ++k) {  // branch-free: which weights are 0 is data-dependent
-    act[na] = k;
-    na += w[k] != 0.0;
-  }
+  ActiveClasses active(w, K);
+  const uint32_t* act = active.index;
+  const uint32_t na = active.count;
   if (na == 0) return TRIB_OK;
   size_t need = delta->size + na * (static_cast<size_t>(d->num_terms) + 1);
   if (need > delta->capacity && delta->grow(delta, need) != 0) {
@@ -694,18 +708,9 @@ int FusedStep(trib_family_model* mm, trib_stats* s, trib_family_state*, const tr
               const double* block_mult, const trib_step* step, trib_step_log* log, trib_error* err) {
   Model* m = M(mm);
   const uint32_t K = m->K, S = m->S, T = d->num_terms;
-  uint32_t active[64];
-  std::vector<uint32_t> active_big;
-  uint32_t* act = active;
-  if (K > 64) {
-    active_big.resize(K);
-    act = active_big.data();
-  }
-  uint32_t na = 0;
-  for (uint32_t k = 0; k < K; ++k) {
-    act[na] = k;
-    na += w[k] != 0.0;
-  }
+  ActiveClasses active(w, K);
+  const uint32_t* act = active.index;
+  const uint32_t na = active.count;
   if (na == 0) return TRIB_OK;
   const bool dense = na == K;
   const size_t runs = dense ? static_cast<size_t>(T) + 1 : static_cast<size_t>(na) * (T + 1);

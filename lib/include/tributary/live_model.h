@@ -193,8 +193,11 @@ class LiveModel {
   /// Durable mode: the directory's snapshot (or `initial`'s, saved), the log
   /// replayed after it. Writer state not yet shared.
   Status OpenDurable(std::unique_ptr<Model> initial);
-  /// Durable mode: `doc` (validated) in the fsynced log. Writer mutex held.
-  Status LogLocked(const v1::Document& doc);
+  /// Makes `model` the learner's, with its learner and decoder. Writer mutex held.
+  Status AdoptLocked(std::unique_ptr<Model> model);
+  /// Durable mode: `doc` (document `index`) validated for learning, then in
+  /// the fsynced log. Writer mutex held.
+  Status LogLocked(const v1::Document& doc, uint64_t index);
   /// Decodes (growing the model) and learns a logged or given document. Writer mutex held.
   Status LearnProtoLocked(const v1::Document& doc, uint64_t index, LearnResult* result);
   Result<uint64_t> PublishLocked();
