@@ -24,6 +24,7 @@ struct alignas(64) LiveModel::Slot {
 struct LiveModel::Reader::Cached {
   uint64_t serial = 0;
   std::unique_ptr<ScoringState> state;
+  std::unique_ptr<DocumentDecoder> decoder;  // made on first use (Predict(InputDocument))
 };
 
 namespace {
@@ -368,8 +369,8 @@ LiveModel::Publication* LiveModel::Acquire(uint32_t slot) const {
 
 void LiveModel::Release(uint32_t slot) const { slots_[slot].hazard.store(nullptr, std::memory_order_release); }
 
-Result<uint32_t> LiveModel::ClaimSlot() const {
-  for (uint32_t i = 0; i <= options_.max_readers; ++i) {
+Result<uint32_t> LiveModel::ClaimSlot(uint32_t end) const {
+  for (uint32_t i = 0; i < end; ++i) {
     bool expected = false;
     if (slots_[i].taken.compare_exchange_strong(expected, true, std::memory_order_acq_rel)) return i;
   }
@@ -383,7 +384,7 @@ void LiveModel::FreeSlot(uint32_t slot) const {
 }
 
 Status LiveModel::SaveSnapshot(const std::string& path, uint64_t* version) const {
-  auto slot = ClaimSlot();
+  auto slot = ClaimSlot(options_.max_readers + 1);  // (the last slot is never a reader's)
   if (!slot.ok()) return slot.status();
   const Publication* p = Acquire(*slot);
   Status st = p->model->Save(path);
@@ -393,14 +394,7 @@ Status LiveModel::SaveSnapshot(const std::string& path, uint64_t* version) const
 }
 
 Result<std::unique_ptr<LiveModel::Reader>> LiveModel::NewReader() {
-  // (One slot stays for SaveSnapshot: readers get max_readers.)
-  uint32_t readers = 0;
-  for (uint32_t i = 0; i <= options_.max_readers; ++i) readers += slots_[i].taken.load(std::memory_order_acquire);
-  if (readers >= options_.max_readers) {
-    return Status::InvalidArgument("LiveModel: all " + std::to_string(options_.max_readers) +
-                                   " reader slots are in use (LiveModelOptions::max_readers)");
-  }
-  auto slot = ClaimSlot();
+  auto slot = ClaimSlot(options_.max_readers);  // (slot max_readers stays for SaveSnapshot)
   if (!slot.ok()) return slot.status();
   return std::unique_ptr<Reader>(new Reader(this, *slot));
 }
@@ -409,22 +403,29 @@ LiveModel::Reader::Reader(LiveModel* owner, uint32_t slot) : owner_(owner), slot
 
 LiveModel::Reader::~Reader() { owner_->FreeSlot(slot_); }
 
+// The scratch for publication `p`: a scoring state per publication (a
+// refreshed copy holds a new family model, Model::RefreshFrom, and a state
+// is used only with the model it was made for), and its decoder.
+Result<LiveModel::Reader::Cached*> LiveModel::Reader::For(const Publication& p) {
+  if (cache_ == nullptr || cache_->serial != p.serial) {
+    auto state = p.model->NewScoringState();
+    if (!state.ok()) return state.status();
+    if (cache_ == nullptr) cache_ = std::make_unique<Cached>();
+    cache_->serial = p.serial;
+    cache_->state = std::move(state).value();
+    cache_->decoder.reset();
+  }
+  return cache_.get();
+}
+
 // Scores `doc` with publication `p` (held by this reader's hazard).
 Status LiveModel::Reader::Score(const Publication& p, const trib_document& doc, LivePrediction* out) {
   const Model& m = *p.model;
   TRIB_RETURN_IF_ERROR(CheckDocument(m.schema(), doc));
-  // A scoring state per publication: a refreshed copy holds a new family
-  // model (Model::RefreshFrom), and a state is used only with the model it
-  // was made for.
-  if (cache_.empty() || cache_[0]->serial != p.serial) {
-    auto state = m.NewScoringState();
-    if (!state.ok()) return state.status();
-    if (cache_.empty()) cache_.push_back(std::make_unique<Cached>());
-    cache_[0]->serial = p.serial;
-    cache_[0]->state = std::move(state).value();
-  }
+  auto cached = For(p);
+  if (!cached.ok()) return cached.status();
   out->scores.resize(m.num_outputs());
-  TRIB_RETURN_IF_ERROR(m.Score(doc, cache_[0]->state.get(), out->scores.data()));
+  TRIB_RETURN_IF_ERROR(m.Score(doc, (*cached)->state.get(), out->scores.data()));
   out->version = p.version;
   out->predicted =
       static_cast<uint32_t>(std::max_element(out->scores.begin(), out->scores.end()) - out->scores.begin());
@@ -451,10 +452,19 @@ Status LiveModel::Reader::Predict(const InputDocument& doc, LivePrediction* out)
   // here. A prediction needs no label: an unknown one is no error.)
   Status st = doc.ToProto(schema, &proto_);
   bool named = false;
+  auto cached = For(*p);
+  if (st.ok() && !cached.ok()) st = cached.status();
+  if (st.ok() && (*cached)->decoder == nullptr) {
+    auto decoder = DocumentDecoder::ForModel(schema);
+    if (decoder.ok()) {
+      (*cached)->decoder = std::make_unique<DocumentDecoder>(std::move(decoder).value());
+    } else {
+      st = decoder.status();
+    }
+  }
   if (st.ok()) {
     proto_.clear_label();
-    auto decoder = DocumentDecoder::ForModel(schema);
-    st = decoder.ok() ? decoder->Decode(proto_, 0, schema, kGrowNothing, &buffer_, nullptr, nullptr) : decoder.status();
+    st = (*cached)->decoder->Decode(proto_, 0, schema, kGrowNothing, &buffer_, nullptr, nullptr);
     named = !st.ok();
   }
   if (st.ok()) st = Score(*p, buffer_.View(), out);

@@ -180,11 +180,13 @@ class LiveModel {
     struct Cached;
     Reader(LiveModel* owner, uint32_t slot);
     Status Score(const Publication& p, const trib_document& doc, LivePrediction* out);
+    /// This reader's scratch for publication `p` (made again when `p` is another).
+    Result<Cached*> For(const Publication& p);
     LiveModel* owner_;
     uint32_t slot_;
     v1::Document proto_;  ///< Predict(InputDocument)'s scratch
     DocumentBuffer buffer_;
-    std::vector<std::unique_ptr<Cached>> cache_;  ///< scoring states, one per publication copy seen
+    std::unique_ptr<Cached> cache_;  ///< the scoring state and decoder of the last publication read
   };
 
  private:
@@ -206,7 +208,9 @@ class LiveModel {
   std::unique_ptr<Publication> TakeSpareLocked();
   Publication* Acquire(uint32_t slot) const;
   void Release(uint32_t slot) const;
-  Result<uint32_t> ClaimSlot() const;
+  /// A free slot among the first `end` (readers: max_readers; SaveSnapshot:
+  /// all, the last one being never a reader's). Errors: none free.
+  Result<uint32_t> ClaimSlot(uint32_t end) const;
   void FreeSlot(uint32_t slot) const;
 
   LiveModelOptions options_;
