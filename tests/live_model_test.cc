@@ -148,6 +148,113 @@ TEST(LiveModelTest, EveryPredictionIsTheOfflineModelsAtItsVersion) {
 
 // A snapshot taken while learning and predicting go on holds exactly the
 // published model of the version it reports.
+// Reader::Read holds one publication for a whole batch (the server scores a
+// predict request, and checks a learn request, inside one Read): every score
+// of a batch comes from the offline model at the one version the view names,
+// while the learner publishes after every document. The learner here learns
+// wire documents in the model's ids (Learn(v1::Document), as the server's log
+// holds them), which must equal learning the decoded documents.
+TEST(LiveModelTest, ReadHoldsOneVersionForABatch) {
+  const std::vector<DocumentBuffer> docs = Stream(600, 9);
+  const ModelSchema schema = Schema();
+  std::vector<v1::Document> wire(docs.size());
+  for (size_t i = 0; i < docs.size(); ++i) {
+    const trib_document d = docs[i].View();
+    wire[i].set_label(schema.classes()[static_cast<size_t>(d.label)]);
+    for (uint32_t j = 0; j < d.num_terms; ++j) {
+      wire[i].add_term_ids(d.term_ids[j]);
+      wire[i].add_term_counts(d.term_counts[j]);
+    }
+  }
+  LiveModelOptions opt;
+  opt.publish_every = 1;
+  auto live = LiveModel::Create(NewModel(), opt);
+  ASSERT_TRUE(live.ok()) << live.status().ToString();
+  constexpr size_t kBatch = 64;
+  struct Batch {
+    uint64_t version;
+    size_t first;
+    std::vector<double> scores;  // kBatch x kClasses
+  };
+  std::vector<Batch> batches;
+  std::atomic<bool> done{false};
+  std::thread reader_thread([&] {
+    auto reader = (*live)->NewReader();
+    ASSERT_TRUE(reader.ok());
+    size_t first = 0;
+    while (!done.load() || batches.size() < 3) {
+      Batch b;
+      b.first = first;
+      first = (first + 37) % (docs.size() - kBatch);
+      Status st = (*reader)->Read([&](const LiveView& view) {
+        b.version = view.version;
+        b.scores.resize(kBatch * kClasses);
+        for (size_t i = 0; i < kBatch; ++i) {
+          TRIB_RETURN_IF_ERROR(view.model->Score(docs[b.first + i].View(), view.state, &b.scores[i * kClasses]));
+          std::this_thread::yield();  // spread the batch over the learner's steps
+        }
+        return Status::OK();
+      });
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      if (batches.size() < 5000) batches.push_back(std::move(b));
+    }
+  });
+  // About half a second of learning, the stream repeated.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+  uint64_t steps = 0;
+  while (std::chrono::steady_clock::now() < until && steps < 100000) {
+    ASSERT_TRUE((*live)->Learn(wire[steps % docs.size()], steps).ok());
+    ++steps;
+  }
+  done = true;
+  reader_thread.join();
+  EXPECT_EQ((*live)->version(), steps);
+  // An error in the function is the Read's; a wire document the model cannot
+  // take is named.
+  auto reader = (*live)->NewReader();
+  ASSERT_TRUE(reader.ok());
+  Status refused = (*reader)->Read([](const LiveView&) { return Status::InvalidArgument("from fn"); });
+  EXPECT_EQ(refused.message(), "from fn");
+  v1::Document bad;
+  bad.set_label(schema.classes()[0]);
+  bad.add_term_ids(kTerms + 5);
+  bad.add_term_counts(1);
+  Status st = (*live)->Learn(bad, 77);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("77"), std::string::npos) << st.message();
+  EXPECT_EQ((*live)->version(), steps) << "a refused document changed nothing";
+
+  std::map<uint64_t, std::vector<const Batch*>> by_version;
+  for (const auto& b : batches) by_version[b.version].push_back(&b);
+  auto offline = NewModel();
+  auto learner = Learner::Create(offline.get(), {});
+  ASSERT_TRUE(learner.ok());
+  auto state = offline->NewScoringState();
+  ASSERT_TRUE(state.ok());
+  std::vector<double> scores(kClasses);
+  for (uint64_t v = 0; v <= steps; ++v) {
+    for (const Batch* b : by_version[v]) {
+      for (size_t i = 0; i < kBatch; ++i) {
+        ASSERT_TRUE(offline->Score(docs[b->first + i].View(), state->get(), scores.data()).ok());
+        ASSERT_EQ(std::memcmp(scores.data(), &b->scores[i * kClasses], sizeof(double) * kClasses), 0)
+            << "batch at version " << v << ", its document " << i;
+      }
+    }
+    if (v < steps) {
+      ASSERT_TRUE((*learner)->Learn(docs[v % docs.size()].View()).ok());
+    }
+  }
+  // The live model learned the wire documents as the offline one learned the decoded ones.
+  const std::string saved = testing::TempDir("live_read") + "/m.trib";
+  ASSERT_TRUE((*live)->SaveSnapshot(saved).ok());
+  auto back = Model::Load(saved, testing::BuiltinRegistry());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ((*back)->stats().size(), offline->stats().size());
+  EXPECT_EQ(std::memcmp((*back)->stats().raw().data(), offline->stats().raw().data(),
+                        offline->stats().size() * sizeof(double)),
+            0);
+}
+
 TEST(LiveModelTest, SnapshotWhileServingIsThePublishedVersion) {
   const std::vector<DocumentBuffer> docs = Stream(600, 9);
   LiveModelOptions opt;

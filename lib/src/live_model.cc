@@ -180,6 +180,7 @@ Result<uint64_t> LiveModel::PublishLocked() {
   if (current_owner_ != nullptr) retired_.push_back(std::move(current_owner_));
   current_owner_ = std::move(p);
   since_publish_ = 0;
+  copies_.store(1 + retired_.size() + spares_.size(), std::memory_order_relaxed);
   return current_owner_->version;
 }
 
@@ -318,6 +319,19 @@ Status LiveModel::Learn(const InputDocument& doc, LearnResult* result) {
   return Status::OK();
 }
 
+Status LiveModel::Learn(const v1::Document& doc, uint64_t index, LearnResult* result) {
+  std::lock_guard<std::mutex> l(writer_mu_);
+  if (wal_ != nullptr) {
+    TRIB_RETURN_IF_ERROR(LogLocked(doc, index));
+  }
+  TRIB_RETURN_IF_ERROR(LearnProtoLocked(doc, index, result));
+  if (options_.publish_every > 0 && ++since_publish_ >= options_.publish_every) {
+    auto v = PublishLocked();
+    if (!v.ok()) return v.status();
+  }
+  return Status::OK();
+}
+
 Result<uint64_t> LiveModel::Publish() {
   std::lock_guard<std::mutex> l(writer_mu_);
   return PublishLocked();
@@ -348,11 +362,10 @@ Status LiveModel::WithModel(const std::function<Status(Model*)>& fn) {
 uint64_t LiveModel::version() const { return current_.load(std::memory_order_acquire)->version; }
 
 LiveModel::Stats LiveModel::stats() const {
-  std::lock_guard<std::mutex> l(writer_mu_);
   Stats s;
   s.publications = publications_.load(std::memory_order_relaxed);
   s.refreshed = refreshed_.load(std::memory_order_relaxed);
-  s.copies = 1 + retired_.size() + spares_.size();
+  s.copies = copies_.load(std::memory_order_relaxed);
   return s;
 }
 
@@ -445,6 +458,15 @@ Status LiveModel::Reader::Predict(const trib_document& doc, LivePrediction* out)
   return st.ok() ? st : st.WithContext(DocumentName(doc.index, doc.id ? doc.id : ""));
 }
 
+Result<LiveModel::Reader::Cached*> LiveModel::Reader::WithDecoder(const Publication& p) {
+  auto cached = For(p);
+  if (!cached.ok() || (*cached)->decoder != nullptr) return cached;
+  auto decoder = DocumentDecoder::ForModel(p.model->schema());
+  if (!decoder.ok()) return decoder.status();
+  (*cached)->decoder = std::make_unique<DocumentDecoder>(std::move(decoder).value());
+  return cached;
+}
+
 Status LiveModel::Reader::Predict(const InputDocument& doc, LivePrediction* out) {
   const Publication* p = owner_->Acquire(slot_);
   const ModelSchema& schema = p->model->schema();
@@ -452,16 +474,8 @@ Status LiveModel::Reader::Predict(const InputDocument& doc, LivePrediction* out)
   // here. A prediction needs no label: an unknown one is no error.)
   Status st = doc.ToProto(schema, &proto_);
   bool named = false;
-  auto cached = For(*p);
+  auto cached = WithDecoder(*p);
   if (st.ok() && !cached.ok()) st = cached.status();
-  if (st.ok() && (*cached)->decoder == nullptr) {
-    auto decoder = DocumentDecoder::ForModel(schema);
-    if (decoder.ok()) {
-      (*cached)->decoder = std::make_unique<DocumentDecoder>(std::move(decoder).value());
-    } else {
-      st = decoder.status();
-    }
-  }
   if (st.ok()) {
     proto_.clear_label();
     st = (*cached)->decoder->Decode(proto_, 0, schema, kGrowNothing, &buffer_, nullptr, nullptr);
@@ -470,6 +484,24 @@ Status LiveModel::Reader::Predict(const InputDocument& doc, LivePrediction* out)
   if (st.ok()) st = Score(*p, buffer_.View(), out);
   owner_->Release(slot_);
   return st.ok() || named ? st : st.WithContext(DocumentName(0, doc.id()));
+}
+
+Status LiveModel::Reader::Read(const std::function<Status(const LiveView&)>& fn) {
+  const Publication* p = owner_->Acquire(slot_);
+  auto cached = WithDecoder(*p);
+  Status st;
+  if (cached.ok()) {
+    LiveView view;
+    view.model = p->model.get();
+    view.version = p->version;
+    view.decoder = (*cached)->decoder.get();
+    view.state = (*cached)->state.get();
+    st = fn(view);
+  } else {
+    st = cached.status();
+  }
+  owner_->Release(slot_);
+  return st;
 }
 
 }  // namespace tributary

@@ -86,6 +86,15 @@ struct LivePrediction {
   std::vector<double> scores;  ///< log p(k, x) for each output k of the publication (Model::num_outputs())
 };
 
+/// What a Reader holds while the function given to Reader::Read runs: one
+/// publication, and the reader's scratch for it. Valid only during that call.
+struct LiveView {
+  const Model* model = nullptr;             ///< the publication (read-only)
+  uint64_t version = 0;                     ///< its version: the learning steps it includes
+  const DocumentDecoder* decoder = nullptr;  ///< wire documents into its id space (DocumentDecoder::ForModel)
+  ScoringState* state = nullptr;            ///< the reader's scoring state for `model` (Model::Score)
+};
+
 /// A model that learns on the writer side and predicts through lock-free Readers at the same time (see the file
 /// comment for how, and for thread safety).
 class LiveModel {
@@ -117,6 +126,12 @@ class LiveModel {
   /// (`id`, and its position among the documents given to Learn) and say
   /// expected vs found; the model is unchanged.
   Status Learn(const InputDocument& doc, LearnResult* result = nullptr);
+  /// The same for a document in the wire format (tributary.proto), in the
+  /// model's id space (term ids, or terms by name, as DocumentDecoder::ForModel
+  /// reads them; a server's write-ahead log holds such documents); `index`
+  /// names it in errors. Grows the model as its schema allows, like
+  /// Learn(InputDocument).
+  Status Learn(const v1::Document& doc, uint64_t index, LearnResult* result = nullptr);
   /// Durable mode: saves the learner's model as the directory's snapshot
   /// (the previous one kept as `model.prev.trib`) and drops the log segments
   /// the previous snapshot covered. Learning waits meanwhile (O(model)).
@@ -155,7 +170,7 @@ class LiveModel {
     uint64_t refreshed = 0;     ///< of them brought up to date in place (pages written)
     uint64_t copies = 0;        ///< live publication copies (current, spare and held ones)
   };
-  /// The counters now. Takes the writer mutex: waits for a learning step in progress.
+  /// The counters now (lock-free: never waits for learning).
   Stats stats() const;
 
   /// Predicts for one thread with the newest publication, without locks. Made by NewReader; holds one of the
@@ -174,6 +189,13 @@ class LiveModel {
     /// publication's schema (its label, if any, is ignored; terms the model
     /// does not know are dropped, as `eval` drops them).
     Status Predict(const InputDocument& doc, LivePrediction* out);
+    /// Runs `fn` with the newest publication held: everything `fn` does
+    /// sees one version (a batch of documents predicted at one version, a
+    /// request validated against one schema). Takes no lock; learning goes
+    /// on meanwhile. `fn` must not keep the view's pointers, nor call
+    /// another method of this reader. Errors: `fn`'s; making the scratch
+    /// for a new publication (out of memory).
+    Status Read(const std::function<Status(const LiveView&)>& fn);
 
    private:
     friend class LiveModel;
@@ -182,6 +204,8 @@ class LiveModel {
     Status Score(const Publication& p, const trib_document& doc, LivePrediction* out);
     /// This reader's scratch for publication `p` (made again when `p` is another).
     Result<Cached*> For(const Publication& p);
+    /// For(p) with its decoder made.
+    Result<Cached*> WithDecoder(const Publication& p);
     LiveModel* owner_;
     uint32_t slot_;
     v1::Document proto_;  ///< Predict(InputDocument)'s scratch
@@ -233,6 +257,7 @@ class LiveModel {
   std::unique_ptr<Publication> current_owner_;  ///< owns *current_ (writer mutex)
   std::unique_ptr<Slot[]> slots_;  ///< max_readers + 1: readers get max_readers, one stays for SaveSnapshot
   std::atomic<uint64_t> publications_{0}, refreshed_{0};
+  std::atomic<uint64_t> copies_{0};  ///< Stats::copies, set by the writer after each publication
 };
 
 }  // namespace tributary

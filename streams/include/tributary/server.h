@@ -19,7 +19,9 @@
 // every N ms). One learner thread applies acknowledged documents in log
 // order and publishes a copy of the model every `publish_interval_ms` or
 // `publish_every_updates` updates; predictions are answered on the I/O
-// threads from the latest published copy and never wait for learning. Every
+// threads from the latest published copy and never wait for learning (the
+// library's LiveModel, live_model.h: the learner is its writer, each I/O
+// thread reads through a reader of its own, without a lock). Every
 // prediction names the model version (documents learned) that answered it.
 //
 // Backpressure, not loss. Documents accepted but not yet learned occupy a

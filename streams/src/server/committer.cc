@@ -174,20 +174,26 @@ std::optional<LearnRefusal> Server::Impl::CheckLearn(const v1::LearnRequest& lr)
   }
   // Validate every document before anything is logged: a request is
   // learned whole or refused whole.
-  auto pub = Current();
-  const auto& loss = *pub->model->loss_plugin();
-  const std::string label_required_by = loss.loss().requires_label ? loss.name : std::string();
-  DocumentBuffer buf;
-  for (int i = 0; i < lr.documents_size(); ++i) {
-    std::string new_class;
-    // The one learning rule, shared with `tributary client learn`.
-    Status st = pub->decoder->DecodeForLearning(lr.documents(i), static_cast<uint64_t>(i), pub->model->schema(),
-                                                label_required_by, &buf, &new_class);
-    if (!st.ok()) {
-      return refuse(v1::Response::INVALID_REQUEST, "learn (document index within the request): " + st.message(), i);
+  std::optional<LearnRefusal> refusal;
+  Status read = Read([&](const LiveView& pub) {
+    const Plugin& loss = *pub.model->loss_plugin();
+    const std::string label_required_by = loss.loss().requires_label ? loss.name : std::string();
+    DocumentBuffer buf;
+    for (int i = 0; i < lr.documents_size(); ++i) {
+      std::string new_class;
+      // The one learning rule, shared with `tributary client learn`.
+      Status st = pub.decoder->DecodeForLearning(lr.documents(i), static_cast<uint64_t>(i), pub.model->schema(),
+                                                 label_required_by, &buf, &new_class);
+      if (!st.ok()) {
+        refusal = refuse(v1::Response::INVALID_REQUEST,
+                         "learn (document index within the request): " + st.message(), i);
+        break;
+      }
     }
-  }
-  return std::nullopt;
+    return Status::OK();
+  });
+  if (!read.ok()) return refuse(v1::Response::INTERNAL, read.ToString());
+  return refusal;
 }
 
 bool Server::Impl::SubmitLearn(LearnJob& job) {

@@ -349,17 +349,22 @@ void Connection::Handle(v1::Request req) {
       v1::Response r;
       r.set_request_id(id);
       auto* s = r.mutable_stats();
-      auto pub = srv_->Current();
       s->set_documents_learned(srv_->counters.documents_learned);
-      s->set_model_version(pub ? pub->version : 0);
       s->set_predictions(srv_->counters.predictions);
       s->set_queue_depth(srv_->QueueDepth());
       s->set_wal_sequence(srv_->counters.documents_acknowledged);
       s->set_errors(srv_->counters.errors());
       s->set_learning_enabled(srv_->learning_enabled);
-      if (pub) {
-        s->set_family(pub->model->family().name);
-        s->set_loss(pub->model->loss_plugin() ? pub->model->loss_plugin()->name : "");
+      // (The protocol port opens once recovery is done: a model is published.)
+      Status read = srv_->Read([&](const LiveView& pub) {
+        s->set_model_version(pub.version);
+        s->set_family(pub.model->family().name);
+        s->set_loss(pub.model->loss_plugin() ? pub.model->loss_plugin()->name : "");
+        return Status::OK();
+      });
+      if (!read.ok()) {
+        Fill(slot, Frame(ErrorResponse(id, v1::Response::INTERNAL, read.ToString())));
+        return;
       }
       Fill(slot, Frame(r));
       return;
@@ -407,31 +412,38 @@ void Connection::Handle(v1::Request req) {
 }
 
 v1::Response Connection::Predict(uint64_t id, const v1::PredictRequest& pr, Clock::time_point start) {
-  auto pub = srv_->Current();
-  if (!pub) return ErrorResponse(id, v1::Response::UNAVAILABLE, "no model published yet");
-  auto state = pub->model->NewScoringState();
-  if (!state.ok()) return ErrorResponse(id, v1::Response::INTERNAL, state.status().ToString());
-  const uint32_t K = pub->model->num_outputs();
-  std::vector<double> scores(K), probs(K);
   v1::Response r;
   r.set_request_id(id);
-  auto* out = r.mutable_predict();
-  out->set_model_version(pub->version);
-  for (uint32_t k = 0; k < K; ++k) out->add_class_names(pub->model->OutputName(k));
-  DocumentBuffer buf;
-  for (int i = 0; i < pr.documents_size(); ++i) {
-    Status st = pub->decoder->Decode(pr.documents(i), static_cast<uint64_t>(i), pub->model->schema(), kGrowNothing,
-                                     &buf, nullptr, nullptr);
-    if (st.ok()) st = pub->model->Score(buf.View(), state->get(), scores.data());
-    if (!st.ok()) return ErrorResponse(id, v1::Response::INVALID_REQUEST, "predict: " + st.message());
-    Posterior(scores.data(), K, probs.data());
-    auto* p = out->add_predictions();
-    p->set_id(pr.documents(i).id());
-    p->set_index(static_cast<uint64_t>(i));
-    uint32_t best = static_cast<uint32_t>(std::max_element(probs.begin(), probs.end()) - probs.begin());
-    p->set_predicted(pub->model->OutputName(best));
-    for (double x : probs) p->add_probabilities(x);
-  }
+  std::optional<v1::Response> refused;
+  // Every document of the request is scored by one publication (one version).
+  Status read = srv_->Read([&](const LiveView& pub) {
+    const Model& model = *pub.model;
+    const uint32_t K = model.num_outputs();
+    std::vector<double> scores(K), probs(K);
+    auto* out = r.mutable_predict();
+    out->set_model_version(pub.version);
+    for (uint32_t k = 0; k < K; ++k) out->add_class_names(model.OutputName(k));
+    DocumentBuffer buf;
+    for (int i = 0; i < pr.documents_size(); ++i) {
+      Status st = pub.decoder->Decode(pr.documents(i), static_cast<uint64_t>(i), model.schema(), kGrowNothing, &buf,
+                                      nullptr, nullptr);
+      if (st.ok()) st = model.Score(buf.View(), pub.state, scores.data());
+      if (!st.ok()) {
+        refused = ErrorResponse(id, v1::Response::INVALID_REQUEST, "predict: " + st.message());
+        return Status::OK();
+      }
+      Posterior(scores.data(), K, probs.data());
+      auto* p = out->add_predictions();
+      p->set_id(pr.documents(i).id());
+      p->set_index(static_cast<uint64_t>(i));
+      uint32_t best = static_cast<uint32_t>(std::max_element(probs.begin(), probs.end()) - probs.begin());
+      p->set_predicted(model.OutputName(best));
+      for (double x : probs) p->add_probabilities(x);
+    }
+    return Status::OK();
+  });
+  if (!read.ok()) return ErrorResponse(id, v1::Response::INTERNAL, read.ToString());
+  if (refused) return *std::move(refused);
   srv_->counters.predictions += static_cast<uint64_t>(pr.documents_size());
   srv_->counters.predict_latency.Observe(std::chrono::duration<double>(Clock::now() - start).count());
   return r;

@@ -103,26 +103,21 @@ void Server::Impl::LearnerLoop() {
 }
 
 Status Server::Impl::Apply(const v1::WalRecord& rec) {
-  DocumentBuffer buf;
-  // New classes and terms are added to the model (the decoder looks labels
-  // and terms up in the schema passed to it, so it stands); a changed layout
-  // makes the learner rebuild itself on its next document.
-  Status st =
-      DecodeGrowing(*learner_decoder, rec.document(), rec.sequence(), model.get(), kGrowClassesAndTerms, &buf, nullptr);
-  if (st.ok()) {
-    // An infeasible SEP / ADF update is skipped by the engine (the model
-    // unchanged); it is counted like a refused document.
-    LearnResult o;
-    st = learner->Learn(buf.View(), &o);
-    if (st.ok() && o.skipped) st = Status::Numeric("SEP update skipped: " + o.skip_reason);
-  }
+  // New classes and terms are added to the model as its schema allows (the
+  // log holds the model's own ids: DocumentDecoder::ForModel); a changed
+  // layout makes the learner rebuild itself on its next document.
+  LearnResult o;
+  Status st = live->Learn(rec.document(), rec.sequence(), &o);
+  // An infeasible SEP / ADF update is skipped by the engine (the model
+  // unchanged); it is counted like a refused document.
+  if (st.ok() && o.skipped) st = Status::Numeric("SEP update skipped: " + o.skip_reason);
   if (!st.ok()) {
-    if (DocumentRefused(st)) {
-      counters.documents_skipped++;
-      model->learner_state().skipped_documents++;
-    } else {
-      return st;
-    }
+    if (!DocumentRefused(st)) return st;
+    counters.documents_skipped++;
+    TRIB_RETURN_IF_ERROR(live->WithModel([](Model* m) {
+      m->learner_state().skipped_documents++;
+      return Status::OK();
+    }));
   } else {
     counters.documents_learned++;
   }
@@ -132,45 +127,42 @@ Status Server::Impl::Apply(const v1::WalRecord& rec) {
 
 Status Server::Impl::Publish() {
   // A publication is a copy of the learner's model that predictors read
-  // while it learns on. A copy no predictor holds any more comes back
-  // through the recycler (its shared_ptr's deleter; the mutex orders the
-  // readers' last reads before the writes here) and is brought up to date
-  // by copying only the statistics pages written since it was made
-  // (Model::RefreshFrom): publishing no longer copies the model. The first
-  // publications, and those after the model grew, are full Clones.
-  std::unique_ptr<Published> p;
-  {
-    std::lock_guard<std::mutex> l(recycler->mu);
-    p = std::move(recycler->spare);
+  // while it learns on; a copy no reader holds any more is brought up to
+  // date in place by the pages written since (LiveModel, Model::RefreshFrom).
+  auto v = live->Publish();
+  return v.ok() ? Status::OK() : v.status();
+}
+
+namespace {
+// The calling thread's reader slot and the server it belongs to (Read).
+struct ThreadReader {
+  const Server::Impl* owner = nullptr;
+  std::unique_ptr<LiveModel::Reader>* slot = nullptr;
+};
+thread_local ThreadReader t_reader;
+}  // namespace
+
+void Server::Impl::BindReader(std::unique_ptr<LiveModel::Reader>* slot) { t_reader = ThreadReader{this, slot}; }
+
+void Server::Impl::RunIo(size_t i) {
+  BindReader(&io_readers[i]);
+  io.run();
+  t_reader = ThreadReader{};
+}
+
+Status Server::Impl::Read(const std::function<Status(const LiveView&)>& fn) {
+  if (t_reader.owner == this) {
+    std::unique_ptr<LiveModel::Reader>& mine = *t_reader.slot;
+    if (mine == nullptr) {
+      auto r = live->NewReader();
+      if (!r.ok()) return r.status();
+      mine = std::move(r).value();
+    }
+    return mine->Read(fn);
   }
-  // (The recycled copy is ours alone: nothing else can reach it.)
-  if (p && const_cast<Model*>(p->model.get())->RefreshFrom(*model, p->epoch).ok()) {
-    counters.publications_refreshed++;
-  } else {
-    auto clone = model->Clone();
-    if (!clone.ok()) return clone.status();
-    p = std::make_unique<Published>();
-    p->model = std::shared_ptr<const Model>(std::move(clone).value().release());
-  }
-  p->version = model->learner_state().updates;
-  auto dec = DocumentDecoder::ForModel(model->schema());
-  if (!dec.ok()) return dec.status();
-  p->decoder.emplace(std::move(dec).value());
-  p->epoch = model->stats().epoch();
-  model->stats().NextEpoch();  // later writes are newer than this copy
-  counters.publications++;
-  std::shared_ptr<const Published> shared(p.release(), [r = recycler](const Published* q) {
-    std::unique_ptr<Published> own(const_cast<Published*>(q));
-    std::lock_guard<std::mutex> l(r->mu);
-    if (!r->spare) r->spare = std::move(own);  // else the spare stays and this one is deleted
-  });
-  std::shared_ptr<const Published> previous;
-  {
-    std::lock_guard<std::mutex> l(pub_mu);
-    previous = std::move(published);
-    published = std::move(shared);
-  }
-  return Status::OK();  // `previous` released here: recycled unless a reader still holds it
+  auto r = live->NewReader();
+  if (!r.ok()) return r.status();
+  return (*r)->Read(fn);
 }
 
 Status Server::Impl::SaveSnapshot() {
@@ -182,7 +174,8 @@ Status Server::Impl::SaveSnapshot() {
   if (env->FileExists(SnapshotPath())) {
     TRIB_RETURN_IF_ERROR(env->RenameFile(SnapshotPath(), PrevSnapshotPath()).WithContext("snapshot"));
   }
-  TRIB_RETURN_IF_ERROR(model->Save(SnapshotPath(), SnapshotOptions{env, applied_sequence}));
+  TRIB_RETURN_IF_ERROR(
+      live->WithModel([&](Model* m) { return m->Save(SnapshotPath(), SnapshotOptions{env, applied_sequence}); }));
   snapshot_sequence = applied_sequence;
   counters.snapshots++;
   covered_sequence.store(replaced);

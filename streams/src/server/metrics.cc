@@ -60,7 +60,9 @@ void CountError(Counters& c, v1::Response::Code code) {
 
 std::string Server::Impl::MetricsText() {
   std::ostringstream os;
-  auto pub = Current();
+  // (Before recovery is done there is no model: version 0, no publications.)
+  const bool ready = recovery_phase.load() == RecoveryPhase::kReady;
+  const LiveModel::Stats live_stats = ready ? live->stats() : LiveModel::Stats{};
   auto counter = [&](const char* name, const char* help, uint64_t v) {
     os << "# HELP " << name << " " << help << "\n# TYPE " << name << " counter\n" << name << " " << v << "\n";
   };
@@ -77,10 +79,10 @@ std::string Server::Impl::MetricsText() {
   counter("tributary_connections_total", "Connections accepted.", counters.connections);
   counter("tributary_snapshots_total", "Snapshots written.", counters.snapshots);
   counter("tributary_publications_total", "Copies of the learner's model published to the predictors.",
-          counters.publications);
+          live_stats.publications);
   counter("tributary_publications_refreshed_total",
           "Publications made by refreshing a retired copy (only the statistics written since copied).",
-          counters.publications_refreshed);
+          live_stats.refreshed);
   os << "# HELP tributary_errors_total Errors by kind.\n# TYPE tributary_errors_total counter\n";
   os << "tributary_errors_total{kind=\"invalid_request\"} " << counters.err_invalid << "\n";
   os << "tributary_errors_total{kind=\"unauthenticated\"} " << counters.err_unauthenticated << "\n";
@@ -91,7 +93,7 @@ std::string Server::Impl::MetricsText() {
   os << "tributary_errors_total{kind=\"wal\"} " << counters.err_wal << "\n";
   gauge("tributary_queue_depth", "Documents accepted but not yet learned.", static_cast<double>(QueueDepth()));
   gauge("tributary_model_version", "Version (documents learned) of the published model.",
-        pub ? static_cast<double>(pub->version) : 0.0);
+        ready ? static_cast<double>(live->version()) : 0.0);
   gauge("tributary_open_connections", "Open client connections.", open_connections.load());
   gauge("tributary_buffered_bytes", "Bytes of partly received frames over all connections.",
         static_cast<double>(buffered_bytes.load()));
@@ -108,7 +110,6 @@ std::string Server::Impl::MetricsText() {
           counters.wal_recovery_attempts);
   gauge("tributary_damage_reports", "Damage reports in the data directory awaiting review (/healthz fails).",
         static_cast<double>(DamageReports().size()));
-  const bool ready = recovery_phase.load() == RecoveryPhase::kReady;
   gauge("tributary_ready", "1 once recovery is done and the protocol port is open.", ready ? 1.0 : 0.0);
   gauge("tributary_replayed_documents", "Log records replayed by the recovery (so far, while not ready).",
         static_cast<double>(replay_progress.load()));

@@ -168,7 +168,8 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, std:
   }
   s.work.emplace(asio::make_work_guard(s.io));
   Impl* raw = impl.get();
-  for (unsigned i = 0; i < s.opt.io_threads; ++i) s.io_threads.emplace_back([raw] { raw->io.run(); });
+  s.io_readers.resize(s.opt.io_threads);
+  for (unsigned i = 0; i < s.opt.io_threads; ++i) s.io_threads.emplace_back([raw, i] { raw->RunIo(i); });
   if (!s.opt.http.empty()) s.StartHttpAccept();
   auto stop_io = [&](Status st) {
     asio::post(s.accept_strand, [raw] {
@@ -212,6 +213,7 @@ Status Server::Impl::Recover(std::unique_ptr<Model> initial) {
   // once recovery is known to lose nothing by it.
   uint64_t after = 0;
   std::vector<std::pair<std::string, std::string>> damaged;  // path, why
+  std::unique_ptr<Model> model;
   {
     PluginRegistry reg;  // loads only the plugins the snapshot names
     for (const std::string& path : {s.SnapshotPath(), s.PrevSnapshotPath()}) {
@@ -219,7 +221,7 @@ Status Server::Impl::Recover(std::unique_ptr<Model> initial) {
       uint64_t seq = 0;
       auto m = Model::Load(path, reg, s.env, &seq);
       if (m.ok()) {
-        s.model = std::move(m).value();
+        model = std::move(m).value();
         after = seq;
         s.recovery.from_snapshot = true;
         s.recovery.snapshot_path = path;
@@ -230,7 +232,7 @@ Status Server::Impl::Recover(std::unique_ptr<Model> initial) {
       damaged.emplace_back(path, m.status().message());
     }
   }
-  if (!s.model) {
+  if (!model) {
     std::string why;
     for (const auto& [path, msg] : damaged) why += (why.empty() ? "" : "; ") + msg;
     const uint64_t first = s.wal->FirstSequence();
@@ -246,7 +248,7 @@ Status Server::Impl::Recover(std::unique_ptr<Model> initial) {
           (why.empty() ? "" : " (" + why + ")") + " and no initial model (pass --model or --schema" +
           (damaged.empty() ? "" : ": the whole log is present, it is replayed onto it") + ")");
     }
-    s.model = std::move(initial);
+    model = std::move(initial);
   }
   const std::string stamp = std::to_string(static_cast<long long>(std::time(nullptr)));
   for (const auto& [path, msg] : damaged) {
@@ -266,35 +268,35 @@ Status Server::Impl::Recover(std::unique_ptr<Model> initial) {
   s.recovery.snapshot_sequence = after;
   s.applied_sequence = after;
   s.snapshot_sequence = after;
-  if (!s.model->loss_plugin()) return Status::InvalidArgument("serve: the model has no loss to learn with");
-  // Term ids on the wire and in the log are the model's own (with an open
-  // vocabulary: as it has grown since).
-  auto dec = DocumentDecoder::ForModel(s.model->schema());
-  if (!dec.ok()) return dec.status();
-  s.learner_decoder.emplace(std::move(dec).value());
+  if (!model->loss_plugin()) return Status::InvalidArgument("serve: the model has no loss to learn with");
   std::string engine = s.opt.engine;
-  const bool has_sep = SepLearner::Supports(s.model->family());
+  const bool has_sep = SepLearner::Supports(model->family());
   if (engine == "auto") engine = has_sep ? "sep" : "sdem";
   if (engine == "sep" || engine == "adf") {
     if (!has_sep) {
-      return Status::InvalidArgument("serve: family '" + s.model->family().name + "' cannot be trained with --engine " +
+      return Status::InvalidArgument("serve: family '" + model->family().name + "' cannot be trained with --engine " +
                                      engine + ": it has no SEP hooks");
     }
   } else if (engine == "sdem") {
     if (has_sep) {  // the count mixtures have no sdEM update: every document would fail
-      return Status::InvalidArgument("serve: family '" + s.model->family().name +
+      return Status::InvalidArgument("serve: family '" + model->family().name +
                                      "' is trained by SEP or ADF, not sdEM (use --engine auto, sep or adf)");
     }
   } else {
     return Status::InvalidArgument("serve: unknown engine '" + s.opt.engine + "' (expected auto, sdem, sep or adf)");
   }
   {
-    LearnerOptions lo;
-    lo.engine = engine;
-    lo.seed = s.opt.seed;  // N: the model's (effective_size 0 keeps it)
-    auto l = Learner::Create(s.model.get(), lo);
-    if (!l.ok()) return l.status();
-    s.learner = std::move(l).value();
+    // The server publishes by its own rule (ServerOptions::publish_every_updates
+    // and publish_interval_ms: LearnerLoop), not the handle's count. Readers:
+    // one per I/O thread and per source, and a few for other threads.
+    LiveModelOptions lo;
+    lo.learner.engine = engine;
+    lo.learner.seed = s.opt.seed;  // N: the model's (effective_size 0 keeps it)
+    lo.publish_every = 0;
+    lo.max_readers = static_cast<uint32_t>(std::min<size_t>(4096, s.opt.io_threads + s.readers.size() + 16));
+    auto made = LiveModel::Create(std::move(model), lo);
+    if (!made.ok()) return made.status();
+    s.live = std::move(made).value();
   }
   // 2. Replay the log tail (damage handled by the policy: wal.h).
   // Broker positions of every record the log holds (also those the
@@ -324,7 +326,10 @@ Status Server::Impl::Recover(std::unique_ptr<Model> initial) {
     if (!d.covered) s.recovery.lost_ranges.emplace_back(std::max(d.first_lost, after + 1), d.last_lost);
   }
   // Documents in the model, whether they came from the snapshot or the log.
-  s.counters.documents_learned = s.model->learner_state().updates;
+  TRIB_RETURN_IF_ERROR(s.live->WithModel([&](Model* m) {
+    s.counters.documents_learned = m->learner_state().updates;
+    return Status::OK();
+  }));
   s.next_sequence = std::max(after, rep.last_sequence) + 1;
   s.counters.documents_acknowledged = s.next_sequence - 1;
   TRIB_RETURN_IF_ERROR(s.wal->StartSegment(s.next_sequence));

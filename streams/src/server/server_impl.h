@@ -3,6 +3,9 @@
 //   I/O threads      Connection (connection.cc), HttpSession (http.cc), accept loops
 //   committer thread Impl::CommitterLoop (committer.cc)
 //   learner thread   Impl::LearnerLoop, Apply, Publish, SaveSnapshot (learner_loop.cc)
+//                    on the writer side of `live` (a LiveModel, live_model.h);
+//                    the predictions and checks of the I/O threads and the
+//                    sources read its publications through readers of their own
 //   caller's thread  Server::Start, Shutdown, Wait, HandleSignals (server.cc)
 #ifndef TRIBUTARY_STREAMS_SRC_SERVER_SERVER_IMPL_H_
 #define TRIBUTARY_STREAMS_SRC_SERVER_SERVER_IMPL_H_
@@ -40,6 +43,7 @@
 
 #include "tributary/document.h"
 #include "tributary/learner.h"
+#include "tributary/live_model.h"
 #include "tributary/model.h"
 #include "tributary/server.h"
 #include "tributary/status.h"
@@ -78,9 +82,6 @@ struct Counters {
   std::atomic<uint64_t> requests{0};
   std::atomic<uint64_t> connections{0};
   std::atomic<uint64_t> snapshots{0};
-  // Publications of the learner's model to the predictors, and those made
-  // by refreshing a retired copy (only the pages written since: Model::RefreshFrom).
-  std::atomic<uint64_t> publications{0}, publications_refreshed{0};
   // Log failures: attempts to use the log again, and the successful ones.
   std::atomic<uint64_t> wal_recovery_attempts{0}, wal_recoveries{0};
   std::atomic<uint64_t> snapshot_failures{0};
@@ -122,15 +123,6 @@ constexpr std::array<HttpError, 10> kHttpErrors = {{{400, "INVALID_REQUEST"},
                                                     {503, "UNAVAILABLE"}}};
 
 }  // namespace server_internal
-
-// ---- The published model ---------------------------------------------------------
-
-struct Published {
-  std::shared_ptr<const Model> model;
-  uint64_t version = 0;
-  uint64_t epoch = 0;  // the learner's statistics epoch it was made at (SufficientStats::epoch)
-  std::optional<DocumentDecoder> decoder;
-};
 
 // One acknowledged-or-not learn request on its way through the committer.
 struct LearnJob {
@@ -184,25 +176,16 @@ struct Server::Impl {
   std::optional<asio::signal_set> signals;  // GUARDED_BY(signals_mu)
   std::vector<std::thread> io_threads;
 
-  // The learner's own model, touched only by the learner thread (and by
-  // recovery before it starts).
-  std::unique_ptr<Model> model;
-  uint64_t applied_sequence = 0;     // the last log record applied to `model`
-  uint64_t snapshot_sequence = 0;    // the log sequence model.trib holds
-  std::unique_ptr<Learner> learner;  // sdEM, SEP or ADF (learner.h)
-  std::optional<DocumentDecoder> learner_decoder;
-
-  mutable std::mutex pub_mu;
-  std::shared_ptr<const Published> published;  // GUARDED_BY(pub_mu)
-  // Where a publication goes when its last reader lets go of it (the
-  // shared_ptr's deleter, on that reader's thread): the next Publish brings
-  // it up to date in place instead of copying the model. Shared with the
-  // deleters, so it outlives publications still held at shutdown.
-  struct Recycler {
-    std::mutex mu;
-    std::unique_ptr<Published> spare;  // GUARDED_BY(mu)
-  };
-  std::shared_ptr<Recycler> recycler = std::make_shared<Recycler>();
+  // The model, learned by the learner thread (and by recovery before it
+  // starts) on the writer side, and published to the predictors (LiveModel:
+  // readers take no lock and never wait for learning). Made by Recover;
+  // read by others only once recovery_phase is kReady.
+  std::unique_ptr<LiveModel> live;
+  // I/O thread i's reader of `live`, made on its first Read and touched only
+  // by that thread (declared after `live`: destroyed before it).
+  std::vector<std::unique_ptr<LiveModel::Reader>> io_readers;
+  uint64_t applied_sequence = 0;   // the last log record applied to the model (learner thread)
+  uint64_t snapshot_sequence = 0;  // the log sequence model.trib holds (learner thread)
 
   // Capacity: documents accepted but not yet learned.
   std::mutex cap_mu;
@@ -258,10 +241,18 @@ struct Server::Impl {
     return wal_error;
   }
 
-  std::shared_ptr<const Published> Current() const {
-    std::lock_guard<std::mutex> l(pub_mu);
-    return published;
-  }
+  // learner_loop.cc: runs `fn` with the newest publication held (one
+  // version throughout), on the calling thread's own reader: an I/O
+  // thread's (io_readers) or a source's (BindReader); any other thread gets
+  // a reader for the call. REQUIRES: recovery_phase is kReady (or the
+  // caller is Start's thread after Recover).
+  Status Read(const std::function<Status(const LiveView&)>& fn);
+  // Makes *slot the calling thread's reader of `live` in Read (made there
+  // on first use). The slot must outlive the thread's calls to Read and be
+  // destroyed before `live`.
+  void BindReader(std::unique_ptr<LiveModel::Reader>* slot);
+  // I/O thread i's body: binds io_readers[i], runs the io_context.
+  void RunIo(size_t i);
 
   // learner_loop.cc: the learner's model (learner thread, and recovery).
   Status Publish();

@@ -389,6 +389,7 @@ constexpr size_t kMaxUnacked = 100000;
 }  // namespace
 
 void SourceReader::Run() {
+  srv_->BindReader(&reader_);  // this thread's reader of the model (Server::Impl::Read)
   uint32_t backoff_ms = 100;
   uint32_t commit_backoff_ms = 100;
   auto commit_after = Clock::now();  // a refused acknowledgement is retried no earlier
@@ -463,21 +464,17 @@ void SourceReader::Run() {
     std::vector<v1::SourcePosition> done;  // acknowledge without learning
     std::vector<v1::Document> docs;
     std::vector<v1::SourcePosition> positions;
-    auto pub = srv_->Current();
-    const auto& loss = *pub->model->loss_plugin();
-    const std::string label_required_by = loss.loss().requires_label ? loss.name : std::string();
-    DocumentBuffer buf;
-    bool lost = false;
-    for (auto& e : entries) {
-      if (adapter_->Logged(e.position)) {
-        duplicates_++;
-        done.push_back(e.position);
-        continue;
-      }
-      if (e.error.ok()) {
+    // The checks first, against one publication (not held across the
+    // broker calls below).
+    Status read = srv_->Read([&](const LiveView& pub) {
+      const Plugin& loss = *pub.model->loss_plugin();
+      const std::string label_required_by = loss.loss().requires_label ? loss.name : std::string();
+      DocumentBuffer buf;
+      for (auto& e : entries) {
+        if (!e.error.ok() || adapter_->Logged(e.position)) continue;
         std::string new_class;
-        Status check = pub->decoder->DecodeForLearning(e.doc, read_.load(), pub->model->schema(), label_required_by,
-                                                       &buf, &new_class);
+        Status check = pub.decoder->DecodeForLearning(e.doc, read_.load(), pub.model->schema(), label_required_by,
+                                                      &buf, &new_class);
         if (!check.ok()) {
           e.error = Status::InvalidDocument(name_ + " entry " +
                                             (e.position.entry_id().empty()
@@ -486,6 +483,21 @@ void SourceReader::Run() {
                                                  : e.position.entry_id()) +
                                             ": " + check.message());
         }
+      }
+      return Status::OK();
+    });
+    if (!read.ok()) {  // (no reader: nothing of the batch is acknowledged; delivered again)
+      NoteError(read);
+      if (!Pause(backoff_ms)) return;
+      adapter_->Connect();
+      continue;
+    }
+    bool lost = false;
+    for (auto& e : entries) {
+      if (adapter_->Logged(e.position)) {
+        duplicates_++;
+        done.push_back(e.position);
+        continue;
       }
       if (!e.error.ok()) {
         Status rj = adapter_->Reject(e);

@@ -41,6 +41,7 @@
 #include <thread>
 #include <vector>
 
+#include "tributary/live_model.h"
 #include "tributary/server.h"
 #include "tributary/status.h"
 #include "tributary/v1/tributary.pb.h"
@@ -137,6 +138,10 @@ class SourceReader {
   std::atomic<uint64_t> pending_{0};
   std::atomic<int64_t> lag_{-1};
   std::atomic<bool> connected_{false};
+  // The reader thread's reader of the server's model (made on first use;
+  // destroyed with this object, before the model: Server::Impl declares its
+  // sources after it).
+  std::unique_ptr<LiveModel::Reader> reader_;
 };
 
 }  // namespace tributary
