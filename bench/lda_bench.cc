@@ -86,20 +86,20 @@ void Step(benchmark::State& state, uint64_t V, uint32_t K, uint32_t distinct, co
                                                            benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
-const char* const kInferenceNames[] = {"cvb0", "vi"};
+const char* const kInferenceNames[] = {"cvb0", "vi", "fast"};
 
-// args: vocabulary, inference (0 cvb0, 1 vi)
+// args: vocabulary, inference (0 cvb0, 1 vi, 2 fast)
 void BM_LdaStepVsVocabulary(benchmark::State& state) {
   Step(state, static_cast<uint64_t>(state.range(0)), 20, 100, kInferenceNames[state.range(1)]);
 }
-BENCHMARK(BM_LdaStepVsVocabulary)->ArgsProduct({{1000, 100000, 1000000}, {0, 1}});
+BENCHMARK(BM_LdaStepVsVocabulary)->ArgsProduct({{1000, 100000, 1000000}, {0, 1, 2}});
 
-// args: distinct terms, topics, inference (0 cvb0, 1 vi)
+// args: distinct terms, topics, inference (0 cvb0, 1 vi, 2 fast)
 void BM_LdaStepVsLengthAndTopics(benchmark::State& state) {
   Step(state, 100000, static_cast<uint32_t>(state.range(1)), static_cast<uint32_t>(state.range(0)),
        kInferenceNames[state.range(2)]);
 }
-BENCHMARK(BM_LdaStepVsLengthAndTopics)->ArgsProduct({{25, 100, 400}, {10, 20, 40}, {0, 1}});
+BENCHMARK(BM_LdaStepVsLengthAndTopics)->ArgsProduct({{25, 100, 400}, {10, 20, 40}, {0, 1, 2}});
 
 // ---- Synthetic recovery at the size -------------------------------------
 

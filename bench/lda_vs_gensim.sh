@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Online LDA: `tributary train --family lda` (sdEM, one document per step) with
-# each local step (cvb0, vi, gibbs) against gensim's LdaModel (one pass,
+# each local step (cvb0, vi, gibbs, fast: LDA_INFERENCE to choose) against gensim's LdaModel (one pass,
 # chunksize 256) on the King James Bible (Debian bible-kjv), 10-verse chunks
 # as documents: the same train/test split, vocabulary, K and
 # document-completion perplexity, everything on one core (taskset -c 0).
@@ -70,7 +70,7 @@ EOF
 }
 
 results=()
-for inf in cvb0 vi gibbs; do
+for inf in ${LDA_INFERENCE:-cvb0 vi gibbs fast}; do
   args=(train --family lda --loss nll --topics "$K" "${SCHED[@]}" --opt "inference=$inf" --quiet)
   read -r full_cpu full_wall < <(measure "$T" "${args[@]}" --in "$W/train.pb" --out "$W/lda.trib")
   read -r one_cpu one_wall < <(measure "$T" "${args[@]}" --in "$W/one.pb" --out "$W/one.trib")

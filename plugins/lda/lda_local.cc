@@ -143,6 +143,60 @@ double DocumentElbo(const Model& m, const trib_document& d, const State& st) {
 
 namespace {
 
+// ---- Local step: Fast LDA (Shan & Banerjee 2010, §5.3, App. A.3) ------------------
+
+// One discrete distribution phi per document shared by all its m tokens
+// (q_2, eq. 29) instead of one per term:
+//   gamma_k = alpha + m phi_k                                       (eq. 30)
+//   phi_k  propto exp(psi(gamma_k) - psi(sum gamma) + S_k / m)       (eq. 31)
+// with S_k = sum_w n_w E[log beta_kw], E[log beta_kw] = psi(lambda_kw) -
+// psi(lambda_k) standing for the paper's log beta_cv (our topics are
+// variational Dirichlets, as in the vi step). S is computed once, O(|d| K);
+// each iteration is O(K), independent of the document's length: the paper's
+// speed-up. E_z[s] = n_w phi_k for every term (eq. 32's document term).
+void FastLocal(const Model& m, const trib_stats& s, const trib_document& d, State* st) {
+  const uint32_t K = m.K, T = d.num_terms;
+  const LambdaMap f = MapOf(m, s);
+  st->fast_sum.assign(K, 0.0);
+  st->inv_total.resize(K);
+  for (uint32_t k = 0; k < K; ++k) {
+    st->inv_total[k] = Digamma(Positive(f.a * m.raw_total[k] + f.b * static_cast<double>(m.V)));
+  }
+  double mass = 0;
+  for (uint32_t j = 0; j < T; ++j) {
+    const double* raw = s.raw + static_cast<uint64_t>(d.term_ids[j]) * K;
+    const double c = d.term_counts[j];
+    mass += c;
+    for (uint32_t k = 0; k < K; ++k) st->fast_sum[k] += c * (Digamma(Positive(f.a * raw[k] + f.b)) - st->inv_total[k]);
+  }
+  const double inv_mass = mass > 0 ? 1.0 / mass : 0.0;
+  st->gamma.assign(K, st->local_alpha + mass / K);
+  st->last_gamma.resize(K);
+  st->fast_phi.resize(K);
+  for (uint32_t it = 0; it < m.vi_max_iter; ++it) {
+    // phi from gamma (psi(sum gamma) is common to every k and cancels in
+    // the normalisation), then gamma from phi.
+    double top = -HUGE_VAL;
+    for (uint32_t k = 0; k < K; ++k) {
+      st->fast_phi[k] = Digamma(st->gamma[k]) + st->fast_sum[k] * inv_mass;
+      top = std::max(top, st->fast_phi[k]);
+    }
+    double z = 0;
+    for (uint32_t k = 0; k < K; ++k) z += (st->fast_phi[k] = std::exp(st->fast_phi[k] - top));
+    st->last_gamma.swap(st->gamma);
+    double change = 0;
+    for (uint32_t k = 0; k < K; ++k) {
+      st->fast_phi[k] /= z;
+      st->gamma[k] = st->local_alpha + mass * st->fast_phi[k];
+      change += std::fabs(st->gamma[k] - st->last_gamma[k]);
+    }
+    if (change < m.vi_tol * K) break;
+  }
+  // rows = phi for every term (accumulate writes n_w phi_k).
+  st->rows.resize(static_cast<size_t>(T) * K);
+  for (uint32_t j = 0; j < T; ++j) std::memcpy(st->rows.data() + static_cast<size_t>(j) * K, st->fast_phi.data(), K * sizeof(double));
+}
+
 // ---- Local step: collapsed Gibbs -------------------------------------------------
 
 // Fills st->rows with E[beta_kw] = lambda_kw / lambda_k.
@@ -289,6 +343,27 @@ void SelectCvb0Kernel() {
 //   sum_w n_w log( sum_k beta_kw (N_dk^{-w} + alpha) / (L - u_w + K alpha) ).
 // Terms seen once multiply into one running product (one log per ~100 terms
 // instead of one per term; flushed before it could underflow).
+// eq. 60 with the terms of (55)-(59): E log p(pi | alpha) + E log p(z | pi)
+// + E log p(x | beta, z) - E log q(pi | gamma) - E log q(z | phi), where
+// E log p(z | pi) = m sum_k phi_k E log theta_k, E log p(x | beta, z) =
+// sum_k phi_k S_k and E log q(z) = m sum_k phi_k log phi_k (m tokens share phi).
+double FastElbo(const Model& m, const trib_document& d, const State& st) {
+  const uint32_t K = m.K;
+  const double a = st.local_alpha;
+  double gsum = 0;
+  for (uint32_t k = 0; k < K; ++k) gsum += st.gamma[k];
+  const double psum = Digamma(gsum);
+  const double mass = d.total_count;
+  double elbo = LogGamma(K * a) - K * LogGamma(a) - LogGamma(gsum);
+  for (uint32_t k = 0; k < K; ++k) {
+    const double elog_theta = Digamma(st.gamma[k]) - psum;
+    const double phi = st.fast_phi[k];
+    elbo += (a - st.gamma[k]) * elog_theta + LogGamma(st.gamma[k]) + mass * phi * elog_theta + phi * st.fast_sum[k];
+    if (phi > 0) elbo -= mass * phi * std::log(phi);
+  }
+  return elbo;
+}
+
 double Cvb0LogPx(const Model& m, const trib_document& d, const State& st) {
   double lp = 0, prod = 1;
   const double ka = m.K * st.local_alpha;
@@ -324,6 +399,13 @@ void LocalStep(const Model& m, const trib_stats& s, const trib_document& d, Stat
     for (uint32_t k = 0; k < m.K; ++k) gsum += st->gamma[k];
     for (uint32_t k = 0; k < m.K; ++k) st->theta[k] = st->gamma[k] / gsum;
     st->phi_ready = false;
+  } else if (m.inference == Inference::kFast) {
+    FastLocal(m, s, d, st);
+    st->theta.resize(m.K);
+    double gsum = 0;
+    for (uint32_t k = 0; k < m.K; ++k) gsum += st->gamma[k];
+    for (uint32_t k = 0; k < m.K; ++k) st->theta[k] = st->gamma[k] / gsum;
+    st->phi_ready = true;
   } else if (m.inference == Inference::kCvb0) {
     MeanBeta(m, s, d.term_ids, d.num_terms, st);
     Cvb0Local(m, d, predict, st);

@@ -14,7 +14,7 @@
 
 namespace tributary::lda {
 
-enum class Inference { kVi, kGibbs, kCvb0 };
+enum class Inference { kVi, kGibbs, kCvb0, kFast };
 
 struct Model {
   uint32_t K = 10;
@@ -59,6 +59,9 @@ struct State {
   std::vector<double> tok_w, ndk, ndk_sum, cdf;
   // cvb0: phi (|d| x K), the topic counts N_dk and their value one sweep ago.
   std::vector<double> phi, nk, last_nk;
+  // fast (Shan & Banerjee's Fast LDA): the document's one phi (K), and
+  // sum_w n_w E[log beta_kw] per topic (K).
+  std::vector<double> fast_phi, fast_sum;
   double local_alpha = 0;  // the alpha of the last local step (LocalAlpha)
   bool phi_ready = false;  // rows hold phi (gibbs) instead of exp(E log beta) (vi)
 };
@@ -91,6 +94,10 @@ void LocalStep(const Model& m, const trib_stats& s, const trib_document& d, Stat
 // Per-document ELBO of the vi step (a lower bound on log p(x)), from the
 // results LocalStep left in `st`.
 double DocumentElbo(const Model& m, const trib_document& d, const State& st);
+
+// The Fast LDA bound on log p(x) (mmnb-shan-banerjee-2010 eq. 60) from the
+// results LocalStep left in `st`.
+double FastElbo(const Model& m, const trib_document& d, const State& st);
 
 // Plug-in estimate of log p(x) from the last CVB0 sweep LocalStep ran.
 double Cvb0LogPx(const Model& m, const trib_document& d, const State& st);
