@@ -393,6 +393,176 @@ TEST(LdaFamilyTest, FastLdaRecoversTopicsAndItsLocalStepIsEq30And31) {
   std::printf("mean bound per document on the trained topics: fast %.3f, vi %.3f\n", fast_sum / 200, vi_sum / 200);
 }
 
+// ---- DLDA and Fast DLDA (discriminative=1, Shan & Banerjee 2010 §6) -----------------
+
+// T classes over V = 100 T terms; topic k puts 90 % of its mass on terms
+// [100 k, 100 k + 100); a document of class y draws 70 % of its 40 tokens
+// from topic y, the rest from a random topic.
+std::vector<DocumentBuffer> LabelledCorpus(uint32_t T, size_t D, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const uint32_t V = 100 * T;
+  std::vector<DocumentBuffer> docs;
+  for (size_t i = 0; i < D; ++i) {
+    const int64_t y = static_cast<int64_t>(rng() % T);
+    std::vector<std::pair<uint32_t, double>> terms;
+    for (int t = 0; t < 40; ++t) {
+      const uint32_t k = rng() % 10 < 7 ? static_cast<uint32_t>(y) : static_cast<uint32_t>(rng() % T);
+      const uint32_t w = rng() % 10 < 9 ? 100 * k + static_cast<uint32_t>(rng() % 100) : static_cast<uint32_t>(rng() % V);
+      terms.emplace_back(w, 1.0);
+    }
+    docs.push_back(testing::MakeDoc(i, y, terms));
+    docs.back().Canonicalize();
+  }
+  return docs;
+}
+
+std::unique_ptr<Model> NewDlda(uint32_t T, const Options& options, const std::string& loss = "nll",
+                               uint64_t seed = 1) {
+  auto schema = ModelSchema::FromProto(testing::TextSchema(100 * T, T));
+  EXPECT_TRUE(schema.ok());
+  auto m = Model::Create(BuiltinFamily("lda"), BuiltinLoss(loss), *schema, options, seed);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  if (!m.ok()) return nullptr;
+  auto model = std::move(m).value();
+  model->learner_state().schedule.kind = StepSchedule::Kind::kPolynomial;
+  model->learner_state().schedule.tau0 = 256;
+  model->learner_state().schedule.kappa = 0.7;
+  model->learner_state().effective_size = 5000;
+  EXPECT_TRUE(model->Rebuild(trib_step{0.0, 5000, 0.0, 0}).ok());
+  return model;
+}
+
+double Accuracy(const Model& m, const std::vector<DocumentBuffer>& docs, size_t begin, size_t end) {
+  auto st = m.NewScoringState(5);
+  EXPECT_TRUE(st.ok());
+  std::vector<double> scores(m.num_outputs());
+  size_t right = 0;
+  for (size_t i = begin; i < end; ++i) {
+    EXPECT_TRUE(m.Score(docs[i].View(), st->get(), scores.data()).ok());
+    const int64_t best = std::max_element(scores.begin(), scores.end()) - scores.begin();
+    right += best == docs[i].label;
+  }
+  return static_cast<double>(right) / static_cast<double>(end - begin);
+}
+
+// With the label statistics at their prior (eta = 0: uniform classes) the
+// label term of the bound is exactly -log T whatever the document (xi = T,
+// every topic's label term -(T-1)/T, which leaves phi unchanged): each class's
+// score is the unsupervised model's bound minus log T, for vi and fast.
+TEST(LdaDiscriminativeTest, AtThePriorEveryClassScoresTheUnsupervisedBoundMinusLogT) {
+  const uint32_t T = 4;
+  const auto docs = LabelledCorpus(T, 20, 3);
+  for (const char* inference : {"vi", "fast"}) {
+    const Options base = {{"topics", "4"}, {"inference", inference}, {"burnin", "0"}};
+    Options disc = base;
+    disc.emplace_back("discriminative", "1");
+    auto dlda = NewDlda(T, disc);
+    auto lda = NewDlda(T, base);
+    ASSERT_TRUE(dlda && lda);
+    ASSERT_EQ(dlda->num_outputs(), T);
+    ASSERT_EQ(lda->num_outputs(), 4u);
+    // The topics start the same (same seed); the label blocks follow them.
+    ASSERT_EQ(dlda->stats().size(), lda->stats().size() + (T - 1) * 4 + 4);
+    auto ds = dlda->NewScoringState(1);
+    auto ls = lda->NewScoringState(1);
+    std::vector<double> a(T), b(4);
+    for (const auto& doc : docs) {
+      ASSERT_TRUE(dlda->Score(doc.View(), ds->get(), a.data()).ok());
+      ASSERT_TRUE(lda->Score(doc.View(), ls->get(), b.data()).ok());
+      const double top = *std::max_element(b.begin(), b.end());
+      double z = 0;
+      for (double x : b) z += std::exp(x - top);
+      const double unsupervised = top + std::log(z);
+      for (uint32_t y = 0; y < T; ++y) {
+        EXPECT_NEAR(a[y], unsupervised - std::log(T), 1e-6 * std::fabs(unsupervised)) << inference << " class " << y;
+      }
+    }
+  }
+}
+
+// Learned from a labelled stream (NLL: each document's own class), DLDA and
+// Fast DLDA classify held-out documents of the synthetic corpus (the Bayes
+// rate is near 1: 28 of 40 tokens come from the class's topic), the label
+// parameters eta learn which topic goes with which class, and NCLL (negative
+// weights on the other classes, absorbed by the check-step) learns too.
+TEST(LdaDiscriminativeTest, LearnsToClassifyFromALabelledStream) {
+  const uint32_t T = 3;
+  const size_t D = 3000, H = 500;
+  const auto docs = LabelledCorpus(T, D + H, 8);
+  for (const char* loss : {"nll", "ncll"}) {
+    for (const char* inference : {"vi", "fast"}) {
+      auto m = NewDlda(T, {{"topics", "3"}, {"inference", inference}, {"discriminative", "1"}}, loss);
+      ASSERT_TRUE(m);
+      const double before = Accuracy(*m, docs, D, D + H);
+      auto l = SdemLearner::Create(m.get(), 1);
+      ASSERT_TRUE(l.ok());
+      for (size_t i = 0; i < D; ++i) {
+        Status st = (*l)->Learn(docs[i].View());
+        ASSERT_TRUE(st.ok()) << st.ToString();
+      }
+      const double after = Accuracy(*m, docs, D, D + H);
+      std::printf("%s %s: held-out accuracy %.3f before, %.3f after %zu documents\n", loss, inference, before, after,
+                  D);
+      EXPECT_GT(after, 0.9) << loss << " " << inference;
+      // Every statistic, the label blocks' included, stays feasible.
+      for (uint64_t i = 0; i < m->stats().size(); ++i) {
+        ASSERT_GT(m->stats().Mu(i), 0) << loss << " " << inference << " entry " << i;
+      }
+    }
+  }
+}
+
+// A DLDA snapshot (topics and label statistics) resumes bit for bit.
+TEST(LdaDiscriminativeTest, SnapshotResumeContinuesBitForBit) {
+  const uint32_t T = 3;
+  const auto docs = LabelledCorpus(T, 800, 12);
+  for (const char* inference : {"vi", "fast"}) {
+    const Options opts = {{"topics", "4"}, {"inference", inference}, {"discriminative", "1"}, {"burnin", "500"}};
+    auto train = [&](Model* m, size_t begin, size_t end) {
+      auto l = SdemLearner::Create(m, 1);
+      ASSERT_TRUE(l.ok());
+      for (size_t i = begin; i < end; ++i) ASSERT_TRUE((*l)->Learn(docs[i].View()).ok());
+    };
+    auto whole = NewDlda(T, opts, "ncll");
+    train(whole.get(), 0, 800);
+    auto first = NewDlda(T, opts, "ncll");
+    train(first.get(), 0, 450);
+    const std::string path = testing::TempDir(std::string("dlda_snapshot_") + inference) + "/m.trib";
+    ASSERT_TRUE(first->Save(path).ok());
+    auto loaded = Model::Load(path, testing::BuiltinRegistry());
+    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+    ASSERT_EQ((*loaded)->num_outputs(), T);
+    train(loaded->get(), 450, 800);
+    EXPECT_EQ((*loaded)->stats().raw(), whole->stats().raw()) << inference;
+    auto s1 = whole->NewScoringState(), s2 = (*loaded)->NewScoringState();
+    std::vector<double> a(T), b(T);
+    ASSERT_TRUE(whole->Score(docs[5].View(), s1->get(), a.data()).ok());
+    ASSERT_TRUE((*loaded)->Score(docs[5].View(), s2->get(), b.data()).ok());
+    EXPECT_EQ(a, b) << inference;
+  }
+}
+
+TEST(LdaDiscriminativeTest, RefusesWhatItCannotDoNamingTheOption) {
+  struct Case {
+    uint32_t classes;
+    Options options;
+    const char* expect;
+  };
+  const std::vector<Case> cases = {
+      {1, {{"discriminative", "1"}, {"inference", "fast"}}, "needs >= 2 classes"},
+      {3, {{"discriminative", "1"}}, "inference=vi (DLDA) or inference=fast"},
+      {3, {{"discriminative", "1"}, {"inference", "gibbs"}}, "found gibbs"},
+      {3, {{"discriminative", "1"}, {"inference", "vi"}, {"label_prior", "0"}}, "label_prior"},
+  };
+  for (const auto& c : cases) {
+    auto schema = ModelSchema::FromProto(testing::TextSchema(50, c.classes));
+    ASSERT_TRUE(schema.ok());
+    auto m = Model::Create(BuiltinFamily("lda"), BuiltinLoss("nll"), *schema, c.options, 1);
+    ASSERT_FALSE(m.ok()) << c.expect;
+    EXPECT_NE(m.status().message().find(c.expect), std::string::npos) << m.status().message();
+  }
+}
+
 // Held-out completion perplexity falls as documents stream in (CVB0 and VI).
 TEST(LdaFamilyTest, HeldOutPerplexityFallsAsDocumentsStreamIn) {
   const size_t D = 4000, H = 300;

@@ -92,14 +92,30 @@
 // (cvb0), cvb0_max_iter (5), cvb0_tol (0.5 tokens), cvb0_predict_iter (100),
 // cvb0_predict_tol (0.01), vi_max_iter (50), vi_tol (1e-3), gibbs_burnin (10),
 // gibbs_samples (10), burnin (3000 documents), burnin_alpha (30/K), init_mass
-// (1) and init_shape (100): the random start (see InitStats).
+// (1) and init_shape (100): the random start (see InitStats); discriminative
+// 0|1 and label_prior (1): DLDA, below.
 //
 // Version 1.1.0: cvb0 (the new default), the burn-in and a new random start;
 // snapshots of 1.0.0 (whose default local step was vi) are refused.
-// Version 1.2.0: inference=fast (the statistics are unchanged: 1.1.0
-// snapshots load).
+// Version 1.2.0: inference=fast and discriminative=1 (without them the
+// statistics are unchanged: 1.1.0 snapshots load).
 // Only the terms of a document are used: its reals and categoricals are
-// ignored. The schema's classes only label documents for evaluation.
+// ignored. The schema's classes only label documents for evaluation, except
+// under discriminative=1:
+//
+// DLDA (discriminative=1; Shan & Banerjee 2010 §6.2-6.3, Table 2, App. A.4):
+// the outputs are the schema's T classes; y ~ softmax(eta_1' zbar, ...,
+// eta_{T-1}' zbar, 0), zbar the mean of the document's z. The label's
+// expected log-likelihood is bounded with the variational xi (eq. 41 for
+// inference=vi: DLDA; eq. 43 for inference=fast: Fast DLDA) and enters phi
+// as (1/m)(eta_yc - sum_h exp(eta_hc) / xi). eta has §6.3's closed form
+// eta_hc = log(A_hc / B_c), A_hc = E[sum zbar_c 1(y = h)] (h < T - 1),
+// B_c = E[sum zbar_c / xi]: blocks 1 and 2 after the topics (prior
+// label_prior each, so eta starts at 0). score(y) runs the local step
+// conditioned on y and writes its bound on log p(x, y); accumulate pushes
+// sum_y w_y E[s | x, y] (NLL on labelled documents: the paper's variational
+// EM for DLDA, online; NCLL / hinge work too, the check-step keeping A, B > 0).
+// Cost: T local steps per document. cvb0 and gibbs have no DLDA form here.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -120,6 +136,8 @@ using tributary::lda::Cvb0LogPx;
 using tributary::lda::DocumentElbo;
 using tributary::lda::FastElbo;
 using tributary::lda::Inference;
+using tributary::lda::LabelledLocalSteps;
+using tributary::lda::LabelParameters;
 using tributary::lda::LambdaMap;
 using tributary::lda::Load2;
 using tributary::lda::LocalStep;
@@ -156,6 +174,8 @@ constexpr trib_option_spec kOptions[] = {
     sdk::Number("burnin_alpha", "30/K", "the local alpha at the first document").Above(0).AtMost(1e100).Derived(),
     sdk::Number("init_mass", "1", "mass of the random start (tokens per document)").Above(0).AtMost(1e100),
     sdk::Number("init_shape", "100", "shape of the random start's noise (variance 1/shape)").Above(0).AtMost(1e100),
+    sdk::Boolean("discriminative", "0", "1: DLDA, the outputs are the schema's classes (inference vi or fast)"),
+    sdk::Number("label_prior", "1", "DLDA: prior of the label statistics").Above(0).AtMost(1e100),
     {},
 };
 
@@ -182,6 +202,20 @@ int Create(const trib_schema* schema, const trib_option* opts, size_t num, trib_
     m->burnin = o.Number("burnin");
     m->init_mass = o.Number("init_mass");
     m->init_shape = o.Number("init_shape");
+    m->discriminative = o.Flag("discriminative");
+    m->label_prior = o.Number("label_prior");
+    if (m->discriminative) {
+      m->T = schema->num_classes;
+      if (m->T < 2) {
+        return Fail(err, TRIB_ERR_INVALID_ARGUMENT,
+                    "lda discriminative=1 needs >= 2 classes in the schema (the label term of DLDA), found %u", m->T);
+      }
+      if (m->inference != Inference::kVi && m->inference != Inference::kFast) {
+        return Fail(err, TRIB_ERR_INVALID_ARGUMENT,
+                    "lda discriminative=1 needs inference=vi (DLDA) or inference=fast (Fast DLDA), found %s",
+                    m->inference == Inference::kCvb0 ? "cvb0" : "gibbs");
+      }
+    }
     if (m->V > UINT64_MAX / m->K / 2) {
       return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "topics x vocabulary (%u x %llu) is too large", m->K,
                   static_cast<unsigned long long>(m->V));
@@ -197,19 +231,27 @@ int Create(const trib_schema* schema, const trib_option* opts, size_t num, trib_
 
 int Layout(const trib_family_model* mm, trib_block* blocks, uint32_t* num, trib_error* err) {
   const Model* m = M(mm);
+  const uint32_t n = m->discriminative ? 3 : 1;
   if (blocks == nullptr) {
-    *num = 1;
+    *num = n;
     return TRIB_OK;
   }
-  if (*num < 1) return Fail(err, TRIB_ERR_INTERNAL, "layout needs room for 1 block");
+  if (*num < n) return Fail(err, TRIB_ERR_INTERNAL, "layout needs room for %u blocks", n);
   blocks[0] = trib_block{0, m->V * m->K, 0.0, m->eta, 1.0, 1.0};
-  *num = 1;
+  if (m->discriminative) {
+    // DLDA's label statistics (§6.3): A (H x K) and B (K), prior label_prior
+    // each, so eta = log(A / B) starts at 0 (uniform classes).
+    blocks[1] = trib_block{m->LabelA(), uint64_t{m->H()} * m->K, 0.0, m->label_prior, 1.0, 1.0};
+    blocks[2] = trib_block{m->LabelB(), m->K, 0.0, m->label_prior, 1.0, 1.0};
+  }
+  *num = n;
   return TRIB_OK;
 }
 
 int Outputs(const trib_family_model* mm, uint32_t* kind, uint32_t* count, trib_error*) {
-  *kind = TRIB_OUTPUTS_LATENT;
-  *count = M(mm)->K;
+  const Model* m = M(mm);
+  *kind = m->discriminative ? TRIB_OUTPUTS_CLASSES : TRIB_OUTPUTS_LATENT;
+  *count = m->discriminative ? m->T : m->K;
   return TRIB_OK;
 }
 
@@ -236,6 +278,7 @@ int InitStats(trib_family_model* mm, trib_stats* s, uint64_t seed, trib_error* e
       const double u = static_cast<double>(z >> 11) * 0x1.0p-53;  // [0, 1)
       s->raw[i] = unit * std::max(1.0 + half * (2 * u - 1), 1e-3) - m->eta;
     }
+    for (uint64_t i = size; i < s->size; ++i) s->raw[i] = 0.0;  // DLDA's A and B: their prior
     return TRIB_OK;
   });
 }
@@ -245,6 +288,10 @@ int InitStats(trib_family_model* mm, trib_stats* s, uint64_t seed, trib_error* e
 // tiny fraction of eta).
 inline double Floor(const Model& m, const trib_step& step) {
   return step.rho > 0 ? step.rho * m.eta / step.n : m.eta * 1e-12;
+}
+// The same for DLDA's label statistics (prior label_prior).
+inline double LabelFloor(const Model& m, const trib_step& step) {
+  return step.rho > 0 ? step.rho * m.label_prior / step.n : m.label_prior * 1e-12;
 }
 // raw such that mu = floor, nudged up so that the lazy map reads back > 0.
 inline double RawForFloor(const trib_block& blk, double floor) {
@@ -276,11 +323,34 @@ int Rebuild(trib_family_model* mm, trib_stats* s, const trib_step* step, trib_er
         total[k] += row[k];
       }
     }
+    for (uint32_t b = 1; b < s->num_blocks; ++b) {  // DLDA's A and B: > 0 (eta = log(A / B))
+      const trib_block& lb = s->blocks[b];
+      const double lfloor = LabelFloor(*m, *step);
+      for (uint64_t i = lb.offset; i < lb.offset + lb.size; ++i) {
+        if (!std::isfinite(s->raw[i])) {
+          return Fail(err, TRIB_ERR_NUMERIC, "label statistic %llu is %g",
+                      static_cast<unsigned long long>(i - m->LabelA()), s->raw[i]);
+        }
+        if (!(lb.scale * s->raw[i] + lb.shift * lb.alpha_bar > 0)) s->raw[i] = RawForFloor(lb, lfloor);
+      }
+    }
     m->raw_total = std::move(total);
     m->n = step->n;
     m->t = step->rho > 0 ? step->t + 1 : step->t;
     return TRIB_OK;
   });
+}
+
+// DLDA's local steps for every class (LabelledLocalSteps), after the label
+// parameters of the current statistics.
+int LabelledStep(const Model& m, const trib_stats& s, const trib_document& d, State* st, trib_error* err) {
+  st->valid = false;
+  uint32_t bad = 0;
+  if (!LabelParameters(m, s, st, &bad)) {
+    return Fail(err, TRIB_ERR_NUMERIC, "label statistics of topic %u are not positive and finite", bad);
+  }
+  LabelledLocalSteps(m, s, d, st);
+  return TRIB_OK;
 }
 
 int StateCreate(const trib_family_model*, uint64_t seed, trib_family_state** out, trib_error* err) {
@@ -299,6 +369,17 @@ int Score(const trib_family_model* mm, const trib_stats* s, trib_family_state* s
   return Guard(err, [&] {
     const Model* m = M(mm);
     auto* st = reinterpret_cast<State*>(ss);
+    if (m->discriminative) {
+      // DLDA: per class y the bound on log p(x, y) of the local step
+      // conditioned on y (eq. 40 with eq. 41 / 43).
+      if (int rc = LabelledStep(*m, *s, *d, st, err); rc != TRIB_OK) return rc;
+      for (uint32_t y = 0; y < m->T; ++y) out[y] = st->slot_bound[y];
+      st->valid = true;
+      st->doc_index = d->index;
+      st->doc_terms = d->term_ids;
+      st->doc_num_terms = d->num_terms;
+      return TRIB_OK;
+    }
     LocalStep(*m, *s, *d, st);
     double logpx = 0;
     if (m->inference == Inference::kVi) {
@@ -319,6 +400,66 @@ int Score(const trib_family_model* mm, const trib_stats* s, trib_family_state* s
   });
 }
 
+// DLDA: sum_y w_y E[s | x, y]: the topic rows sum_y w_y n_w phi^(y)_wk, then
+// A_hc += w_h zbar^(h)_c (h < T - 1) and B_c += sum_y w_y zbar^(y)_c / xi^(y)
+// (§6.3's sums, as running averages).
+int AccumulateLabelled(const Model& m, const trib_stats& s, State* st, const trib_document& d, const double* w,
+                       trib_delta* delta, trib_error* err) {
+  const uint32_t K = m.K, T = m.T, H = m.H(), J = d.num_terms;
+  if (!st->valid || st->doc_index != d.index || st->doc_terms != d.term_ids || st->doc_num_terms != J) {
+    if (int rc = LabelledStep(m, s, d, st, err); rc != TRIB_OK) return rc;
+  }
+  st->valid = false;
+  const size_t need = delta->size + static_cast<size_t>(J) * K + static_cast<size_t>(H + 1) * K;
+  if (need > delta->capacity && delta->grow(delta, need) != 0) {
+    return Fail(err, TRIB_ERR_NO_MEMORY, "cannot grow delta to %zu entries", need);
+  }
+  uint64_t* index = delta->index;
+  double* value = delta->value;
+  size_t p = delta->size;
+  const bool fast = m.inference == Inference::kFast;
+  for (uint32_t j = 0; j < J; ++j) {
+    const uint64_t base = static_cast<uint64_t>(d.term_ids[j]) * K;
+    const double* row = st->rows.data() + static_cast<size_t>(j) * K;
+    for (uint32_t k = 0; k < K; ++k) {
+      index[p + k] = base + k;
+      value[p + k] = 0.0;
+    }
+    for (uint32_t y = 0; y < T; ++y) {
+      if (w[y] == 0) continue;
+      if (fast) {  // n_w phi^(y)_k
+        const double c = w[y] * d.term_counts[j];
+        const double* phi = st->slot_phi.data() + static_cast<size_t>(y) * K;
+        for (uint32_t k = 0; k < K; ++k) value[p + k] += c * phi[k];
+      } else {  // n_w et^(y)_k row_wk / phinorm^(y)_w
+        const double c = w[y] * d.term_counts[j] / st->slot_phinorm[static_cast<size_t>(y) * J + j];
+        const double* et = st->slot_et.data() + static_cast<size_t>(y) * K;
+        for (uint32_t k = 0; k < K; ++k) value[p + k] += c * et[k] * row[k];
+      }
+    }
+    p += K;
+  }
+  for (uint32_t h = 0; h < H; ++h) {
+    const double* zb = st->slot_zbar.data() + static_cast<size_t>(h) * K;
+    for (uint32_t k = 0; k < K; ++k) {
+      index[p + k] = m.LabelA() + uint64_t{h} * K + k;
+      value[p + k] = w[h] * zb[k];
+    }
+    p += K;
+  }
+  for (uint32_t k = 0; k < K; ++k) {
+    double b = 0;
+    for (uint32_t y = 0; y < T; ++y) {
+      if (w[y] != 0) b += w[y] * st->slot_zbar[static_cast<size_t>(y) * K + k] / st->slot_xi[y];
+    }
+    index[p + k] = m.LabelB() + k;
+    value[p + k] = b;
+  }
+  p += K;
+  delta->size = p;
+  return TRIB_OK;
+}
+
 // sum_k w_k times the document's E[s]: (sum_k w_k) n_w phi_wk into the row of
 // each term (Table 2, NLL with latent topics; eq. 35's document term).
 int Accumulate(const trib_family_model* mm, const trib_stats* s, trib_family_state* ss, const trib_document* d,
@@ -326,6 +467,7 @@ int Accumulate(const trib_family_model* mm, const trib_stats* s, trib_family_sta
   return Guard(err, [&] {
     const Model* m = M(mm);
     auto* st = reinterpret_cast<State*>(ss);
+    if (m->discriminative) return AccumulateLabelled(*m, *s, st, *d, w, delta, err);
     const uint32_t K = m->K;
     double wsum = 0;
     for (uint32_t k = 0; k < K; ++k) wsum += w[k];
@@ -376,9 +518,16 @@ int Commit(trib_family_model* mm, trib_stats* s, const uint64_t* idx, const doub
   uint64_t row_base = 0;
   bool have_row = false;
   const double floor = Floor(*m, *step);
+  const uint64_t topic_entries = m->TopicEntries();
   size_t j = 0;
   while (j < count) {
     const uint64_t i = idx[j];
+    if (i >= topic_entries) {  // DLDA's A and B (Accumulate writes them last): > 0
+      const trib_block& lb = s->blocks[i >= m->LabelB() ? 2 : 1];
+      if (!(lb.scale * raw[i] + lb.shift * lb.alpha_bar > 0)) raw[i] = RawForFloor(lb, LabelFloor(*m, *step));
+      ++j;
+      continue;
+    }
     // Fast path: a whole row w*K .. w*K + K-1 in order (what Accumulate writes).
     if (i % K == 0 && count - j >= K && idx[j + K - 1] == i + K - 1) {
       uint64_t off = 0;  // 0 iff idx[j + t] == i + t for every t (branch-free: vectorised)

@@ -154,7 +154,8 @@ namespace {
 // variational Dirichlets, as in the vi step). S is computed once, O(|d| K);
 // each iteration is O(K), independent of the document's length: the paper's
 // speed-up. E_z[s] = n_w phi_k for every term (eq. 32's document term).
-void FastLocal(const Model& m, const trib_stats& s, const trib_document& d, State* st) {
+// S_k = sum_w n_w E[log beta_kw] into st->fast_sum; returns m = sum_w n_w.
+double FastSums(const Model& m, const trib_stats& s, const trib_document& d, State* st) {
   const uint32_t K = m.K, T = d.num_terms;
   const LambdaMap f = MapOf(m, s);
   st->fast_sum.assign(K, 0.0);
@@ -169,6 +170,12 @@ void FastLocal(const Model& m, const trib_stats& s, const trib_document& d, Stat
     mass += c;
     for (uint32_t k = 0; k < K; ++k) st->fast_sum[k] += c * (Digamma(Positive(f.a * raw[k] + f.b)) - st->inv_total[k]);
   }
+  return mass;
+}
+
+void FastLocal(const Model& m, const trib_stats& s, const trib_document& d, State* st) {
+  const uint32_t K = m.K, T = d.num_terms;
+  const double mass = FastSums(m, s, d, st);
   const double inv_mass = mass > 0 ? 1.0 / mass : 0.0;
   st->gamma.assign(K, st->local_alpha + mass / K);
   st->last_gamma.resize(K);
@@ -385,6 +392,163 @@ double Cvb0LogPx(const Model& m, const trib_document& d, const State& st) {
     lp += c * std::log(st.phinorm[j] / (d.total_count - u + ka));
   }
   return lp + std::log(prod);
+}
+
+// ---- DLDA: the local step conditioned on a class (Shan & Banerjee 2010 §6) -------
+
+bool LabelParameters(const Model& m, const trib_stats& s, State* st, uint32_t* bad) {
+  const uint32_t K = m.K, H = m.H();
+  st->eta.resize(static_cast<size_t>(H) * K);
+  st->eexp.resize(static_cast<size_t>(H) * K);
+  st->esum.assign(K, 0.0);
+  for (uint32_t c = 0; c < K; ++c) {
+    const double b = tributary::sdk::Mu(s, 2, m.LabelB() + c);
+    for (uint32_t h = 0; h < H; ++h) {
+      const double a = tributary::sdk::Mu(s, 1, m.LabelA() + uint64_t{h} * K + c);
+      if (!(a > 0) || !(b > 0) || !std::isfinite(a) || !std::isfinite(b)) {
+        *bad = c;
+        return false;
+      }
+      // §6.3: eta_hc = log(sum_i zbar_ic y_ih / sum_i zbar_ic / xi_i) = log(A_hc / B_c).
+      const double e = a / b;
+      st->eta[static_cast<size_t>(h) * K + c] = std::log(e);
+      st->eexp[static_cast<size_t>(h) * K + c] = e;
+      st->esum[c] += e;
+    }
+  }
+  return true;
+}
+
+// The label's expected log-likelihood is bounded by eq. 41 (vi) / eq. 43
+// (fast) with the variational xi:
+//   sum_c zbar_c (eta_yc - sum_h e_hc / xi) + 1 - 1/xi - log xi,
+// eta_(T-1)c = 0 (the reference class), xi = 1 + sum_c zbar_c sum_h e_hc
+// (Table 2 (c)); it enters phi as the term lab_c / m (Table 2 (a)).
+void LabelledLocalSteps(const Model& m, const trib_stats& s, const trib_document& d, State* st) {
+  const uint32_t K = m.K, T = m.T, H = m.H(), J = d.num_terms;
+  st->local_alpha = LocalAlpha(m, /*predict=*/false);  // (the burn-in applies, as in LocalStep)
+  const double a = st->local_alpha;
+  double mass = 0;
+  for (uint32_t j = 0; j < J; ++j) mass += d.term_counts[j];
+  const double inv_mass = mass > 0 ? 1.0 / mass : 0.0;
+  const bool fast = m.inference == Inference::kFast;
+  st->slot_gamma.resize(static_cast<size_t>(T) * K);
+  st->slot_zbar.resize(static_cast<size_t>(T) * K);
+  st->slot_lab.resize(static_cast<size_t>(T) * K);
+  st->slot_xi.resize(T);
+  st->slot_bound.resize(T);
+  if (fast) {
+    st->slot_phi.resize(static_cast<size_t>(T) * K);
+    FastSums(m, s, d, st);  // S_k, shared by every class
+  } else {
+    ExpElogBeta(m, s, d.term_ids, J, st);  // rows, shared by every class
+    st->slot_et.resize(static_cast<size_t>(T) * K);
+    st->slot_phinorm.resize(static_cast<size_t>(T) * J);
+    st->acc.resize(K);
+  }
+  std::vector<double>& lg = st->last_gamma;
+  lg.resize(K);
+  for (uint32_t y = 0; y < T; ++y) {
+    double* gamma = st->slot_gamma.data() + static_cast<size_t>(y) * K;
+    double* zbar = st->slot_zbar.data() + static_cast<size_t>(y) * K;
+    double* lab = st->slot_lab.data() + static_cast<size_t>(y) * K;
+    double& xi = st->slot_xi[y];
+    const double* eta_y = y < H ? st->eta.data() + static_cast<size_t>(y) * K : nullptr;
+    auto update_xi = [&] {
+      double acc = 0;
+      for (uint32_t c = 0; c < K; ++c) acc += zbar[c] * st->esum[c];
+      xi = 1.0 + acc;
+      for (uint32_t c = 0; c < K; ++c) lab[c] = (eta_y ? eta_y[c] : 0.0) - st->esum[c] / xi;
+    };
+    for (uint32_t c = 0; c < K; ++c) {
+      gamma[c] = a + mass / K;
+      zbar[c] = 1.0 / K;
+    }
+    if (fast) {
+      double* phi = st->slot_phi.data() + static_cast<size_t>(y) * K;
+      for (uint32_t c = 0; c < K; ++c) phi[c] = 1.0 / K;
+      for (uint32_t it = 0; mass > 0 && it < m.vi_max_iter; ++it) {
+        update_xi();
+        // Fast DLDA (Table 2 (a)): phi_c propto exp(psi(gamma_c) + (S_c + lab_c) / m); gamma = alpha + m phi.
+        double top = -HUGE_VAL;
+        for (uint32_t c = 0; c < K; ++c) {
+          phi[c] = Digamma(gamma[c]) + (st->fast_sum[c] + lab[c]) * inv_mass;
+          top = std::max(top, phi[c]);
+        }
+        double z = 0;
+        for (uint32_t c = 0; c < K; ++c) z += (phi[c] = std::exp(phi[c] - top));
+        double change = 0;
+        for (uint32_t c = 0; c < K; ++c) {
+          phi[c] /= z;
+          zbar[c] = phi[c];
+          const double g = a + mass * phi[c];
+          change += std::fabs(g - gamma[c]);
+          gamma[c] = g;
+        }
+        if (change < m.vi_tol * K) break;
+      }
+      update_xi();
+      // eq. 60 + eq. 43 at (gamma, phi, xi).
+      double gsum = 0;
+      for (uint32_t c = 0; c < K; ++c) gsum += gamma[c];
+      const double psum = Digamma(gsum);
+      double L = LogGamma(K * a) - K * LogGamma(a) - LogGamma(gsum) + 1.0 - 1.0 / xi - std::log(xi);
+      for (uint32_t c = 0; c < K; ++c) {
+        const double elog = Digamma(gamma[c]) - psum;
+        L += (a - gamma[c]) * elog + LogGamma(gamma[c]) + mass * phi[c] * elog + phi[c] * (st->fast_sum[c] + lab[c]);
+        if (phi[c] > 0) L -= mass * phi[c] * std::log(phi[c]);
+      }
+      st->slot_bound[y] = L;
+      continue;
+    }
+    // DLDA (Table 2 (a)): phi_wk propto exp(E log theta_k + E log beta_kw + lab_k / m),
+    // i.e. the vi step with et_k = exp(E log theta_k + lab_k / m); gamma = alpha + sum_w n_w phi_wk.
+    double* et = st->slot_et.data() + static_cast<size_t>(y) * K;
+    double* phinorm = st->slot_phinorm.data() + static_cast<size_t>(y) * J;
+    auto refresh = [&] {  // et and phinorm from gamma and lab; acc = sum_w n_w row_w / phinorm_w
+      double gsum = 0;
+      for (uint32_t c = 0; c < K; ++c) gsum += gamma[c];
+      const double norm = 1.0 / ExpDigamma(gsum);
+      for (uint32_t c = 0; c < K; ++c) et[c] = ExpDigamma(gamma[c]) * norm * std::exp(lab[c] * inv_mass);
+      std::fill(st->acc.begin(), st->acc.end(), 0.0);
+      for (uint32_t j = 0; j < J; ++j) {
+        const double* row = st->rows.data() + static_cast<size_t>(j) * K;
+        const double p = Dot(et, row, K);
+        phinorm[j] = p > 1e-300 ? p : 1e-300;
+        Axpy(d.term_counts[j] / phinorm[j], row, st->acc.data(), K);
+      }
+    };
+    for (uint32_t it = 0; mass > 0 && it < m.vi_max_iter; ++it) {
+      update_xi();
+      refresh();
+      double change = 0;
+      for (uint32_t c = 0; c < K; ++c) {
+        const double g = a + et[c] * st->acc[c];
+        change += std::fabs(g - gamma[c]);
+        gamma[c] = g;
+        zbar[c] = et[c] * st->acc[c] * inv_mass;
+      }
+      if (change < m.vi_tol * K) break;
+    }
+    // The phi that accumulate writes and the bound uses: from the final
+    // gamma and xi (zbar its own mean).
+    update_xi();
+    refresh();
+    if (mass > 0) {
+      for (uint32_t c = 0; c < K; ++c) zbar[c] = et[c] * st->acc[c] * inv_mass;
+    }
+    // eq. 40 with eq. 41: the phi terms and the label's zbar lab term are
+    // sum_w n_w log phinorm_w (phi = et row / phinorm exactly), so
+    //   L = sum_w n_w log phinorm_w + sum_k [(alpha - gamma_k) E log theta_k + lgamma(gamma_k)]
+    //       + lgamma(K alpha) - K lgamma(alpha) - lgamma(sum gamma) + 1 - 1/xi - log xi.
+    double gsum = 0;
+    for (uint32_t c = 0; c < K; ++c) gsum += gamma[c];
+    const double psum = Digamma(gsum);
+    double L = LogGamma(K * a) - K * LogGamma(a) - LogGamma(gsum) + 1.0 - 1.0 / xi - std::log(xi);
+    for (uint32_t j = 0; j < J; ++j) L += d.term_counts[j] * std::log(phinorm[j]);
+    for (uint32_t c = 0; c < K; ++c) L += (a - gamma[c]) * (Digamma(gamma[c]) - psum) + LogGamma(gamma[c]);
+    st->slot_bound[y] = L;
+  }
 }
 
 // Runs the configured local step on `d`; results stay in `st`.

@@ -34,9 +34,20 @@ struct Model {
   double init_shape = 100.0;      // shape of the Gamma noise of mu_0
   double burnin = 3000;           // documents over which the local alpha anneals
   double burnin_alpha = -1;       // the local alpha at the first document (< 0 until set: 30/K)
+  // DLDA (discriminative=1, Shan & Banerjee 2010 §6): the schema's T
+  // classes are the outputs; blocks 1 (A, H x K) and 2 (B, K) after the
+  // topics hold the label statistics, eta_hc = log(A_hc / B_c).
+  bool discriminative = false;
+  uint32_t T = 0;  // classes
+  double label_prior = 1.0;
   uint64_t t = 0;                 // sdEM steps so far (kept by commit / rebuild)
   double n = 1.0;                 // effective corpus size (trib_step.n)
   std::vector<double> raw_total;  // R[k] = sum_w raw[w*K + k]
+
+  uint32_t H() const { return T > 0 ? T - 1 : 0; }
+  uint64_t TopicEntries() const { return V * K; }
+  uint64_t LabelA() const { return V * K; }                       // offset of A (H x K)
+  uint64_t LabelB() const { return V * K + uint64_t{H()} * K; }  // offset of B (K)
 };
 
 // Per-thread scratch; also carries the local step's results from score() to
@@ -64,6 +75,13 @@ struct State {
   std::vector<double> fast_phi, fast_sum;
   double local_alpha = 0;  // the alpha of the last local step (LocalAlpha)
   bool phi_ready = false;  // rows hold phi (gibbs) instead of exp(E log beta) (vi)
+
+  // DLDA: the label parameters of the current statistics (eta, exp(eta),
+  // sum_h exp(eta_hc)) and, per class slot y, the local step conditioned on
+  // y: gamma, et (vi: exp(E log theta_k + label_k / m)), phinorm (vi), phi
+  // (fast), zbar (E[mean z]), xi, and the label term of phi (K each).
+  std::vector<double> eta, eexp, esum;
+  std::vector<double> slot_gamma, slot_et, slot_phinorm, slot_phi, slot_zbar, slot_lab, slot_xi, slot_bound;
 };
 
 // ---- Kernels over K (Load2 also serves Commit's row check; the rest are in lda_local.cc) -----
@@ -98,6 +116,16 @@ double DocumentElbo(const Model& m, const trib_document& d, const State& st);
 // The Fast LDA bound on log p(x) (mmnb-shan-banerjee-2010 eq. 60) from the
 // results LocalStep left in `st`.
 double FastElbo(const Model& m, const trib_document& d, const State& st);
+
+// DLDA (m.discriminative): the label parameters eta from the statistics
+// (§6.3, eta_hc = log(A_hc / B_c)) into st; false when A or B is not
+// positive and finite (*bad names the component).
+bool LabelParameters(const Model& m, const trib_stats& s, State* st, uint32_t* bad);
+
+// DLDA: the local step conditioned on class y for every y (vi or fast, with
+// the label term of Table 2 (a)-(c)); slot y's results and its bound on
+// log p(x, y) (eq. 40 with eq. 41 / 43) stay in st. REQUIRES: LabelParameters.
+void LabelledLocalSteps(const Model& m, const trib_stats& s, const trib_document& d, State* st);
 
 // Plug-in estimate of log p(x) from the last CVB0 sweep LocalStep ran.
 double Cvb0LogPx(const Model& m, const trib_document& d, const State& st);
