@@ -65,10 +65,23 @@
 // which keeps all of these (V - (1+e) S^2/N grows by rho s v/n at least).
 // With rho = 0 (creation, snapshot load) feasible statistics are unchanged.
 //
+// learn_alpha=1 (Shan & Banerjee eq. 21 / 52, online): the membership prior
+// becomes one alpha_c per component, learned. Its sufficient statistic is the
+// documents' mean E[log pi_c] = psi(gamma_c) - psi(sum gamma) (eq. 21's data
+// term): one more block of K statistics (nu = 0, starting at the value under
+// the option alpha), accumulated as the others (sum_y w_y over the slots);
+// rebuild and commit refit alpha to it by eq. 51's Newton step with eq. 52's
+// line search, to convergence from the option's alpha (so alpha is a function
+// of the statistics: no cache, resumed models continue bit for bit). This is
+// the paper's M-step for alpha with the E-step's sums replaced by running
+// averages, sdEM's reading of online EM. The check-step keeps the block a
+// Dirichlet's possible mean log-memberships (t_c < 0, log sum exp t < 0).
+//
 // Options: components (alias topics) K >= 1 (default 5); inference
 // standard|fast; max_iters (default 100); tol (default 1e-4); alpha (> 0,
 // default 1/K); prior s (> 0, default 1); prior_variance v (default 1);
 // prior_rate r (default 1); smoothing eps (default 1); discriminative 0|1;
+// learn_alpha 0|1 (default 0; the option alpha is then its start);
 // label_prior (default 1); init_spread (default 1: the spread of the random
 // initial component means and proportions, in prior standard deviations);
 // warmup W (default 0): the first W sdEM steps use the fast local step even
@@ -97,7 +110,10 @@ namespace {
 
 using enum tributary::mmnb::Kind;
 using enum tributary::mmnb::FeatureType;
+using tributary::mmnb::Alpha;
 using tributary::mmnb::B;
+using tributary::mmnb::FitAlpha;
+using tributary::sdk::Digamma;
 using tributary::mmnb::Feature;
 using tributary::mmnb::Infer;
 using tributary::mmnb::Model;
@@ -133,6 +149,8 @@ constexpr trib_option_spec kOptions[] = {
     sdk::Number("smoothing", "1", "prior count eps of every category").Above(0).AtMost(1e100),
     sdk::Boolean("discriminative", "0", "1: DMMNB, the outputs are the schema's classes"),
     sdk::Number("label_prior", "1", "DMMNB: prior of the label statistics").Above(0).AtMost(1e100),
+    sdk::Boolean("learn_alpha", "0",
+                 "1: learn the membership prior, one alpha_c per component (eq. 21 / 52 on the stream's E[log pi])"),
     sdk::Number("init_spread", "1", "spread of the random initial components, in prior standard deviations")
         .AtLeast(0)
         .AtMost(1e6),
@@ -164,6 +182,8 @@ int Create(const trib_schema* schema, const trib_option* opts, size_t num_opts, 
     m->smoothing = opt.Number("smoothing");
     m->discriminative = opt.Flag("discriminative");
     m->label_prior = opt.Number("label_prior");
+    m->learn_alpha = opt.Flag("learn_alpha");
+    m->alpha_vec.assign(m->K, tributary::mmnb::Alpha(*m));
     m->init_spread = opt.Number("init_spread");
     m->warmup = opt.Integer<uint64_t>("warmup");
     // Features.
@@ -211,6 +231,7 @@ int Create(const trib_schema* schema, const trib_option* opts, size_t num_opts, 
       sizes[kLA] = K * m->H();
       sizes[kLB] = K;
     }
+    if (m->learn_alpha) sizes[kLogPi] = K;
     uint64_t o = 0;
     m->num_blocks = 0;
     for (uint32_t k = 0; k < kNumKinds; ++k) {
@@ -245,6 +266,8 @@ double AbarOf(const Model& m, uint32_t kind) {
       return m.prior * m.prior_rate;
     case kCat:
       return m.smoothing;
+    case kLogPi:  // E[log pi_c] under Dirichlet(alpha0): alpha starts at the option's value
+      return Digamma(Alpha(m)) - Digamma(Alpha(m) * m.K);
     default:
       return m.label_prior;
   }
@@ -352,6 +375,40 @@ inline void ClampRaw(double* raw) {
   if (!(*raw >= 0)) *raw = std::isnan(*raw) ? *raw : 0.0;
 }
 
+// learn_alpha: the check-step of the E[log pi] statistics (a Dirichlet's
+// mean log-memberships satisfy t_c < 0 and log sum_c exp(t_c) < 0, which
+// running averages of documents keep under nll; a loss with negative weights
+// may leave the set, and then every t_c is lowered until it is back), then
+// alpha refitted (FitAlpha, eq. 21 / 52).
+int RefitAlpha(Model* m, trib_stats* s, trib_error* err) {
+  if (!m->learn_alpha) return TRIB_OK;
+  const uint32_t K = m->K, b = B(*m, kLogPi);
+  std::vector<double> t(K);
+  double top = -HUGE_VAL;
+  for (uint32_t c = 0; c < K; ++c) {
+    t[c] = Mu(*s, b, m->off[kLogPi] + c);
+    if (!std::isfinite(t[c])) return Fail(err, TRIB_ERR_NUMERIC, "E[log pi] statistic of component %u is %g", c, t[c]);
+    top = std::max(top, t[c]);
+  }
+  double z = 0;
+  for (uint32_t c = 0; c < K; ++c) z += std::exp(t[c] - top);
+  const double lse = top + std::log(z);
+  constexpr double kMargin = 1e-6;
+  if (!(lse < -kMargin)) {
+    for (uint32_t c = 0; c < K; ++c) {
+      t[c] -= lse + 2 * kMargin;
+      s->raw[m->off[kLogPi] + c] = RawFor(*s, b, t[c]);
+    }
+  }
+  FitAlpha(*m, t.data(), &m->alpha_vec);
+  for (uint32_t c = 0; c < K; ++c) {
+    if (!(m->alpha_vec[c] > 0) || !std::isfinite(m->alpha_vec[c])) {
+      return Fail(err, TRIB_ERR_NUMERIC, "learned alpha of component %u is %g", c, m->alpha_vec[c]);
+    }
+  }
+  return TRIB_OK;
+}
+
 // rebuild() gets t = updates so far (creation, load) or the step's t (a
 // re-materialised step), commit() the step's t: after the step, t + 1 steps.
 void CacheStep(Model* m, const trib_step* step, bool after_step) {
@@ -388,7 +445,7 @@ int Rebuild(trib_family_model* mm, trib_stats* s, const trib_step* step, trib_er
         for (uint64_t c = 0; c < K; ++c) tot[c] += row[c];
       }
     }
-    return TRIB_OK;
+    return RefitAlpha(m, s, err);
   });
 }
 
@@ -404,11 +461,15 @@ int Commit(trib_family_model* mm, trib_stats* s, const uint64_t* idx, const doub
     const uint64_t K = m->K;
     uint64_t cat_lo = 1, cat_hi = 0;  // current categorical feature's range
     double* tot = nullptr;
+    bool log_pi = false;
     for (size_t t = 0; t < count; ++t) {
       const uint64_t i = idx[t];
       const uint32_t kind = KindOf(*m, i);
       switch (kind) {
         case kGS:
+          break;
+        case kLogPi:  // negative by nature; checked as a whole below
+          log_pi = true;
           break;
         case kGV: {
           int rc = CheckGauss(*m, s, i - m->off[kGV], r, err);
@@ -434,7 +495,7 @@ int Commit(trib_family_model* mm, trib_stats* s, const uint64_t* idx, const doub
         return Fail(err, TRIB_ERR_NUMERIC, "statistic %llu became %g", static_cast<unsigned long long>(i), s->raw[i]);
       }
     }
-    return TRIB_OK;
+    return log_pi ? RefitAlpha(m, s, err) : TRIB_OK;
   });
 }
 
@@ -524,6 +585,7 @@ int Accumulate(const trib_family_model* mm, const trib_stats* s, trib_family_sta
     size_t need = delta->size;
     for (const Feature& f : st->feats) need += (f.type == kGauss ? 3u : f.type == kPoisson ? 2u : 1u) * K;
     if (m->discriminative) need += static_cast<size_t>(m->H() + 1) * K;
+    if (m->learn_alpha) need += K;
     if (need > delta->capacity && delta->grow(delta, need) != 0) {
       return Fail(err, TRIB_ERR_NO_MEMORY, "cannot grow delta to %zu entries", need);
     }
@@ -566,6 +628,20 @@ int Accumulate(const trib_family_model* mm, const trib_stats* s, trib_family_sta
       }
       run(m->off[kLB], bsum.data(), 1.0);
     }
+    if (m->learn_alpha) {
+      // t_c += sum_y w_y E[log pi_c | x (, y)] = psi(gamma^(y)_c) - psi(sum gamma^(y)): eq. 21's data term.
+      std::vector<double>& lp = st->work2;
+      lp.assign(K, 0.0);
+      for (uint32_t y = 0; y < slots; ++y) {
+        if (sw[y] == 0.0) continue;
+        const double* g = st->gamma.data() + static_cast<size_t>(y) * K;
+        double gsum = 0;
+        for (uint32_t c = 0; c < K; ++c) gsum += g[c];
+        const double psum = Digamma(gsum);
+        for (uint32_t c = 0; c < K; ++c) lp[c] += sw[y] * (Digamma(g[c]) - psum);
+      }
+      run(m->off[kLogPi], lp.data(), 1.0);
+    }
     delta->size = p;
     st->valid = false;
     return TRIB_OK;
@@ -595,7 +671,7 @@ int ImportCache(trib_family_model* mm, const double* in, size_t size, trib_error
 
 }  // namespace
 
-TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_FAMILY, "mmnb", "1.0.0",
+TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_FAMILY, "mmnb", "1.1.0",  // 1.1.0: learn_alpha (1.0.0 snapshots load)
                              "mixed-membership naive Bayes over Gaussian, Poisson and categorical features "
                              "(Shan & Banerjee 2010; optional DMMNB label term)");
 

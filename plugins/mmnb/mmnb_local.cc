@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "mmnb_alpha.h"
 #include "mmnb_model.h"
 #include "tributary/plugin_sdk.h"
 
@@ -19,12 +20,21 @@ using tributary::sdk::Fail;
 using tributary::sdk::Mu;
 
 using tributary::sdk::Digamma;
+using tributary::sdk::Trigamma;
 inline double LogGamma(double x) { return tributary::sdk::Lgamma(x); }
 
 constexpr double kMaxAbsX = 1e100;
 constexpr double kLog2Pi = 1.8378770664093454836;
 
+}  // namespace
+
 double Alpha(const Model& m) { return m.alpha > 0 ? m.alpha : 1.0 / static_cast<double>(m.K); }
+
+uint32_t FitAlpha(const Model& m, const double* t, std::vector<double>* out) {
+  return FitDirichlet(t, m.K, Alpha(m), Digamma, Trigamma, out);
+}
+
+namespace {
 
 }  // namespace
 
@@ -155,7 +165,8 @@ double Infer(const Model& m, State* st, uint32_t slot, int64_t y) {
   const uint32_t H = m.H();
   const size_t mf = st->feats.size();
   const double md = static_cast<double>(mf);
-  const double alpha = Alpha(m);
+  // The membership prior: alpha_vec[c] (learned, or Alpha(m) for every c).
+  const double* av = m.alpha_vec.data();
   double* gamma = st->gamma.data() + static_cast<size_t>(slot) * K;
   double* zbar = st->zbar.data() + static_cast<size_t>(slot) * K;
   double* phi = st->phi.data() + static_cast<size_t>(slot) * (st->fast ? K : mf * K);
@@ -167,7 +178,7 @@ double Infer(const Model& m, State* st, uint32_t slot, int64_t y) {
   const bool label = m.discriminative && y >= 0;
   // Start: phi uniform, gamma = alpha + m / K.
   for (uint32_t c = 0; c < K; ++c) {
-    gamma[c] = alpha + md / K;
+    gamma[c] = av[c] + md / K;
     zbar[c] = 1.0 / K;
     lab[c] = 0.0;
   }
@@ -193,7 +204,7 @@ double Infer(const Model& m, State* st, uint32_t slot, int64_t y) {
       if (label) update_xi();
       for (uint32_t c = 0; c < K; ++c) st->dig[c] = Digamma(gamma[c]);
       double* newg = st->work.data();
-      for (uint32_t c = 0; c < K; ++c) newg[c] = alpha;
+      for (uint32_t c = 0; c < K; ++c) newg[c] = av[c];
       if (st->fast) {
         // eq. 24: phi_c ∝ exp(Psi(gamma_c) + (1/m) sum_j log p(x_j | theta_jc) [+ (1/m) label]).
         double* lg = st->dig.data();
@@ -215,7 +226,7 @@ double Infer(const Model& m, State* st, uint32_t slot, int64_t y) {
           Softmax(lg.data(), K, ph);
           for (uint32_t c = 0; c < K; ++c) newg[c] += ph[c];  // eq. 13
         }
-        for (uint32_t c = 0; c < K; ++c) zbar[c] = (newg[c] - alpha) / md;
+        for (uint32_t c = 0; c < K; ++c) zbar[c] = (newg[c] - av[c]) / md;
       }
       double change = 0;
       for (uint32_t c = 0; c < K; ++c) {
@@ -232,12 +243,22 @@ double Infer(const Model& m, State* st, uint32_t slot, int64_t y) {
   double gsum = 0;
   for (uint32_t c = 0; c < K; ++c) gsum += gamma[c];
   const double dsum = Digamma(gsum);
-  double L = LogGamma(alpha * K) - K * LogGamma(alpha) - LogGamma(gsum);
+  double L;
+  if (m.learn_alpha) {  // log Gamma(sum alpha) - sum log Gamma(alpha_c)
+    double asum = 0, lsum = 0;
+    for (uint32_t c = 0; c < K; ++c) {
+      asum += av[c];
+      lsum += LogGamma(av[c]);
+    }
+    L = LogGamma(asum) - lsum - LogGamma(gsum);
+  } else {
+    L = LogGamma(av[0] * K) - K * LogGamma(av[0]) - LogGamma(gsum);
+  }
   for (uint32_t c = 0; c < K; ++c) {
     const double elog = Digamma(gamma[c]) - dsum;  // E[log pi_c]
     // (alpha - 1) E + sum_j phi_jc E - (gamma - 1) E = (alpha + n_c - gamma_c) E
     const double nc = md * zbar[c];
-    L += (alpha + nc - gamma[c]) * elog + LogGamma(gamma[c]);
+    L += (av[c] + nc - gamma[c]) * elog + LogGamma(gamma[c]);
   }
   if (st->fast) {
     for (uint32_t c = 0; c < K; ++c) {

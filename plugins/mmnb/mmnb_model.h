@@ -14,7 +14,9 @@
 namespace tributary::mmnb {
 
 // Statistic kinds, in layout order.
-enum Kind : uint32_t { kGN = 0, kGS, kGV, kPN, kPS, kCat, kLA, kLB, kNumKinds };
+// kLogPi (learn_alpha): the running average of E[log pi_c], the sufficient
+// statistic of the membership prior alpha (eq. 21 / 52's data term).
+enum Kind : uint32_t { kGN = 0, kGS, kGV, kPN, kPS, kCat, kLA, kLB, kLogPi, kNumKinds };
 
 enum FeatureType : uint8_t { kGauss = 0, kPoisson = 1, kCategorical = 2 };
 
@@ -28,6 +30,10 @@ struct Model {
   uint32_t max_iters = 100;
   double tol = 1e-4;
   double alpha = -1;  // < 0: 1/K
+  // learn_alpha: alpha_vec is fitted to the kLogPi statistics (FitAlpha,
+  // eq. 21 / 52) by rebuild and commit; otherwise every entry is Alpha(m).
+  bool learn_alpha = false;
+  std::vector<double> alpha_vec;
   double prior = 1.0;
   double prior_variance = 1.0;
   double prior_rate = 1.0;
@@ -41,7 +47,7 @@ struct Model {
   std::vector<uint32_t> card;     // categorical cardinalities
   std::vector<uint64_t> cat_off;  // absolute offset of categorical j (C + 1 entries)
   uint64_t off[kNumKinds + 1] = {};
-  int block_of[kNumKinds] = {-1, -1, -1, -1, -1, -1, -1, -1};
+  int block_of[kNumKinds] = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
   uint32_t num_blocks = 0;
   // Cache: raw totals R_jc = sum_r raw M_jcr, so T_jc = scale R_jc + shift eps r_j.
   std::vector<double> cat_total;
@@ -85,6 +91,15 @@ struct State {
 inline uint32_t B(const Model& m, uint32_t kind) { return static_cast<uint32_t>(m.block_of[kind]); }
 
 // ---- Local step (mmnb_local.cc) --------------------------------------------------
+
+// The membership prior's default: the option alpha, or 1/K.
+double Alpha(const Model& m);
+
+// learn_alpha: alpha fitted to t_c, the mean E[log pi_c] of the documents
+// (the kLogPi statistics), by eq. 21 / 52 (FitDirichlet, mmnb_alpha.h) from
+// Alpha(m) for every component, so alpha is a function of the statistics
+// alone (resumed models continue bit for bit). REQUIRES: t feasible.
+uint32_t FitAlpha(const Model& m, const double* t, std::vector<double>* alpha);
 
 // Collects the present features and log p(x_j | theta_jc) for every c.
 int Prepare(const Model& m, const trib_stats& s, const trib_document* d, State* st, trib_error* err);

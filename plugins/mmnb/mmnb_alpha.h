@@ -1,0 +1,66 @@
+// The Dirichlet prior's Newton step of Shan & Banerjee 2010 (eq. 21, App. A
+// eq. 48-52), shared by the "mmnb" family (learn_alpha) and its tests: it
+// depends only on psi and psi', passed in, so a test can run it with Boost's.
+#ifndef TRIBUTARY_PLUGINS_MMNB_MMNB_ALPHA_H_
+#define TRIBUTARY_PLUGINS_MMNB_MMNB_ALPHA_H_
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+namespace tributary::mmnb {
+
+// The alpha that maximises sum_c (alpha_c - 1) t_c + log Gamma(sum alpha) -
+// sum log Gamma(alpha_c), i.e. eq. 21's objective divided by n with t_c =
+// (1/n) sum_i (psi(gamma_ic) - psi(sum_l gamma_il)), the documents' mean
+// E[log pi_c]: Newton steps alpha' = alpha - eta (g - u) / h with
+//   g_c = psi(sum alpha) - psi(alpha_c) + t_c,  h_c = -psi'(alpha_c),
+//   u = sum_c g_c / h_c / (1 / w + sum_c 1 / h_c),  w = psi'(sum alpha)
+// (eq. 51: the Hessian is diagonal plus a constant, inverted in O(K)), the
+// step halved (eta) until every alpha_c stays > 0 (eq. 52's line search),
+// from `start` for every component, until no alpha_c moves by more than
+// 1e-12 of itself or 200 steps. REQUIRES: t is feasible (t_c < 0 and
+// log sum_c exp(t_c) < 0: then the optimum exists and is unique). Returns the
+// steps taken.
+template <typename Psi, typename Psi1>
+uint32_t FitDirichlet(const double* t, uint32_t K, double start, Psi psi, Psi1 trigamma, std::vector<double>* out) {
+  std::vector<double>& a = *out;
+  a.assign(K, start);
+  std::vector<double> g(K), h(K), step(K);
+  uint32_t it = 0;
+  for (; it < 200; ++it) {
+    double sum = 0;
+    for (uint32_t c = 0; c < K; ++c) sum += a[c];
+    const double ps = psi(sum), w = trigamma(sum);
+    double gh = 0, ih = 0;
+    for (uint32_t c = 0; c < K; ++c) {
+      g[c] = ps - psi(a[c]) + t[c];
+      h[c] = -trigamma(a[c]);
+      gh += g[c] / h[c];
+      ih += 1.0 / h[c];
+    }
+    const double u = gh / (1.0 / w + ih);
+    for (uint32_t c = 0; c < K; ++c) step[c] = (g[c] - u) / h[c];
+    double eta = 1.0;
+    for (int halvings = 0; halvings < 60; ++halvings) {
+      bool ok = true;
+      for (uint32_t c = 0; c < K; ++c) ok = ok && a[c] - eta * step[c] > 0;
+      if (ok) break;
+      eta *= 0.5;
+    }
+    double change = 0;
+    for (uint32_t c = 0; c < K; ++c) {
+      const double next = a[c] - eta * step[c];
+      if (!(next > 0)) continue;  // (60 halvings did not do: this one stays)
+      change = std::max(change, std::fabs(next - a[c]) / a[c]);
+      a[c] = next;
+    }
+    if (change < 1e-12) break;
+  }
+  return it;
+}
+
+}  // namespace tributary::mmnb
+
+#endif  // TRIBUTARY_PLUGINS_MMNB_MMNB_ALPHA_H_
