@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "../plugins/mmnb/mmnb_alpha.h"
+#include "../plugins/shared/dirichlet_fit.h"
 #include "test_util.h"
 #include "tributary/document.h"
 #include "tributary/model.h"
@@ -757,7 +757,7 @@ TEST(MmnbLearnedAlpha, NewtonStepFindsTheDirichletOfItsMeanLogs) {
     for (double start : {1.0 / static_cast<double>(alpha.size()), 10.0}) {
       std::vector<double> fit;
       const uint32_t steps =
-          mmnb::FitDirichlet(t.data(), static_cast<uint32_t>(alpha.size()), start, Psi, Psi1, &fit);
+          dirichlet::FitDirichlet(t.data(), static_cast<uint32_t>(alpha.size()), start, Psi, Psi1, &fit);
       EXPECT_LT(steps, 200u) << "did not converge from " << start;
       for (size_t c = 0; c < alpha.size(); ++c) {
         EXPECT_NEAR(fit[c], alpha[c], 1e-8 * alpha[c]) << "component " << c << " from " << start;
@@ -796,7 +796,7 @@ TEST(MmnbLearnedAlpha, LearnsAnAsymmetricMembershipPrior) {
   ASSERT_EQ(b.size, kK);
   std::vector<double> t(kK), alpha;
   for (uint32_t c = 0; c < kK; ++c) t[c] = model->stats().Mu(b.offset + c);
-  mmnb::FitDirichlet(t.data(), kK, 0.2, Psi, Psi1, &alpha);
+  dirichlet::FitDirichlet(t.data(), kK, 0.2, Psi, Psi1, &alpha);
   const double asum = alpha[0] + alpha[1] + alpha[2], tsum = truth[0] + truth[1] + truth[2];
   for (uint32_t c = 0; c < kK; ++c) {
     std::printf("component %u: true alpha %.3f, learned %.3f\n", c, truth[c], alpha[r.perm[c]]);

@@ -93,12 +93,12 @@
 // cvb0_predict_tol (0.01), vi_max_iter (50), vi_tol (1e-3), gibbs_burnin (10),
 // gibbs_samples (10), burnin (3000 documents), burnin_alpha (30/K), init_mass
 // (1) and init_shape (100): the random start (see InitStats); discriminative
-// 0|1 and label_prior (1): DLDA, below.
+// 0|1 and label_prior (1): DLDA, below; learn_alpha 0|1 (0): alpha learned.
 //
 // Version 1.1.0: cvb0 (the new default), the burn-in and a new random start;
 // snapshots of 1.0.0 (whose default local step was vi) are refused.
-// Version 1.2.0: inference=fast and discriminative=1 (without them the
-// statistics are unchanged: 1.1.0 snapshots load).
+// Version 1.2.0: inference=fast, discriminative=1 and learn_alpha=1 (without
+// them the statistics are unchanged: 1.1.0 snapshots load).
 // Only the terms of a document are used: its reals and categoricals are
 // ignored. The schema's classes only label documents for evaluation, except
 // under discriminative=1:
@@ -116,6 +116,17 @@
 // sum_y w_y E[s | x, y] (NLL on labelled documents: the paper's variational
 // EM for DLDA, online; NCLL / hinge work too, the check-step keeping A, B > 0).
 // Cost: T local steps per document. cvb0 and gibbs have no DLDA form here.
+//
+// learn_alpha=1 (Shan & Banerjee eq. 21, the paper's M-step for alpha, with
+// all components equal; online): one more statistic after the others, the
+// running mean over documents of (1/K) sum_k E[log theta_k] (gamma_k =
+// theta_k (K alpha + L) of whichever local step ran: the Dirichlet of VI / fast,
+// N_dk + alpha for CVB0 and Gibbs), prior psi(alpha0) - psi(K alpha0); rebuild
+// and commit refit alpha to it (FitSymmetricDirichlet: psi(alpha) - psi(K alpha)
+// = t, Newton, O(1) per step), from the option's alpha each time (alpha is a
+// function of the statistics: no cache). Symmetric because every local step
+// (the CVB0 kernels especially) takes one alpha; mmnb learns one per component.
+// During the burn-in a document counts as the value at the current alpha.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -125,6 +136,7 @@
 #include <string>
 #include <vector>
 
+#include "../shared/dirichlet_fit.h"
 #include "lda_model.h"
 #include "tributary/plugin_sdk.h"
 
@@ -176,6 +188,8 @@ constexpr trib_option_spec kOptions[] = {
     sdk::Number("init_shape", "100", "shape of the random start's noise (variance 1/shape)").Above(0).AtMost(1e100),
     sdk::Boolean("discriminative", "0", "1: DLDA, the outputs are the schema's classes (inference vi or fast)"),
     sdk::Number("label_prior", "1", "DLDA: prior of the label statistics").Above(0).AtMost(1e100),
+    sdk::Boolean("learn_alpha", "0",
+                 "1: learn alpha (symmetric) online from the documents' E[log theta] (eq. 21); the option alpha starts it"),
     {},
 };
 
@@ -221,6 +235,8 @@ int Create(const trib_schema* schema, const trib_option* opts, size_t num, trib_
                   static_cast<unsigned long long>(m->V));
     }
     m->alpha = o.HasValue("alpha") ? o.Number("alpha") : 1.0 / m->K;
+    m->alpha0 = m->alpha;
+    m->learn_alpha = o.Flag("learn_alpha") && m->K >= 2;  // (one topic: alpha changes nothing)
     m->eta = o.HasValue("eta") ? o.Number("eta") : 1.0 / m->K;
     m->burnin_alpha = o.HasValue("burnin_alpha") ? o.Number("burnin_alpha") : 30.0 / m->K;
     m->raw_total.assign(m->K, 0.0);
@@ -231,7 +247,7 @@ int Create(const trib_schema* schema, const trib_option* opts, size_t num, trib_
 
 int Layout(const trib_family_model* mm, trib_block* blocks, uint32_t* num, trib_error* err) {
   const Model* m = M(mm);
-  const uint32_t n = m->discriminative ? 3 : 1;
+  const uint32_t n = 1 + m->LabelBlocks() + (m->learn_alpha ? 1 : 0);
   if (blocks == nullptr) {
     *num = n;
     return TRIB_OK;
@@ -243,6 +259,11 @@ int Layout(const trib_family_model* mm, trib_block* blocks, uint32_t* num, trib_
     // each, so eta = log(A / B) starts at 0 (uniform classes).
     blocks[1] = trib_block{m->LabelA(), uint64_t{m->H()} * m->K, 0.0, m->label_prior, 1.0, 1.0};
     blocks[2] = trib_block{m->LabelB(), m->K, 0.0, m->label_prior, 1.0, 1.0};
+  }
+  if (m->learn_alpha) {
+    // (1/K) sum_k E[log theta_k] under Dirichlet(alpha0): alpha starts at alpha0.
+    const double t0 = sdk::Digamma(m->alpha0) - sdk::Digamma(m->K * m->alpha0);
+    blocks[n - 1] = trib_block{m->LogTheta(), 1, 0.0, t0, 1.0, 1.0};
   }
   *num = n;
   return TRIB_OK;
@@ -300,6 +321,30 @@ inline double RawForFloor(const trib_block& blk, double floor) {
   return r;
 }
 
+// learn_alpha: the check-step of the E[log theta] statistic (a symmetric
+// Dirichlet's mean log-component is below -log K; a running mean of
+// documents' values stays there, and is put back a little below it if
+// rounding took it out) and alpha refitted to it (FitSymmetricDirichlet,
+// plugins/shared/dirichlet_fit.h: eq. 21 with equal components), from alpha0
+// each time, so alpha is a function of the statistics (no cache).
+int RefitAlpha(Model* m, trib_stats* s, trib_error* err) {
+  if (!m->learn_alpha) return TRIB_OK;
+  const uint32_t b = s->num_blocks - 1;
+  const uint64_t i = m->LogTheta();
+  double t = sdk::Mu(*s, b, i);
+  if (!std::isfinite(t)) return Fail(err, TRIB_ERR_NUMERIC, "E[log theta] statistic is %g", t);
+  const double cap = -std::log(static_cast<double>(m->K)) - 1e-6;
+  if (!(t < cap)) {
+    t = cap;
+    s->raw[i] = sdk::RawFor(*s, b, t);
+  }
+  m->alpha = tributary::dirichlet::FitSymmetricDirichlet(t, m->K, m->alpha0, sdk::Digamma, sdk::Trigamma);
+  if (!(m->alpha > 0) || !std::isfinite(m->alpha)) {
+    return Fail(err, TRIB_ERR_NUMERIC, "learned alpha is %g (E[log theta] %g)", m->alpha, t);
+  }
+  return TRIB_OK;
+}
+
 int Rebuild(trib_family_model* mm, trib_stats* s, const trib_step* step, trib_error* err) {
   return Guard(err, [&] {
     Model* m = M(mm);
@@ -323,7 +368,7 @@ int Rebuild(trib_family_model* mm, trib_stats* s, const trib_step* step, trib_er
         total[k] += row[k];
       }
     }
-    for (uint32_t b = 1; b < s->num_blocks; ++b) {  // DLDA's A and B: > 0 (eta = log(A / B))
+    for (uint32_t b = 1; b <= m->LabelBlocks(); ++b) {  // DLDA's A and B: > 0 (eta = log(A / B))
       const trib_block& lb = s->blocks[b];
       const double lfloor = LabelFloor(*m, *step);
       for (uint64_t i = lb.offset; i < lb.offset + lb.size; ++i) {
@@ -337,7 +382,7 @@ int Rebuild(trib_family_model* mm, trib_stats* s, const trib_step* step, trib_er
     m->raw_total = std::move(total);
     m->n = step->n;
     m->t = step->rho > 0 ? step->t + 1 : step->t;
-    return TRIB_OK;
+    return RefitAlpha(m, s, err);
   });
 }
 
@@ -400,6 +445,22 @@ int Score(const trib_family_model* mm, const trib_stats* s, trib_family_state* s
   });
 }
 
+// (1/K) sum_k E[log theta_k] = (1/K) sum_k psi(gamma_k) - psi(sum gamma):
+// one document's value of learn_alpha's statistic.
+// During the burn-in (the local alpha is not alpha) a document's posterior
+// was made under another prior and says nothing of alpha: it counts as the
+// statistic's value at the current alpha (which leaves alpha where it is).
+double NeutralElogTheta(const Model& m) { return sdk::Digamma(m.alpha) - sdk::Digamma(m.K * m.alpha); }
+
+double MeanElogTheta(const double* gamma, uint32_t K) {
+  double sum = 0, acc = 0;
+  for (uint32_t k = 0; k < K; ++k) {
+    sum += gamma[k];
+    acc += sdk::Digamma(gamma[k]);
+  }
+  return acc / K - sdk::Digamma(sum);
+}
+
 // DLDA: sum_y w_y E[s | x, y]: the topic rows sum_y w_y n_w phi^(y)_wk, then
 // A_hc += w_h zbar^(h)_c (h < T - 1) and B_c += sum_y w_y zbar^(y)_c / xi^(y)
 // (§6.3's sums, as running averages).
@@ -410,7 +471,7 @@ int AccumulateLabelled(const Model& m, const trib_stats& s, State* st, const tri
     if (int rc = LabelledStep(m, s, d, st, err); rc != TRIB_OK) return rc;
   }
   st->valid = false;
-  const size_t need = delta->size + static_cast<size_t>(J) * K + static_cast<size_t>(H + 1) * K;
+  const size_t need = delta->size + static_cast<size_t>(J) * K + static_cast<size_t>(H + 1) * K + 1;
   if (need > delta->capacity && delta->grow(delta, need) != 0) {
     return Fail(err, TRIB_ERR_NO_MEMORY, "cannot grow delta to %zu entries", need);
   }
@@ -456,6 +517,16 @@ int AccumulateLabelled(const Model& m, const trib_stats& s, State* st, const tri
     value[p + k] = b;
   }
   p += K;
+  if (m.learn_alpha) {  // sum_y w_y (1/K) sum_k E[log theta_k | x, y]
+    double t = 0;
+    for (uint32_t y = 0; y < T; ++y) {
+      if (w[y] == 0) continue;
+      t += w[y] * (st->local_alpha != m.alpha ? NeutralElogTheta(m)
+                                              : MeanElogTheta(st->slot_gamma.data() + static_cast<size_t>(y) * K, K));
+    }
+    index[p] = m.LogTheta();
+    value[p++] = t;
+  }
   delta->size = p;
   return TRIB_OK;
 }
@@ -476,7 +547,7 @@ int Accumulate(const trib_family_model* mm, const trib_stats* s, trib_family_sta
       LocalStep(*m, *s, *d, st);  // not right after score() on this document
     }
     st->valid = false;
-    const size_t need = delta->size + static_cast<size_t>(d->num_terms) * K;
+    const size_t need = delta->size + static_cast<size_t>(d->num_terms) * K + 1;
     if (need > delta->capacity && delta->grow(delta, need) != 0) {
       return Fail(err, TRIB_ERR_NO_MEMORY, "cannot grow delta to %zu entries", need);
     }
@@ -501,6 +572,17 @@ int Accumulate(const trib_family_model* mm, const trib_stats* s, trib_family_sta
       }
       p += K;
     }
+    if (m->learn_alpha) {
+      // (sum_k w_k) (1/K) sum_k E[log theta_k], gamma_k = theta_k (K alpha + L):
+      // every local step leaves theta = gamma / sum gamma with sum gamma = K alpha + L
+      // (cvb0 and gibbs: the Dirichlet (N_dk + alpha) of the topic counts).
+      std::vector<double>& g = st->acc;
+      g.resize(K);
+      const double total = K * st->local_alpha + d->total_count;
+      for (uint32_t k = 0; k < K; ++k) g[k] = std::max(st->theta[k] * total, 1e-300);
+      index[p] = m->LogTheta();
+      value[p++] = wsum * (st->local_alpha != m->alpha ? NeutralElogTheta(*m) : MeanElogTheta(g.data(), K));
+    }
     delta->size = p;
     return TRIB_OK;
   });
@@ -508,7 +590,7 @@ int Accumulate(const trib_family_model* mm, const trib_stats* s, trib_family_sta
 
 // Check-step on the touched entries (raw >= 0) and the totals R_k.
 int Commit(trib_family_model* mm, trib_stats* s, const uint64_t* idx, const double* old_raw, size_t count,
-           const trib_step* step, trib_error*) {
+           const trib_step* step, trib_error* err) {
   Model* m = M(mm);
   const uint64_t K = m->K;
   double* raw = s->raw;
@@ -519,9 +601,15 @@ int Commit(trib_family_model* mm, trib_stats* s, const uint64_t* idx, const doub
   bool have_row = false;
   const double floor = Floor(*m, *step);
   const uint64_t topic_entries = m->TopicEntries();
+  bool refit = false;
   size_t j = 0;
   while (j < count) {
     const uint64_t i = idx[j];
+    if (m->learn_alpha && i == m->LogTheta()) {  // refitted below
+      refit = true;
+      ++j;
+      continue;
+    }
     if (i >= topic_entries) {  // DLDA's A and B (Accumulate writes them last): > 0
       const trib_block& lb = s->blocks[i >= m->LabelB() ? 2 : 1];
       if (!(lb.scale * raw[i] + lb.shift * lb.alpha_bar > 0)) raw[i] = RawForFloor(lb, LabelFloor(*m, *step));
@@ -566,7 +654,7 @@ int Commit(trib_family_model* mm, trib_stats* s, const uint64_t* idx, const doub
   }
   m->n = step->n;
   m->t = step->t + 1;
-  return TRIB_OK;
+  return refit ? RefitAlpha(m, s, err) : TRIB_OK;
 }
 
 // p(w | topic k) = E[beta_kw] = lambda_kw / lambda_k.

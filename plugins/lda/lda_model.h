@@ -19,7 +19,13 @@ enum class Inference { kVi, kGibbs, kCvb0, kFast };
 struct Model {
   uint32_t K = 10;
   uint64_t V = 0;
-  double alpha = -1;  // < 0 until set: 1/K
+  double alpha = -1;  // < 0 until set: 1/K (learn_alpha: the learned value, refitted by rebuild / commit)
+  // learn_alpha: alpha learned online, symmetric (Shan & Banerjee eq. 21 with
+  // equal components): the last block (1 entry) holds the running mean over
+  // documents of (1/K) sum_k E[log theta_k]; alpha0 is the option's value
+  // (the start of the fit and the statistic's prior).
+  bool learn_alpha = false;
+  double alpha0 = -1;
   double eta = -1;    // < 0 until set: 1/K
   Inference inference = Inference::kCvb0;
   uint32_t vi_max_iter = 50;
@@ -48,6 +54,8 @@ struct Model {
   uint64_t TopicEntries() const { return V * K; }
   uint64_t LabelA() const { return V * K; }                       // offset of A (H x K)
   uint64_t LabelB() const { return V * K + uint64_t{H()} * K; }  // offset of B (K)
+  uint64_t LogTheta() const { return V * K + (discriminative ? uint64_t{H() + 1} * K : 0); }  // learn_alpha's entry
+  uint32_t LabelBlocks() const { return discriminative ? 2 : 0; }
 };
 
 // Per-thread scratch; also carries the local step's results from score() to

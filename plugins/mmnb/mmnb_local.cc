@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "mmnb_alpha.h"
+#include "../shared/dirichlet_fit.h"
 #include "mmnb_model.h"
 #include "tributary/plugin_sdk.h"
 
@@ -31,7 +31,7 @@ constexpr double kLog2Pi = 1.8378770664093454836;
 double Alpha(const Model& m) { return m.alpha > 0 ? m.alpha : 1.0 / static_cast<double>(m.K); }
 
 uint32_t FitAlpha(const Model& m, const double* t, std::vector<double>* out) {
-  return FitDirichlet(t, m.K, Alpha(m), Digamma, Trigamma, out);
+  return dirichlet::FitDirichlet(t, m.K, Alpha(m), Digamma, Trigamma, out);
 }
 
 namespace {

@@ -96,7 +96,7 @@ inline uint32_t B(const Model& m, uint32_t kind) { return static_cast<uint32_t>(
 double Alpha(const Model& m);
 
 // learn_alpha: alpha fitted to t_c, the mean E[log pi_c] of the documents
-// (the kLogPi statistics), by eq. 21 / 52 (FitDirichlet, mmnb_alpha.h) from
+// (the kLogPi statistics), by eq. 21 / 52 (FitDirichlet, plugins/shared/dirichlet_fit.h) from
 // Alpha(m) for every component, so alpha is a function of the statistics
 // alone (resumed models continue bit for bit). REQUIRES: t feasible.
 uint32_t FitAlpha(const Model& m, const double* t, std::vector<double>* alpha);

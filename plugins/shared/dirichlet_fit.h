@@ -1,15 +1,16 @@
-// The Dirichlet prior's Newton step of Shan & Banerjee 2010 (eq. 21, App. A
-// eq. 48-52), shared by the "mmnb" family (learn_alpha) and its tests: it
+// A Dirichlet prior fitted to mean log-proportions: the Newton step of Shan &
+// Banerjee 2010 (eq. 21, App. A eq. 48-52), shared by the families that learn
+// their document prior (mmnb and lda, option learn_alpha) and their tests. It
 // depends only on psi and psi', passed in, so a test can run it with Boost's.
-#ifndef TRIBUTARY_PLUGINS_MMNB_MMNB_ALPHA_H_
-#define TRIBUTARY_PLUGINS_MMNB_MMNB_ALPHA_H_
+#ifndef TRIBUTARY_PLUGINS_SHARED_DIRICHLET_FIT_H_
+#define TRIBUTARY_PLUGINS_SHARED_DIRICHLET_FIT_H_
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
-namespace tributary::mmnb {
+namespace tributary::dirichlet {
 
 // The alpha that maximises sum_c (alpha_c - 1) t_c + log Gamma(sum alpha) -
 // sum log Gamma(alpha_c), i.e. eq. 21's objective divided by n with t_c =
@@ -61,6 +62,31 @@ uint32_t FitDirichlet(const double* t, uint32_t K, double start, Psi psi, Psi1 t
   return it;
 }
 
-}  // namespace tributary::mmnb
+// The symmetric case: the one alpha of Dirichlet(alpha, ..., alpha) over K
+// components whose mean log-component is tbar, i.e. psi(alpha) - psi(K alpha)
+// = tbar (eq. 21 with every alpha_c and t_c equal). The left side increases
+// with alpha from -infinity to -log K, so the root is unique for tbar <
+// -log K. Newton's step on it, halved until alpha stays > 0, from `start`,
+// until alpha moves by less than 1e-12 of itself or 100 steps; O(1) a step,
+// whatever K. REQUIRES: tbar < -log K, K >= 2.
+template <typename Psi, typename Psi1>
+double FitSymmetricDirichlet(double tbar, uint32_t K, double start, Psi psi, Psi1 trigamma) {
+  const double k = static_cast<double>(K);
+  double a = start;
+  for (int it = 0; it < 100; ++it) {
+    const double f = psi(a) - psi(k * a) - tbar;
+    const double df = trigamma(a) - k * trigamma(k * a);  // > 0
+    double step = f / df, eta = 1.0;
+    while (!(a - eta * step > 0) && eta > 1e-18) eta *= 0.5;
+    const double next = a - eta * step;
+    if (!(next > 0)) break;
+    const double change = std::fabs(next - a) / a;
+    a = next;
+    if (change < 1e-12) break;
+  }
+  return a;
+}
 
-#endif  // TRIBUTARY_PLUGINS_MMNB_MMNB_ALPHA_H_
+}  // namespace tributary::dirichlet
+
+#endif  // TRIBUTARY_PLUGINS_SHARED_DIRICHLET_FIT_H_
