@@ -308,19 +308,15 @@ Status LiveModel::Learn(const InputDocument& doc, LearnResult* result) {
   const uint64_t index = inputs_++;
   Status st = doc.ToProto(model_->schema(), &proto_);
   if (!st.ok()) return st.WithContext(DocumentName(index, doc.id()));
-  if (wal_ != nullptr) {
-    TRIB_RETURN_IF_ERROR(LogLocked(proto_, index));
-  }
-  TRIB_RETURN_IF_ERROR(LearnProtoLocked(proto_, index, result));
-  if (options_.publish_every > 0 && ++since_publish_ >= options_.publish_every) {
-    auto v = PublishLocked();
-    if (!v.ok()) return v.status();
-  }
-  return Status::OK();
+  return LearnWireLocked(proto_, index, result);
 }
 
 Status LiveModel::Learn(const v1::Document& doc, uint64_t index, LearnResult* result) {
   std::lock_guard<std::mutex> l(writer_mu_);
+  return LearnWireLocked(doc, index, result);
+}
+
+Status LiveModel::LearnWireLocked(const v1::Document& doc, uint64_t index, LearnResult* result) {
   if (wal_ != nullptr) {
     TRIB_RETURN_IF_ERROR(LogLocked(doc, index));
   }

@@ -226,6 +226,9 @@ class LiveModel {
   Status LogLocked(const v1::Document& doc, uint64_t index);
   /// Decodes (growing the model) and learns a logged or given document. Writer mutex held.
   Status LearnProtoLocked(const v1::Document& doc, uint64_t index, LearnResult* result);
+  /// A wire document (durable: logged first) learned, then published when
+  /// publish_every is reached. Writer mutex held.
+  Status LearnWireLocked(const v1::Document& doc, uint64_t index, LearnResult* result);
   Result<uint64_t> PublishLocked();
   /// A free spare (no hazard on it) or null; moves retired copies no reader
   /// holds to the spares. Writer mutex held.

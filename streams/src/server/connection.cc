@@ -414,36 +414,28 @@ void Connection::Handle(v1::Request req) {
 v1::Response Connection::Predict(uint64_t id, const v1::PredictRequest& pr, Clock::time_point start) {
   v1::Response r;
   r.set_request_id(id);
-  std::optional<v1::Response> refused;
-  // Every document of the request is scored by one publication (one version).
-  Status read = srv_->Read([&](const LiveView& pub) {
-    const Model& model = *pub.model;
-    const uint32_t K = model.num_outputs();
-    std::vector<double> scores(K), probs(K);
-    auto* out = r.mutable_predict();
-    out->set_model_version(pub.version);
-    for (uint32_t k = 0; k < K; ++k) out->add_class_names(model.OutputName(k));
-    DocumentBuffer buf;
-    for (int i = 0; i < pr.documents_size(); ++i) {
-      Status st = pub.decoder->Decode(pr.documents(i), static_cast<uint64_t>(i), model.schema(), kGrowNothing, &buf,
-                                      nullptr, nullptr);
-      if (st.ok()) st = model.Score(buf.View(), pub.state, scores.data());
-      if (!st.ok()) {
-        refused = ErrorResponse(id, v1::Response::INVALID_REQUEST, "predict: " + st.message());
-        return Status::OK();
-      }
-      Posterior(scores.data(), K, probs.data());
-      auto* p = out->add_predictions();
-      p->set_id(pr.documents(i).id());
-      p->set_index(static_cast<uint64_t>(i));
-      uint32_t best = static_cast<uint32_t>(std::max_element(probs.begin(), probs.end()) - probs.begin());
-      p->set_predicted(model.OutputName(best));
-      for (double x : probs) p->add_probabilities(x);
-    }
-    return Status::OK();
-  });
-  if (!read.ok()) return ErrorResponse(id, v1::Response::INTERNAL, read.ToString());
-  if (refused) return *std::move(refused);
+  auto* out = r.mutable_predict();
+  const Model* model = nullptr;
+  int bad = -1;
+  Status st = srv_->PredictDocuments(
+      pr.documents(),
+      [&](const Server::Impl::PredictedOutputs& o) {
+        model = o.model;
+        out->set_model_version(o.version);
+        for (uint32_t k = 0; k < o.model->num_outputs(); ++k) out->add_class_names(o.model->OutputName(k));
+      },
+      [&](int i, const std::vector<double>& probs, uint32_t best) {
+        auto* p = out->add_predictions();
+        p->set_id(pr.documents(i).id());
+        p->set_index(static_cast<uint64_t>(i));
+        p->set_predicted(model->OutputName(best));
+        for (double x : probs) p->add_probabilities(x);
+      },
+      &bad);
+  if (!st.ok()) {
+    return bad >= 0 ? ErrorResponse(id, v1::Response::INVALID_REQUEST, "predict: " + st.message())
+                    : ErrorResponse(id, v1::Response::INTERNAL, st.ToString());
+  }
   srv_->counters.predictions += static_cast<uint64_t>(pr.documents_size());
   srv_->counters.predict_latency.Observe(std::chrono::duration<double>(Clock::now() - start).count());
   return r;

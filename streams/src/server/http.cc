@@ -394,39 +394,28 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     if (srv_->recovery_phase.load() != RecoveryPhase::kReady) {
       return Error(503, "not ready: recovering the model (see /healthz)");
     }
-    json out;
-    std::optional<std::pair<std::string, int>> refused;  // message, document index
-    // Every document of the request is scored by one publication (one version).
-    Status read = srv_->Read([&](const LiveView& pub) {
-      const Model& model = *pub.model;
-      const uint32_t K = model.num_outputs();
-      std::vector<double> scores(K), probs(K);
-      json classes = json::array();
-      for (uint32_t k = 0; k < K; ++k) classes.push_back(model.OutputName(k));
-      json predictions = json::array();
-      DocumentBuffer buf;
-      for (int i = 0; i < pr.documents_size(); ++i) {
-        Status st = pub.decoder->Decode(pr.documents(i), static_cast<uint64_t>(i), model.schema(), kGrowNothing, &buf,
-                                        nullptr, nullptr);
-        if (st.ok()) st = model.Score(buf.View(), pub.state, scores.data());
-        if (!st.ok()) {
-          refused.emplace("predict: " + st.message(), i);
-          return Status::OK();
-        }
-        Posterior(scores.data(), K, probs.data());
-        const uint32_t best = static_cast<uint32_t>(std::max_element(probs.begin(), probs.end()) - probs.begin());
-        json p = json::object();
-        for (uint32_t k = 0; k < K; ++k) p[model.OutputName(k)] = probs[k];
-        predictions.push_back({{"id", pr.documents(i).id()},
-                               {"index", i},
-                               {"predicted", model.OutputName(best)},
-                               {"probabilities", std::move(p)}});
-      }
-      out = {{"model_version", pub.version}, {"classes", std::move(classes)}, {"predictions", std::move(predictions)}};
-      return Status::OK();
-    });
-    if (!read.ok()) return Error(500, read.ToString());
-    if (refused) return Error(400, refused->first, refused->second);
+    json classes = json::array(), predictions = json::array();
+    uint64_t version = 0;
+    const Model* model = nullptr;
+    int bad = -1;
+    Status st = srv_->PredictDocuments(
+        pr.documents(),
+        [&](const Server::Impl::PredictedOutputs& o) {
+          model = o.model;
+          version = o.version;
+          for (uint32_t k = 0; k < o.model->num_outputs(); ++k) classes.push_back(o.model->OutputName(k));
+        },
+        [&](int i, const std::vector<double>& probs, uint32_t best) {
+          json p = json::object();
+          for (uint32_t k = 0; k < probs.size(); ++k) p[model->OutputName(k)] = probs[k];
+          predictions.push_back({{"id", pr.documents(i).id()},
+                                 {"index", i},
+                                 {"predicted", model->OutputName(best)},
+                                 {"probabilities", std::move(p)}});
+        },
+        &bad);
+    if (!st.ok()) return bad >= 0 ? Error(400, "predict: " + st.message(), bad) : Error(500, st.ToString());
+    json out = {{"model_version", version}, {"classes", std::move(classes)}, {"predictions", std::move(predictions)}};
     srv_->counters.predictions += static_cast<uint64_t>(pr.documents_size());
     srv_->counters.predict_latency.Observe(std::chrono::duration<double>(Clock::now() - start_).count());
     Reply(200, Dump(out), "application/json");

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <utility>
 
+#include "tributary/metrics.h"
 #include "tributary/sep_engine.h"
 
 namespace tributary {
@@ -163,6 +164,32 @@ Status Server::Impl::Read(const std::function<Status(const LiveView&)>& fn) {
   auto r = live->NewReader();
   if (!r.ok()) return r.status();
   return (*r)->Read(fn);
+}
+
+Status Server::Impl::PredictDocuments(const google::protobuf::RepeatedPtrField<v1::Document>& docs,
+                                      const std::function<void(const PredictedOutputs&)>& begin,
+                                      const std::function<void(int, const std::vector<double>&, uint32_t)>& each,
+                                      int* bad_index) {
+  *bad_index = -1;
+  return Read([&](const LiveView& pub) {
+    const Model& model = *pub.model;
+    const uint32_t K = model.num_outputs();
+    std::vector<double> scores(K), probs(K);
+    begin(PredictedOutputs{pub.version, &model});
+    DocumentBuffer buf;
+    for (int i = 0; i < docs.size(); ++i) {
+      Status st = pub.decoder->Decode(docs.Get(i), static_cast<uint64_t>(i), model.schema(), kGrowNothing, &buf,
+                                      nullptr, nullptr);
+      if (st.ok()) st = model.Score(buf.View(), pub.state, scores.data());
+      if (!st.ok()) {
+        *bad_index = i;
+        return st;
+      }
+      Posterior(scores.data(), K, probs.data());
+      each(i, probs, static_cast<uint32_t>(std::max_element(probs.begin(), probs.end()) - probs.begin()));
+    }
+    return Status::OK();
+  });
 }
 
 Status Server::Impl::SaveSnapshot() {

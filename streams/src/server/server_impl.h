@@ -253,6 +253,19 @@ struct Server::Impl {
   void BindReader(std::unique_ptr<LiveModel::Reader>* slot);
   // I/O thread i's body: binds io_readers[i], runs the io_context.
   void RunIo(size_t i);
+  // The one prediction path of both protocols: every document of `docs`
+  // decoded and scored with the newest publication (one version for all,
+  // passed to `begin` with the publication's outputs first), then
+  // `each(i, probabilities, best output)` per document. A document that
+  // fails stops it: *bad_index gets its index, and the Status (InvalidDocument
+  // family: the request's fault) names it; other errors are the server's.
+  struct PredictedOutputs {
+    uint64_t version;
+    const Model* model;
+  };
+  Status PredictDocuments(const google::protobuf::RepeatedPtrField<v1::Document>& docs,
+                          const std::function<void(const PredictedOutputs&)>& begin,
+                          const std::function<void(int, const std::vector<double>&, uint32_t)>& each, int* bad_index);
 
   // learner_loop.cc: the learner's model (learner thread, and recovery).
   Status Publish();
