@@ -4,7 +4,7 @@
 # The small real corpora (fortunes, bible-kjv) are always installed: tests use them.
 set -euo pipefail
 pkgs=(cmake ninja-build g++ pkg-config python3 python3-protobuf
-      libboost-dev libeigen3-dev libprotobuf-dev protobuf-compiler zlib1g-dev libutf8proc-dev
+      libboost-dev libeigen3-dev libprotobuf-dev protobuf-compiler zlib1g-dev libutf8proc-dev libisal-dev
       libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev
       # the Redis Streams source (hiredis) and the real server its tests start
       libhiredis-dev redis-server

@@ -90,6 +90,9 @@ TEST(LiveModelTest, EveryPredictionIsTheOfflineModelsAtItsVersion) {
         const uint32_t i = static_cast<uint32_t>(rng() % docs.size());
         ASSERT_TRUE((*reader)->Predict(docs[i].View(), &p).ok());
         ASSERT_GE(p.version, last);
+        // version() from any thread while the writer publishes (and
+        // refreshes retired copies in place): never behind what was read.
+        ASSERT_GE((*live)->version(), p.version);
         last = p.version;
         if (++n % 13 == 0 && records[r].size() < 20000) records[r].push_back({p.version, i, p.scores});
       }

@@ -176,6 +176,9 @@ Result<uint64_t> LiveModel::PublishLocked() {
   p->epoch = model_->stats().epoch();
   p->serial = publications_.fetch_add(1, std::memory_order_relaxed) + 1;
   model_->stats().NextEpoch();  // later writes are newer than this copy
+  // version_ first: a reader that finds this publication through current_
+  // then reads version() sees at least its version.
+  version_.store(p->version, std::memory_order_release);
   current_.store(p.get(), std::memory_order_seq_cst);
   if (current_owner_ != nullptr) retired_.push_back(std::move(current_owner_));
   current_owner_ = std::move(p);
@@ -355,7 +358,9 @@ Status LiveModel::WithModel(const std::function<Status(Model*)>& fn) {
   return fn(model_.get());
 }
 
-uint64_t LiveModel::version() const { return current_.load(std::memory_order_acquire)->version; }
+// (Not current_->version: without a hazard slot the publication could be
+// retired and refreshed in place while it is read.)
+uint64_t LiveModel::version() const { return version_.load(std::memory_order_acquire); }
 
 LiveModel::Stats LiveModel::stats() const {
   Stats s;

@@ -261,6 +261,7 @@ class LiveModel {
   std::unique_ptr<Slot[]> slots_;  ///< max_readers + 1: readers get max_readers, one stays for SaveSnapshot
   std::atomic<uint64_t> publications_{0}, refreshed_{0};
   std::atomic<uint64_t> copies_{0};  ///< Stats::copies, set by the writer after each publication
+  std::atomic<uint64_t> version_{0};  ///< the newest publication's version (version())
 };
 
 }  // namespace tributary
