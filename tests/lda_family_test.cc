@@ -374,7 +374,8 @@ TEST(LdaFamilyTest, FastLdaRecoversTopicsAndItsLocalStepIsEq30And31) {
     for (int trial = 0; trial < 5; ++trial) {
       std::vector<double> q(K);
       double z = 0;
-      for (uint32_t k = 0; k < K; ++k) z += (q[k] = phi[k] * std::exp(0.05 * (static_cast<double>(rng() % 2001) / 1000 - 1)));
+      for (uint32_t k = 0; k < K; ++k)
+        z += (q[k] = phi[k] * std::exp(0.05 * (static_cast<double>(rng() % 2001) / 1000 - 1)));
       for (double& x : q) x /= z;
       EXPECT_LE(bound(q, S, m_tokens), at + 1e-9 * std::fabs(at)) << "document " << i << " trial " << trial;
     }
@@ -410,7 +411,8 @@ std::vector<DocumentBuffer> LabelledCorpus(uint32_t T, size_t D, uint64_t seed) 
     std::vector<std::pair<uint32_t, double>> terms;
     for (int t = 0; t < 40; ++t) {
       const uint32_t k = rng() % 10 < 7 ? static_cast<uint32_t>(y) : static_cast<uint32_t>(rng() % T);
-      const uint32_t w = rng() % 10 < 9 ? 100 * k + static_cast<uint32_t>(rng() % 100) : static_cast<uint32_t>(rng() % V);
+      const uint32_t w =
+          rng() % 10 < 9 ? 100 * k + static_cast<uint32_t>(rng() % 100) : static_cast<uint32_t>(rng() % V);
       terms.emplace_back(w, 1.0);
     }
     docs.push_back(testing::MakeDoc(i, y, terms));
@@ -419,8 +421,7 @@ std::vector<DocumentBuffer> LabelledCorpus(uint32_t T, size_t D, uint64_t seed) 
   return docs;
 }
 
-std::unique_ptr<Model> NewDlda(uint32_t T, const Options& options, const std::string& loss = "nll",
-                               uint64_t seed = 1) {
+std::unique_ptr<Model> NewDlda(uint32_t T, const Options& options, const std::string& loss = "nll", uint64_t seed = 1) {
   auto schema = ModelSchema::FromProto(testing::TextSchema(100 * T, T));
   EXPECT_TRUE(schema.ok());
   auto m = Model::Create(BuiltinFamily("lda"), BuiltinLoss(loss), *schema, options, seed);
@@ -585,8 +586,8 @@ TEST(LdaLearnedAlpha, LearnsTheDocumentTopicPriorFromTheStream) {
   auto psi1 = [](double x) { return boost::math::trigamma(x); };
   for (const char* inference : {"cvb0", "vi", "fast"}) {
     auto fixed = NewLda(c.V, Recommended({{"topics", "10"}, {"inference", inference}, {"alpha", "1"}}), D);
-    auto learned = NewLda(
-        c.V, Recommended({{"topics", "10"}, {"inference", inference}, {"alpha", "1"}, {"learn_alpha", "1"}}), D);
+    auto learned =
+        NewLda(c.V, Recommended({{"topics", "10"}, {"inference", inference}, {"alpha", "1"}, {"learn_alpha", "1"}}), D);
     ASSERT_TRUE(fixed && learned);
     ASSERT_EQ(learned->stats().size(), fixed->stats().size() + 1);
     Train(fixed.get(), c.docs, 0, D);

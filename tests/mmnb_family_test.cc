@@ -746,9 +746,8 @@ double Psi1(double x) { return boost::math::trigamma(x); }
 // log-components are t: from t computed for known alphas (symmetric,
 // skewed, tiny, large, K = 2 and 20), from a start far away.
 TEST(MmnbLearnedAlpha, NewtonStepFindsTheDirichletOfItsMeanLogs) {
-  const std::vector<std::vector<double>> cases = {
-      {0.2, 0.2, 0.2}, {0.1, 0.3, 0.8}, {0.01, 0.05, 2.0}, {5, 20, 50}, {0.7, 0.04},
-      std::vector<double>(20, 0.05)};
+  const std::vector<std::vector<double>> cases = {{0.2, 0.2, 0.2}, {0.1, 0.3, 0.8}, {0.01, 0.05, 2.0},
+                                                  {5, 20, 50},     {0.7, 0.04},     std::vector<double>(20, 0.05)};
   for (const auto& alpha : cases) {
     double sum = 0;
     for (double a : alpha) sum += a;

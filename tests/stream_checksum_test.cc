@@ -469,8 +469,8 @@ TEST(Crc32Test, IsTheGzipCrcForEveryLengthAndChains) {
   std::mt19937_64 rng(3);
   std::vector<unsigned char> buf(70000);
   for (auto& b : buf) b = static_cast<unsigned char>(rng());
-  for (size_t n : {0, 1, 2, 3, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257, 1000, 4096,
-                   65536, 70000}) {
+  for (size_t n :
+       {0, 1, 2, 3, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257, 1000, 4096, 65536, 70000}) {
     for (size_t off : {0, 1, 3}) {
       if (off + n > buf.size()) continue;
       EXPECT_EQ(Crc32(buf.data() + off, n), ReferenceCrc32(buf.data() + off, n, 0)) << n << " at " << off;

@@ -12,6 +12,8 @@
 #include <random>
 #include <vector>
 
+#include "tributary/metrics.h"
+
 namespace {
 
 using tributary::vector_exp::ExpShifted;
@@ -124,3 +126,29 @@ TEST(VectorExpTest, ShiftAndSpecialValues) {
 }
 
 }  // namespace
+
+namespace tributary {
+namespace {
+
+// LogEvidence (what eval's metrics use) is Posterior's log p(x) bit for bit,
+// for every number of classes, with -inf scores, and all -inf.
+TEST(LogEvidenceTest, EqualsPosteriorsReturnBitForBit) {
+  std::mt19937_64 rng(9);
+  std::uniform_real_distribution<double> u(-400.0, 10.0);
+  const double ninf = -std::numeric_limits<double>::infinity();
+  for (uint32_t k : {1u, 2u, 3u, 10u, 39u, 100u}) {
+    for (int trial = 0; trial < 200; ++trial) {
+      std::vector<double> x(k), probs(k), scratch(k);
+      for (double& v : x) v = u(rng);
+      if (trial % 7 == 0) x[rng() % k] = ninf;
+      const double a = Posterior(x.data(), k, probs.data());
+      const double b = LogEvidence(x.data(), k, scratch.data());
+      ASSERT_EQ(std::memcmp(&a, &b, sizeof a), 0) << k << " classes, trial " << trial << ": " << a << " vs " << b;
+    }
+    std::vector<double> all(k, ninf), probs(k), scratch(k);
+    EXPECT_EQ(Posterior(all.data(), k, probs.data()), LogEvidence(all.data(), k, scratch.data()));
+  }
+}
+
+}  // namespace
+}  // namespace tributary

@@ -22,6 +22,16 @@ double Posterior(const double* log_joint, uint32_t k, double* probs) {
   return m + std::log(s);
 }
 
+double LogEvidence(const double* log_joint, uint32_t k, double* scratch) {
+  double m = -std::numeric_limits<double>::infinity();
+  for (uint32_t i = 0; i < k; ++i) m = std::max(m, log_joint[i]);
+  if (!std::isfinite(m)) return m;
+  vector_exp::ExpShifted(log_joint, m, k, scratch);  // as Posterior, so the sum is the same
+  double s = 0;
+  for (uint32_t i = 0; i < k; ++i) s += scratch[i];
+  return m + std::log(s);
+}
+
 double HingeLoss(const double* log_joint, uint32_t k, uint32_t label) {
   if (k < 2) return 0.0;
   double other = -std::numeric_limits<double>::infinity();
@@ -45,7 +55,8 @@ void ClassificationMetrics::Resize(uint32_t k) {
 
 void ClassificationMetrics::Add(const double* log_joint, int64_t label, double tokens) {
   ++documents_;
-  double log_px = Posterior(log_joint, k_, probs_.data());
+  // (Only log p(x) is needed here: the probabilities are not normalised.)
+  double log_px = LogEvidence(log_joint, k_, probs_.data());
   if (tokens > 0 && std::isfinite(log_px)) {
     log_px_sum_ += log_px;
     tokens_ += tokens;

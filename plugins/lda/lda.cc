@@ -188,8 +188,9 @@ constexpr trib_option_spec kOptions[] = {
     sdk::Number("init_shape", "100", "shape of the random start's noise (variance 1/shape)").Above(0).AtMost(1e100),
     sdk::Boolean("discriminative", "0", "1: DLDA, the outputs are the schema's classes (inference vi or fast)"),
     sdk::Number("label_prior", "1", "DLDA: prior of the label statistics").Above(0).AtMost(1e100),
-    sdk::Boolean("learn_alpha", "0",
-                 "1: learn alpha (symmetric) online from the documents' E[log theta] (eq. 21); the option alpha starts it"),
+    sdk::Boolean(
+        "learn_alpha", "0",
+        "1: learn alpha (symmetric) online from the documents' E[log theta] (eq. 21); the option alpha starts it"),
     {},
 };
 

@@ -201,7 +201,8 @@ void FastLocal(const Model& m, const trib_stats& s, const trib_document& d, Stat
   }
   // rows = phi for every term (accumulate writes n_w phi_k).
   st->rows.resize(static_cast<size_t>(T) * K);
-  for (uint32_t j = 0; j < T; ++j) std::memcpy(st->rows.data() + static_cast<size_t>(j) * K, st->fast_phi.data(), K * sizeof(double));
+  for (uint32_t j = 0; j < T; ++j)
+    std::memcpy(st->rows.data() + static_cast<size_t>(j) * K, st->fast_phi.data(), K * sizeof(double));
 }
 
 // ---- Local step: collapsed Gibbs -------------------------------------------------

@@ -26,7 +26,7 @@ struct Model {
   // (the start of the fit and the statistic's prior).
   bool learn_alpha = false;
   double alpha0 = -1;
-  double eta = -1;    // < 0 until set: 1/K
+  double eta = -1;  // < 0 until set: 1/K
   Inference inference = Inference::kCvb0;
   uint32_t vi_max_iter = 50;
   double vi_tol = 1e-3;
@@ -36,10 +36,10 @@ struct Model {
   double cvb0_predict_tol = 0.01;
   uint32_t gibbs_burnin = 10;
   uint32_t gibbs_samples = 10;
-  double init_mass = 1.0;         // sum over topics and terms of mu_0
-  double init_shape = 100.0;      // shape of the Gamma noise of mu_0
-  double burnin = 3000;           // documents over which the local alpha anneals
-  double burnin_alpha = -1;       // the local alpha at the first document (< 0 until set: 30/K)
+  double init_mass = 1.0;     // sum over topics and terms of mu_0
+  double init_shape = 100.0;  // shape of the Gamma noise of mu_0
+  double burnin = 3000;       // documents over which the local alpha anneals
+  double burnin_alpha = -1;   // the local alpha at the first document (< 0 until set: 30/K)
   // DLDA (discriminative=1, Shan & Banerjee 2010 §6): the schema's T
   // classes are the outputs; blocks 1 (A, H x K) and 2 (B, K) after the
   // topics hold the label statistics, eta_hc = log(A_hc / B_c).
@@ -52,8 +52,8 @@ struct Model {
 
   uint32_t H() const { return T > 0 ? T - 1 : 0; }
   uint64_t TopicEntries() const { return V * K; }
-  uint64_t LabelA() const { return V * K; }                       // offset of A (H x K)
-  uint64_t LabelB() const { return V * K + uint64_t{H()} * K; }  // offset of B (K)
+  uint64_t LabelA() const { return V * K; }                                                   // offset of A (H x K)
+  uint64_t LabelB() const { return V * K + uint64_t{H()} * K; }                               // offset of B (K)
   uint64_t LogTheta() const { return V * K + (discriminative ? uint64_t{H() + 1} * K : 0); }  // learn_alpha's entry
   uint32_t LabelBlocks() const { return discriminative ? 2 : 0; }
 };

@@ -34,9 +34,7 @@ uint32_t FitAlpha(const Model& m, const double* t, std::vector<double>* out) {
   return dirichlet::FitDirichlet(t, m.K, Alpha(m), Digamma, Trigamma, out);
 }
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 // Collects the present features and log p(x_j | theta_jc) for every c.
 int Prepare(const Model& m, const trib_stats& s, const trib_document* d, State* st, trib_error* err) {

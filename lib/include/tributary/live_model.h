@@ -89,10 +89,10 @@ struct LivePrediction {
 /// What a Reader holds while the function given to Reader::Read runs: one
 /// publication, and the reader's scratch for it. Valid only during that call.
 struct LiveView {
-  const Model* model = nullptr;             ///< the publication (read-only)
-  uint64_t version = 0;                     ///< its version: the learning steps it includes
+  const Model* model = nullptr;              ///< the publication (read-only)
+  uint64_t version = 0;                      ///< its version: the learning steps it includes
   const DocumentDecoder* decoder = nullptr;  ///< wire documents into its id space (DocumentDecoder::ForModel)
-  ScoringState* state = nullptr;            ///< the reader's scoring state for `model` (Model::Score)
+  ScoringState* state = nullptr;             ///< the reader's scoring state for `model` (Model::Score)
 };
 
 /// A model that learns on the writer side and predicts through lock-free Readers at the same time (see the file
@@ -260,7 +260,7 @@ class LiveModel {
   std::unique_ptr<Publication> current_owner_;  ///< owns *current_ (writer mutex)
   std::unique_ptr<Slot[]> slots_;  ///< max_readers + 1: readers get max_readers, one stays for SaveSnapshot
   std::atomic<uint64_t> publications_{0}, refreshed_{0};
-  std::atomic<uint64_t> copies_{0};  ///< Stats::copies, set by the writer after each publication
+  std::atomic<uint64_t> copies_{0};   ///< Stats::copies, set by the writer after each publication
   std::atomic<uint64_t> version_{0};  ///< the newest publication's version (version())
 };
 

@@ -10,6 +10,11 @@ namespace tributary {
 /// p(k | x) from log p(k, x), stably. Returns log p(x) (log-sum-exp).
 double Posterior(const double* log_joint, uint32_t num_classes, double* probs);
 
+/// log p(x) = log sum_k p(k, x) from log p(k, x), stably: Posterior's return
+/// value, bit for bit, without normalising the probabilities (`scratch`:
+/// room for num_classes values).
+double LogEvidence(const double* log_joint, uint32_t num_classes, double* scratch);
+
 /// max(0, 1 - (log p(y, x) - max_{k != y} log p(k, x))): sdEM eq. 17.
 double HingeLoss(const double* log_joint, uint32_t num_classes, uint32_t label);
 

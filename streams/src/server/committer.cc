@@ -185,8 +185,8 @@ std::optional<LearnRefusal> Server::Impl::CheckLearn(const v1::LearnRequest& lr)
       Status st = pub.decoder->DecodeForLearning(lr.documents(i), static_cast<uint64_t>(i), pub.model->schema(),
                                                  label_required_by, &buf, &new_class);
       if (!st.ok()) {
-        refusal = refuse(v1::Response::INVALID_REQUEST,
-                         "learn (document index within the request): " + st.message(), i);
+        refusal =
+            refuse(v1::Response::INVALID_REQUEST, "learn (document index within the request): " + st.message(), i);
         break;
       }
     }

@@ -201,8 +201,9 @@ Status Server::Impl::SaveSnapshot() {
   if (env->FileExists(SnapshotPath())) {
     TRIB_RETURN_IF_ERROR(env->RenameFile(SnapshotPath(), PrevSnapshotPath()).WithContext("snapshot"));
   }
-  TRIB_RETURN_IF_ERROR(
-      live->WithModel([&](Model* m) { return m->Save(SnapshotPath(), SnapshotOptions{env, applied_sequence}); }));
+  TRIB_RETURN_IF_ERROR(live->WithModel([&](Model* m) {
+    return m->Save(SnapshotPath(), SnapshotOptions{env, applied_sequence});
+  }));
   snapshot_sequence = applied_sequence;
   counters.snapshots++;
   covered_sequence.store(replaced);

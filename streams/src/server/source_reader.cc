@@ -473,8 +473,8 @@ void SourceReader::Run() {
       for (auto& e : entries) {
         if (!e.error.ok() || adapter_->Logged(e.position)) continue;
         std::string new_class;
-        Status check = pub.decoder->DecodeForLearning(e.doc, read_.load(), pub.model->schema(), label_required_by,
-                                                      &buf, &new_class);
+        Status check = pub.decoder->DecodeForLearning(e.doc, read_.load(), pub.model->schema(), label_required_by, &buf,
+                                                      &new_class);
         if (!check.ok()) {
           e.error = Status::InvalidDocument(name_ + " entry " +
                                             (e.position.entry_id().empty()
