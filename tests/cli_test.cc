@@ -440,7 +440,7 @@ TEST_F(CliTest, PluginsOptionsShowsTheOptionTable) {
   // Aliases and derived defaults (lda), a loss, a loss without options.
   ASSERT_EQ(Run("plugins --options lda", &out), 0) << out;
   EXPECT_THAT(out, HasSubstr("\nprior\talias\t-\talias of eta\t"));
-  EXPECT_THAT(out, HasSubstr("\nalpha\tnumber\t1/K\t(0, 1e100]\t"));
+  EXPECT_THAT(out, HasSubstr("\nalpha\tnumber\t1/K\t(0, 1e100], or learn\t"));
   ASSERT_EQ(Run("plugins --options hinge", &out), 0) << out;
   EXPECT_THAT(out, HasSubstr("\nweights\tchoice\ttable1\ttable1|algorithm4\t"));
   ASSERT_EQ(Run("plugins --options nll", &out), 0) << out;

@@ -610,6 +610,20 @@ TEST(LdaLearnedAlpha, LearnsTheDocumentTopicPriorFromTheStream) {
   }
 }
 
+// alpha=learn (the spelling) is learn_alpha=1 started at 1/K: the
+// same layout and, trained alike, the same statistics bit for bit.
+TEST(LdaLearnedAlpha, AlphaLearnIsLearnAlphaFromOneOverK) {
+  Corpus c = Generate(25, 5, 200, 40, 300);
+  auto a = NewLda(c.V, Recommended({{"topics", "5"}, {"alpha", "learn"}}), 300);
+  auto b = NewLda(c.V, Recommended({{"topics", "5"}, {"learn_alpha", "1"}, {"alpha", "0.2"}}), 300);
+  auto fixed = NewLda(c.V, Recommended({{"topics", "5"}}), 300);
+  ASSERT_TRUE(a && b && fixed);
+  EXPECT_EQ(a->stats().size(), fixed->stats().size() + 1);
+  Train(a.get(), c.docs, 0, 300);
+  Train(b.get(), c.docs, 0, 300);
+  EXPECT_EQ(a->stats().raw(), b->stats().raw());
+}
+
 // The learned alpha is a function of the statistics: a snapshot resumes bit for bit.
 TEST(LdaLearnedAlpha, SnapshotResumeContinuesBitForBit) {
   Corpus c = Generate(23, 5, 300, 50, 800);

@@ -835,6 +835,19 @@ TEST(MmnbLearnedAlpha, LearnsAnAsymmetricMembershipPrior) {
   for (uint32_t c = 0; c < kK; ++c) EXPECT_NEAR(std::exp(scores[c] - lse), alpha[c] / asum, 1e-9) << c;
 }
 
+// alpha=learn (the spelling) is learn_alpha=1 started at 1/K.
+TEST(MmnbLearnedAlpha, AlphaLearnIsLearnAlphaFromOneOverK) {
+  const auto data = GenerateWith(Truth(), 23, 300, {0.3, 0.3, 0.1}, 0.0);
+  TrainSettings a = Recover("fast", 1), b = Recover("fast", 1);
+  a.epochs = b.epochs = 1;
+  a.options = {{"components", "3"}, {"inference", "fast"}, {"alpha", "learn"}};
+  b.options = {{"components", "3"}, {"inference", "fast"}, {"alpha", "0.333333333333333333"}, {"learn_alpha", "1"}};
+  auto ma = Train(a, data), mb = Train(b, data);
+  ASSERT_TRUE(ma && mb);
+  EXPECT_EQ(ma->stats().size(), mb->stats().size());
+  EXPECT_EQ(ma->stats().raw(), mb->stats().raw());
+}
+
 // A model with a learned alpha resumes from its snapshot bit for bit (alpha
 // is refitted from the statistics: no cache to carry).
 TEST(MmnbLearnedAlpha, SnapshotResumesBitForBit) {

@@ -169,7 +169,11 @@ namespace sdk = tributary::sdk;
 // The options (`tributary plugins --options lda`); see the header comment.
 constexpr trib_option_spec kOptions[] = {
     sdk::Integer("topics", "10", "number of topics K").AtLeast(1).AtMost(100000),
-    sdk::Number("alpha", "1/K", "document-topic Dirichlet prior").Above(0).AtMost(1e100).Derived(),
+    sdk::Number("alpha", "1/K", "document-topic Dirichlet prior; learn: learned from 1/K (learn_alpha=1)")
+        .Above(0)
+        .AtMost(1e100)
+        .Words("learn")
+        .Derived(),
     sdk::Number("eta", "1/K", "topic-word Dirichlet prior").Above(0).AtMost(1e100).Derived(),
     sdk::Alias("prior", "eta"),
     sdk::Choice("inference", "cvb0|vi|gibbs|fast", "cvb0",
@@ -235,9 +239,10 @@ int Create(const trib_schema* schema, const trib_option* opts, size_t num, trib_
       return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "topics x vocabulary (%u x %llu) is too large", m->K,
                   static_cast<unsigned long long>(m->V));
     }
-    m->alpha = o.HasValue("alpha") ? o.Number("alpha") : 1.0 / m->K;
+    const bool alpha_learn = o.HasValue("alpha") && o.Is("alpha", "learn");  // alpha=learn: learn_alpha=1 from 1/K
+    m->alpha = o.HasValue("alpha") && !alpha_learn ? o.Number("alpha") : 1.0 / m->K;
     m->alpha0 = m->alpha;
-    m->learn_alpha = o.Flag("learn_alpha") && m->K >= 2;  // (one topic: alpha changes nothing)
+    m->learn_alpha = (o.Flag("learn_alpha") || alpha_learn) && m->K >= 2;  // (one topic: alpha changes nothing)
     m->eta = o.HasValue("eta") ? o.Number("eta") : 1.0 / m->K;
     m->burnin_alpha = o.HasValue("burnin_alpha") ? o.Number("burnin_alpha") : 30.0 / m->K;
     m->raw_total.assign(m->K, 0.0);

@@ -142,7 +142,11 @@ constexpr trib_option_spec kOptions[] = {
     sdk::Choice("inference", "standard|fast", "standard", "the local step: standard (eq. 13-14) or fast (eq. 23-24)"),
     sdk::Integer("max_iters", "100", "local step: iterations at most").AtLeast(1).AtMost(100000),
     sdk::Number("tol", "0.0001", "local step: stop when no gamma moves by more").Above(0).AtMost(1e100),
-    sdk::Number("alpha", "1/K", "Dirichlet prior of the memberships").Above(0).AtMost(1e100).Derived(),
+    sdk::Number("alpha", "1/K", "Dirichlet prior of the memberships; learn: learned from 1/K (learn_alpha=1)")
+        .Above(0)
+        .AtMost(1e100)
+        .Words("learn")
+        .Derived(),
     sdk::Number("prior", "1", "prior pseudo-observations s (Gaussian, Poisson)").Above(0).AtMost(1e100),
     sdk::Number("prior_variance", "1", "prior variance v of the Gaussian features").Above(0).AtMost(1e100),
     sdk::Number("prior_rate", "1", "prior rate r of the Poisson features").Above(0).AtMost(1e100),
@@ -175,14 +179,15 @@ int Create(const trib_schema* schema, const trib_option* opts, size_t num_opts, 
     m->fast = opt.Is("inference", "fast");
     m->max_iters = opt.Integer<uint32_t>("max_iters");
     m->tol = opt.Number("tol");
-    if (opt.HasValue("alpha")) m->alpha = opt.Number("alpha");  // else 1/K (Alpha)
+    const bool alpha_learn = opt.HasValue("alpha") && opt.Is("alpha", "learn");  // alpha=learn: learn_alpha=1 from 1/K
+    if (opt.HasValue("alpha") && !alpha_learn) m->alpha = opt.Number("alpha");   // else 1/K (Alpha)
     m->prior = opt.Number("prior");
     m->prior_variance = opt.Number("prior_variance");
     m->prior_rate = opt.Number("prior_rate");
     m->smoothing = opt.Number("smoothing");
     m->discriminative = opt.Flag("discriminative");
     m->label_prior = opt.Number("label_prior");
-    m->learn_alpha = opt.Flag("learn_alpha");
+    m->learn_alpha = opt.Flag("learn_alpha") || alpha_learn;
     m->alpha_vec.assign(m->K, tributary::mmnb::Alpha(*m));
     m->init_spread = opt.Number("init_spread");
     m->warmup = opt.Integer<uint64_t>("warmup");
