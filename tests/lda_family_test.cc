@@ -250,6 +250,23 @@ LdaSetup Recommended(Options options) {
   return s;
 }
 
+// A model (`label` in the printout) with `options` and model seed `seed` (recommended schedule, n =
+// 20,000) trained on the first D documents of c; *before / *after get the
+// mean matched L1 to the true topics, printed.
+std::unique_ptr<Model> TrainFromSeed(const char* label, const Corpus& c, const Options& options, uint64_t seed,
+                                     size_t D, double* before, double* after) {
+  LdaSetup s = Recommended(options);
+  s.seed = seed;
+  auto m = NewLda(c.V, s, 20000);
+  if (!m) return nullptr;
+  *before = MeanMatchedL1(*m, c);
+  Train(m.get(), c.docs, 0, D, seed);
+  *after = MeanMatchedL1(*m, c);
+  std::printf("%s, model seed %llu: mean matched L1 %.4f before, %.4f after %zu documents\n", label,
+              static_cast<unsigned long long>(seed), *before, *after, D);
+  return m;
+}
+
 // Synthetic recovery (the setting): K = 10 topics over 1,000 terms,
 // 100 tokens per document, n = 20,000, CVB0 (the default local step). The
 // issue's 20,000 documents are bench/lda_recovery.sh (BM_LdaRecovery); here
@@ -259,42 +276,31 @@ TEST(LdaFamilyTest, RecoversKnownTopicsForEveryModelSeed) {
   const size_t D = 5000;
   Corpus c = Generate(11, 10, 1000, 100, D);
   for (uint64_t seed : {1, 2, 3, 4}) {
-    LdaSetup s = Recommended({{"topics", "10"}});
-    s.seed = seed;
-    auto m = NewLda(c.V, s, 20000);
+    double before = 0, after = 0;
+    auto m = TrainFromSeed("cvb0", c, {{"topics", "10"}}, seed, D, &before, &after);
     ASSERT_TRUE(m);
-    const double before = MeanMatchedL1(*m, c);
-    Train(m.get(), c.docs, 0, D, seed);
-    const double after = MeanMatchedL1(*m, c);
-    std::printf("cvb0, model seed %llu: mean matched L1 %.4f before, %.4f after %zu documents\n",
-                static_cast<unsigned long long>(seed), before, after, D);
     EXPECT_GT(before, 1.0) << "seed " << seed;
     EXPECT_LT(after, 0.2) << "seed " << seed;
     ExpectFeasible(*m, "after training, seed " + std::to_string(seed));
   }
 }
 
-// Fast LDA (Shan & Banerjee 2010 §5.3): the same recovery setting as above
-// with inference=fast (measured, see the printout), and its local step
-// checked against its own equations on the trained model: the fixed point
-// satisfies eq. 30 and 31, its bound (eq. 60) is a lower bound no larger than
-// mean-field VI's on the same topics (q_2 is q_1 with every token's phi tied)
-// and at least the bound at the uniform phi (the fixed point climbs it).
+// Fast LDA (Shan & Banerjee 2010 §5.3): the recovery setting above on
+// near-single-topic documents (alpha = 0.01; measured 0.188, see the
+// printout), and its local step checked against its own equations on the
+// trained model: the bound the score carries is eq. 60 at the step's phi and
+// a local maximum of it, and the fixed point satisfies eq. 30 and 31. (Its
+// bound against mean-field VI's on the same topics is printed, not asserted:
+// see the end of the test.)
 TEST(LdaFamilyTest, FastLdaRecoversTopicsAndItsLocalStepIsEq30And31) {
   const size_t D = 5000;
   Corpus c = Generate(11, 10, 1000, 100, D, 0.01);
   double worst = 0;
   std::unique_ptr<Model> last;
   for (uint64_t seed : {1, 2, 3, 4}) {
-    LdaSetup s = Recommended({{"topics", "10"}, {"inference", "fast"}});
-    s.seed = seed;
-    auto m = NewLda(c.V, s, 20000);
+    double before = 0, after = 0;
+    auto m = TrainFromSeed("fast", c, {{"topics", "10"}, {"inference", "fast"}}, seed, D, &before, &after);
     ASSERT_TRUE(m);
-    const double before = MeanMatchedL1(*m, c);
-    Train(m.get(), c.docs, 0, D, seed);
-    const double after = MeanMatchedL1(*m, c);
-    std::printf("fast, model seed %llu: mean matched L1 %.4f before, %.4f after %zu documents\n",
-                static_cast<unsigned long long>(seed), before, after, D);
     worst = std::max(worst, after);
     ExpectFeasible(*m, "fast, seed " + std::to_string(seed));
     last = std::move(m);

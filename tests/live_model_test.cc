@@ -59,6 +59,22 @@ std::vector<DocumentBuffer> Stream(size_t n, uint64_t seed) {
   return docs;
 }
 
+// The offline reference: the same stream learned by a plain Learner, scored
+// by the model at each step (a prediction of the live handle at version v
+// must equal Score() after v calls of Learn(), bit for bit).
+struct Offline {
+  std::unique_ptr<Model> model = NewModel();
+  Result<std::unique_ptr<Learner>> learner = Learner::Create(model.get(), {});
+  Result<std::unique_ptr<ScoringState>> state = model->NewScoringState();
+  std::vector<double> scores = std::vector<double>(kClasses);
+  bool ok() const { return learner.ok() && state.ok(); }
+  bool Learn(const DocumentBuffer& d) { return (*learner)->Learn(d.View()).ok(); }
+  const std::vector<double>& Score(const DocumentBuffer& d) {
+    EXPECT_TRUE(model->Score(d.View(), state->get(), scores.data()).ok());
+    return scores;
+  }
+};
+
 struct Record {
   uint64_t version;
   uint32_t doc;
@@ -122,24 +138,20 @@ TEST(LiveModelTest, EveryPredictionIsTheOfflineModelsAtItsVersion) {
   }
   ASSERT_GT(by_version.size(), 50u);
   EXPECT_GT(versions.size(), 5u) << "the readers saw " << versions.size() << " versions";
-  auto offline = NewModel();
-  auto learner = Learner::Create(offline.get(), {});
-  ASSERT_TRUE(learner.ok());
-  auto state = offline->NewScoringState();
-  ASSERT_TRUE(state.ok());
-  std::vector<double> scores(kClasses);
+  Offline offline;
+  ASSERT_TRUE(offline.ok());
   uint64_t checked = 0;
   for (uint64_t v = 0;; ++v) {
     auto [lo, hi] = by_version.equal_range(v);
     for (auto it = lo; it != hi; ++it) {
       ASSERT_EQ(v % opt.publish_every, 0u) << "a version that was never published";
-      ASSERT_TRUE(offline->Score(docs[it->second->doc].View(), state->get(), scores.data()).ok());
+      const std::vector<double>& scores = offline.Score(docs[it->second->doc]);
       ASSERT_EQ(std::memcmp(scores.data(), it->second->scores.data(), sizeof(double) * kClasses), 0)
           << "document " << it->second->doc << " at version " << v;
       ++checked;
     }
     if (v == steps) break;
-    ASSERT_TRUE((*learner)->Learn(docs[v % docs.size()].View()).ok());
+    ASSERT_TRUE(offline.Learn(docs[v % docs.size()]));
   }
   EXPECT_EQ(checked, by_version.size());
   // Publications were refreshed in place (pages), not copied each time, and
@@ -229,22 +241,18 @@ TEST(LiveModelTest, ReadHoldsOneVersionForABatch) {
 
   std::map<uint64_t, std::vector<const Batch*>> by_version;
   for (const auto& b : batches) by_version[b.version].push_back(&b);
-  auto offline = NewModel();
-  auto learner = Learner::Create(offline.get(), {});
-  ASSERT_TRUE(learner.ok());
-  auto state = offline->NewScoringState();
-  ASSERT_TRUE(state.ok());
-  std::vector<double> scores(kClasses);
+  Offline offline;
+  ASSERT_TRUE(offline.ok());
   for (uint64_t v = 0; v <= steps; ++v) {
     for (const Batch* b : by_version[v]) {
       for (size_t i = 0; i < kBatch; ++i) {
-        ASSERT_TRUE(offline->Score(docs[b->first + i].View(), state->get(), scores.data()).ok());
+        const std::vector<double>& scores = offline.Score(docs[b->first + i]);
         ASSERT_EQ(std::memcmp(scores.data(), &b->scores[i * kClasses], sizeof(double) * kClasses), 0)
             << "batch at version " << v << ", its document " << i;
       }
     }
     if (v < steps) {
-      ASSERT_TRUE((*learner)->Learn(docs[v % docs.size()].View()).ok());
+      ASSERT_TRUE(offline.Learn(docs[v % docs.size()]));
     }
   }
   // The live model learned the wire documents as the offline one learned the decoded ones.
@@ -252,9 +260,9 @@ TEST(LiveModelTest, ReadHoldsOneVersionForABatch) {
   ASSERT_TRUE((*live)->SaveSnapshot(saved).ok());
   auto back = Model::Load(saved, testing::BuiltinRegistry());
   ASSERT_TRUE(back.ok()) << back.status().ToString();
-  ASSERT_EQ((*back)->stats().size(), offline->stats().size());
-  EXPECT_EQ(std::memcmp((*back)->stats().raw().data(), offline->stats().raw().data(),
-                        offline->stats().size() * sizeof(double)),
+  ASSERT_EQ((*back)->stats().size(), offline.model->stats().size());
+  EXPECT_EQ(std::memcmp((*back)->stats().raw().data(), offline.model->stats().raw().data(),
+                        offline.model->stats().size() * sizeof(double)),
             0);
 }
 
