@@ -138,6 +138,7 @@
 
 #include "../shared/dirichlet_fit.h"
 #include "lda_model.h"
+#include "lda_topics.h"
 #include "tributary/plugin_sdk.h"
 
 // The family's entry points. The model, the state and the local steps (the
@@ -147,17 +148,17 @@ namespace {
 using tributary::lda::Cvb0LogPx;
 using tributary::lda::DocumentElbo;
 using tributary::lda::FastElbo;
+using tributary::lda::FloorFor;
 using tributary::lda::Inference;
 using tributary::lda::LabelledLocalSteps;
 using tributary::lda::LabelParameters;
 using tributary::lda::LambdaMap;
-using tributary::lda::Load2;
 using tributary::lda::LocalStep;
 using tributary::lda::MapOf;
 using tributary::lda::Model;
 using tributary::lda::Positive;
+using tributary::lda::RawForFloor;
 using tributary::lda::State;
-using tributary::lda::v2d;
 using tributary::sdk::Fail;
 using tributary::sdk::Guard;
 
@@ -282,49 +283,15 @@ int Outputs(const trib_family_model* mm, uint32_t* kind, uint32_t* count, trib_e
   return TRIB_OK;
 }
 
-// Symmetry breaking: mu_0[w, k] = init_mass g_wk / (K V) with g_wk noise of
-// mean 1 and the variance 1 / init_shape of a Gamma(init_shape, 1/init_shape)
-// (Hoffman et al.'s start), drawn uniform on 1 +- sqrt(3 / init_shape)
-// (floored at 1e-3) from SplitMix64: the start costs ~1 ns per entry, not the
-// ~40 ns of a gamma variate, which matters for a model of K x V entries.
-// raw = mu_0 - eta (the block starts at scale = shift = 1). In lambda = n mu
-// terms the start weighs as much as init_mass tokens per document of the
-// whole corpus, whatever the vocabulary size.
+// The random start of the topics (InitTopics, lda_topics.h); DLDA's A and B
+// and learn_alpha's statistic start at their prior (raw 0).
 int InitStats(trib_family_model* mm, trib_stats* s, uint64_t seed, trib_error* err) {
   return Guard(err, [&] {
     const Model* m = M(mm);
-    uint64_t x = seed ^ 0x6c6461u;  // "lda"
-    const uint64_t size = m->V * m->K;
-    const double unit = m->init_mass / static_cast<double>(size);
-    const double half = std::sqrt(3.0 / m->init_shape);
-    for (uint64_t i = 0; i < size; ++i) {
-      uint64_t z = (x += 0x9e3779b97f4a7c15ull);  // SplitMix64
-      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-      z ^= z >> 31;
-      const double u = static_cast<double>(z >> 11) * 0x1.0p-53;  // [0, 1)
-      s->raw[i] = unit * std::max(1.0 + half * (2 * u - 1), 1e-3) - m->eta;
-    }
-    for (uint64_t i = size; i < s->size; ++i) s->raw[i] = 0.0;  // DLDA's A and B: their prior
+    tributary::lda::InitTopics(*m, s->raw, seed);
+    for (uint64_t i = m->V * m->K; i < s->size; ++i) s->raw[i] = 0.0;
     return TRIB_OK;
   });
-}
-
-// The value an infeasible entry is repaired to: the prior mass rho eta / n that
-// the step added to every entry (with rho = 0, e.g. an edited snapshot, a
-// tiny fraction of eta).
-inline double Floor(const Model& m, const trib_step& step) {
-  return step.rho > 0 ? step.rho * m.eta / step.n : m.eta * 1e-12;
-}
-// The same for DLDA's label statistics (prior label_prior).
-inline double LabelFloor(const Model& m, const trib_step& step) {
-  return step.rho > 0 ? step.rho * m.label_prior / step.n : m.label_prior * 1e-12;
-}
-// raw such that mu = floor, nudged up so that the lazy map reads back > 0.
-inline double RawForFloor(const trib_block& blk, double floor) {
-  double r = (floor - blk.shift * blk.alpha_bar) / blk.scale;
-  while (!(blk.scale * r + blk.shift * blk.alpha_bar > 0)) r = std::nextafter(r, INFINITY) + std::fabs(r) * 1e-15;
-  return r;
 }
 
 // learn_alpha: the check-step of the E[log theta] statistic (a symmetric
@@ -354,29 +321,10 @@ int RefitAlpha(Model* m, trib_stats* s, trib_error* err) {
 int Rebuild(trib_family_model* mm, trib_stats* s, const trib_step* step, trib_error* err) {
   return Guard(err, [&] {
     Model* m = M(mm);
-    if (!(step->n > 0) || !std::isfinite(step->n)) {
-      return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "effective corpus size n = %g, expected a finite number > 0",
-                  step->n);
-    }
-    const uint32_t K = m->K;
-    const trib_block& blk = s->blocks[0];
-    const double floor = Floor(*m, *step);
-    std::vector<double> total(K, 0.0);
-    for (uint64_t w = 0; w < m->V; ++w) {
-      double* row = s->raw + w * K;
-      for (uint32_t k = 0; k < K; ++k) {
-        if (!std::isfinite(row[k])) {
-          return Fail(err, TRIB_ERR_NUMERIC, "statistic of topic %u, term %llu is %g", k,
-                      static_cast<unsigned long long>(w), row[k]);
-        }
-        // Check-step: feasible values stay bit for bit.
-        if (!(blk.scale * row[k] + blk.shift * blk.alpha_bar > 0)) row[k] = RawForFloor(blk, floor);
-        total[k] += row[k];
-      }
-    }
+    if (int rc = tributary::lda::RebuildTopics(m, s, *step, err); rc != TRIB_OK) return rc;
     for (uint32_t b = 1; b <= m->LabelBlocks(); ++b) {  // DLDA's A and B: > 0 (eta = log(A / B))
       const trib_block& lb = s->blocks[b];
-      const double lfloor = LabelFloor(*m, *step);
+      const double lfloor = FloorFor(m->label_prior, *step);
       for (uint64_t i = lb.offset; i < lb.offset + lb.size; ++i) {
         if (!std::isfinite(s->raw[i])) {
           return Fail(err, TRIB_ERR_NUMERIC, "label statistic %llu is %g",
@@ -385,8 +333,6 @@ int Rebuild(trib_family_model* mm, trib_stats* s, const trib_step* step, trib_er
         if (!(lb.scale * s->raw[i] + lb.shift * lb.alpha_bar > 0)) s->raw[i] = RawForFloor(lb, lfloor);
       }
     }
-    m->raw_total = std::move(total);
-    m->n = step->n;
     m->t = step->rho > 0 ? step->t + 1 : step->t;
     return RefitAlpha(m, s, err);
   });
@@ -594,85 +540,29 @@ int Accumulate(const trib_family_model* mm, const trib_stats* s, trib_family_sta
   });
 }
 
-// Check-step on the touched entries (raw >= 0) and the totals R_k.
+// Check-step on the touched entries (CommitTopics: raw >= 0, the totals
+// R_k), DLDA's A and B (> 0) and learn_alpha's refit.
 int Commit(trib_family_model* mm, trib_stats* s, const uint64_t* idx, const double* old_raw, size_t count,
            const trib_step* step, trib_error* err) {
   Model* m = M(mm);
-  const uint64_t K = m->K;
-  double* raw = s->raw;
-  double* total = m->raw_total.data();
-  const trib_block& blk = s->blocks[0];
-  const double scale = blk.scale, prior = blk.shift * blk.alpha_bar;
-  uint64_t row_base = 0;
-  bool have_row = false;
-  const double floor = Floor(*m, *step);
-  const uint64_t topic_entries = m->TopicEntries();
   bool refit = false;
-  size_t j = 0;
-  while (j < count) {
-    const uint64_t i = idx[j];
+  tributary::lda::CommitTopics(m, s, idx, old_raw, count, *step, [&](uint64_t i, size_t) {
     if (m->learn_alpha && i == m->LogTheta()) {  // refitted below
       refit = true;
-      ++j;
-      continue;
+      return;
     }
-    if (i >= topic_entries) {  // DLDA's A and B (Accumulate writes them last): > 0
-      const trib_block& lb = s->blocks[i >= m->LabelB() ? 2 : 1];
-      if (!(lb.scale * raw[i] + lb.shift * lb.alpha_bar > 0)) raw[i] = RawForFloor(lb, LabelFloor(*m, *step));
-      ++j;
-      continue;
+    // DLDA's A and B (Accumulate writes them last): > 0
+    const trib_block& lb = s->blocks[i >= m->LabelB() ? 2 : 1];
+    if (!(lb.scale * s->raw[i] + lb.shift * lb.alpha_bar > 0)) {
+      s->raw[i] = RawForFloor(lb, FloorFor(m->label_prior, *step));
     }
-    // Fast path: a whole row w*K .. w*K + K-1 in order (what Accumulate writes).
-    if (i % K == 0 && count - j >= K && idx[j + K - 1] == i + K - 1) {
-      uint64_t off = 0;  // 0 iff idx[j + t] == i + t for every t (branch-free: vectorised)
-      for (uint64_t t = 0; t < K; ++t) off |= idx[j + t] ^ (i + t);
-      if (off == 0) {
-        double* r = raw + i;
-        const double* o = old_raw + j;
-        // mu > 0 for the whole row, two entries per compare (NaN fails it).
-        typedef int64_t v2l __attribute__((vector_size(16)));
-        const v2d vs = {scale, scale}, vp = {prior, prior}, vz = {0, 0};
-        v2l ok = {-1, -1};
-        uint64_t e = 0;
-        for (; e + 2 <= K; e += 2) ok &= (vs * Load2(r + e) + vp) > vz;
-        bool feasible = (ok[0] & ok[1]) != 0;
-        for (; e < K; ++e) feasible &= scale * r[e] + prior > 0;
-        if (!feasible) {
-          for (uint64_t t = 0; t < K; ++t) {
-            if (!(scale * r[t] + prior > 0)) r[t] = RawForFloor(blk, floor);
-          }
-        }
-        for (uint64_t t = 0; t < K; ++t) total[t] += r[t] - o[t];
-        j += K;
-        have_row = false;
-        continue;
-      }
-    }
-    if (!have_row || i - row_base >= K) {  // one division per term, not per entry
-      row_base = i - i % K;
-      have_row = true;
-    }
-    // mu > 0: NLL steps only add (w, phi >= 0), so this repairs only what
-    // rounding or a loss with negative weights could push to <= 0.
-    if (!(scale * raw[i] + prior > 0)) raw[i] = RawForFloor(blk, floor);
-    total[i - row_base] += raw[i] - old_raw[j];
-    ++j;
-  }
-  m->n = step->n;
-  m->t = step->t + 1;
+  });
   return refit ? RefitAlpha(m, s, err) : TRIB_OK;
 }
 
 // p(w | topic k) = E[beta_kw] = lambda_kw / lambda_k.
 int ComponentTerms(const trib_family_model* mm, const trib_stats* s, uint32_t k, double* out, trib_error* err) {
-  return Guard(err, [&] {
-    const Model* m = M(mm);
-    if (k >= m->K) return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "topic %u >= topics %u", k, m->K);
-    const LambdaMap f = MapOf(*m, *s);
-    const double inv = 1.0 / Positive(f.a * m->raw_total[k] + f.b * static_cast<double>(m->V));
-    for (uint64_t w = 0; w < m->V; ++w) out[w] = Positive(f.a * s->raw[w * m->K + k] + f.b) * inv;
-    return TRIB_OK;
-  });
+  return Guard(err, [&] { return tributary::lda::TopicTerms(*M(mm), *s, k, out, err); });
 }
 
 // Document completion: theta from the observed half (the configured local

@@ -43,10 +43,15 @@ struct VecOf<4> {
   typedef double type __attribute__((vector_size(32)));
 };
 
-template <int W>
+//
+// kVec (the supervised-LDA family, eq. 7 with the class's alpha row): the
+// prior is the K-vector `av` instead of the scalar `alpha` (which is then
+// unused); the same arithmetic with alpha_k in place of alpha.
+template <int W, bool kVec = false>
 __attribute__((always_inline)) inline uint32_t Cvb0SweepsT(const double* beta, double* phi, double* nk, double* last,
                                                            double* norm, const double* counts, uint32_t T, uint32_t K,
-                                                           double alpha, uint32_t max_iter, double tol) {
+                                                           double alpha, uint32_t max_iter, double tol,
+                                                           const double* av = nullptr) {
   using V = typename VecOf<W>::type;
   constexpr int H = 4 / W;  // vectors per chunk of 4 topics
   const V vz = {};
@@ -79,8 +84,10 @@ __attribute__((always_inline)) inline uint32_t Cvb0SweepsT(const double* beta, d
           std::memcpy(&n, nk + k + h * W, sizeof(V));
           std::memcpy(&bb0, b0 + k + h * W, sizeof(V));
           std::memcpy(&bb1, b1 + k + h * W, sizeof(V));
-          const V q0 = bb0 * ((n - vu0 * o0) + va);
-          const V q1 = bb1 * ((n - vu1 * o1) + va);
+          V a = va;
+          if constexpr (kVec) std::memcpy(&a, av + k + h * W, sizeof(V));
+          const V q0 = bb0 * ((n - vu0 * o0) + a);
+          const V q1 = bb1 * ((n - vu1 * o1) + a);
           n = (n - vc0 * o0) - vc1 * o1;
           std::memcpy(nk + k + h * W, &n, sizeof(V));
           std::memcpy(p0 + k + h * W, &q0, sizeof(V));
@@ -95,8 +102,9 @@ __attribute__((always_inline)) inline uint32_t Cvb0SweepsT(const double* beta, d
       double s0 = (l0[0] + l0[1]) + (l0[2] + l0[3]);
       double s1 = (l1[0] + l1[1]) + (l1[2] + l1[3]);
       for (uint32_t k = K4; k < K; ++k) {
-        const double q0 = b0[k] * ((nk[k] - u0 * p0[k]) + alpha);
-        const double q1 = b1[k] * ((nk[k] - u1 * p1[k]) + alpha);
+        const double ak = kVec ? av[k] : alpha;
+        const double q0 = b0[k] * ((nk[k] - u0 * p0[k]) + ak);
+        const double q1 = b1[k] * ((nk[k] - u1 * p1[k]) + ak);
         nk[k] = (nk[k] - c0 * p0[k]) - c1 * p1[k];
         p0[k] = q0;
         p1[k] = q1;
@@ -141,7 +149,9 @@ __attribute__((always_inline)) inline uint32_t Cvb0SweepsT(const double* beta, d
           std::memcpy(&old, ph + k + h * W, sizeof(V));
           std::memcpy(&n, nk + k + h * W, sizeof(V));
           std::memcpy(&bb, b + k + h * W, sizeof(V));
-          const V p = bb * ((n - vu * old) + va);
+          V a = va;
+          if constexpr (kVec) std::memcpy(&a, av + k + h * W, sizeof(V));
+          const V p = bb * ((n - vu * old) + a);
           n = n - vc * old;
           std::memcpy(nk + k + h * W, &n, sizeof(V));
           std::memcpy(ph + k + h * W, &p, sizeof(V));
@@ -152,7 +162,7 @@ __attribute__((always_inline)) inline uint32_t Cvb0SweepsT(const double* beta, d
       std::memcpy(lanes, acc, sizeof lanes);
       double s = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
       for (uint32_t k = K4; k < K; ++k) {
-        const double p = b[k] * ((nk[k] - u * ph[k]) + alpha);
+        const double p = b[k] * ((nk[k] - u * ph[k]) + (kVec ? av[k] : alpha));
         nk[k] = nk[k] - c * ph[k];
         ph[k] = p;
         s += p;
@@ -190,8 +200,22 @@ inline uint32_t Cvb0SweepsSse2(const double* beta, double* phi, double* nk, doub
                                double tol) {
   return Cvb0SweepsT<2>(beta, phi, nk, last, norm, counts, T, K, alpha, max_iter, tol);
 }
+// The vector-alpha kernel (kVec): alpha_k from av.
+using Cvb0SweepsVecFn = uint32_t (*)(const double*, double*, double*, double*, double*, const double*, uint32_t,
+                                     uint32_t, const double*, uint32_t, double);
+inline uint32_t Cvb0SweepsVecSse2(const double* beta, double* phi, double* nk, double* last, double* norm,
+                                  const double* counts, uint32_t T, uint32_t K, const double* av, uint32_t max_iter,
+                                  double tol) {
+  return Cvb0SweepsT<2, true>(beta, phi, nk, last, norm, counts, T, K, 0.0, max_iter, tol, av);
+}
 #if defined(__x86_64__) && defined(__GNUC__)
 #define TRIB_LDA_HAVE_AVX2 1
+__attribute__((target("avx2"))) inline uint32_t Cvb0SweepsVecAvx2(const double* beta, double* phi, double* nk,
+                                                                  double* last, double* norm, const double* counts,
+                                                                  uint32_t T, uint32_t K, const double* av,
+                                                                  uint32_t max_iter, double tol) {
+  return Cvb0SweepsT<4, true>(beta, phi, nk, last, norm, counts, T, K, 0.0, max_iter, tol, av);
+}
 __attribute__((target("avx2"))) inline uint32_t Cvb0SweepsAvx2(const double* beta, double* phi, double* nk,
                                                                double* last, double* norm, const double* counts,
                                                                uint32_t T, uint32_t K, double alpha, uint32_t max_iter,

@@ -207,6 +207,8 @@ void FastLocal(const Model& m, const trib_stats& s, const trib_document& d, Stat
 
 // ---- Local step: collapsed Gibbs -------------------------------------------------
 
+}  // namespace
+
 // Fills st->rows with E[beta_kw] = lambda_kw / lambda_k.
 void MeanBeta(const Model& m, const trib_stats& s, const uint32_t* ids, uint32_t T, State* st) {
   const uint32_t K = m.K;
@@ -231,6 +233,8 @@ void MeanBeta(const Model& m, const trib_stats& s, const uint32_t* ids, uint32_t
     for (uint32_t k = 0; k < K; ++k) row[k] = Positive(f.a * raw[k] + f.b) * st->inv_total[k];
   }
 }
+
+namespace {
 
 // Uniform double in [0, 1) from 53 random bits (no library distribution, so
 // the same seed gives the same numbers everywhere).
@@ -317,7 +321,8 @@ void GibbsLocal(const Model& m, const trib_document& d, State* st) {
 
 // ---- Local step: CVB0 (kernel and its equations in lda_cvb0.h) --------------------
 
-Cvb0SweepsFn g_cvb0_sweeps = Cvb0SweepsSse2;  // chosen at plugin init (SelectCvb0Kernel)
+Cvb0SweepsFn g_cvb0_sweeps = Cvb0SweepsSse2;            // chosen at plugin init (SelectCvb0Kernel)
+Cvb0SweepsVecFn g_cvb0_sweeps_vec = Cvb0SweepsVecSse2;  // (the same, alpha a vector)
 
 // Runs the sweeps on st->rows (beta); leaves phi in st->phi, N_dk in st->nk,
 // theta_k = (N_dk + alpha) / (L + K alpha) in st->theta and, per term, the
@@ -342,8 +347,16 @@ void Cvb0Local(const Model& m, const trib_document& d, bool predict, State* st) 
 void SelectCvb0Kernel() {
 #ifdef TRIB_LDA_HAVE_AVX2
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2")) g_cvb0_sweeps = Cvb0SweepsAvx2;
+  if (__builtin_cpu_supports("avx2")) {
+    g_cvb0_sweeps = Cvb0SweepsAvx2;
+    g_cvb0_sweeps_vec = Cvb0SweepsVecAvx2;
+  }
 #endif
+}
+
+uint32_t Cvb0SweepsVec(const double* beta, double* phi, double* nk, double* last, double* norm, const double* counts,
+                       uint32_t T, uint32_t K, const double* alpha, uint32_t max_iter, double tol) {
+  return g_cvb0_sweeps_vec(beta, phi, nk, last, norm, counts, T, K, alpha, max_iter, tol);
 }
 
 // Plug-in estimate of log p(x) from the last CVB0 sweep: every token's

@@ -138,6 +138,16 @@ void LabelledLocalSteps(const Model& m, const trib_stats& s, const trib_document
 // Plug-in estimate of log p(x) from the last CVB0 sweep LocalStep ran.
 double Cvb0LogPx(const Model& m, const trib_document& d, const State& st);
 
+// Fills st->rows with E[beta_kw] = lambda_kw / lambda_k for the terms `ids`
+// (|ids| x K; st->inv_total = 1 / lambda_k), the topics' point estimate of
+// the cvb0 and gibbs steps.
+void MeanBeta(const Model& m, const trib_stats& s, const uint32_t* ids, uint32_t T, State* st);
+
+// The CVB0 sweeps of lda_cvb0.h with a K-vector alpha (the supervised family:
+// eq. 7 with the class's alpha row), on this CPU's kernel.
+uint32_t Cvb0SweepsVec(const double* beta, double* phi, double* nk, double* last, double* norm, const double* counts,
+                       uint32_t T, uint32_t K, const double* alpha, uint32_t max_iter, double tol);
+
 // Picks the CVB0 sweep kernel for this CPU (AVX2 where available; both give
 // the same bits, lda_cvb0.h). Called once, at plugin init.
 void SelectCvb0Kernel();
