@@ -23,11 +23,11 @@ namespace tributary::dirichlet {
 // from `start` for every component, until no alpha_c moves by more than
 // 1e-12 of itself or 200 steps. REQUIRES: t is feasible (t_c < 0 and
 // log sum_c exp(t_c) < 0: then the optimum exists and is unique). Returns the
-// steps taken.
+// steps taken. FitDirichletFrom starts from *out instead (K values > 0: a
+// warm start, e.g. the previous fit of a statistic that moved a little).
 template <typename Psi, typename Psi1>
-uint32_t FitDirichlet(const double* t, uint32_t K, double start, Psi psi, Psi1 trigamma, std::vector<double>* out) {
+uint32_t FitDirichletFrom(const double* t, uint32_t K, Psi psi, Psi1 trigamma, std::vector<double>* out) {
   std::vector<double>& a = *out;
-  a.assign(K, start);
   std::vector<double> g(K), h(K), step(K);
   uint32_t it = 0;
   for (; it < 200; ++it) {
@@ -60,6 +60,12 @@ uint32_t FitDirichlet(const double* t, uint32_t K, double start, Psi psi, Psi1 t
     if (change < 1e-12) break;
   }
   return it;
+}
+
+template <typename Psi, typename Psi1>
+uint32_t FitDirichlet(const double* t, uint32_t K, double start, Psi psi, Psi1 trigamma, std::vector<double>* out) {
+  out->assign(K, start);
+  return FitDirichletFrom(t, K, psi, trigamma, out);
 }
 
 // The symmetric case: the one alpha of Dirichlet(alpha, ..., alpha) over K
