@@ -63,9 +63,10 @@ Result<std::unique_ptr<Model>> NewModel(const ModelConfig& c, const PluginRegist
   ls.schedule.tau0 = c.tau0;
   ls.schedule.kappa = c.kappa;
   ls.schedule.rho = c.rho;
-  if ((*model)->latent_outputs() && !c.schedule_given) {
-    // A latent family starts from a random, symmetry-breaking initialisation
-    // that rho_0 = 1 would overwrite with the first document's statistics.
+  if (((*model)->latent_outputs() || fv.random_start != 0) && !c.schedule_given) {
+    // A latent family (or one that says so, ABI 1.8 random_start: slda)
+    // starts from a random, symmetry-breaking initialisation that rho_0 = 1
+    // would overwrite with the first document's statistics.
     ls.schedule.kind = StepSchedule::Kind::kPolynomial;
     ls.schedule.tau0 = kLatentTau0;
     ls.schedule.kappa = kLatentKappa;

@@ -68,6 +68,45 @@ uint32_t FitDirichlet(const double* t, uint32_t K, double start, Psi psi, Psi1 t
   return FitDirichletFrom(t, K, psi, trigamma, out);
 }
 
+// psi^-1(y): Minka's start (exp(y) + 1/2 for y >= -2.22, else -1 / (y -
+// psi(1))) and five Newton steps (Minka 2000, "Estimating a Dirichlet
+// distribution", App. C).
+template <typename Psi, typename Psi1>
+double InverseDigamma(double y, Psi psi, Psi1 trigamma) {
+  double x = y >= -2.22 ? std::exp(y) + 0.5 : -1.0 / (y + 0.5772156649015329);
+  for (int i = 0; i < 5; ++i) x -= (psi(x) - y) / trigamma(x);
+  return x;
+}
+
+// The same maximisation with every alpha_c >= lower (supervised LDA's MAP
+// estimation restricts alpha >= 1, supervised-lda-inference-2014 §6.1.1):
+// Minka's fixed point alpha_c = psi^-1(psi(sum alpha) + t_c) clamped at
+// `lower`. Each step maximises a lower bound of the objective that is exact
+// at the current alpha (log Gamma(sum alpha) is convex, so its tangent is
+// below it) and separable, whose constrained maximiser is the clamp: an
+// ascent method that converges to the constrained optimum (the problem is
+// concave). From *out (K values >= lower), until no alpha_c moves by more
+// than 1e-10 of itself or 1000 steps. REQUIRES: t feasible. Returns the steps.
+template <typename Psi, typename Psi1>
+uint32_t FitDirichletAtLeast(const double* t, uint32_t K, double lower, Psi psi, Psi1 trigamma,
+                             std::vector<double>* out) {
+  std::vector<double>& a = *out;
+  uint32_t it = 0;
+  for (; it < 1000; ++it) {
+    double sum = 0;
+    for (uint32_t c = 0; c < K; ++c) sum += a[c];
+    const double ps = psi(sum);
+    double change = 0;
+    for (uint32_t c = 0; c < K; ++c) {
+      const double next = std::max(lower, InverseDigamma(ps + t[c], psi, trigamma));
+      change = std::max(change, std::fabs(next - a[c]) / a[c]);
+      a[c] = next;
+    }
+    if (change < 1e-10) break;
+  }
+  return it;
+}
+
 // The symmetric case: the one alpha of Dirichlet(alpha, ..., alpha) over K
 // components whose mean log-component is tbar, i.e. psi(alpha) - psi(K alpha)
 // = tbar (eq. 21 with every alpha_c and t_c equal). The left side increases

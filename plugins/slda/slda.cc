@@ -48,8 +48,8 @@
 // Newton step, plugins/shared/dirichlet_fit.h, warm-started from the current
 // alpha_c and kept in the cache for bit-exact snapshots), refitted in commit
 // for every class whose S moved. For map the paper restricts alpha >= 1
-// (§6.1.1, a log barrier): here the unconstrained fit clamped at 1, an
-// approximation of the constrained optimum. DEVIATION for cvb0: the paper
+// (§6.1.1, by a log barrier): here the constrained optimum by Minka's fixed
+// point clamped at 1 (FitDirichletAtLeast, an ascent method). DEVIATION for cvb0: the paper
 // fits alpha and beta by Minka's fixed point for the Polya distribution
 // (§6.1.2, a batch iteration over every document's topic counts); online we
 // fit the Dirichlet to the running mean of E[log theta] (the VB M-step).
@@ -79,16 +79,16 @@
 //  map  eq. 15: EM for theta_t with the prior term sum_c P(c | theta^)(alpha_ck - 1),
 //      P(c | theta^) propto P(c) Dir(theta^ | alpha_c) (theta floored at
 //      1e-12 in the logs); score(c) = log P(c | theta*) + log p(x | theta*).
-// With train=cvb0 and classifier=cvb0-1 accumulate reuses score's run for the
-// document's class after the burn-in; otherwise it runs the conditioned step.
+// The classifier only scores: accumulate always runs the training step given
+// the class (cvb0_max_iter sweeps), so the statistics do not depend on it.
 //
 // Check-step (commit, rebuild): topic entries > 0 (lda_topics.h), class
 // counts > 0 (floored at the step's prior mass), t_c made feasible for the fit
 // (t_ck < 0, log sum_k exp t_ck < 0; only negative weights can break it).
 // Options: topics (10), alpha (1/K; the start of the fit, or the fixed value),
 // eta (1/K), class_prior (1), train cvb0|map, classifier cvb0-2|cvb0-1|map,
-// learn_alpha (1), cvb0_max_iter (5), cvb0_tol (0.5), classify_iter (20),
-// classify_tol (0.01), map_iter (50), map_tol (1e-4), burnin (3000),
+// learn_alpha (1), cvb0_max_iter (20), cvb0_tol (0.01), classify_iter (20),
+// classify_tol (0.01), map_iter (50), map_tol (1e-4), burnin (0),
 // burnin_alpha (30/K), init_mass (1), init_shape (100). The schema's classes
 // are fixed at creation (no add_class: a stream with a new class is refused
 // by the engine). Only the terms of a document are used.
@@ -156,9 +156,8 @@ struct State {
   uint32_t doc_num_terms = 0;
   uint64_t doc_t = 0;  // the model's step count when score ran
   // Per class slot c (cvb0-1 and the training steps): gamma (J x K each),
-  // topic counts n (K each), whether slot c holds a run with alpha_c.
+  // topic counts n (K each).
   std::vector<double> gamma, nk, theta;
-  std::vector<char> have;
   std::vector<double> local_alpha, mix, post, work, norm_single;
 };
 
@@ -177,15 +176,15 @@ constexpr trib_option_spec kOptions[] = {
     sdk::Choice("classifier", "cvb0-2|cvb0-1|map", "cvb0-2",
                 "score: one CVB0 run with the class-mixed prior (eq. 16), the bound per class (eq. 9) or MAP (eq. 15)"),
     sdk::Boolean("learn_alpha", "1", "1: each class's alpha fitted to its documents' E[log theta]; 0: alpha fixed"),
-    sdk::Integer("cvb0_max_iter", "5", "cvb0 training: sweeps per document at most").AtLeast(1).AtMost(100000),
-    sdk::Number("cvb0_tol", "0.5", "cvb0 training: stop when no topic count moves by more (tokens)").AtLeast(0),
+    sdk::Integer("cvb0_max_iter", "20", "cvb0 training: sweeps per document at most").AtLeast(1).AtMost(100000),
+    sdk::Number("cvb0_tol", "0.01", "cvb0 training: stop when no topic count moves by more (tokens)").AtLeast(0),
     sdk::Integer("classify_iter", "20", "cvb0-1, cvb0-2: sweeps per class / document at most")
         .AtLeast(1)
         .AtMost(100000),
     sdk::Number("classify_tol", "0.01", "cvb0-1, cvb0-2: tolerance (tokens)").AtLeast(0),
     sdk::Integer("map_iter", "50", "map: EM iterations per document at most").AtLeast(1).AtMost(100000),
     sdk::Number("map_tol", "0.0001", "map: stop when sum_k |change of theta_k| is below").AtLeast(0),
-    sdk::Number("burnin", "3000", "training documents over which the local alpha falls to alpha_y").AtLeast(0),
+    sdk::Number("burnin", "0", "training documents over which the local alpha falls to alpha_y").AtLeast(0),
     sdk::Number("burnin_alpha", "30/K", "the local alpha at the first document").Above(0).AtMost(1e100).Derived(),
     sdk::Number("init_mass", "1", "mass of the random start (tokens per document)").Above(0).AtMost(1e100),
     sdk::Number("init_shape", "100", "shape of the random start's noise (variance 1/shape)").Above(0).AtMost(1e100),
@@ -301,12 +300,15 @@ int RefitClass(Model* m, const trib_stats& s, uint32_t c, bool fresh, trib_error
   }
   std::vector<double> a(m->alpha.begin() + size_t{c} * K, m->alpha.begin() + size_t{c + 1} * K);
   if (fresh) a.assign(K, m->alpha0);
-  tributary::dirichlet::FitDirichletFrom(t.data(), K, sdk::Digamma, sdk::Trigamma, &a);
+  if (m->train == Train::kMap) {  // §6.1.1: alpha >= 1 for MAP (the constrained optimum)
+    tributary::dirichlet::FitDirichletAtLeast(t.data(), K, 1.0, sdk::Digamma, sdk::Trigamma, &a);
+  } else {
+    tributary::dirichlet::FitDirichletFrom(t.data(), K, sdk::Digamma, sdk::Trigamma, &a);
+  }
   for (uint32_t k = 0; k < K; ++k) {
     if (!(a[k] > 0) || !std::isfinite(a[k])) {
       return Fail(err, TRIB_ERR_NUMERIC, "learned alpha of class %u, topic %u is %g", c, k, a[k]);
     }
-    if (m->train == Train::kMap) a[k] = std::max(a[k], 1.0);  // §6.1.1: alpha >= 1 for MAP
   }
   std::copy(a.begin(), a.end(), m->alpha.begin() + size_t{c} * K);
   m->Derive(c);
@@ -387,8 +389,8 @@ void Cvb0Slot(const Model& m, const trib_document& d, const double* a, uint32_t 
   std::fill(nk, nk + K, 0.0);
   st->base.last_nk.resize(K);
   st->base.phinorm.resize(J);
-  lda::Cvb0SweepsVec(st->base.rows.data(), gamma, nk, st->base.last_nk.data(), st->base.phinorm.data(),
-                     d.term_counts, J, K, a, iters, tol);
+  lda::Cvb0SweepsVec(st->base.rows.data(), gamma, nk, st->base.last_nk.data(), st->base.phinorm.data(), d.term_counts,
+                     J, K, a, iters, tol);
   for (uint32_t k = 0; k < K; ++k) nk[k] = std::max(nk[k], 0.0);
 }
 
@@ -471,7 +473,6 @@ void TrainStep(const Model& m, const trib_stats& s, const trib_document& d, uint
     return;
   }
   Cvb0Slot(m, d, a, m.topics.cvb0_max_iter, m.topics.cvb0_tol, c, st);
-  st->have[c] = 0;  // (a training run: not score's)
   const double* nk = st->nk.data() + size_t{c} * K;
   double A = 0;
   for (uint32_t k = 0; k < K; ++k) A += a[k];
@@ -484,7 +485,6 @@ void Prepare(const Model& m, const trib_stats& s, const trib_document& d, State*
   lda::MeanBeta(m.topics, s, d.term_ids, J, &st->base);  // rows = phi_kw of the document's terms
   st->gamma.resize(size_t{m.C} * J * K);
   st->nk.resize(size_t{m.C} * K);
-  st->have.assign(m.C, 0);
 }
 
 // Plug-in log p(x) of the last CVB0 sweep with prior sum A (lda's Cvb0LogPx,
@@ -525,8 +525,8 @@ void ScoreCvb02(const Model& m, const trib_stats& s, const trib_document& d, Sta
     A = 0;
     for (uint32_t k = 0; k < K; ++k) A += st->mix[k];
     std::memcpy(st->work.data(), nk, K * sizeof(double));
-    lda::Cvb0SweepsVec(st->base.rows.data(), gamma, nk, st->base.last_nk.data(), st->base.phinorm.data(),
-                       d.term_counts, J, K, st->mix.data(), 1, 0.0);
+    lda::Cvb0SweepsVec(st->base.rows.data(), gamma, nk, st->base.last_nk.data(), st->base.phinorm.data(), d.term_counts,
+                       J, K, st->mix.data(), 1, 0.0);
     double change = 0;
     for (uint32_t k = 0; k < K; ++k) {
       nk[k] = std::max(nk[k], 0.0);
@@ -555,7 +555,6 @@ void ScoreCvb01(const Model& m, const trib_stats& s, const trib_document& d, Sta
   for (uint32_t c = 0; c < C; ++c) {
     const double* ac = m.alpha.data() + size_t{c} * K;
     Cvb0Slot(m, d, ac, m.classify_iter, m.classify_tol, c, st);
-    st->have[c] = 1;
     const double* gamma = st->gamma.data() + size_t{c} * J * K;
     const double* nk = st->nk.data() + size_t{c} * K;
     double L = LogPrior(m, s, c, log_total) + m.log_norm[c] - sdk::Lgamma(m.alpha_sum[c] + d.total_count);
@@ -639,15 +638,7 @@ int Accumulate(const trib_family_model* mm, const trib_stats* s, trib_family_sta
     for (uint32_t c = 0; c < C; ++c) {
       if (w[c] == 0) continue;
       bool burnin = false;
-      const bool reuse = st->have[c] && m->train == Train::kCvb0 && !(static_cast<double>(m->topics.t) < m->topics.burnin);
-      if (reuse) {  // score's cvb0-1 run with alpha_c
-        const double* nk = st->nk.data() + size_t{c} * K;
-        const double* a = m->alpha.data() + size_t{c} * K;
-        const double ps = sdk::Digamma(m->alpha_sum[c] + d->total_count);
-        for (uint32_t k = 0; k < K; ++k) e[k] = sdk::Digamma(nk[k] + a[k]) - ps;
-      } else {
-        TrainStep(*m, *s, *d, c, st, e.data(), &burnin);
-      }
+      TrainStep(*m, *s, *d, c, st, e.data(), &burnin);
       burn[c] = burnin;
       for (uint32_t k = 0; k < K; ++k) ebar[size_t{c} * K + k] = e[k];
       double* v = value + rows;
@@ -714,11 +705,6 @@ int Commit(trib_family_model* mm, trib_stats* s, const uint64_t* idx, const doub
   });
 }
 
-// p(w | topic k) = E[phi_kw].
-int ComponentTerms(const trib_family_model* mm, const trib_stats* s, uint32_t k, double* out, trib_error* err) {
-  return Guard(err, [&] { return lda::TopicTerms(M(mm)->topics, *s, k, out, err); });
-}
-
 // R_k (running sums kept by commit) and alpha (the warm-started fits), so a
 // snapshot resumes bit for bit.
 int ExportCache(const trib_family_model* mm, double* out, size_t* size, trib_error*) {
@@ -765,6 +751,6 @@ extern "C" TRIB_PLUGIN_EXPORT int tributary_plugin_init(const trib_host_api* hos
   v.export_cache = ExportCache;
   v.import_cache = ImportCache;
   v.outputs = Outputs;
-  v.component_terms = ComponentTerms;
+  v.random_start = 1;  // the topics start at random (InitTopics): the latent schedule by default
   return TRIB_OK;
 }

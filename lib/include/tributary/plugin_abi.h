@@ -70,8 +70,9 @@ extern "C" {
  * open vocabulary (trib_schema.vocab_capacity, add_terms, grow_terms); 1.6
  * frozen scoring (freeze, frozen_destroy, score_frozen) and a family's
  * defaults under a gradient loss (gradient_lambda, gradient_prior); 1.7 the
- * fused step (fused_step, trib_step_log). */
-#define TRIB_ABI_MINOR 7u
+ * fused step (fused_step, trib_step_log); 1.8 random_start (the default
+ * schedule of a family whose statistics start at random). */
+#define TRIB_ABI_MINOR 8u
 #define TRIB_PLUGIN_MAGIC 0x54524942u /**< "TRIB": trib_plugin_info.magic of every plugin */
 
 /** Exports a plugin's symbols (tributary_plugin_info, tributary_plugin_init, tributary_plugin_options) so that
@@ -604,6 +605,17 @@ typedef struct trib_family_vtable {
   int (*fused_step)(trib_family_model* model, trib_stats* stats, trib_family_state* state, const trib_document* doc,
                     const double* weights, const double* block_mult, const trib_step* step, trib_step_log* log,
                     trib_error* err);
+
+  /* ---- ABI 1.8: the default schedule of a random start ---- */
+
+  /** 1 if init_stats starts the statistics from a random, symmetry-breaking
+   * point (topics, components) that a first step of rho_0 = 1 would replace
+   * by one document's statistics, whatever the family's outputs: a model
+   * whose user gave no schedule then gets the polynomial schedule of the
+   * latent families (model_config.h kLatentTau0, kLatentKappa), as every
+   * family with latent outputs does. 0 (or a plugin built before 1.8): the
+   * loss's inverse schedule for a family whose outputs are the classes. */
+  uint32_t random_start;
 } trib_family_vtable;
 
 #define TRIB_OUTPUTS_CLASSES 0u /**< outputs(): score() ranks the schema's classes */
