@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <string>
@@ -390,6 +391,123 @@ TEST(EmsdMixtureTest, LongDocumentsDoNotCollapseToOneCluster) {
         EXPECT_GT(sizes[1], 0u);
       }
     }
+  }
+}
+
+// Trains `family` with `options` by SEP on a 2-cluster corpus (20 terms,
+// 3 components, 40-token documents, one pass) and returns the model.
+std::unique_ptr<Model> TrainSmall(const char* family, Options options, const Corpus& c) {
+  options.emplace_back("components", "3");
+  auto mr = Model::Create(BuiltinFamily(family), nullptr, Schema(20, 3), options, 3);
+  EXPECT_TRUE(mr.ok()) << mr.status().ToString();
+  if (!mr.ok()) return nullptr;
+  auto m = std::move(mr).value();
+  SepOptions so;
+  so.effective_size = static_cast<double>(c.docs.size());
+  auto l = SepLearner::Create(m.get(), so);
+  EXPECT_TRUE(l.ok()) << l.status().ToString();
+  for (const auto& d : c.docs) EXPECT_TRUE(l.value()->Learn(d.View()).ok());
+  return m;
+}
+
+Corpus TwoClusters(uint32_t per_component, uint32_t length, uint64_t seed) {
+  Shapes truth(2, std::vector<double>(20, 0.05));
+  for (uint32_t w = 0; w < 10; ++w) truth[0][w] = truth[1][w + 10] = 0.8;
+  return SampleDcm(truth, per_component, length, seed);
+}
+
+// Algorithm 1, line 13 (version 1.3.0, option prune): score() gives -inf to
+// exactly the components with E[pi_k] < prune / K other than the heaviest
+// one; prune=0 keeps every component; the statistics are not touched (the
+// same training with and without pruning gives the same mixing weights).
+TEST(EmsdMixtureTest, PruneEliminatesComponentsWithSmallWeights) {
+  const Corpus c = TwoClusters(60, 40, 11);
+  for (const char* family : {"emsd-mixture", "edcm-mixture"}) {
+    for (const char* prune : {"0", "0.1", "1"}) {
+      auto m = TrainSmall(family, {{"prune", prune}}, c);
+      ASSERT_NE(m, nullptr);
+      const Posterior post = Summarize(*m);
+      ASSERT_EQ(post.pi.size(), 3u);
+      const double heaviest = *std::max_element(post.pi.begin(), post.pi.end());
+      const double threshold = std::stod(prune) / 3;
+      std::printf("%s prune=%s: E[pi] = (%.4f %.4f %.4f)\n", family, prune, post.pi[0], post.pi[1], post.pi[2]);
+      size_t pruned = 0;
+      auto st = m->NewScoringState();
+      ASSERT_TRUE(st.ok());
+      std::array<double, 3> s{};
+      for (const auto& d : c.docs) {
+        ASSERT_TRUE(m->Score(d.View(), st.value().get(), s.data()).ok());
+        for (uint32_t k = 0; k < 3; ++k) {
+          const bool expect_pruned = post.pi[k] < threshold && post.pi[k] < heaviest;
+          EXPECT_EQ(s[k] == -INFINITY, expect_pruned) << family << " prune=" << prune << " component " << k;
+          EXPECT_FALSE(std::isnan(s[k]));
+          pruned += expect_pruned ? 1 : 0;
+        }
+      }
+      if (std::string(prune) == "1") {
+        EXPECT_GT(pruned, 0u) << family;  // E[pi] is never exactly uniform
+      }
+      if (std::string(prune) == "0") {
+        EXPECT_EQ(pruned, 0u) << family;
+      }
+    }
+  }
+  auto bad = Model::Create(BuiltinFamily("emsd-mixture"), nullptr, Schema(20, 3), {{"prune", "2"}}, 1);
+  EXPECT_FALSE(bad.ok());
+}
+
+// likelihood=dcm (version 1.3.0): score() is log E[pi_k] + log DCM(x |
+// E[alpha_k]) (eq. 13) with the cached total T_k = sum_w E[alpha_kw]; the
+// default is eq. 14 / 45 (log alpha in place of log G(alpha + x) / G(alpha)).
+// Both checked against the summary's posterior means after training; a
+// count that is not an integer is refused by likelihood=dcm only.
+TEST(EmsdMixtureTest, DcmLikelihoodScoresTheExactDcmAtThePosteriorMeans) {
+  const Corpus c = TwoClusters(40, 40, 12);
+  for (const char* family : {"emsd-mixture", "edcm-mixture"}) {
+    for (const bool dcm : {false, true}) {
+      Options opts = {{"prune", "0"}};
+      if (dcm) opts.emplace_back("likelihood", "dcm");
+      auto m = TrainSmall(family, opts, c);
+      ASSERT_NE(m, nullptr);
+      Posterior post = Summarize(*m);
+      std::vector<std::vector<double>> shapes(3);
+      auto visit = [](void* ctx, const char* name, uint32_t k, const double* v, size_t n) {
+        auto* out = static_cast<std::vector<std::vector<double>>*>(ctx);
+        const std::string nm = name;
+        // edcm-mixture names its single parameter beta (ch. 2); emsd-mixture's beta is the scale.
+        if (k < out->size() && (nm == "alpha_mean" || (nm == "beta_mean" && (*out)[k].empty()))) {
+          (*out)[k].assign(v, v + n);
+        }
+      };
+      ASSERT_TRUE(SepLearner::Summary(*m, visit, &shapes).ok());
+      auto st = m->NewScoringState();
+      ASSERT_TRUE(st.ok());
+      std::array<double, 3> s{};
+      double max_diff = 0;
+      for (const auto& d : c.docs) {
+        const trib_document v = d.View();
+        ASSERT_TRUE(m->Score(v, st.value().get(), s.data()).ok());
+        for (uint32_t k = 0; k < 3; ++k) {
+          const double T = std::accumulate(shapes[k].begin(), shapes[k].end(), 0.0), n = v.total_count;
+          double want = std::log(post.pi[k]) + std::lgamma(n + 1) + std::lgamma(T) - std::lgamma(T + n);
+          for (uint32_t t = 0; t < v.num_terms; ++t) {
+            const double a = shapes[k][v.term_ids[t]], x = v.term_counts[t];
+            want += dcm ? std::lgamma(a + x) - std::lgamma(a) - std::lgamma(x + 1) : std::log(a) - std::log(x);
+          }
+          max_diff = std::max(max_diff, std::fabs(s[k] - want) / std::max(1.0, std::fabs(want)));
+        }
+      }
+      EXPECT_LT(max_diff, 1e-6) << family << (dcm ? " likelihood=dcm" : "");
+    }
+    auto m = TrainSmall(family, {{"likelihood", "dcm"}}, c);
+    ASSERT_NE(m, nullptr);
+    auto st = m->NewScoringState();
+    ASSERT_TRUE(st.ok());
+    std::array<double, 3> s{};
+    const DocumentBuffer half = MakeDoc(0, 0, {{1, 2.5}});
+    const Status bad = m->Score(half.View(), st.value().get(), s.data());
+    EXPECT_FALSE(bad.ok());
+    EXPECT_NE(bad.message().find("needs integer counts"), std::string::npos) << bad.ToString();
   }
 }
 

@@ -170,7 +170,39 @@
 //    per document is unchanged. The burn-in sites are ordinary sites: SEP
 //    decays them, EP replaces them in the next sweep.
 // The thesis's K-means-based prior (§2.3.3) needs the data before training
-// and is not available to a streaming learner.
+// and is not available to a streaming learner; nor would it help where the
+// components fail to separate (bench/COUNT_MIXTURE_TABLE3.md: at Table 3's
+// shapes, batch EM on eq. 14 started AT the true parameters merges the three
+// components into one, so no initialisation can keep them apart).
+//
+// Exact DCM (version 1.3.0, option likelihood=dcm; bench/COUNT_MIXTURE_TABLE3.md).
+// eq. 14 / 45 replace G(x + a) / G(a) by G(x) a, valid for a -> 0. At
+// shapes ~0.1-0.9 with 50 counts over 3 terms (issue 17's Table 3 setting)
+// the approximation ranks components by which terms are present, not by
+// how many times: its maximum is one component (shapes ~0.1, 70 % off), and
+// the learned mixture has three copies of it (accuracy 1/3). likelihood=dcm
+// uses eq. 13 itself: G(x + a) / G(a) is the rising factorial a^(x) = sum_j
+// c(x, j) a^j (c: unsigned Stirling numbers of the first kind), so under a
+// Gamma(a, b) it is exact: E[a^(x)] = sum_j c(x, j) G(a + j) / (G(a) b^j),
+// and the tilted marginal of a present shape is the Gamma mixture sum_j w_j
+// Gamma(a + j, b - c), projected like the others on E[theta], E[log theta]
+// (RisingFactorialMoments, O(x) per term and component). Because a^(x)
+// tilts a shape far more than eq. 14's a, the linearisation of G(s)/G(s+n)
+// takes the tilted moments of s at the rate b - c_k and iterates c_k with
+// them (kDcmIterations); without that, the tilted shapes ran away to the
+// multinomial limit (shapes in the thousands). Integer counts up to
+// kMaxDcmCount only (a document with another count is refused). The scale
+// of EMSD enters as before (b^-x).
+//
+// Pruning (version 1.3.0, option prune; ch. 2, Algorithm 1, line 13:
+// "combine or eliminate clusters with very small weights"). score() gives
+// -inf to a component with E[pi_k] < prune / K (default 0.1: a tenth of the
+// uniform weight), never to the heaviest one; the statistics keep it (a
+// streaming learner may revive it), and the summary still lists it.
+//
+// Learned scale, measured (bench/COUNT_MIXTURE_TABLE3.md): at Table 3's
+// setting scale=learn skips 4197 of 4200 updates (E[b^-x] needs a Gamma
+// shape above the count x, ~17 here), so it stays the default's "fixed".
 //
 // score(): log p(z = k, x) = log E[pi_k] + log EMSD(x | E[a_k], E[b_k]) with
 // s = T_k (posterior means; K outputs, TRIB_OUTPUTS_LATENT).
@@ -185,7 +217,9 @@
 // for it), burn_in=auto|B (auto:
 // min(100, floor(N / 10)) updates with responsibilities 1/K; 0 = none),
 // absent=propagate|ignore (propagate; ignore
-// drops the evidence of absent terms, for comparison), and for emsd-mixture
+// drops the evidence of absent terms, for comparison), likelihood=edcm|dcm
+// (edcm-mixture) or emsd|dcm (emsd-mixture) (the thesis's approximation;
+// dcm: the exact DCM, see above), prune (0.1, see above), and for emsd-mixture
 // scale=fixed|learn (fixed), scale_prior_mean (1), scale_prior_variance
 // (0.01).
 //
@@ -248,8 +282,11 @@ struct Model {
   bool samples_given = false;  // samples=S was an option (else 32, or 100 for Monte Carlo)
   bool monte_carlo = false;    // integration=montecarlo: S seeded log-normal draws instead of quadrature
   bool learn_scale = false;
-  bool absent = true;  // propagate the evidence of absent terms (block sites)
-  uint32_t G = 2;      // natural parameters per (term, component)
+  bool absent = true;        // propagate the evidence of absent terms (block sites)
+  bool dcm = false;          // likelihood=dcm: the exact DCM (eq. 13) instead of eq. 14 / 45
+  double prune = 0.1;        // score() ignores components with E[pi_k] < prune / K
+  bool kmeans_init = false;  // init=kmeans: burn-in responsibilities from online K-means
+  uint32_t G = 2;            // natural parameters per (term, component)
   double pi_prior = 1.0;
   double shape_mean = 0;  // 0: 0.1 (see "Early learning")
   double shape_var = 0;   // 0: shape_mean (Gamma rate 1)
@@ -326,6 +363,27 @@ struct Model {
   }
 };
 
+// likelihood=dcm: log c(x, j), j = 1..x, of the unsigned Stirling numbers of
+// the first kind (the coefficients of the rising factorial a (a + 1) ...
+// (a + x - 1) = sum_j c(x, j) a^j), rows grown on demand up to kMaxDcmCount.
+constexpr uint32_t kMaxDcmCount = 2048;
+// likelihood=dcm: iterations between the tilted moments of s and its slope c.
+constexpr int kDcmIterations = 20;
+struct StirlingRows {
+  std::vector<std::vector<double>> row;  // row[x][j - 1]
+  const std::vector<double>& Row(uint32_t x);
+};
+
+// init=kmeans: online spherical K-means (MacQueen) over the documents'
+// L2-normalised count vectors; the first K documents seed the centroids.
+struct OnlineKMeans {
+  std::vector<double> centroid;  // K * V, unnormalised running means
+  std::vector<double> norm2;     // K: |centroid|^2
+  std::vector<uint64_t> count;   // K
+  // Assigns d to the centroid of the largest cosine and moves that centroid.
+  uint32_t Assign(uint32_t K, uint64_t V, const trib_document* d);
+};
+
 struct State {
   std::vector<double> ca, cb;     // per (t, k): cavity shape and rate of alpha
   std::vector<double> da, db;     // per (t, k): of beta
@@ -337,6 +395,10 @@ struct State {
   std::vector<double> z;  // integration=montecarlo: this document's standard normal draws
   std::mt19937_64 rng;    // seeded by state_create (SepOptions::seed)
   std::normal_distribution<double> normal;
+  OnlineKMeans kmeans;         // init=kmeans, during the burn-in
+  StirlingRows stirling;       // likelihood=dcm
+  std::vector<double> dcm_m1;  // per (t, k): E[theta] of the DCM-tilted cavity (rate b)
+  std::vector<double> dcm_lw;  // scratch: log weights of the Gamma mixture
 };
 
 inline Model* M(trib_family_model* m) { return sdk::As<Model>(m); }
@@ -376,8 +438,19 @@ int Commit(trib_family_model* mm, trib_stats*, const uint64_t*, const double*, s
 
 // TRIB_ERR_INVALID_DOCUMENT for a document without terms.
 int CheckDocument(const Model& m, const trib_document* d, trib_error* err);
-// log n! - sum_w log x_w: the part of log EMSD shared by all components.
-double CountConstant(const trib_document* d);
+// The part of log p(x | component) shared by all components: log n! - sum_w
+// log x_w (eq. 14 / 45), or log n! - sum_w log x_w! (likelihood=dcm).
+double CountConstant(const Model& m, const trib_document* d);
+// likelihood=dcm: TRIB_ERR_INVALID_DOCUMENT unless every count is an integer
+// in [1, kMaxDcmCount].
+int CheckDcmCounts(const Model& m, const trib_document* d, trib_error* err);
+// The rising factorial under a Gamma(a, b) (likelihood=dcm): theta^(x) =
+// sum_j c(x, j) theta^j turns theta^(x) Gamma(theta | a, b) into the
+// mixture sum_j w_j Gamma(theta | a + j, b), w_j ∝ c(x, j) G(a + j) / (G(a)
+// b^j). Returns log E[theta^(x)] and sets E[theta], E[theta^2] and
+// E[log theta] of the normalised mixture (each a sum of positive terms).
+double RisingFactorialMoments(StirlingRows* rows, std::vector<double>* scratch, uint32_t x, double a, double b,
+                              double* m1, double* m2, double* lm);
 int Score(const trib_family_model* mm, const trib_stats* s, trib_family_state*, const trib_document* d, double* out,
           trib_error* err);
 int Outputs(const trib_family_model* mm, uint32_t* kind, uint32_t* count, trib_error*);

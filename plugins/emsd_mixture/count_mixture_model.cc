@@ -31,6 +31,9 @@ int Create(Flavor flavor, const trib_schema* schema, const trib_option* opts, si
     m->refresh = o.Integer<uint64_t>("refresh");
     m->burn_in = o.Is("burn_in", "auto") ? -1 : o.Number("burn_in");
     m->absent = o.Is("absent", "propagate");
+    m->dcm = o.Is("likelihood", "dcm");
+    m->prune = o.Number("prune");
+    m->kmeans_init = o.Is("init", "kmeans");
     m->pi_prior = o.Number("pi_prior");
     m->shape_mean = o.Number("shape_prior_mean");
     m->shape_var = o.HasValue("shape_prior_variance") ? o.Number("shape_prior_variance") : m->shape_mean;

@@ -11,15 +11,11 @@ namespace tributary::count_mixture {
 
 namespace {
 
-// Projects sum_j w_j Gamma(a_j, b_j) (two components) on one Gamma by
-// matching E[theta] and E[log theta]: log a - psi(a) = log E[theta] -
-// E[log theta] =: y, b = a / E[theta] (Minka, "Estimating a Gamma
-// distribution", 2002: Newton on 1/a). `start` is a starting shape.
-// Returns false if the moments are degenerate.
-bool ProjectGamma(double w0, double a0, double b0, double w1, double a1, double b1, double start, double* shape,
-                  double* rate) {
-  const double m = w0 * a0 / b0 + w1 * a1 / b1;
-  const double lm = w0 * (Digamma(a0) - std::log(b0)) + w1 * (Digamma(a1) - std::log(b1));
+// Projects a distribution of theta > 0 with E[theta] = m and E[log theta] =
+// lm on one Gamma by matching both: log a - psi(a) = log m - lm =: y, b = a
+// / m (Minka, "Estimating a Gamma distribution", 2002: Newton on 1/a).
+// `start` is a starting shape. Returns false if the moments are degenerate.
+bool ProjectMoments(double m, double lm, double start, double* shape, double* rate) {
   const double y = std::log(m) - lm;
   if (!(y > 0) || !std::isfinite(y) || !(m > 0)) return false;
   double a = start > 0 ? start : 0.5 / y;
@@ -39,6 +35,14 @@ bool ProjectGamma(double w0, double a0, double b0, double w1, double a1, double 
   return true;
 }
 
+// The same for w0 Gamma(a0, b0) + w1 Gamma(a1, b1).
+bool ProjectGamma(double w0, double a0, double b0, double w1, double a1, double b1, double start, double* shape,
+                  double* rate) {
+  const double m = w0 * a0 / b0 + w1 * a1 / b1;
+  const double lm = w0 * (Digamma(a0) - std::log(b0)) + w1 * (Digamma(a1) - std::log(b1));
+  return ProjectMoments(m, lm, start, shape, rate);
+}
+
 }  // namespace
 
 int MomentMatch(const trib_family_model* mm, const trib_stats* s, trib_family_state* ss, const trib_document* d,
@@ -49,6 +53,7 @@ int MomentMatch(const trib_family_model* mm, const trib_stats* s, trib_family_st
     State& st = *reinterpret_cast<State*>(ss);
     int rc = CheckDocument(m, d, err);
     if (rc != TRIB_OK) return rc;
+    if (m.dcm && (rc = CheckDcmCounts(m, d, err)) != TRIB_OK) return rc;
     const uint32_t K = m.K, G = m.G, S = m.S, D = d->num_terms;
     if (count != K + static_cast<size_t>(D) * K * G || index[0] != 0) {
       return Fail(err, TRIB_ERR_INTERNAL, "moment_match got %zu entries, expected the support of %u terms", count, D);
@@ -80,7 +85,7 @@ int MomentMatch(const trib_family_model* mm, const trib_stats* s, trib_family_st
     std::vector<double>& rest_v = st.grad;
     rest_m.assign(m.total_mean.begin(), m.total_mean.end());
     rest_v.assign(m.total_var.begin(), m.total_var.end());
-    const double n = d->total_count, c0 = CountConstant(d);
+    const double n = d->total_count, c0 = CountConstant(m, d);
     st.log_e.assign(K, c0);
     for (uint32_t t = 0; t < D; ++t) {
       for (uint32_t k = 0; k < K; ++k) {
@@ -90,9 +95,19 @@ int MomentMatch(const trib_family_model* mm, const trib_stats* s, trib_family_st
         if (!(b > 0)) return skip("cavity rate of a shape parameter of component %u is %g <= 0", b, k);
         st.ca[tk] = a;
         st.cb[tk] = b;
-        st.mean[k] += (a + 1.0) / b;
-        st.var[k] += (a + 1.0) / (b * b);
-        st.log_e[k] += std::log(a / b);  // E[alpha_w]
+        if (m.dcm) {
+          // E[alpha^(x)] (the rising factorial of eq. 13) and the moments of
+          // the cavity tilted by it (count_mixture.h, RisingFactorialMoments).
+          double m1, m2, lm;
+          st.log_e[k] += RisingFactorialMoments(&st.stirling, &st.dcm_lw, static_cast<uint32_t>(d->term_counts[t]), a,
+                                                b, &m1, &m2, &lm);
+          st.mean[k] += m1;
+          st.var[k] += std::max(m2 - m1 * m1, 0.0);
+        } else {
+          st.mean[k] += (a + 1.0) / b;
+          st.var[k] += (a + 1.0) / (b * b);
+          st.log_e[k] += std::log(a / b);  // E[alpha_w]
+        }
         double pa, pb;
         GammaAt(m, *s, index[j], &pa, &pb);
         rest_m[k] -= pa / pb;
@@ -126,7 +141,8 @@ int MomentMatch(const trib_family_model* mm, const trib_stats* s, trib_family_st
       for (uint32_t r = 0; r < S; ++r) st.z[r] = st.normal(st.rng);
       zr = st.z.data();
     }
-    for (uint32_t k = 0; k < K; ++k) {
+    // Sets c_k and returns log E~[G(s)/G(s+n)] of component k.
+    auto integrate = [&](uint32_t k) {
       const double mean = st.mean[k] + std::max(rest_m[k], 0.0);
       const double var = st.var[k] + std::max(rest_v[k], 0.0);
       const double s2 = std::log1p(var / (mean * mean));
@@ -145,7 +161,29 @@ int MomentMatch(const trib_family_model* mm, const trib_stats* s, trib_family_st
         acc += w * (Digamma(st.ws[r]) - Digamma(st.ws[r] + n));
       }
       st.c[k] = acc / tw;
-      st.log_e[k] += mx + std::log(tw / S);
+      return mx + std::log(tw / S);
+    };
+    for (uint32_t k = 0; k < K; ++k) {
+      double log_s = integrate(k);
+      // likelihood=dcm: the rising factorial alpha^(x) tilts a present shape
+      // far more than eq. 14's alpha (the weight of alpha^x); the tilted
+      // moments of s are taken at the rate b - c_k the normaliser adds, and
+      // c_k is recomputed from them until they agree (a few iterations).
+      for (int it = 0; m.dcm && it < kDcmIterations; ++it) {
+        st.mean[k] = st.var[k] = 0;
+        for (uint32_t t = 0; t < D; ++t) {
+          const size_t tk = t * K + k;
+          double m1, m2, lm;
+          RisingFactorialMoments(&st.stirling, &st.dcm_lw, static_cast<uint32_t>(d->term_counts[t]), st.ca[tk],
+                                 st.cb[tk] - st.c[k], &m1, &m2, &lm);
+          st.mean[k] += m1;
+          st.var[k] += std::max(m2 - m1 * m1, 0.0);
+        }
+        const double before = st.c[k];
+        log_s = integrate(k);
+        if (!(std::fabs(st.c[k] - before) > 1e-10 * std::fabs(before))) break;
+      }
+      st.log_e[k] += log_s;
       if (!(st.c[k] <= 0) || !std::isfinite(st.log_e[k])) {
         return skip("the normaliser of component %u is degenerate (%g)", st.log_e[k], k);
       }
@@ -156,7 +194,14 @@ int MomentMatch(const trib_family_model* mm, const trib_stats* s, trib_family_st
     double log_z = sdk::LogSumExp(lr.data(), K);
     if (!std::isfinite(log_z)) return skip("log Z of the document is not finite (component %u, %g)", log_z, 0);
     out->log_z = log_z;
-    if (m.Burning()) {
+    if (m.Burning() && m.kmeans_init) {
+      // init=kmeans: the document goes wholly to the cluster of an online
+      // spherical K-means (count_mixture.h, "K-means burn-in").
+      const uint32_t j = st.kmeans.Assign(K, m.V, d);
+      std::fill(lr.begin(), lr.end(), -INFINITY);
+      lr[j] = 0.0;
+      log_z = 0.0;
+    } else if (m.Burning()) {
       std::fill(lr.begin(), lr.end(), 0.0);
       log_z = std::log(static_cast<double>(K));
     }
@@ -175,7 +220,18 @@ int MomentMatch(const trib_family_model* mm, const trib_stats* s, trib_family_st
           const double a = p == 0 ? st.ca[tk] : st.da[tk], b = p == 0 ? st.cb[tk] : st.db[tk];
           const double a1 = p == 0 ? a + 1.0 : a - d->term_counts[t], b1 = p == 0 ? b - c : b;
           double na, nb;
-          if (!ProjectGamma(1.0 - r, a, b, r, a1, b1, p == 0 ? a + r : a1, &na, &nb)) {
+          bool ok;
+          if (p == 0 && m.dcm) {
+            // The tilted part is the rising-factorial mixture at rate b - c.
+            double m1, m2, lm;
+            RisingFactorialMoments(&st.stirling, &st.dcm_lw, static_cast<uint32_t>(d->term_counts[t]), a, b1, &m1, &m2,
+                                   &lm);
+            ok = ProjectMoments((1.0 - r) * a / b + r * m1, (1.0 - r) * (Digamma(a) - std::log(b)) + r * lm, a + r, &na,
+                                &nb);
+          } else {
+            ok = ProjectGamma(1.0 - r, a, b, r, a1, b1, p == 0 ? a + r : a1, &na, &nb);
+          }
+          if (!ok) {
             return skip("the tilted marginal of a parameter of component %u is degenerate (r = %g)", r, k);
           }
           lambda_new[j + 2 * p] = na - 1.0;

@@ -44,12 +44,27 @@ inline constexpr trib_option_spec kAbsent =
     sdk::Choice("absent", "propagate|ignore", "propagate", "the evidence of absent terms: propagate or ignore");
 inline constexpr trib_option_spec kIntegration =
     sdk::Choice("integration", "quadrature|montecarlo", "quadrature", "how moment matching integrates over s");
+// Version 1.3.0 (bench/COUNT_MIXTURE_TABLE3.md): the component likelihood
+// (the thesis's exponential-family approximation or the exact DCM, eq. 13)
+// and the pruning of Algorithm 1, line 13.
+inline constexpr trib_option_spec kEdcmLikelihood = sdk::Choice(
+    "likelihood", "edcm|dcm", "edcm", "component likelihood: edcm (eq. 14, the thesis's) or dcm (exact, eq. 13)");
+inline constexpr trib_option_spec kEmsdLikelihood =
+    sdk::Choice("likelihood", "emsd|dcm", "emsd",
+                "component likelihood: emsd (eq. 45, the thesis's) or dcm (exact DCM, eq. 13, times the scale's term)");
+inline constexpr trib_option_spec kInit =
+    sdk::Choice("init", "tied|kmeans", "tied",
+                "burn-in responsibilities: tied (1/K) or kmeans (the cluster of an online spherical K-means)");
+inline constexpr trib_option_spec kPrune =
+    sdk::Number("prune", "0.1", "score: ignore components with E[pi_k] < prune / K (Algorithm 1, line 13); 0: none")
+        .AtLeast(0)
+        .AtMost(1);
 }  // namespace option
 
 inline constexpr trib_option_spec kEdcmOptions[] = {
-    option::kComponents, option::kSamples,       option::kPiPrior,     option::kPrior,
-    option::kShapeMean,  option::kShapeVariance, option::kJitter,      option::kRefresh,
-    option::kBurnIn,     option::kAbsent,        option::kIntegration, {},
+    option::kComponents,    option::kSamples,        option::kPiPrior, option::kPrior,  option::kShapeMean,
+    option::kShapeVariance, option::kJitter,         option::kRefresh, option::kBurnIn, option::kAbsent,
+    option::kIntegration,   option::kEdcmLikelihood, option::kPrune,   option::kInit,   {},
 };
 inline constexpr trib_option_spec kEmsdOptions[] = {
     option::kComponents,
@@ -63,6 +78,9 @@ inline constexpr trib_option_spec kEmsdOptions[] = {
     option::kBurnIn,
     option::kAbsent,
     option::kIntegration,
+    option::kEmsdLikelihood,
+    option::kPrune,
+    option::kInit,
     sdk::Choice("scale", "fixed|learn", "fixed", "fixed: b = 1 (EDCM with EMSD's names); learn: Gamma sites on b"),
     sdk::Number("scale_prior_mean", "1", "scale=learn: prior mean of b").Above(0).AtMost(1e6),
     sdk::Number("scale_prior_variance", "0.01", "scale=learn: prior variance of b").Above(0).AtMost(1e6),
