@@ -170,10 +170,20 @@
 //    per document is unchanged. The burn-in sites are ordinary sites: SEP
 //    decays them, EP replaces them in the next sweep.
 // The thesis's K-means-based prior (§2.3.3) needs the data before training
-// and is not available to a streaming learner; nor would it help where the
-// components fail to separate (bench/COUNT_MIXTURE_TABLE3.md: at Table 3's
-// shapes, batch EM on eq. 14 started AT the true parameters merges the three
-// components into one, so no initialisation can keep them apart).
+// and is not available to a streaming learner. K-means burn-in (version
+// 1.3.0, option init=kmeans, off by default): its streaming counterpart.
+// During the burn-in each document goes wholly (r = 1) to the cluster of an
+// online spherical K-means (MacQueen; cosine on L2-normalised counts, the
+// distance of the thesis's NLTK K-means; the first K documents seed the
+// centroids, kept in the learner's State: O(K V) memory, O(V) per burn-in
+// document), so each component starts from its K-means cluster instead of
+// the average of all documents. Measured (bench/COUNT_MIXTURE_TABLE3.md) it
+// does not help: on Table 3 at 50 counts eq. 14 still merges the components
+// (batch EM on eq. 14 started AT the true parameters merges them too, so no
+// initialisation can keep them apart), and with likelihood=dcm it left one
+// component with E[pi] ~0.01 on every seed (0.52-0.59 accuracy with the
+// tied burn-in, 0.33-0.59 with K-means). A snapshot taken during the burn-in
+// does not carry the centroids (a resumed learner restarts them).
 //
 // Exact DCM (version 1.3.0, option likelihood=dcm; bench/COUNT_MIXTURE_TABLE3.md).
 // eq. 14 / 45 replace G(x + a) / G(a) by G(x) a, valid for a -> 0. At
@@ -219,7 +229,8 @@
 // absent=propagate|ignore (propagate; ignore
 // drops the evidence of absent terms, for comparison), likelihood=edcm|dcm
 // (edcm-mixture) or emsd|dcm (emsd-mixture) (the thesis's approximation;
-// dcm: the exact DCM, see above), prune (0.1, see above), and for emsd-mixture
+// dcm: the exact DCM, see above), prune (0.1, see above), init=tied|kmeans
+// (tied: the burn-in above; kmeans: see "K-means burn-in"), and for emsd-mixture
 // scale=fixed|learn (fixed), scale_prior_mean (1), scale_prior_variance
 // (0.01).
 //
