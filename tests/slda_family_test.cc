@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <boost/math/special_functions/digamma.hpp>
+#include <boost/math/special_functions/gamma.hpp>
 #include <boost/math/special_functions/trigamma.hpp>
 #include <chrono>
 #include <cmath>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "../plugins/lda/lda_cvb0.h"
+#include "../plugins/lda/lda_math.h"
 #include "../plugins/lda/lda_synthetic.h"
 #include "../plugins/shared/dirichlet_fit.h"
 #include "test_util.h"
@@ -144,15 +146,14 @@ double Accuracy(const Model& m, const std::vector<DocumentBuffer>& docs, size_t 
   return static_cast<double>(right) / static_cast<double>(end - begin);
 }
 
-// The topics' point estimate lambda_kw / lambda_k from block 0 (term-major;
-// the outputs are the classes, so the host's ComponentTerms, which counts
-// outputs, does not reach them).
-std::vector<std::vector<double>> LearnedTopics(const Model& m, uint32_t K, uint32_t V) {
-  std::vector<std::vector<double>> out(K, std::vector<double>(V));
+// The topics' point estimate lambda_kw / lambda_k (ComponentTerms: slda's
+// topics are its components, ABI 1.8).
+std::vector<std::vector<double>> LearnedTopics(const Model& m, uint32_t K) {
+  EXPECT_EQ(m.num_components(), K);
+  std::vector<std::vector<double>> out(K);
   for (uint32_t k = 0; k < K; ++k) {
-    double sum = 0;
-    for (uint32_t w = 0; w < V; ++w) sum += (out[k][w] = m.stats().Mu(uint64_t{w} * K + k));
-    for (auto& p : out[k]) p /= sum;
+    Status st = m.ComponentTerms(k, &out[k]);
+    EXPECT_TRUE(st.ok()) << st.ToString();
   }
   return out;
 }
@@ -246,6 +247,40 @@ TEST(SldaFamilyTest, ConstrainedDirichletFitMeetsTheKktConditions) {
   }
 }
 
+// The plugin's log Gamma (the class posteriors of CVB0-2 and CVB0-1) against
+// Boost.Math's over 1e-6 .. 1e8: absolute error <= 1e-12 (1 + |log G|).
+TEST(SldaKernelTest, LogGammaPositiveMatchesBoost) {
+  double worst = 0;
+  for (double x = 1e-6; x < 1e8; x *= 1.0173) {
+    const double want = boost::math::lgamma(x);
+    const double err = std::fabs(lda::LogGammaPositive(x) - want) / (1 + std::fabs(want));
+    worst = std::max(worst, err);
+  }
+  std::printf("worst error %.3g\n", worst);
+  EXPECT_LT(worst, 1e-12);
+  // The lane sums: SSE2 and AVX2 widths and the scalar function, the same bits.
+  std::mt19937_64 rng(9);
+  for (uint32_t K : {1u, 4u, 7u, 40u}) {
+    std::vector<double> a(K), n(K);
+    for (uint32_t k = 0; k < K; ++k) {
+      a[k] = std::exp(-12.0 + 20.0 * static_cast<double>(rng() >> 11) * 0x1.0p-53);
+      n[k] = (rng() % 3 == 0) ? 0.0 : static_cast<double>(rng() % 100000) / 100.0;
+    }
+    const double w2 = lda::LogGammaSumT<2>(a.data(), n.data(), K);
+    const double w4 = lda::LogGammaSumT<4>(a.data(), n.data(), K);
+    EXPECT_EQ(w2, w4) << "K " << K;
+    double parts[4] = {0, 0, 0, 0}, want = 0;
+    for (uint32_t k = 0; k < K; ++k) {
+      parts[k % 4] += lda::LogGammaPositive(a[k] + n[k]);
+      want += boost::math::lgamma(a[k] + n[k]);
+    }
+    if (K % 4 == 0) {
+      EXPECT_EQ(w2, (parts[0] + parts[1]) + (parts[2] + parts[3])) << "K " << K;
+    }
+    EXPECT_NEAR(w2, want, 1e-11 * (K + std::fabs(want))) << "K " << K;
+  }
+}
+
 // The vector-alpha kernel with every alpha_k equal is the scalar kernel, bit
 // for bit, in both widths and with a tail of K % 4 topics.
 TEST(SldaKernelTest, VectorAlphaWithEqualEntriesIsTheScalarKernel) {
@@ -330,7 +365,8 @@ TEST(SldaFamilyTest, RecoversTopicsAndClassPriorsAndClassifies) {
   EXPECT_EQ(models[0]->stats().raw(), models[2]->stats().raw());
   const Model& m = *models[0];
   // Topics, matched (Hungarian).
-  const auto learned = LearnedTopics(m, t.K, t.V);
+  const auto learned = LearnedTopics(m, t.K);
+  EXPECT_FALSE(m.ComponentTerms(t.K, nullptr).ok()) << "component K is out of range";
   std::vector<double> cost(size_t{t.K} * t.K);
   for (uint32_t a = 0; a < t.K; ++a) {
     for (uint32_t b = 0; b < t.K; ++b) {
@@ -365,6 +401,27 @@ TEST(SldaFamilyTest, RecoversTopicsAndClassPriorsAndClassifies) {
     std::printf("class %u: alpha share on its own topics %.3f (true %.3f), sum %.3f (true 2.2)\n", c, own / sum,
                 2.0 / 2.2, sum);
     worst_share = std::min(worst_share, own / sum);
+  }
+  // Supervised dimensionality reduction (ABI 1.8 proportions): a held-out
+  // document's topic proportions (CVB0-2's run) sum to 1 and put most of
+  // their mass on its class's two topics; MAP's theta* the same.
+  for (const Model* pm : {models[0].get()}) {
+    auto st = pm->NewScoringState(3);
+    std::vector<double> theta(t.K);
+    double own = 0;
+    for (size_t i = D; i < D + H; ++i) {
+      Status ps = pm->Proportions(t.docs[i].View(), st->get(), theta.data());
+      ASSERT_TRUE(ps.ok()) << ps.ToString();
+      double sum = 0;
+      for (uint32_t a = 0; a < t.K; ++a) {
+        sum += theta[a];
+        if (match[a] / 2 == t.docs[i].label) own += theta[a];
+      }
+      ASSERT_NEAR(sum, 1.0, 1e-9);
+    }
+    own /= static_cast<double>(H);
+    std::printf("held-out topic proportions on the class's own topics: %.3f\n", own);
+    EXPECT_GT(own, 0.7);
   }
   double sec[3];
   double acc[3];

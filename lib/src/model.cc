@@ -9,6 +9,9 @@
 #include <cstdio>
 #include <cstring>
 #include <unordered_set>
+#include <vector>
+
+#include "tributary/metrics.h"
 
 namespace tributary {
 
@@ -403,15 +406,55 @@ Status Model::ComponentTerms(uint32_t k, std::vector<double>* out) const {
   if (!family_->family().component_terms) {
     return Status::InvalidArgument("family '" + family_->name + "' does not describe its components by terms");
   }
-  if (k >= num_outputs_) {
+  if (k >= num_components()) {
     return Status::InvalidArgument("component " + std::to_string(k) + " out of range (the model has " +
-                                   std::to_string(num_outputs_) + ")");
+                                   std::to_string(num_components()) + ")");
   }
   out->assign(schema_.vocab_size(), 0.0);
   trib_error err{};
   trib_stats view = stats_.ConstView();
   int rc = family_->family().component_terms(fmodel_, &view, k, out->data(), &err);
   if (rc != TRIB_OK) return PluginStatus(rc, err, *family_, "component_terms");
+  return Status::OK();
+}
+
+uint32_t Model::num_components() const {
+  if (latent_outputs()) return num_outputs_;
+  if (family_->family().components == nullptr) return 0;
+  uint32_t count = 0;
+  trib_error err{};
+  if (family_->family().components(fmodel_, &count, &err) != TRIB_OK) return 0;
+  return count;
+}
+
+Status Model::Proportions(const trib_document& doc, ScoringState* state, double* out) const {
+  const uint32_t K = num_components();
+  if (latent_outputs()) {
+    std::vector<double> scores(K);
+    TRIB_RETURN_IF_ERROR(Score(doc, state, scores.data()));
+    Posterior(scores.data(), K, out);
+  } else {
+    if (K == 0 || family_->family().proportions == nullptr) {
+      return Status::InvalidArgument("family '" + family_->name + "' has no latent components or topics (its outputs " +
+                                     "are the classes)");
+    }
+    trib_error err{};
+    trib_stats view = stats_.ConstView();
+    int rc = family_->family().proportions(fmodel_, &view, state->get(), &doc, out, &err);
+    if (rc != TRIB_OK) return PluginStatus(rc, err, *family_, "proportions");
+  }
+  double sum = 0;
+  for (uint32_t k = 0; k < K; ++k) {
+    if (!(out[k] >= 0) || !std::isfinite(out[k])) {
+      return Status::Numeric("family '" + family_->name + "' returned proportion " + std::to_string(out[k]) +
+                             " for component " + std::to_string(k) + ", expected a finite value >= 0");
+    }
+    sum += out[k];
+  }
+  if (std::fabs(sum - 1) > 1e-6) {
+    return Status::Numeric("family '" + family_->name + "' returned proportions summing to " + std::to_string(sum) +
+                           ", expected 1");
+  }
   return Status::OK();
 }
 

@@ -319,6 +319,9 @@ Result<std::shared_ptr<const Plugin>> LoadAny(const std::string& path_in) {
                                        : "score_frozen") +
                   "' (the three go together)");
     }
+    if (f.proportions && !f.components) {
+      return fail("family vtable has 'proportions' but lacks 'components' (the number of proportions)");
+    }
     if (!(f.gradient_lambda >= 0) || !std::isfinite(f.gradient_lambda)) {
       return fail("family vtable's gradient_lambda is " + std::to_string(f.gradient_lambda) +
                   ", expected a finite number >= 0");

@@ -67,9 +67,11 @@
 //        P(c | n^) propto P(c) Polya(n^ | alpha_c) = P(c) G(A_c) / G(A_c + L)
 //                         prod_k G(alpha_ck + n^_k) / G(alpha_ck),
 //      (the first sweep, n^ = 0, mixes by P(c)), up to classify_iter sweeps
-//      (classify_tol). score(c) = log P(c | n^) + the plug-in log p(x) of
-//      the last sweep (lda's Cvb0LogPx with alpha^mix). O(1) CVB0 runs and
-//      O(C K) per sweep for the posterior: the paper's fast rule.
+//      (classify_tol). A class whose posterior falls below e^-30 of the best
+//      leaves the mixture for the document's later sweeps (it moves
+//      alpha^mix by < 1e-13 of itself); the final scores use every class. score(c) = log P(c | n^) + the plug-in log
+//      p(x) of the last sweep (lda's Cvb0LogPx with alpha^mix). O(1) CVB0 runs and O(C K) per sweep for the posterior:
+//      the paper's fast rule.
 //  cvb0-1  eq. 9 per class: a CVB0 run with alpha_c (classify_iter sweeps),
 //      then the collapsed bound at its zeroth order (E log G(a + n) ~
 //      log G(a + E n), the CVB0 approximation):
@@ -101,6 +103,7 @@
 #include <string>
 #include <vector>
 
+#include "../lda/lda_math.h"
 #include "../lda/lda_model.h"
 #include "../lda/lda_topics.h"
 #include "../shared/dirichlet_fit.h"
@@ -141,10 +144,10 @@ struct Model {
     double a = 0, lg = 0;
     for (uint32_t k = 0; k < K; ++k) {
       a += alpha[size_t{c} * K + k];
-      lg += sdk::Lgamma(alpha[size_t{c} * K + k]);
+      lg += lda::LogGammaPositive(alpha[size_t{c} * K + k]);
     }
     alpha_sum[c] = a;
-    log_norm[c] = sdk::Lgamma(a) - lg;
+    log_norm[c] = lda::LogGammaPositive(a) - lg;
   }
 };
 
@@ -158,7 +161,10 @@ struct State {
   // Per class slot c (cvb0-1 and the training steps): gamma (J x K each),
   // topic counts n (K each).
   std::vector<double> gamma, nk, theta;
-  std::vector<double> local_alpha, mix, post, work, norm_single;
+  std::vector<double> local_alpha, mix, post, work;
+  std::vector<uint32_t> active;  // cvb0-2: the classes still in the mixture
+  std::vector<char> have_post;
+  std::vector<double> scratch;  // proportions: the scores it does not return
 };
 
 inline Model* M(trib_family_model* m) { return sdk::As<Model>(m); }
@@ -500,12 +506,45 @@ double PlugInLogPx(const trib_document& d, const double* norm, double A) {
 
 // ---- Score: the classifiers -------------------------------------------------------
 
+// sum_k log G(a_k + n_k) on this CPU's widest lanes (lda_math.h: the same
+// bits in every width). Chosen at plugin init.
+double LogGammaSumSse2(const double* a, const double* n, uint32_t K) { return lda::LogGammaSumT<2>(a, n, K); }
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) double LogGammaSumAvx2(const double* a, const double* n, uint32_t K) {
+  return lda::LogGammaSumT<4>(a, n, K);
+}
+#endif
+double (*g_log_gamma_sum)(const double*, const double*, uint32_t) = LogGammaSumSse2;
+
+void SelectLogGammaKernel() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2")) g_log_gamma_sum = LogGammaSumAvx2;
+#endif
+}
+
+// log P(c) + log Polya(n | alpha_c) up to a constant common to every class.
+inline double LogClassJoint(const Model& m, uint32_t c, double log_prior, const double* nk, double L) {
+  const uint32_t K = m.K();
+  const double* ac = m.alpha.data() + size_t{c} * K;
+  return log_prior + m.log_norm[c] - lda::LogGammaPositive(m.alpha_sum[c] + L) + g_log_gamma_sum(ac, nk, K);
+}
+
+// Classes whose posterior falls below e^-kPrune of the best leave the
+// mixture for the document's later sweeps (their weight moves alpha^mix by
+// less than 1e-13 of itself); the final scores use every class.
+constexpr double kPrune = 30;
+
 void ScoreCvb02(const Model& m, const trib_stats& s, const trib_document& d, State* st, double* out) {
   const uint32_t K = m.K(), J = d.num_terms, C = m.C;
   const double log_total = LogTotal(m, s);
-  st->post.resize(C);
+  std::vector<double>& prior = st->local_alpha;  // (scratch: log P(c))
+  prior.resize(C);
+  for (uint32_t c = 0; c < C; ++c) prior[c] = LogPrior(m, s, c, log_total);
+  st->post.assign(prior.begin(), prior.end());
+  st->active.resize(C);
+  for (uint32_t c = 0; c < C; ++c) st->active[c] = c;
   st->mix.assign(K, 0.0);
-  for (uint32_t c = 0; c < C; ++c) st->post[c] = LogPrior(m, s, c, log_total);
   double* gamma = st->gamma.data();  // slot 0 as scratch
   double* nk = st->nk.data();
   std::fill(gamma, gamma + size_t{J} * K, 0.0);
@@ -515,15 +554,24 @@ void ScoreCvb02(const Model& m, const trib_stats& s, const trib_document& d, Sta
   st->work.resize(K);
   double A = 0;
   for (uint32_t it = 0; it < m.classify_iter; ++it) {
-    // alpha^mix from P(c | n^) (st->post holds log P(c) + log Polya(n^ | alpha_c)).
-    const double z = LogSumExp(st->post.data(), C);
+    // alpha^mix from P(c | n^) (st->post: log P(c) + log Polya(n^ | alpha_c)).
+    double top = -HUGE_VAL;
+    for (uint32_t c : st->active) top = std::max(top, st->post[c]);
+    double z = 0;
     std::fill(st->mix.begin(), st->mix.end(), 0.0);
-    for (uint32_t c = 0; c < C; ++c) {
-      const double p = std::exp(st->post[c] - z);
-      for (uint32_t k = 0; k < K; ++k) st->mix[k] += p * m.alpha[size_t{c} * K + k];
+    size_t kept = 0;
+    for (uint32_t c : st->active) {
+      const double e = st->post[c] - top;
+      if (e < -kPrune) continue;
+      st->active[kept++] = c;
+      const double p = std::exp(e);
+      z += p;
+      const double* ac = m.alpha.data() + size_t{c} * K;
+      for (uint32_t k = 0; k < K; ++k) st->mix[k] += p * ac[k];
     }
+    st->active.resize(kept);
     A = 0;
-    for (uint32_t k = 0; k < K; ++k) A += st->mix[k];
+    for (uint32_t k = 0; k < K; ++k) A += (st->mix[k] /= z);
     std::memcpy(st->work.data(), nk, K * sizeof(double));
     lda::Cvb0SweepsVec(st->base.rows.data(), gamma, nk, st->base.last_nk.data(), st->base.phinorm.data(), d.term_counts,
                        J, K, st->mix.data(), 1, 0.0);
@@ -532,13 +580,14 @@ void ScoreCvb02(const Model& m, const trib_stats& s, const trib_document& d, Sta
       nk[k] = std::max(nk[k], 0.0);
       change = std::max(change, std::fabs(nk[k] - st->work[k]));
     }
-    for (uint32_t c = 0; c < C; ++c) {  // log P(c) + log Polya(n^ | alpha_c), up to a constant
-      const double* ac = m.alpha.data() + size_t{c} * K;
-      double lp = LogPrior(m, s, c, log_total) + m.log_norm[c] - sdk::Lgamma(m.alpha_sum[c] + d.total_count);
-      for (uint32_t k = 0; k < K; ++k) lp += sdk::Lgamma(ac[k] + nk[k]);
-      st->post[c] = lp;
-    }
+    for (uint32_t c : st->active) st->post[c] = LogClassJoint(m, c, prior[c], nk, d.total_count);
     if (it > 0 && change < m.classify_tol) break;
+  }
+  // Every class at the final counts (the pruned ones too).
+  st->have_post.assign(C, 0);
+  for (uint32_t c : st->active) st->have_post[c] = 1;
+  for (uint32_t c = 0; c < C; ++c) {
+    if (!st->have_post[c]) st->post[c] = LogClassJoint(m, c, prior[c], nk, d.total_count);
   }
   const double z = LogSumExp(st->post.data(), C);
   const double logpx = PlugInLogPx(d, st->base.phinorm.data(), A);
@@ -557,8 +606,7 @@ void ScoreCvb01(const Model& m, const trib_stats& s, const trib_document& d, Sta
     Cvb0Slot(m, d, ac, m.classify_iter, m.classify_tol, c, st);
     const double* gamma = st->gamma.data() + size_t{c} * J * K;
     const double* nk = st->nk.data() + size_t{c} * K;
-    double L = LogPrior(m, s, c, log_total) + m.log_norm[c] - sdk::Lgamma(m.alpha_sum[c] + d.total_count);
-    for (uint32_t k = 0; k < K; ++k) L += sdk::Lgamma(ac[k] + nk[k]);
+    double L = LogClassJoint(m, c, LogPrior(m, s, c, log_total), nk, d.total_count);
     for (uint32_t j = 0; j < J; ++j) {
       const double* g = gamma + size_t{j} * K;
       const double* lr = lrow.data() + size_t{j} * K;
@@ -602,6 +650,52 @@ int Score(const trib_family_model* mm, const trib_stats* s, trib_family_state* s
     st->doc_t = m->topics.t;
     return TRIB_OK;
   });
+}
+
+// ABI 1.8: the topics are the model's components (component_terms ranges
+// over them, `tributary topics` lists them) and a document's topic
+// proportions its supervised low-dimensional description (§5.2: one theta
+// for a test document rather than C): train=map, MAP's theta* of eq. 15;
+// otherwise CVB0-2's run, theta_k = (n_k + alpha^mix_k) / (L + A^mix).
+int Components(const trib_family_model* mm, uint32_t* count, trib_error*) {
+  *count = M(mm)->K();
+  return TRIB_OK;
+}
+
+int Proportions(const trib_family_model* mm, const trib_stats* s, trib_family_state* ss, const trib_document* d,
+                double* out, trib_error* err) {
+  return Guard(err, [&] {
+    const Model* m = M(mm);
+    auto* st = reinterpret_cast<State*>(ss);
+    const uint32_t K = m->K();
+    st->valid = false;
+    if (d->num_terms == 0) {  // the prior's mean under P(c)
+      const double log_total = LogTotal(*m, *s);
+      std::fill(out, out + K, 0.0);
+      for (uint32_t c = 0; c < m->C; ++c) {
+        const double p = std::exp(LogPrior(*m, *s, c, log_total)) / m->alpha_sum[c];
+        for (uint32_t k = 0; k < K; ++k) out[k] += p * m->alpha[size_t{c} * K + k];
+      }
+      return TRIB_OK;
+    }
+    Prepare(*m, *s, *d, st);
+    st->scratch.resize(m->C);
+    if (m->train == Train::kMap) {
+      ScoreMap(*m, *s, *d, st, st->scratch.data());
+      std::copy(st->theta.begin(), st->theta.end(), out);
+      return TRIB_OK;
+    }
+    ScoreCvb02(*m, *s, *d, st, st->scratch.data());
+    double sum = 0;
+    for (uint32_t k = 0; k < K; ++k) sum += (out[k] = st->nk[k] + st->mix[k]);  // ~ L + A
+    for (uint32_t k = 0; k < K; ++k) out[k] /= sum;
+    return TRIB_OK;
+  });
+}
+
+// p(w | topic k) = E[phi_kw].
+int ComponentTerms(const trib_family_model* mm, const trib_stats* s, uint32_t k, double* out, trib_error* err) {
+  return Guard(err, [&] { return lda::TopicTerms(M(mm)->topics, *s, k, out, err); });
 }
 
 // sum_c w_c E[s | x, c]: the topic rows sum_c w_c n_w gamma^(c)_wk (cvb0) or
@@ -739,6 +833,7 @@ extern "C" TRIB_PLUGIN_EXPORT int tributary_plugin_init(const trib_host_api* hos
                                                         trib_error* err) {
   if (int rc = sdk::BeginFamilyVtable<Model, State>(host, out, err); rc != TRIB_OK) return rc;
   lda::SelectCvb0Kernel();
+  SelectLogGammaKernel();
   trib_family_vtable& v = out->family;
   v.create = Create;
   v.layout = Layout;
@@ -751,6 +846,9 @@ extern "C" TRIB_PLUGIN_EXPORT int tributary_plugin_init(const trib_host_api* hos
   v.export_cache = ExportCache;
   v.import_cache = ImportCache;
   v.outputs = Outputs;
+  v.component_terms = ComponentTerms;
+  v.components = Components;
+  v.proportions = Proportions;
   v.random_start = 1;  // the topics start at random (InitTopics): the latent schedule by default
   return TRIB_OK;
 }

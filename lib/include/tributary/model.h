@@ -264,9 +264,19 @@ class Model {
   /// without has_completion(); Numeric when the family returns a value that is not finite or is > 0.
   Status Completion(const trib_document& observed, const trib_document& heldout, ScoringState* state,
                     double* log_prob) const;
-  /// p(term | output k) over the vocabulary (ABI 1.2 `component_terms`);
-  /// an error when the family does not provide it.
+  /// p(term | component k) over the vocabulary (ABI 1.2 `component_terms`),
+  /// k < num_components(); an error when the family does not provide it.
   Status ComponentTerms(uint32_t k, std::vector<double>* out) const;
+  /// The number of latent components or topics: a latent family's outputs, or
+  /// what a classifier with components reports (ABI 1.8 `components`: slda's
+  /// topics); 0 for a classifier without.
+  uint32_t num_components() const;
+  /// The document's proportions over the components (num_components() values
+  /// summing to 1): a latent family's posterior over its outputs (the softmax
+  /// of Score), or a classifier's ABI 1.8 `proportions` (slda's topic
+  /// proportions). Errors: InvalidArgument when the model has no components
+  /// or its family no proportions; Numeric when they are not a distribution.
+  Status Proportions(const trib_document& doc, ScoringState* state, double* out) const;
 
   /// Adds a class (schema with open classes; the family must support growth).
   /// Every scoring state made before is invalid afterwards, and

@@ -71,7 +71,8 @@ extern "C" {
  * frozen scoring (freeze, frozen_destroy, score_frozen) and a family's
  * defaults under a gradient loss (gradient_lambda, gradient_prior); 1.7 the
  * fused step (fused_step, trib_step_log); 1.8 random_start (the default
- * schedule of a family whose statistics start at random). */
+ * schedule of a family whose statistics start at random) and a classifier's
+ * latent components (components, proportions). */
 #define TRIB_ABI_MINOR 8u
 #define TRIB_PLUGIN_MAGIC 0x54524942u /**< "TRIB": trib_plugin_info.magic of every plugin */
 
@@ -616,6 +617,20 @@ typedef struct trib_family_vtable {
    * family with latent outputs does. 0 (or a plugin built before 1.8): the
    * loss's inverse schedule for a family whose outputs are the classes. */
   uint32_t random_start;
+
+  /* ---- ABI 1.8: latent components of a classifier ---- */
+
+  /** Optional (NULL: a family whose outputs are the classes has no
+   * components; a latent family's components are its outputs). A family
+   * whose outputs are the classes but whose model also has latent components
+   * or topics (slda) sets *count to their number: component_terms then ranges
+   * over them, and proportions describes a document by them. */
+  int (*components)(const trib_family_model* model, uint32_t* count, trib_error* err);
+  /** Optional (requires components): the document's proportions over the
+   * components, `count` values >= 0 summing to 1 (slda: its topic proportions,
+   * supervised dimensionality reduction). Thread-safety as score(). */
+  int (*proportions)(const trib_family_model* model, const trib_stats* stats, trib_family_state* state,
+                     const trib_document* doc, double* out, trib_error* err);
 } trib_family_vtable;
 
 #define TRIB_OUTPUTS_CLASSES 0u /**< outputs(): score() ranks the schema's classes */

@@ -35,14 +35,17 @@ int RunPredict(const std::string& model_path, const std::string& in, const std::
   auto input = OpenForScoring(model_path, in, max_frame);
   if (!input.ok()) return ReportError(input.status());
   auto& [model, ds, predictor] = *input;
-  const uint32_t K = model->num_outputs();
-  if (infer && !model->latent_outputs()) {
+  // infer on a classifier with latent components (ABI 1.8: slda's topics):
+  // its proportions, not its classes.
+  const bool by_proportions = infer && !model->latent_outputs();
+  if (infer && model->num_components() == 0) {
     return ReportError(Status::InvalidArgument("infer: '" + model_path + "': family '" + model->family().name +
                                                "' has no latent components or topics (its outputs are the classes); "
                                                "use predict"));
   }
+  const uint32_t K = by_proportions ? model->num_components() : model->num_outputs();
   std::vector<std::string> classes(K);
-  for (uint32_t k = 0; k < K; ++k) classes[k] = model->OutputName(k);
+  for (uint32_t k = 0; k < K; ++k) classes[k] = by_proportions ? std::to_string(k) : model->OutputName(k);
   std::vector<double> scores(K), probs(K);
   std::unique_ptr<DocumentWriter> writer;
   std::ostream* text = &std::cout;
@@ -69,9 +72,13 @@ int RunPredict(const std::string& model_path, const std::string& in, const std::
     Status st = ds->Next(model.get(), false, skip_bad, &bad, &doc, &eof, &grew);
     if (!st.ok()) return ReportError(NameFile(st, in));
     if (eof) break;
-    st = predictor->Score(doc.View(), scores.data());
+    if (by_proportions) {
+      st = model->Proportions(doc.View(), predictor->state(), probs.data());
+    } else {
+      st = predictor->Score(doc.View(), scores.data());
+      if (st.ok()) Posterior(scores.data(), K, probs.data());
+    }
     if (!st.ok()) return ReportError(NameFile(st.WithContext(doc.Name()), in));
-    Posterior(scores.data(), K, probs.data());
     uint32_t best = static_cast<uint32_t>(std::max_element(probs.begin(), probs.end()) - probs.begin());
     if (writer) {
       pred.Clear();

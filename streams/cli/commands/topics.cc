@@ -28,7 +28,7 @@ int RunTopics(const std::string& path, uint32_t top, bool as_json) {
   const auto& vocab = m.schema().vocabulary();
   json topics = json::array();
   std::vector<double> p;
-  for (uint32_t k = 0; k < m.num_outputs(); ++k) {
+  for (uint32_t k = 0; k < m.num_components(); ++k) {
     Status st = m.ComponentTerms(k, &p);
     if (!st.ok()) return ReportError(NameFile(st, path));
     std::vector<uint32_t> ids(p.size());
