@@ -250,11 +250,11 @@ TEST(CountMixtureTable3Test, ThesisLikelihoodPrefersOneComponentAtFiftyCounts) {
 // Bayes-optimal 0.60-0.64 (gap 0.04-0.11) and mean shape errors 0.16-0.37:
 // the components separate (accuracy 1/3 with the default likelihood), but
 // the criterion (gap <= 0.05 and error <= 0.2 on every seed) is met on one
-// seed of five; more documents and passes get closer (3 x 1000, 60 passes:
-// two of five fully, errors 0.04-0.39) and batch EM on the exact DCM from
-// random starts needs ~3 x 1000 documents and hundreds of iterations
-// (rel. error 0.05-0.19). Asserted: what holds on every seed, with margin.
-// Under sanitizers 2 seeds.
+// seed of five; more documents and passes get closer (3 x 1000: two of five
+// at 60 passes, four of five at 150, ~27 s per seed, the fifth keeping a
+// dead component), as batch EM on the exact DCM from random starts does
+// (3 x 300: two of five; 3 x 1000: four of five). Asserted: what holds on
+// every seed, with margin. Under sanitizers 2 seeds.
 TEST(CountMixtureTable3Test, ExactDcmSeparatesTheComponents) {
   const std::vector<uint64_t> seeds = kSanitized ? std::vector<uint64_t>{1, 2} : std::vector<uint64_t>{1, 2, 3, 4, 5};
   size_t met = 0;
