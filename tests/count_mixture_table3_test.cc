@@ -254,9 +254,9 @@ TEST(CountMixtureTable3Test, ThesisLikelihoodPrefersOneComponentAtFiftyCounts) {
 // at 60 passes, four of five at 150, ~27 s per seed, the fifth keeping a
 // dead component), as batch EM on the exact DCM from random starts does
 // (3 x 300: two of five; 3 x 1000: four of five). Asserted: what holds on
-// every seed, with margin. Under sanitizers 2 seeds.
+// every seed, with margin. Under sanitizers one seed.
 TEST(CountMixtureTable3Test, ExactDcmSeparatesTheComponents) {
-  const std::vector<uint64_t> seeds = kSanitized ? std::vector<uint64_t>{1, 2} : std::vector<uint64_t>{1, 2, 3, 4, 5};
+  const std::vector<uint64_t> seeds = kSanitized ? std::vector<uint64_t>{2} : std::vector<uint64_t>{1, 2, 3, 4, 5};
   size_t met = 0;
   double total_seconds = 0;
   for (uint64_t seed : seeds) {
