@@ -241,8 +241,10 @@
 // (create, layout, init_stats, rebuild), count_mixture_totals.{h,cc}
 // ("Totals"), count_mixture_score.cc (score, component_terms),
 // count_mixture_cache.cc (export / import of the caches),
-// count_mixture_moment_match.cc ("Moment matching"), count_mixture_sep.cc
-// (the other SEP hooks) and count_mixture_vtable.cc (the vtable).
+// count_mixture_moment_match.cc ("Moment matching", with the rising
+// factorial of likelihood=dcm and the K-means of init=kmeans),
+// count_mixture_sep.cc (the other SEP hooks) and count_mixture_vtable.cc
+// (the vtable).
 #ifndef TRIBUTARY_PLUGINS_COUNT_MIXTURE_H_
 #define TRIBUTARY_PLUGINS_COUNT_MIXTURE_H_
 
@@ -457,7 +459,7 @@ double CountConstant(const Model& m, const trib_document* d);
 int CheckDcmCounts(const Model& m, const trib_document* d, trib_error* err);
 // The rising factorial under a Gamma(a, b) (likelihood=dcm): theta^(x) =
 // sum_j c(x, j) theta^j turns theta^(x) Gamma(theta | a, b) into the
-// mixture sum_j w_j Gamma(theta | a + j, b), w_j ∝ c(x, j) G(a + j) / (G(a)
+// mixture sum_j w_j Gamma(theta | a + j, b), w_j prop. to c(x, j) G(a + j) / (G(a)
 // b^j). Returns log E[theta^(x)] and sets E[theta], E[theta^2] and
 // E[log theta] of the normalised mixture (each a sum of positive terms).
 double RisingFactorialMoments(StirlingRows* rows, std::vector<double>* scratch, uint32_t x, double a, double b,

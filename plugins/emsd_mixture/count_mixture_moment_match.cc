@@ -45,6 +45,89 @@ bool ProjectGamma(double w0, double a0, double b0, double w1, double a1, double 
 
 }  // namespace
 
+// ---- likelihood=dcm and init=kmeans (count_mixture.h) -----------------------------
+
+uint32_t OnlineKMeans::Assign(uint32_t K, uint64_t V, const trib_document* d) {
+  if (centroid.empty()) {
+    centroid.assign(static_cast<size_t>(K) * V, 0.0);
+    norm2.assign(K, 0.0);
+    count.assign(K, 0);
+  }
+  double dn = 0;
+  for (uint32_t t = 0; t < d->num_terms; ++t) dn += d->term_counts[t] * d->term_counts[t];
+  dn = std::sqrt(dn);
+  uint32_t best = 0;
+  double best_cos = -INFINITY;
+  for (uint32_t k = 0; k < K; ++k) {
+    if (count[k] == 0) {  // an empty cluster takes the document
+      best = k;
+      break;
+    }
+    double dot = 0;
+    for (uint32_t t = 0; t < d->num_terms; ++t) dot += centroid[k * V + d->term_ids[t]] * d->term_counts[t];
+    const double cosine = dot / (dn * std::sqrt(std::max(norm2[k], kTiny)));
+    if (cosine > best_cos) best_cos = cosine, best = k;
+  }
+  // centroid += (u - centroid) / n: scale all by (1 - 1/n), add u / n at the
+  // document's terms (O(V), during the burn-in only).
+  const double inv = 1.0 / static_cast<double>(++count[best]);
+  double* c = &centroid[best * V];
+  for (uint64_t w = 0; w < V; ++w) c[w] *= 1.0 - inv;
+  for (uint32_t t = 0; t < d->num_terms; ++t) c[d->term_ids[t]] += inv * d->term_counts[t] / dn;
+  double n2 = 0;
+  for (uint64_t w = 0; w < V; ++w) n2 += c[w] * c[w];
+  norm2[best] = n2;
+  return best;
+}
+
+const std::vector<double>& StirlingRows::Row(uint32_t x) {
+  if (row.empty()) row.push_back({}), row.push_back({0.0});  // c(1, 1) = 1
+  while (row.size() <= x) {
+    // c(n + 1, j) = n c(n, j) + c(n, j - 1)
+    const uint32_t n = static_cast<uint32_t>(row.size() - 1);
+    const std::vector<double>& prev = row[n];
+    std::vector<double> next(n + 1);
+    const double ln = std::log(static_cast<double>(n));
+    for (uint32_t j = 1; j <= n + 1; ++j) {
+      const double a = j <= n ? ln + prev[j - 1] : -INFINITY;
+      const double b = j >= 2 ? prev[j - 2] : -INFINITY;
+      const double mx = std::max(a, b);
+      next[j - 1] = mx + std::log(std::exp(a - mx) + std::exp(b - mx));
+    }
+    row.push_back(std::move(next));
+  }
+  return row[x];
+}
+
+double RisingFactorialMoments(StirlingRows* rows, std::vector<double>* scratch, uint32_t x, double a, double b,
+                              double* m1, double* m2, double* lm) {
+  const std::vector<double>& lc = rows->Row(x);
+  std::vector<double>& lw = *scratch;
+  lw.resize(x);
+  const double lb = std::log(b);
+  double cum = 0, mx = -INFINITY;
+  for (uint32_t j = 1; j <= x; ++j) {
+    cum += std::log(a + (j - 1));  // log G(a + j) / G(a)
+    lw[j - 1] = lc[j - 1] + cum - j * lb;
+    mx = std::max(mx, lw[j - 1]);
+  }
+  double tw = 0, s1 = 0, s2 = 0, sl = 0, psi = Digamma(a + 1.0);
+  for (uint32_t j = 1; j <= x; ++j) {
+    const double w = std::exp(lw[j - 1] - mx), aj = a + j;
+    tw += w;
+    s1 += w * aj;
+    s2 += w * aj * (aj + 1.0);
+    sl += w * psi;
+    psi += 1.0 / aj;  // psi(a + j + 1)
+  }
+  *m1 = s1 / (tw * b);
+  *m2 = s2 / (tw * b * b);
+  *lm = sl / tw - lb;
+  return mx + std::log(tw);
+}
+
+// ---- Moment matching ----------------------------------------------------------------
+
 int MomentMatch(const trib_family_model* mm, const trib_stats* s, trib_family_state* ss, const trib_document* d,
                 const uint64_t* index, const double* cavity, size_t count, double* lambda_new, trib_sep_outcome* out,
                 trib_error* err) {
