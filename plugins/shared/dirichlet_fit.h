@@ -79,20 +79,81 @@ double InverseDigamma(double y, Psi psi, Psi1 trigamma) {
 }
 
 // The same maximisation with every alpha_c >= lower (supervised LDA's MAP
-// estimation restricts alpha >= 1, supervised-lda-inference-2014 §6.1.1):
-// Minka's fixed point alpha_c = psi^-1(psi(sum alpha) + t_c) clamped at
-// `lower`. Each step maximises a lower bound of the objective that is exact
-// at the current alpha (log Gamma(sum alpha) is convex, so its tangent is
-// below it) and separable, whose constrained maximiser is the clamp: an
-// ascent method that converges to the constrained optimum (the problem is
-// concave). From *out (K values >= lower), until no alpha_c moves by more
-// than 1e-10 of itself or 1000 steps. REQUIRES: t feasible. Returns the steps.
+// estimation restricts alpha >= 1, supervised-lda-inference-2014 §6.1.1), by
+// an active set: Newton's step of FitDirichlet on the free components with
+// the others held at `lower`; a free component that the step would take to
+// or below `lower` is fixed there instead (and the step recomputed); once the
+// free components have converged, the fixed one whose gradient is the most
+// positive (if any: the KKT conditions) is freed again, and so on. The
+// problem is concave, so this ends at the constrained optimum; should it not
+// within 500 steps, Minka's fixed point alpha_c = max(lower, psi^-1(psi(sum
+// alpha) + t_c)) (an ascent method: each step maximises a lower bound exact at
+// the current alpha) finishes it. From *out (K values > 0), until no alpha_c
+// moves by more than 1e-12 of itself. REQUIRES: t feasible. Returns the steps.
 template <typename Psi, typename Psi1>
 uint32_t FitDirichletAtLeast(const double* t, uint32_t K, double lower, Psi psi, Psi1 trigamma,
                              std::vector<double>* out) {
   std::vector<double>& a = *out;
+  std::vector<char> fixed(K, 0);
+  for (uint32_t c = 0; c < K; ++c) {
+    if (!(a[c] > lower)) {
+      a[c] = lower;
+      fixed[c] = 1;
+    }
+  }
+  std::vector<double> g(K), h(K), step(K);
   uint32_t it = 0;
-  for (; it < 1000; ++it) {
+  for (; it < 500; ++it) {
+    double sum = 0;
+    for (uint32_t c = 0; c < K; ++c) sum += a[c];
+    const double ps = psi(sum), w = trigamma(sum);
+    double gh = 0, ih = 0;
+    uint32_t free_count = 0;
+    for (uint32_t c = 0; c < K; ++c) {
+      g[c] = ps - psi(a[c]) + t[c];
+      if (fixed[c]) continue;
+      h[c] = -trigamma(a[c]);
+      gh += g[c] / h[c];
+      ih += 1.0 / h[c];
+      ++free_count;
+    }
+    double change = 0;
+    bool blocked = false;
+    if (free_count > 0) {
+      const double u = gh / (1.0 / w + ih);
+      for (uint32_t c = 0; c < K; ++c) {
+        if (fixed[c]) continue;
+        step[c] = (g[c] - u) / h[c];
+        if (!(a[c] - step[c] > lower)) {  // the step leaves the set: hold c at the bound
+          change = std::max(change, std::fabs(lower - a[c]) / a[c]);
+          a[c] = lower;
+          fixed[c] = 1;
+          blocked = true;
+        }
+      }
+      if (blocked) continue;
+      for (uint32_t c = 0; c < K; ++c) {
+        if (fixed[c]) continue;
+        const double next = a[c] - step[c];
+        change = std::max(change, std::fabs(next - a[c]) / a[c]);
+        a[c] = next;
+      }
+    }
+    if (change >= 1e-12) continue;
+    // Converged on the free set: free the bound component the KKT conditions
+    // reject most (gradient > 0: the objective rises inside the set).
+    uint32_t worst = K;
+    double top = 1e-12;
+    for (uint32_t c = 0; c < K; ++c) {
+      if (fixed[c] && g[c] > top) {
+        top = g[c];
+        worst = c;
+      }
+    }
+    if (worst == K) return it;
+    fixed[worst] = 0;
+  }
+  for (uint32_t more = 0; more < 100000; ++more, ++it) {  // (the fallback: Minka's clamped fixed point)
     double sum = 0;
     for (uint32_t c = 0; c < K; ++c) sum += a[c];
     const double ps = psi(sum);
@@ -102,7 +163,7 @@ uint32_t FitDirichletAtLeast(const double* t, uint32_t K, double lower, Psi psi,
       change = std::max(change, std::fabs(next - a[c]) / a[c]);
       a[c] = next;
     }
-    if (change < 1e-10) break;
+    if (change < 1e-12) break;
   }
   return it;
 }
