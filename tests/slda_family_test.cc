@@ -451,7 +451,7 @@ TEST(SldaFamilyTest, MapEstimationLearnsWithAlphaAtLeastOne) {
   EXPECT_NE(map->stats().raw(), cvb0->stats().raw());
   const double acc = Accuracy(*map, t.docs, D, D + H);
   std::printf("train=map: held-out accuracy %.3f\n", acc);
-  EXPECT_GT(acc, 0.8);
+  EXPECT_GT(acc, 0.9);  // (0.88 when eq. 15 started from the uniform theta)
   // The learned alpha (read from the statistics, clamped as the family does) >= 1.
   for (const auto& a : LearnedAlpha(*map, C, t.K, 1.0, 1.0)) {
     EXPECT_GE(*std::min_element(a.begin(), a.end()), 1.0);

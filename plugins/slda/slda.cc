@@ -80,7 +80,10 @@
 //      C CVB0 runs a document.
 //  map  eq. 15: EM for theta_t with the prior term sum_c P(c | theta^)(alpha_ck - 1),
 //      P(c | theta^) propto P(c) Dir(theta^ | alpha_c) (theta floored at
-//      1e-12 in the logs); score(c) = log P(c | theta*) + log p(x | theta*).
+//      1e-12 in the logs), started from the document's own maximum-likelihood
+//      theta (the EM without the prior term; from the uniform start a sharp
+//      alpha pulls every document to one class); score(c) = log P(c |
+//      theta*) + log p(x | theta*).
 // The classifier only scores: accumulate always runs the training step given
 // the class (cvb0_max_iter sweeps), so the statistics do not depend on it.
 //
@@ -165,6 +168,7 @@ struct State {
   std::vector<uint32_t> active;  // cvb0-2: the classes still in the mixture
   std::vector<char> have_post;
   std::vector<double> scratch;  // proportions: the scores it does not return
+  std::vector<double> ones;     // map: the prior-free first phase
 };
 
 inline Model* M(trib_family_model* m) { return sdk::As<Model>(m); }
@@ -433,35 +437,49 @@ void MapTheta(const Model& m, const trib_stats& s, const trib_document& d, const
     const double z = LogSumExp(st->post.data(), C);
     for (uint32_t c = 0; c < C; ++c) st->post[c] = std::exp(st->post[c] - z);
   };
-  for (uint32_t it = 0; it < m.map_iter; ++it) {
-    norms();
-    if (mix) {
-      class_posterior();
-      std::fill(st->mix.begin(), st->mix.end(), 0.0);
-      for (uint32_t c = 0; c < C; ++c) {
-        for (uint32_t k = 0; k < K; ++k) st->mix[k] += st->post[c] * m.alpha[size_t{c} * K + k];
+  // eq. 15 leaves theta's start open. From the uniform theta the prior term
+  // of a sharp alpha (hundreds once the training documents' theta* are
+  // nearly fixed by their class) pulls every document to whichever class's
+  // Dirichlet is densest at the uniform point; so theta starts at the
+  // document's own maximum-likelihood proportions (the same EM without the
+  // prior term, alpha = 1: PLSA's fold-in), then the class-weighted prior
+  // joins.
+  std::vector<double>& ones = st->ones;
+  ones.assign(K, 1.0);
+  const uint32_t phases = mix ? 2 : 1;
+  for (uint32_t phase = 0; phase < phases; ++phase) {
+    const bool mixing = mix && phase == 1;
+    if (mix && phase == 0) a = ones.data();
+    for (uint32_t it = 0; it < m.map_iter; ++it) {
+      norms();
+      if (mixing) {
+        class_posterior();
+        std::fill(st->mix.begin(), st->mix.end(), 0.0);
+        for (uint32_t c = 0; c < C; ++c) {
+          for (uint32_t k = 0; k < K; ++k) st->mix[k] += st->post[c] * m.alpha[size_t{c} * K + k];
+        }
+        a = st->mix.data();
       }
-      a = st->mix.data();
+      std::fill(g.begin(), g.end(), 0.0);
+      for (uint32_t j = 0; j < J; ++j) {
+        const double* r = rows + size_t{j} * K;
+        const double f = d.term_counts[j] / st->base.phinorm[j];
+        for (uint32_t k = 0; k < K; ++k) g[k] += f * r[k];
+      }
+      double sum = 0;
+      for (uint32_t k = 0; k < K; ++k) {
+        g[k] = std::max(th[k] * g[k] + (a[k] - 1), 0.0);
+        sum += g[k];
+      }
+      if (!(sum > 0)) break;  // every g_k <= 0 (a document shorter than the prior's pull): keep theta
+      double change = 0;
+      for (uint32_t k = 0; k < K; ++k) {
+        const double v = g[k] / sum;
+        change += std::fabs(v - th[k]);
+        th[k] = v;
+      }
+      if (change < m.map_tol) break;
     }
-    std::fill(g.begin(), g.end(), 0.0);
-    for (uint32_t j = 0; j < J; ++j) {
-      const double* r = rows + size_t{j} * K;
-      const double f = d.term_counts[j] / st->base.phinorm[j];
-      for (uint32_t k = 0; k < K; ++k) g[k] += f * r[k];
-    }
-    double sum = 0;
-    for (uint32_t k = 0; k < K; ++k) {
-      g[k] = std::max(th[k] * g[k] + (a[k] - 1), 0.0);
-      sum += g[k];
-    }
-    if (!(sum > 0)) break;  // every g_k <= 0 (a document shorter than the prior's pull): keep theta
-    double change = 0;
-    for (uint32_t k = 0; k < K; ++k) {
-      const double v = g[k] / sum;
-      change += std::fabs(v - th[k]);
-      th[k] = v;
-    }
-    if (change < m.map_tol) break;
   }
   norms();
   if (mix) class_posterior();
