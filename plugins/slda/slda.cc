@@ -47,7 +47,11 @@
 // alpha_c is the Dirichlet maximum likelihood fit to t_c (Shan & Banerjee's
 // Newton step, plugins/shared/dirichlet_fit.h, warm-started from the current
 // alpha_c and kept in the cache for bit-exact snapshots), refitted in commit
-// for every class whose S moved. For map the paper restricts alpha >= 1
+// when a document of class c moves S_c: alpha_c is the fit at the class's
+// last document. (Every step also moves the other classes' t_c a little
+// towards alpha0's value, the prior's share growing as the statistics decay;
+// refitting all C classes per document would cost C Newton fits. Rebuild
+// keeps the fitted alpha, so it is a cache, exported with the snapshots.) For map the paper restricts alpha >= 1
 // (§6.1.1, by a log barrier): here the constrained optimum by Minka's fixed
 // point clamped at 1 (FitDirichletAtLeast, an ascent method). DEVIATION for cvb0: the paper
 // fits alpha and beta by Minka's fixed point for the Polya distribution
@@ -137,6 +141,7 @@ struct Model {
   std::vector<double> alpha;      // C x K (a function of S and N; cached for warm starts)
   std::vector<double> alpha_sum;  // A_c
   std::vector<double> log_norm;   // log G(A_c) - sum_k log G(alpha_ck)
+  bool fitted = false;            // alpha has been fitted (rebuild) or imported (import_cache)
 
   uint32_t K() const { return topics.K; }
   uint64_t Counts() const { return topics.V * topics.K; }
@@ -336,10 +341,14 @@ int Rebuild(trib_family_model* mm, trib_stats* s, const trib_step* step, trib_er
       if (!(cb.scale * r + cb.shift * cb.alpha_bar > 0)) r = lda::RawForFloor(cb, lda::FloorFor(m->class_prior, *step));
     }
     m->topics.t = step->rho > 0 ? step->t + 1 : step->t;
-    if (m->learn_alpha) {
+    // alpha_c is the fit at class c's last document (commit), carried in the
+    // cache; a model that has none yet (just created, or a snapshot without
+    // a cache) fits every class to the statistics.
+    if (m->learn_alpha && !m->fitted) {
       for (uint32_t c = 0; c < m->C; ++c) {
         if (int rc = RefitClass(m, *s, c, /*fresh=*/true, err); rc != TRIB_OK) return rc;
       }
+      m->fitted = true;
     }
     return TRIB_OK;
   });
@@ -797,13 +806,14 @@ int Commit(trib_family_model* mm, trib_stats* s, const uint64_t* idx, const doub
   std::vector<char> touched(m->C, 0);
   bool any = false;
   const trib_block& cb = s->blocks[1];
-  lda::CommitTopics(&m->topics, s, idx, old_raw, count, *step, [&](uint64_t i, size_t) {
+  lda::CommitTopics(&m->topics, s, idx, old_raw, count, *step, [&](uint64_t i, size_t j) {
     if (i < m->LogTheta()) {  // a class count
       if (!(cb.scale * s->raw[i] + cb.shift * cb.alpha_bar > 0)) {
         s->raw[i] = lda::RawForFloor(cb, lda::FloorFor(m->class_prior, *step));
       }
       return;
     }
+    if (s->raw[i] == old_raw[j]) return;  // (rho = 0, or w_c = 0: alpha_c stays bit for bit)
     touched[(i - m->LogTheta()) / m->K()] = 1;
     any = true;
   });
@@ -833,6 +843,7 @@ int ImportCache(trib_family_model* mm, const double* in, size_t size, trib_error
     if (!(a > 0)) return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "cached alpha %g is not > 0", a);
   }
   for (uint32_t c = 0; c < m->C; ++c) m->Derive(c);
+  m->fitted = true;
   return TRIB_OK;
 }
 
