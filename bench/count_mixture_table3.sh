@@ -8,7 +8,7 @@
 # 2. SEP (the engine's defaults) through the disabled measurement test
 #    CountMixtureTable3Test.DISABLED_Measure of
 #    BUILD_DIR/bin/count_mixture_table3_test, for each family option set below.
-# About 10 minutes on one idle core.
+# About 15 minutes on one idle core.
 set -euo pipefail
 BUILD=${1:?usage: count_mixture_table3.sh BUILD_DIR}
 TMP=$(mktemp -d)

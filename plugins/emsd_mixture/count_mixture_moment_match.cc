@@ -337,7 +337,11 @@ int MomentMatch(const trib_family_model* mm, const trib_stats* s, trib_family_st
     // Newton's method with the Hessian diag(-psi'(a_k)) + psi'(sum a) 1 1^T
     // (Minka 2000, §1), from a_cav + r, which is already close.
     st.grad.resize(K);
-    for (int it = 0; it < 100; ++it) {
+    // With K = 1, pi = 1 whatever the Dirichlet: E[log pi] = 0 says nothing
+    // and the Newton step is 0 / 0 (it made every update infeasible); the
+    // site on pi stays 0 (a_new = a_cav).
+    if (K == 1) st.a_new[0] = st.a_cav[0];
+    for (int it = 0; K > 1 && it < 100; ++it) {
       double sum = 0;
       for (uint32_t k = 0; k < K; ++k) sum += st.a_new[k];
       const double psi_sum = Digamma(sum), z = Trigamma(sum);
