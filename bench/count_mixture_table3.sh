@@ -5,9 +5,9 @@
 # 1. Batch references (the C++ program below, built with the system
 #    compiler): Bayes-optimal accuracies with the true parameters, batch EM on
 #    eq. 14 and on the exact DCM from the truth, random shapes and K-means.
-# 2. SEP (the engine's defaults) through the disabled measurement test
-#    CountMixtureTable3Test.DISABLED_Measure of
-#    BUILD_DIR/bin/count_mixture_table3_test, for each family option set below.
+# 2. SEP (the engine's defaults) through the measurement program
+#    BUILD_DIR/bin/count_mixture_table3_measure
+#    (tests/count_mixture_table3_measure.cc), for each family option set below.
 # About 15 minutes on one idle core.
 set -euo pipefail
 BUILD=${1:?usage: count_mixture_table3.sh BUILD_DIR}
@@ -262,8 +262,8 @@ for per in 0 70 300 1000; do "$TMP/ref" "$per"; done
 
 run() {  # PER PASSES OPTIONS
   echo "== SEP: 3 x $1 documents, $2 passes, options '$3'"
-  TABLE3_PER=$1 TABLE3_PASSES=$2 TABLE3_OPTS=$3 "$BUILD/bin/count_mixture_table3_test" \
-    --gtest_also_run_disabled_tests --gtest_filter='*DISABLED_Measure' | grep -E '^ *(emsd|component)'
+  TABLE3_PER=$1 TABLE3_PASSES=$2 TABLE3_OPTS=$3 "$BUILD/bin/count_mixture_table3_measure" |
+    grep -E '^ *(emsd|component)'
 }
 run 70 20 ""
 run 70 20 "scale=learn"

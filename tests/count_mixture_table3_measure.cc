@@ -1,0 +1,60 @@
+// The measurement behind bench/COUNT_MIXTURE_TABLE3.md (run by
+// bench/count_mixture_table3.sh): Table 3 of the thesis at 50 counts over 3
+// terms, SEP with the engine's defaults on 5 seeds. From the environment:
+// TABLE3_PER (documents per component), TABLE3_PASSES, TABLE3_FAMILY,
+// TABLE3_OPTS (k=v,k=v) and TABLE3_SINGLE=1 (Table 3's first component
+// alone, components=1). A program, not a test: built with the tests, not run
+// by ctest. Exits 1 when a step of the learning failed (the helpers'
+// EXPECT_*s, reported on stdout).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <string>
+
+#include "count_mixture_table3_util.h"
+
+namespace tributary::table3 {
+namespace {
+
+void Measure() {
+  auto env = [](const char* name, const char* fallback) {
+    const char* v = std::getenv(name);
+    return std::string(v != nullptr ? v : fallback);
+  };
+  const uint32_t per = static_cast<uint32_t>(std::stoul(env("TABLE3_PER", "70")));
+  const uint32_t passes = static_cast<uint32_t>(std::stoul(env("TABLE3_PASSES", "20")));
+  const std::string family = env("TABLE3_FAMILY", "emsd-mixture");
+  Options opts;
+  const std::string spec = env("TABLE3_OPTS", "");
+  for (size_t p = 0; p < spec.size();) {
+    size_t q = spec.find(',', p);
+    if (q == std::string::npos) q = spec.size();
+    const std::string kv = spec.substr(p, q - p);
+    const size_t eq = kv.find('=');
+    if (eq != std::string::npos) opts.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+    p = q + 1;
+  }
+  const bool single = env("TABLE3_SINGLE", "0") == "1";  // one component (Table 3's first), K = 1
+  const Shapes truth = single ? Shapes{kTable3[0]} : kTable3;
+  for (uint64_t seed : {1, 2, 3, 4, 5}) {
+    const Corpus c = SampleDcm(truth, per, kLength, 100 + seed);
+    const Result r = Learn(c, family.c_str(), opts, seed, passes, truth);
+    Print(family.c_str(), seed, r, BayesAccuracy(c, truth, LogDcm), BayesAccuracy(c, truth, LogEdcm));
+  }
+}
+
+}  // namespace
+}  // namespace tributary::table3
+
+int main() {
+  try {
+    tributary::table3::Measure();
+  } catch (const std::exception& e) {  // e.g. an unknown TABLE3_FAMILY (BuiltinFamily throws)
+    std::fprintf(stderr, "count_mixture_table3_measure: %s\n", e.what());
+    return 1;
+  }
+  return ::testing::UnitTest::GetInstance()->ad_hoc_test_result().Failed() ? 1 : 0;
+}
