@@ -818,13 +818,19 @@ int Commit(trib_family_model* mm, trib_stats* s, const uint64_t* idx, const doub
     any = true;
   });
   if (!any) return TRIB_OK;
-  return Guard(err, [&] {
+  const std::vector<double> before = m->alpha;  // (a failed step leaves alpha as it was)
+  const int rc = Guard(err, [&] {
     for (uint32_t c = 0; c < m->C; ++c) {
       if (!touched[c]) continue;
-      if (int rc = RefitClass(m, *s, c, /*fresh=*/false, err); rc != TRIB_OK) return rc;
+      if (int r = RefitClass(m, *s, c, /*fresh=*/false, err); r != TRIB_OK) return r;
     }
     return TRIB_OK;
   });
+  if (rc != TRIB_OK) {
+    m->alpha = before;
+    for (uint32_t c = 0; c < m->C; ++c) m->Derive(c);
+  }
+  return rc;
 }
 
 // R_k (running sums kept by commit) and alpha (the warm-started fits), so a
