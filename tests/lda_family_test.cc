@@ -471,6 +471,12 @@ TEST(LdaDiscriminativeTest, AtThePriorEveryClassScoresTheUnsupervisedBoundMinusL
     ASSERT_TRUE(dlda && lda);
     ASSERT_EQ(dlda->num_outputs(), T);
     ASSERT_EQ(lda->num_outputs(), 4u);
+    // ABI 1.8: DLDA's outputs are the classes, its components the topics.
+    ASSERT_EQ(dlda->num_components(), 4u);
+    ASSERT_EQ(lda->num_components(), 4u);
+    std::vector<double> topic;
+    ASSERT_TRUE(dlda->ComponentTerms(3, &topic).ok());
+    ASSERT_EQ(topic.size(), 100u * T);
     // The topics start the same (same seed); the label blocks follow them.
     ASSERT_EQ(dlda->stats().size(), lda->stats().size() + (T - 1) * 4 + 4);
     auto ds = dlda->NewScoringState(1);

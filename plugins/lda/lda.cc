@@ -560,6 +560,13 @@ int Commit(trib_family_model* mm, trib_stats* s, const uint64_t* idx, const doub
   return refit ? RefitAlpha(m, s, err) : TRIB_OK;
 }
 
+// ABI 1.8: the topics are the components, also under discriminative=1,
+// whose outputs are the classes (`tributary topics` lists the K topics).
+int Components(const trib_family_model* mm, uint32_t* count, trib_error*) {
+  *count = M(mm)->K;
+  return TRIB_OK;
+}
+
 // p(w | topic k) = E[beta_kw] = lambda_kw / lambda_k.
 int ComponentTerms(const trib_family_model* mm, const trib_stats* s, uint32_t k, double* out, trib_error* err) {
   return Guard(err, [&] { return tributary::lda::TopicTerms(*M(mm), *s, k, out, err); });
@@ -633,6 +640,7 @@ extern "C" TRIB_PLUGIN_EXPORT int tributary_plugin_init(const trib_host_api* hos
   v.import_cache = ImportCache;
   v.outputs = Outputs;
   v.component_terms = ComponentTerms;
+  v.components = Components;
   v.completion = Completion;
   return TRIB_OK;
 }
