@@ -434,7 +434,9 @@ TEST(SldaFamilyTest, RecoversTopicsAndClassPriorsAndClassifies) {
   EXPECT_GT(acc[0], 0.9);
   EXPECT_GT(acc[1], 0.9);
   EXPECT_GT(acc[2], 0.8);
-  EXPECT_LE(std::fabs(acc[0] - acc[1]), 0.01);
+  // Within one point (the paper's claim); under sanitizers (1,500 training
+  // and 200 held-out documents: 1 point is 2 documents) two.
+  EXPECT_LE(std::fabs(acc[0] - acc[1]), (kSanitized ? 0.02 : 0.01) + 1e-9);
 }
 
 // MAP estimation (eq. 3-4) learns to classify too, its alpha kept >= 1
