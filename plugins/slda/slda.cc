@@ -172,8 +172,12 @@ struct State {
   std::vector<double> local_alpha, mix, post, work;
   std::vector<uint32_t> active;  // cvb0-2: the classes still in the mixture
   std::vector<char> have_post;
-  std::vector<double> scratch;  // proportions: the scores it does not return
-  std::vector<double> ones;     // map: the prior-free first phase
+  std::vector<double> scratch;    // proportions: the scores it does not return
+  std::vector<double> ones;       // map: the prior-free first phase
+  std::vector<double> log_prior;  // log P(c) of the current document's scoring
+  // accumulate: E[log theta | x, c] of one class, of every class, burn-in flags
+  std::vector<double> e_log_theta, e_log_theta_by_class;
+  std::vector<char> burn;
 };
 
 inline Model* M(trib_family_model* m) { return sdk::As<Model>(m); }
@@ -426,8 +430,13 @@ void MapTheta(const Model& m, const trib_stats& s, const trib_document& d, const
   st->base.phinorm.resize(J);
   st->mix.resize(K);
   const double* rows = st->base.rows.data();
-  const double log_total = mix ? LogTotal(m, s) : 0;
   st->post.resize(C);
+  std::vector<double>& prior = st->log_prior;  // log P(c), once per document
+  if (mix) {
+    const double log_total = LogTotal(m, s);
+    prior.resize(C);
+    for (uint32_t c = 0; c < C; ++c) prior[c] = LogPrior(m, s, c, log_total);
+  }
   auto norms = [&] {
     for (uint32_t j = 0; j < J; ++j) {
       const double* r = rows + size_t{j} * K;
@@ -439,7 +448,7 @@ void MapTheta(const Model& m, const trib_stats& s, const trib_document& d, const
   auto class_posterior = [&] {  // P(c | theta) propto P(c) Dir(theta | alpha_c)
     for (uint32_t c = 0; c < C; ++c) {
       const double* ac = m.alpha.data() + size_t{c} * K;
-      double lp = LogPrior(m, s, c, log_total) + m.log_norm[c];
+      double lp = prior[c] + m.log_norm[c];
       for (uint32_t k = 0; k < K; ++k) lp += (ac[k] - 1) * std::log(std::max(th[k], 1e-12));
       st->post[c] = lp;
     }
@@ -565,7 +574,7 @@ constexpr double kPrune = 30;
 void ScoreCvb02(const Model& m, const trib_stats& s, const trib_document& d, State* st, double* out) {
   const uint32_t K = m.K(), J = d.num_terms, C = m.C;
   const double log_total = LogTotal(m, s);
-  std::vector<double>& prior = st->local_alpha;  // (scratch: log P(c))
+  std::vector<double>& prior = st->log_prior;
   prior.resize(C);
   for (uint32_t c = 0; c < C; ++c) prior[c] = LogPrior(m, s, c, log_total);
   st->post.assign(prior.begin(), prior.end());
@@ -754,8 +763,12 @@ int Accumulate(const trib_family_model* mm, const trib_stats* s, trib_family_sta
       }
       p += K;
     }
-    std::vector<double> e(K), ebar(size_t{C} * K, 0.0);
-    std::vector<char> burn(C, 0);
+    std::vector<double>& e = st->e_log_theta;  // (per-document scratch: no allocation per step)
+    std::vector<double>& ebar = st->e_log_theta_by_class;
+    std::vector<char>& burn = st->burn;
+    e.resize(K);
+    ebar.assign(size_t{C} * K, 0.0);
+    burn.assign(C, 0);
     for (uint32_t c = 0; c < C; ++c) {
       if (w[c] == 0) continue;
       bool burnin = false;
