@@ -344,15 +344,30 @@ void Cvb0Local(const Model& m, const trib_document& d, bool predict, State* st) 
 
 }  // namespace
 
+namespace {
+// sum_k log G(a_k + n_k) on this CPU's widest lanes (lda_math.h: the same
+// bits in every width).
+double LogGammaSumSse2(const double* a, const double* n, uint32_t K) { return LogGammaSumT<2>(a, n, K); }
+#ifdef TRIB_LDA_HAVE_AVX2
+__attribute__((target("avx2"))) double LogGammaSumAvx2(const double* a, const double* n, uint32_t K) {
+  return LogGammaSumT<4>(a, n, K);
+}
+#endif
+double (*g_log_gamma_sum)(const double*, const double*, uint32_t) = LogGammaSumSse2;
+}  // namespace
+
 void SelectCvb0Kernel() {
 #ifdef TRIB_LDA_HAVE_AVX2
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx2")) {
     g_cvb0_sweeps = Cvb0SweepsAvx2;
     g_cvb0_sweeps_vec = Cvb0SweepsVecAvx2;
+    g_log_gamma_sum = LogGammaSumAvx2;
   }
 #endif
 }
+
+double LogGammaSum(const double* a, const double* n, uint32_t K) { return g_log_gamma_sum(a, n, K); }
 
 uint32_t Cvb0SweepsVec(const double* beta, double* phi, double* nk, double* last, double* norm, const double* counts,
                        uint32_t T, uint32_t K, const double* alpha, uint32_t max_iter, double tol) {

@@ -148,9 +148,15 @@ void MeanBeta(const Model& m, const trib_stats& s, const uint32_t* ids, uint32_t
 uint32_t Cvb0SweepsVec(const double* beta, double* phi, double* nk, double* last, double* norm, const double* counts,
                        uint32_t T, uint32_t K, const double* alpha, uint32_t max_iter, double tol);
 
-// Picks the CVB0 sweep kernel for this CPU (AVX2 where available; both give
-// the same bits, lda_cvb0.h). Called once, at plugin init.
+// Picks the CVB0 sweep kernel and LogGammaSum's for this CPU (AVX2 where
+// available; both give the same bits, lda_cvb0.h, lda_math.h). Called once,
+// at plugin init.
 void SelectCvb0Kernel();
+
+// sum_k log Gamma(a_k + n_k) (a_k + n_k > 0) on this CPU's widest lanes
+// (lda_math.h LogGammaSumT: the same bits in every width; slda's class
+// posteriors, lgda's evidence).
+double LogGammaSum(const double* a, const double* n, uint32_t K);
 
 }  // namespace tributary::lda
 

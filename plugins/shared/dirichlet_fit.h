@@ -25,10 +25,14 @@ namespace tributary::dirichlet {
 // log sum_c exp(t_c) < 0: then the optimum exists and is unique). Returns the
 // steps taken. FitDirichletFrom starts from *out instead (K values > 0: a
 // warm start, e.g. the previous fit of a statistic that moved a little).
+// FitDirichletIn is the same on raw arrays: a (K values > 0, the start and
+// the result) and scratch (3 K doubles), allocating nothing (lgda's eq. 88-89
+// fit runs per term and topic boundary in its EP sweeps).
 template <typename Psi, typename Psi1>
-uint32_t FitDirichletFrom(const double* t, uint32_t K, Psi psi, Psi1 trigamma, std::vector<double>* out) {
-  std::vector<double>& a = *out;
-  std::vector<double> g(K), h(K), step(K);
+uint32_t FitDirichletIn(const double* t, uint32_t K, Psi psi, Psi1 trigamma, double* a, double* scratch) {
+  double* g = scratch;
+  double* h = scratch + K;
+  double* step = scratch + 2 * size_t{K};
   uint32_t it = 0;
   for (; it < 200; ++it) {
     double sum = 0;
@@ -60,6 +64,12 @@ uint32_t FitDirichletFrom(const double* t, uint32_t K, Psi psi, Psi1 trigamma, s
     if (change < 1e-12) break;
   }
   return it;
+}
+
+template <typename Psi, typename Psi1>
+uint32_t FitDirichletFrom(const double* t, uint32_t K, Psi psi, Psi1 trigamma, std::vector<double>* out) {
+  std::vector<double> scratch(3 * size_t{K});
+  return FitDirichletIn(t, K, psi, trigamma, out->data(), scratch.data());
 }
 
 template <typename Psi, typename Psi1>

@@ -542,28 +542,11 @@ double PlugInLogPx(const trib_document& d, const double* norm, double A) {
 
 // ---- Score: the classifiers -------------------------------------------------------
 
-// sum_k log G(a_k + n_k) on this CPU's widest lanes (lda_math.h: the same
-// bits in every width). Chosen at plugin init.
-double LogGammaSumSse2(const double* a, const double* n, uint32_t K) { return lda::LogGammaSumT<2>(a, n, K); }
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx2"))) double LogGammaSumAvx2(const double* a, const double* n, uint32_t K) {
-  return lda::LogGammaSumT<4>(a, n, K);
-}
-#endif
-double (*g_log_gamma_sum)(const double*, const double*, uint32_t) = LogGammaSumSse2;
-
-void SelectLogGammaKernel() {
-#if defined(__x86_64__) && defined(__GNUC__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2")) g_log_gamma_sum = LogGammaSumAvx2;
-#endif
-}
-
 // log P(c) + log Polya(n | alpha_c) up to a constant common to every class.
 inline double LogClassJoint(const Model& m, uint32_t c, double log_prior, const double* nk, double L) {
   const uint32_t K = m.K();
   const double* ac = m.alpha.data() + size_t{c} * K;
-  return log_prior + m.log_norm[c] - lda::LogGammaPositive(m.alpha_sum[c] + L) + g_log_gamma_sum(ac, nk, K);
+  return log_prior + m.log_norm[c] - lda::LogGammaPositive(m.alpha_sum[c] + L) + lda::LogGammaSum(ac, nk, K);
 }
 
 // Classes whose posterior falls below e^-kPrune of the best leave the
@@ -880,8 +863,7 @@ TRIBUTARY_DEFINE_PLUGIN_OPTIONS(kOptions);
 extern "C" TRIB_PLUGIN_EXPORT int tributary_plugin_init(const trib_host_api* host, trib_plugin_vtable* out,
                                                         trib_error* err) {
   if (int rc = sdk::BeginFamilyVtable<Model, State>(host, out, err); rc != TRIB_OK) return rc;
-  lda::SelectCvb0Kernel();
-  SelectLogGammaKernel();
+  lda::SelectCvb0Kernel();  // (and lda::LogGammaSum's lanes)
   trib_family_vtable& v = out->family;
   v.create = Create;
   v.layout = Layout;
