@@ -27,6 +27,10 @@ struct Model {
   bool learn_alpha = false;
   double alpha0 = -1;
   double eta = -1;  // < 0 until set: 1/K
+  // > 0: the topics' point estimate uses lambda_kw = n scale raw_kw + eta_point
+  // (the counts with this prior) instead of the block's accumulated prior
+  // mass n shift eta (slda's learned eta, learn_eta=1); <= 0: the block's.
+  double eta_point = -1;
   Inference inference = Inference::kCvb0;
   uint32_t vi_max_iter = 50;
   double vi_tol = 1e-3;
@@ -107,7 +111,7 @@ struct LambdaMap {
 };
 inline LambdaMap MapOf(const Model& m, const trib_stats& s) {
   const trib_block& blk = s.blocks[0];
-  return {m.n * blk.scale, m.n * blk.shift * blk.alpha_bar};
+  return {m.n * blk.scale, m.eta_point > 0 ? m.eta_point : m.n * blk.shift * blk.alpha_bar};
 }
 // Positive even if rounding in the lazy map gave 0 (never negative: raw >= 0).
 inline double Positive(double x) { return x > 1e-300 ? x : 1e-300; }

@@ -57,8 +57,19 @@
 // fits alpha and beta by Minka's fixed point for the Polya distribution
 // (§6.1.2, a batch iteration over every document's topic counts); online we
 // fit the Dirichlet to the running mean of E[log theta] (the VB M-step).
-// eta is fixed (the paper fits beta too; online its fit needs all K x V
-// entries per step: not done, a named gap).
+// eta (the paper's beta, §6.1.1-6.1.2) is learned with learn_eta=1: every
+// eta_every documents (a fit costs K x V digammas), once the block's prior
+// mass n shift eta has decayed to within 1.5 times its steady value (before
+// that the statistics still carry the random start, and the counts are not
+// separable from the prior), one EM step of the symmetric Dirichlet's
+// maximum likelihood for the topics, the VB M-step of Blei et al. 2003
+// (App. A.4) with the same deviation as alpha (the paper: Minka's Polya fixed
+// point, batch):
+//   psi(eta) - psi(V eta) = (1 / K V) sum_kw E[log phi_kw],
+//   E[log phi_kw] = psi(lambda_kw) - psi(lambda_k),  lambda_kw = counts_kw + eta,
+// solved by Newton (FitSymmetricDirichlet); the topics' point estimate then
+// uses counts + the learned eta (lda::Model::eta_point, read by MapOf). A
+// cache like alpha (exported with the snapshots).
 // Burn-in (training only): over the first `burnin` documents the local step's
 // alpha falls linearly from burnin_alpha to alpha_y (lda's remedy for merged
 // topics); those documents count in S at the class's current mean (they say
@@ -98,7 +109,8 @@
 // eta (1/K), class_prior (1), train cvb0|map, classifier cvb0-2|cvb0-1|map,
 // learn_alpha (1), cvb0_max_iter (20), cvb0_tol (0.01), classify_iter (20),
 // classify_tol (0.01), map_iter (50), map_tol (1e-4), burnin (0),
-// burnin_alpha (30/K), init_mass (1), init_shape (100). The schema's classes
+// burnin_alpha (30/K), init_mass (1), init_shape (100), learn_eta (0),
+// eta_every (1000). The schema's classes
 // are fixed at creation (no add_class: a stream with a new class is refused
 // by the engine). Only the terms of a document are used.
 #include <algorithm>
@@ -142,6 +154,8 @@ struct Model {
   std::vector<double> alpha_sum;  // A_c
   std::vector<double> log_norm;   // log G(A_c) - sum_k log G(alpha_ck)
   bool fitted = false;            // alpha has been fitted (rebuild) or imported (import_cache)
+  bool learn_eta = false;         // eta learned (topics.eta_point, a cache like alpha)
+  uint32_t eta_every = 1000;
 
   uint32_t K() const { return topics.K; }
   uint64_t Counts() const { return topics.V * topics.K; }
@@ -205,6 +219,8 @@ constexpr trib_option_spec kOptions[] = {
     sdk::Number("map_tol", "0.0001", "map: stop when sum_k |change of theta_k| is below").AtLeast(0),
     sdk::Number("burnin", "0", "training documents over which the local alpha falls to alpha_y").AtLeast(0),
     sdk::Number("burnin_alpha", "30/K", "the local alpha at the first document").Above(0).AtMost(1e100).Derived(),
+    sdk::Boolean("learn_eta", "0", "1: the topic-word prior eta fitted to the topics every eta_every documents"),
+    sdk::Integer("eta_every", "1000", "learn_eta: documents between two fits of eta").AtLeast(1).AtMost(1000000000),
     sdk::Number("init_mass", "1", "mass of the random start (tokens per document)").Above(0).AtMost(1e100),
     sdk::Number("init_shape", "100", "shape of the random start's noise (variance 1/shape)").Above(0).AtMost(1e100),
     {},
@@ -245,6 +261,8 @@ int Create(const trib_schema* schema, const trib_option* opts, size_t num, trib_
                     : o.Is("classifier", "map")  ? Classifier::kMap
                                                  : Classifier::kCvb02;
     m->learn_alpha = o.Flag("learn_alpha") && t.K >= 2;
+    m->learn_eta = o.Flag("learn_eta");
+    m->eta_every = o.Integer<uint32_t>("eta_every");
     m->classify_iter = o.Integer<uint32_t>("classify_iter");
     m->classify_tol = o.Number("classify_tol");
     m->map_iter = o.Integer<uint32_t>("map_iter");
@@ -331,6 +349,37 @@ int RefitClass(Model* m, const trib_stats& s, uint32_t c, bool fresh, trib_error
   }
   std::copy(a.begin(), a.end(), m->alpha.begin() + size_t{c} * K);
   m->Derive(c);
+  return TRIB_OK;
+}
+
+// learn_eta: one EM step of eta (see the header), if the block's prior mass
+// has settled (n shift <= 1.5); the fit's start is the current eta.
+int RefitEta(Model* m, const trib_stats& s, trib_error* err) {
+  lda::Model& t = m->topics;
+  const trib_block& blk = s.blocks[0];
+  if (!(t.n * blk.shift <= 1.5)) return TRIB_OK;
+  const lda::LambdaMap f = lda::MapOf(t, s);
+  const uint32_t K = t.K;
+  std::vector<double> psi_total(K);
+  for (uint32_t k = 0; k < K; ++k) {
+    psi_total[k] = sdk::Digamma(lda::Positive(f.a * t.raw_total[k] + f.b * static_cast<double>(t.V)));
+  }
+  double sum = 0;
+  for (uint64_t w = 0; w < t.V; ++w) {
+    const double* raw = s.raw + w * K;
+    for (uint32_t k = 0; k < K; ++k) sum += sdk::Digamma(lda::Positive(f.a * raw[k] + f.b)) - psi_total[k];
+  }
+  const double V = static_cast<double>(t.V);
+  double tbar = sum / (V * K);
+  const double cap = -std::log(V) - 1e-9;  // (a mean of distributions' E[log phi] is below -log V)
+  if (!std::isfinite(tbar)) return Fail(err, TRIB_ERR_NUMERIC, "mean E[log phi] of the topics is %g", tbar);
+  tbar = std::min(tbar, cap);
+  const double start = t.eta_point > 0 ? t.eta_point : t.eta;
+  const double eta = tributary::dirichlet::FitSymmetricDirichlet(
+      tbar, static_cast<uint32_t>(std::min<uint64_t>(t.V, UINT32_MAX)), start, sdk::Digamma, sdk::Trigamma);
+  if (!(eta > 0) || !std::isfinite(eta))
+    return Fail(err, TRIB_ERR_NUMERIC, "learned eta is %g (mean E[log phi] %g)", eta, tbar);
+  t.eta_point = eta;
   return TRIB_OK;
 }
 
@@ -813,6 +862,9 @@ int Commit(trib_family_model* mm, trib_stats* s, const uint64_t* idx, const doub
     touched[(i - m->LogTheta()) / m->K()] = 1;
     any = true;
   });
+  if (m->learn_eta && step->rho > 0 && m->topics.t % m->eta_every == 0) {
+    if (int rc = Guard(err, [&] { return RefitEta(m, *s, err); }); rc != TRIB_OK) return rc;
+  }
   if (!any) return TRIB_OK;
   const std::vector<double> before = m->alpha;  // (a failed step leaves alpha as it was)
   const int rc = Guard(err, [&] {
@@ -832,18 +884,27 @@ int Commit(trib_family_model* mm, trib_stats* s, const uint64_t* idx, const doub
 // R_k (running sums kept by commit) and alpha (the warm-started fits), so a
 // snapshot resumes bit for bit.
 int ExportCache(const trib_family_model* mm, double* out, size_t* size, trib_error*) {
-  return sdk::ExportCache(out, size, M(mm)->topics.raw_total, M(mm)->alpha);
+  return sdk::ExportCache(out, size, M(mm)->topics.raw_total, M(mm)->alpha, M(mm)->topics.eta_point);
 }
 
 int ImportCache(trib_family_model* mm, const double* in, size_t size, trib_error* err) {
   Model* m = M(mm);
-  if (int rc = sdk::ImportCache(in, size, err, "topics + classes x topics", m->topics.raw_total, m->alpha);
-      rc != TRIB_OK) {
-    return rc;
-  }
-  for (double a : m->alpha) {
+  std::vector<double> total(m->K()), alpha(m->alpha.size());  // (a refused cache changes nothing)
+  double eta_point = -1;
+  // 1.0.0's cache had no eta (its models never learn it).
+  const bool old = size == total.size() + alpha.size();
+  const int rc = old ? sdk::ImportCache(in, size, err, "topics + classes x topics", total, alpha)
+                     : sdk::ImportCache(in, size, err, "topics + classes x topics + eta", total, alpha, eta_point);
+  if (rc != TRIB_OK) return rc;
+  for (double a : alpha) {
     if (!(a > 0)) return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "cached alpha %g is not > 0", a);
   }
+  if (m->learn_eta && !(eta_point > 0) && eta_point != -1) {
+    return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "cached eta %g is not > 0 (or -1: not fitted yet)", eta_point);
+  }
+  m->topics.raw_total = std::move(total);
+  m->alpha = std::move(alpha);
+  m->topics.eta_point = m->learn_eta ? eta_point : -1;
   for (uint32_t c = 0; c < m->C; ++c) m->Derive(c);
   m->fitted = true;
   return TRIB_OK;
@@ -852,7 +913,7 @@ int ImportCache(trib_family_model* mm, const double* in, size_t size, trib_error
 }  // namespace
 
 #ifndef TRIB_SLDA_VERSION
-#define TRIB_SLDA_VERSION "1.0.0"
+#define TRIB_SLDA_VERSION "1.1.0"
 #endif
 TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_FAMILY, "slda", TRIB_SLDA_VERSION,
                              "supervised LDA (class-dependent alpha), online; CVB0 or MAP; classifiers CVB0-2, "
