@@ -101,7 +101,9 @@
 // contract: softmax = the topic proportions, log-sum-exp = log p(x));
 // completion estimates theta by EP on the observed half. Options: topics
 // (10), alpha (3/T: a symmetric Dirichlet in GD form, the prior or the fit's
-// start), eta (1/T), match (moments|logs), damping (1), ep_iter (50), ep_tol
+// start), eta (1/T), match (moments|logs), damping (1), ep_iter (10: on
+// validation splits the same perplexity as 50, KJV chunks 299.0 vs 303.4,
+// verses 330.2 vs 330.3, fortunes 1217 vs 1216, in 0.7-0.9x the time), ep_tol
 // (1e-3; 1e-4 gave the same validation perplexity), learn_prior (0),
 // prior_floor (1/T), burnin (0; 1000 helped on bible verses and hurt on
 // fortunes), burnin_alpha (30/T), init_mass (1), init_shape (100). Only the
@@ -135,7 +137,7 @@ struct Model {
   double alpha0 = -1;
   Match match = Match::kMoments;
   double damping = 1.0;
-  uint32_t ep_iter = 50;
+  uint32_t ep_iter = 10;
   double ep_tol = 1e-3;
   bool learn_prior = false;
   double prior_floor = 0;
@@ -178,7 +180,7 @@ struct State {
   bool burnin = false;
   // EP: q's parameters (K each), the sites (J x K each), the prior used.
   std::vector<double> qa, qb, sa, sb, pa, pb, last;
-  std::vector<double> ca, cb, theta, r, na, nb, ua, ub, zero;
+  std::vector<double> ca, cb, theta, r, na, nb, zero;
   std::vector<double> resp;  // J x T: the final cavities' responsibilities r_wt
   double log_evidence = 0;
   double scratch[6];
@@ -198,7 +200,7 @@ constexpr trib_option_spec kOptions[] = {
     sdk::Choice("match", "moments|logs", "moments",
                 "EP's projection: the Beta with the tilted's mean and variance, or its E[log] (eq. 88-89)"),
     sdk::Number("damping", "1", "EP step size mu (eq. 91; 1: no damping)").Above(0).AtMost(1),
-    sdk::Integer("ep_iter", "50", "EP sweeps per document at most").AtLeast(1).AtMost(100000),
+    sdk::Integer("ep_iter", "10", "EP sweeps per document at most").AtLeast(1).AtMost(100000),
     sdk::Number("ep_tol", "0.001", "stop when no posterior parameter moves by more (relative)").AtLeast(0),
     sdk::Boolean("learn_prior", "0", "1: GenDir(alpha, kappa) fitted to the documents (eq. 95); 0: fixed"),
     sdk::Number("prior_floor", "1/T", "learn_prior: every alpha_k, kappa_k kept >= this (0: unconstrained)")
@@ -407,9 +409,9 @@ inline bool MatchStick(Match match, double a, double b, double rk, double R_gt, 
   const double s = a + b;
   if (match == Match::kMoments) {
     // Mean and second moment of V under the mixture; Beta(a', b') with those.
-    const double m1 = R_lt * a / s + rk * (a + 1) / (s + 1) + R_gt * a / (s + 1);
-    const double m2 = R_lt * a * (a + 1) / (s * (s + 1)) + rk * (a + 1) * (a + 2) / ((s + 1) * (s + 2)) +
-                      R_gt * a * (a + 1) / ((s + 1) * (s + 2));
+    const double i0 = 1 / s, i1 = 1 / (s + 1), i2 = 1 / (s + 2);
+    const double m1 = R_lt * a * i0 + (rk * (a + 1) + R_gt * a) * i1;
+    const double m2 = (R_lt * a * (a + 1) * i0 + (rk * (a + 2) + R_gt * a) * (a + 1) * i2) * i1;
     const double var = m2 - m1 * m1;
     const double ns = m1 * (1 - m1) / var - 1;
     if (!(var > 0) || !(ns > 0) || !std::isfinite(ns)) return false;
@@ -518,27 +520,24 @@ void Ep(const Model& m, const uint32_t J, const double* counts, State* st) {
   st->sweeps = sweep;
   // Evidence (eq. 90, 93) and the final responsibilities (eq. 96).
   st->resp.resize(size_t{J} * T);
-  st->ua.resize(K);
-  st->ub.resize(K);
   st->zero.assign(K, 0.0);
-  double lz = 0;
-  for (uint32_t k = 0; k < K; ++k) lz += LogBeta(st->qa[k], st->qb[k]) - LogBeta(st->pa[k], st->pb[k]);
+  double lz = 0, log_beta_q = 0;
+  for (uint32_t k = 0; k < K; ++k) {
+    log_beta_q += LogBeta(st->qa[k], st->qb[k]);
+    lz -= LogBeta(st->pa[k], st->pb[k]);
+  }
+  lz += log_beta_q;
   for (uint32_t j = 0; j < J; ++j) {
     double* rj = st->resp.data() + size_t{j} * T;
-    const double* sa = st->sa.data() + size_t{j} * K;
-    const double* sb = st->sb.data() + size_t{j} * K;
     double ls;
     if (Cavity(K, j, st)) {
       ls = Responsibilities(K, rows + size_t{j} * T, st, rj);
-      // sum_k log B(cavity_k) - log B(cavity_k + site_k), on lanes.
-      for (uint32_t k = 0; k < K; ++k) {
-        st->ua[k] = st->ca[k] + sa[k];
-        st->ub[k] = st->cb[k] + sb[k];
-      }
+      // sum_k log B(cavity_k) - log B(cavity_k + site_k), on lanes; cavity +
+      // site is q itself (the cavity removed this very site), so the second
+      // sum is the same for every term.
       const double* zero = st->zero.data();
       ls += lda::LogGammaSum(st->ca.data(), zero, K) + lda::LogGammaSum(st->cb.data(), zero, K) -
-            lda::LogGammaSum(st->ca.data(), st->cb.data(), K) - lda::LogGammaSum(st->ua.data(), zero, K) -
-            lda::LogGammaSum(st->ub.data(), zero, K) + lda::LogGammaSum(st->ua.data(), st->ub.data(), K);
+            lda::LogGammaSum(st->ca.data(), st->cb.data(), K) - log_beta_q;
     } else {  // (a cavity made infeasible by later terms: q itself, site ignored)
       std::copy(st->qa.begin(), st->qa.end(), st->ca.begin());
       std::copy(st->qb.begin(), st->qb.end(), st->cb.begin());
