@@ -657,6 +657,119 @@ TEST(LdaLearnedAlpha, SnapshotResumeContinuesBitForBit) {
   EXPECT_EQ(a, b);
 }
 
+// alpha_shape=asymmetric (eq. 21 with one alpha_k per topic; cvb0): on
+// documents whose topics are used unequally (alpha = 0.2, 0.15, 0.1, 0.1,
+// 0.05, 0.05), the learned alpha_k of the matched topics rank as the truth's
+// do (the most used topic holds the largest, the four more used ones more than
+// the two least used), and held-out completion is no worse than with the
+// learned symmetric alpha (a tenth of a percent better); the cache carries
+// alpha_k, so a snapshot resumes bit for bit; refusals name the option. (With
+// alpha = 0.4, 0.2, 0.1, 0.05 x 3 online LDA does not recover the topics at
+// all, symmetric or not: matched L1 0.9.)
+TEST(LdaLearnedAlpha, AsymmetricAlphaFollowsTheTopicsUse) {
+  const uint32_t K = 6, V = 400;
+  const size_t D = 6000, Ho = 300;
+  const std::vector<double> truth = {0.2, 0.15, 0.1, 0.1, 0.05, 0.05};
+  // Documents theta ~ Dir(truth) over known topics (GenerateLda's topics, its own documents replaced).
+  lda::SyntheticCorpus c = lda::GenerateLda(31, K, V, 1, 0, 0.1, 0.1);
+  std::mt19937_64 rng(32);
+  std::vector<std::vector<double>> cdfs;
+  for (uint32_t k = 0; k < K; ++k) {
+    std::vector<double> cdf(V);
+    double acc = 0;
+    for (uint32_t w = 0; w < V; ++w) cdf[w] = (acc += c.topics[k][w]);
+    cdfs.push_back(cdf);
+  }
+  std::vector<DocumentBuffer> docs;
+  for (size_t d = 0; d < D + Ho; ++d) {
+    std::vector<double> theta(K), tcdf(K), counts(V, 0.0);
+    double sum = 0;
+    for (uint32_t k = 0; k < K; ++k) sum += (theta[k] = std::gamma_distribution<double>(truth[k], 1.0)(rng));
+    double acc = 0;
+    for (uint32_t k = 0; k < K; ++k) tcdf[k] = (acc += theta[k] / sum);
+    for (int n = 0; n < 80; ++n) {
+      const uint32_t k = std::min(lda::DrawFromCdf(rng, tcdf), K - 1);
+      counts[std::min(lda::DrawFromCdf(rng, cdfs[k]), V - 1)] += 1;
+    }
+    std::vector<std::pair<uint32_t, double>> terms;
+    for (uint32_t w = 0; w < V; ++w) {
+      if (counts[w] > 0) terms.emplace_back(w, counts[w]);
+    }
+    docs.push_back(testing::MakeDoc(d, -1, terms));
+  }
+  const Options asym = {{"topics", "6"}, {"learn_alpha", "1"}, {"alpha_shape", "asymmetric"}};
+  auto a = NewLda(V, Recommended(asym), D);
+  auto sym = NewLda(V, Recommended({{"topics", "6"}, {"learn_alpha", "1"}}), D);
+  ASSERT_TRUE(a && sym);
+  ASSERT_EQ(a->stats().size(), sym->stats().size() + K - 1);
+  Train(a.get(), docs, 0, D);
+  Train(sym.get(), docs, 0, D);
+  // The learned alpha_k (the cache's last K values) of the topics matched to the truth's.
+  const auto& fv = a->family().family();
+  size_t n = 0;
+  trib_error err{};
+  ASSERT_EQ(fv.export_cache(a->family_model(), nullptr, &n, &err), TRIB_OK);
+  std::vector<double> cache(n);
+  ASSERT_EQ(fv.export_cache(a->family_model(), cache.data(), &n, &err), TRIB_OK);
+  ASSERT_EQ(n, 2u * K);
+  const auto learned = LearnedTopics(*a);
+  std::vector<double> cost(size_t{K} * K);
+  for (uint32_t i = 0; i < K; ++i) {
+    for (uint32_t j = 0; j < K; ++j) {
+      double l1 = 0;
+      for (uint32_t w = 0; w < V; ++w) l1 += std::fabs(learned[i][w] - c.topics[j][w]);
+      cost[size_t{i} * K + j] = l1;
+    }
+  }
+  const std::vector<int64_t> match = HungarianAssign(cost, K, K);
+  std::vector<double> alpha_of_true(K);
+  for (uint32_t i = 0; i < K; ++i) alpha_of_true[static_cast<size_t>(match[i])] = cache[K + i];
+  double l1 = 0;
+  for (uint32_t i = 0; i < K; ++i) l1 += cost[size_t{i} * K + static_cast<size_t>(match[i])];
+  l1 /= K;
+  std::printf("matched topic L1 %.3f; ", l1);
+  std::printf("learned alpha of the true topics:");
+  for (double v : alpha_of_true) std::printf(" %.3f", v);
+  const double ppl_a = CompletionPerplexity(*a, docs, D, D + Ho), ppl_s = CompletionPerplexity(*sym, docs, D, D + Ho);
+  std::printf(" (truth 0.2 0.15 0.1 0.1 0.05 0.05); held-out perplexity %.2f asymmetric vs %.2f symmetric\n", ppl_a,
+              ppl_s);
+  // Measured: L1 0.086; alpha 0.385 0.292 0.266 0.221 0.161 0.183 (CVB0's
+  // estimate is flatter than the truth, as the symmetric one is: the
+  // ranking is what it gets right); perplexity 92.43 vs 92.53.
+  EXPECT_LT(l1, 0.2);
+  EXPECT_GT(alpha_of_true[0], alpha_of_true[1]);
+  EXPECT_GT(std::min(alpha_of_true[1], std::min(alpha_of_true[2], alpha_of_true[3])),
+            std::max(alpha_of_true[4], alpha_of_true[5]));
+  EXPECT_LT(ppl_a, ppl_s * 1.005);
+  ExpectFeasible(*a, "asymmetric");
+  // Snapshot resume, bit for bit (alpha_k travel in the cache).
+  auto whole = NewLda(V, Recommended(asym), 900);
+  Train(whole.get(), docs, 0, 900);
+  auto first = NewLda(V, Recommended(asym), 900);
+  Train(first.get(), docs, 0, 500);
+  const std::string path = testing::TempDir("lda_asym") + "/m.trib";
+  ASSERT_TRUE(first->Save(path).ok());
+  auto loaded = Model::Load(path, testing::BuiltinRegistry());
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  Train(loaded->get(), docs, 500, 900);
+  EXPECT_EQ((*loaded)->stats().raw(), whole->stats().raw());
+  // Refusals: a shape without learning, a local step without an alpha per topic; a bad cached alpha_k.
+  for (const auto& [opts, expect] :
+       std::vector<std::pair<Options, std::string>>{{{{"alpha_shape", "asymmetric"}}, "needs learn_alpha=1"},
+                                                    {{{"alpha_shape", "asymmetric"}, {"learn_alpha", "1"},
+                                                      {"inference", "vi"}},
+                                                     "needs inference=cvb0"}}) {
+    auto schema = ModelSchema::FromProto(testing::TextSchema(V, 1));
+    ASSERT_TRUE(schema.ok());
+    auto m = Model::Create(BuiltinFamily("lda"), BuiltinLoss("nll"), *schema, opts, 1);
+    ASSERT_FALSE(m.ok());
+    EXPECT_NE(m.status().ToString().find(expect), std::string::npos) << m.status().ToString();
+  }
+  cache[K + 2] = -1;
+  EXPECT_NE(fv.import_cache(a->family_model(), cache.data(), n, &err), TRIB_OK);
+  EXPECT_NE(std::string(err.message).find("alpha of topic 2"), std::string::npos) << err.message;
+}
+
 // Held-out completion perplexity falls as documents stream in (CVB0 and VI).
 TEST(LdaFamilyTest, HeldOutPerplexityFallsAsDocumentsStreamIn) {
   const size_t D = 4000, H = 300;

@@ -333,11 +333,20 @@ void Cvb0Local(const Model& m, const trib_document& d, bool predict, State* st) 
   st->nk.assign(K, 0.0);
   st->last_nk.resize(K);
   st->phinorm.resize(T);
+  const uint32_t iters = predict ? m.cvb0_predict_iter : m.cvb0_max_iter;
+  const double tol = predict ? m.cvb0_predict_tol : m.cvb0_tol;
+  st->theta.resize(K);
+  if (m.asymmetric) {  // alpha_k per topic: the vector kernel (the same arithmetic)
+    const double* a = st->local_alpha_vec.data();
+    g_cvb0_sweeps_vec(st->rows.data(), st->phi.data(), st->nk.data(), st->last_nk.data(), st->phinorm.data(),
+                      d.term_counts, T, K, a, iters, tol);
+    const double denom = 1.0 / (st->local_alpha_sum + d.total_count);
+    for (uint32_t k = 0; k < K; ++k) st->theta[k] = (std::max(st->nk[k], 0.0) + a[k]) * denom;
+    return;
+  }
   const double alpha = st->local_alpha;
   g_cvb0_sweeps(st->rows.data(), st->phi.data(), st->nk.data(), st->last_nk.data(), st->phinorm.data(), d.term_counts,
-                T, K, alpha, predict ? m.cvb0_predict_iter : m.cvb0_max_iter,
-                predict ? m.cvb0_predict_tol : m.cvb0_tol);
-  st->theta.resize(K);
+                T, K, alpha, iters, tol);
   const double denom = 1.0 / (K * alpha + d.total_count);
   for (uint32_t k = 0; k < K; ++k) st->theta[k] = (std::max(st->nk[k], 0.0) + alpha) * denom;
 }
@@ -402,7 +411,7 @@ double FastElbo(const Model& m, const trib_document& d, const State& st) {
 
 double Cvb0LogPx(const Model& m, const trib_document& d, const State& st) {
   double lp = 0, prod = 1;
-  const double ka = m.K * st.local_alpha;
+  const double ka = m.asymmetric ? st.local_alpha_sum : m.K * st.local_alpha;
   const double inv_once = 1.0 / (d.total_count - 1 + ka);
   for (uint32_t j = 0; j < d.num_terms; ++j) {
     const double c = d.term_counts[j];
@@ -584,6 +593,21 @@ void LabelledLocalSteps(const Model& m, const trib_stats& s, const trib_document
 void LocalStep(const Model& m, const trib_stats& s, const trib_document& d, State* st, bool predict) {
   st->valid = false;
   st->local_alpha = LocalAlpha(m, predict);
+  st->burn = st->local_alpha != m.alpha;
+  if (m.asymmetric) {  // alpha_k, during the burn-in moved towards burnin_alpha as the scalar is
+    const uint32_t K = m.K;
+    st->local_alpha_vec.resize(K);
+    const bool burn = !predict && static_cast<double>(m.t) < m.burnin;
+    st->burn = burn;
+    const double f = burn ? 1.0 - static_cast<double>(m.t) / m.burnin : 0.0;
+    double sum = 0;
+    for (uint32_t k = 0; k < K; ++k) {
+      const double a = m.alpha_vec[k];
+      sum += (st->local_alpha_vec[k] = burn ? a + (m.burnin_alpha - a) * f : a);
+    }
+    st->local_alpha_sum = sum;
+    st->local_alpha = sum / K;
+  }
   if (m.inference == Inference::kVi) {
     ExpElogBeta(m, s, d.term_ids, d.num_terms, st);
     ViFixedPoint(m, d, st);

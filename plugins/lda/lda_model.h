@@ -26,6 +26,13 @@ struct Model {
   // (the start of the fit and the statistic's prior).
   bool learn_alpha = false;
   double alpha0 = -1;
+  // alpha_shape=asymmetric (with learn_alpha, cvb0 only): one alpha_k per
+  // topic, the Dirichlet fit to the documents' running mean E[log theta_k]
+  // (K entries in the last block), warm-started, so a cache (alpha_fitted:
+  // fitted by rebuild or imported with a snapshot). alpha is then their mean.
+  bool asymmetric = false;
+  std::vector<double> alpha_vec;
+  bool alpha_fitted = false;
   double eta = -1;  // < 0 until set: 1/K
   // > 0: the topics' point estimate uses lambda_kw = n scale raw_kw + eta_point
   // (the counts with this prior) instead of the block's accumulated prior
@@ -86,6 +93,10 @@ struct State {
   // sum_w n_w E[log beta_kw] per topic (K).
   std::vector<double> fast_phi, fast_sum;
   double local_alpha = 0;  // the alpha of the last local step (LocalAlpha)
+  // asymmetric: the last local step's alpha_k (K) and their sum; burn: it ran inside the burn-in.
+  std::vector<double> local_alpha_vec;
+  double local_alpha_sum = 0;
+  bool burn = false;
   bool phi_ready = false;  // rows hold phi (gibbs) instead of exp(E log beta) (vi)
 
   // DLDA: the label parameters of the current statistics (eta, exp(eta),
