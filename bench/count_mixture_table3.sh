@@ -283,3 +283,8 @@ run 1000 150 "likelihood=dcm" 5 1 1
 run 1000 150 "likelihood=dcm" 3 50 1
 run 1000 150 "likelihood=dcm" 3 150 1
 run 1000 150 "likelihood=dcm" 5 150 1
+for ms in 3 4; do  # seed 1's corpus and shuffles, models seeded 3 and 4 (no restarts)
+  echo "== SEP: 3 x 1000 documents, 150 passes, likelihood=dcm, seed 1's corpus, model seed $ms"
+  TABLE3_PER=1000 TABLE3_PASSES=150 TABLE3_OPTS=likelihood=dcm TABLE3_SEEDS=1 TABLE3_MODEL_SEED=$ms \
+    "$BUILD/bin/count_mixture_table3_measure" | grep -E '^ *(emsd|component)'
+done

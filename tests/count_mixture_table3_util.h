@@ -125,8 +125,12 @@ struct Result {
 // whose documents had the highest sum of log Z_i (each before its document
 // was learned) is kept for the remaining passes; `window` > 1 passes: chosen
 // at the end of that pass instead (train's --restart-window, in documents).
+// `model_seed` > 0: the models' seeds start there instead of at `seed` (the
+// shuffles still follow `seed`).
 inline Result Learn(const Corpus& c, const char* family, const Options& options, uint64_t seed, uint32_t passes,
-                    const Shapes& truth = kTable3, uint32_t restarts = 1, uint32_t window = 1) {
+                    const Shapes& truth = kTable3, uint32_t restarts = 1, uint32_t window = 1,
+                    uint64_t model_seed = 0) {
+  const uint64_t first = model_seed > 0 ? model_seed : seed;
   const uint32_t K = static_cast<uint32_t>(truth.size()), V = static_cast<uint32_t>(truth[0].size());
   const auto start = std::chrono::steady_clock::now();
   Result r;
@@ -140,14 +144,14 @@ inline Result Learn(const Corpus& c, const char* family, const Options& options,
   };
   std::vector<Replica> reps;
   for (uint32_t q = 0; q < std::max(restarts, 1u); ++q) {
-    auto mr = Model::Create(BuiltinFamily(family), nullptr, Schema(V, K), opts, seed + q);
+    auto mr = Model::Create(BuiltinFamily(family), nullptr, Schema(V, K), opts, first + q);
     EXPECT_TRUE(mr.ok()) << mr.status().ToString();
     if (!mr.ok()) return r;
     Replica rep;
     rep.model = std::move(mr).value();
     SepOptions so;
     so.effective_size = static_cast<double>(c.docs.size());
-    so.seed = seed + q;
+    so.seed = first + q;
     auto l = SepLearner::Create(rep.model.get(), so);
     EXPECT_TRUE(l.ok()) << l.status().ToString();
     if (!l.ok()) return r;
@@ -173,7 +177,7 @@ inline Result Learn(const Corpus& c, const char* family, const Options& options,
             (reps[q].scored == reps[best].scored && reps[q].log_z > reps[best].log_z))
           best = q;
       }
-      r.kept_seed = seed + best;
+      r.kept_seed = first + best;
       for (const Replica& rep : reps) r.restart_log_z.push_back(rep.log_z);
       Replica kept = std::move(reps[best]);
       reps.clear();
