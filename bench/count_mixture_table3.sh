@@ -8,7 +8,8 @@
 # 2. SEP (the engine's defaults) through the measurement program
 #    BUILD_DIR/bin/count_mixture_table3_measure
 #    (tests/count_mixture_table3_measure.cc), for each family option set below.
-# About 15 minutes on one idle core.
+# About 15 minutes on one idle core, and ~25 more for the restarts of
+# section 8.
 set -euo pipefail
 BUILD=${1:?usage: count_mixture_table3.sh BUILD_DIR}
 TMP=$(mktemp -d)
@@ -260,10 +261,11 @@ CPP
 c++ -O2 -std=c++17 -o "$TMP/ref" "$TMP/ref.cc"
 for per in 0 70 300 1000; do "$TMP/ref" "$per"; done
 
-run() {  # PER PASSES OPTIONS
-  echo "== SEP: 3 x $1 documents, $2 passes, options '$3'"
-  TABLE3_PER=$1 TABLE3_PASSES=$2 TABLE3_OPTS=$3 "$BUILD/bin/count_mixture_table3_measure" |
-    grep -E '^ *(emsd|component)'
+run() {  # PER PASSES OPTIONS [RESTARTS [WINDOW_PASSES [SEEDS]]]
+  echo "== SEP: 3 x $1 documents, $2 passes, options '$3', restarts ${4:-1}, window ${5:-1} pass(es)"
+  TABLE3_PER=$1 TABLE3_PASSES=$2 TABLE3_OPTS=$3 TABLE3_RESTARTS=${4:-1} TABLE3_WINDOW=${5:-1} \
+    TABLE3_SEEDS=${6:-1 2 3 4 5} "$BUILD/bin/count_mixture_table3_measure" |
+    grep -E '^ *(emsd|component|restarts)'
 }
 run 70 20 ""
 run 70 20 "scale=learn"
@@ -274,3 +276,15 @@ run 300 50 "likelihood=dcm,init=kmeans"
 run 1000 20 "likelihood=dcm"
 run 1000 60 "likelihood=dcm"
 run 1000 150 "likelihood=dcm"
+# 2026-11-27 (section 8): --restarts, chosen by the sum of log Z_i after the
+# first pass (train's default window), after 50 passes, after all 150.
+run 1000 150 "likelihood=dcm" 3
+run 1000 150 "likelihood=dcm" 5 1 1
+run 1000 150 "likelihood=dcm" 3 50 1
+run 1000 150 "likelihood=dcm" 3 150 1
+run 1000 150 "likelihood=dcm" 5 150 1
+for ms in 3 4; do  # seed 1's corpus and shuffles, models seeded 3 and 4 (no restarts)
+  echo "== SEP: 3 x 1000 documents, 150 passes, likelihood=dcm, seed 1's corpus, model seed $ms"
+  TABLE3_PER=1000 TABLE3_PASSES=150 TABLE3_OPTS=likelihood=dcm TABLE3_SEEDS=1 TABLE3_MODEL_SEED=$ms \
+    "$BUILD/bin/count_mixture_table3_measure" | grep -E '^ *(emsd|component)'
+done

@@ -2,17 +2,22 @@
 // bench/count_mixture_table3.sh): Table 3 of the thesis at 50 counts over 3
 // terms, SEP with the engine's defaults on 5 seeds. From the environment:
 // TABLE3_PER (documents per component), TABLE3_PASSES, TABLE3_FAMILY,
-// TABLE3_OPTS (k=v,k=v) and TABLE3_SINGLE=1 (Table 3's first component
-// alone, components=1). A program, not a test: built with the tests, not run
-// by ctest. Exits 1 when a step of the learning failed (the helpers'
-// EXPECT_*s, reported on stdout).
+// TABLE3_OPTS (k=v,k=v), TABLE3_RESTARTS (R models side by side, as train
+// --restarts R), TABLE3_WINDOW (passes before the best restart is kept;
+// default 1), TABLE3_SEEDS (a subset of "1 2 3 4 5"), TABLE3_MODEL_SEED (the
+// models' first seed; default: the corpus's) and TABLE3_SINGLE=1
+// (Table 3's first component alone, components=1). A program, not a test:
+// built with the tests, not run by ctest. Exits 1 when a step of the
+// learning failed (the helpers' EXPECT_*s, reported on stdout).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "count_mixture_table3_util.h"
 
@@ -37,11 +42,29 @@ void Measure() {
     if (eq != std::string::npos) opts.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
     p = q + 1;
   }
+  const uint32_t restarts = static_cast<uint32_t>(std::stoul(env("TABLE3_RESTARTS", "1")));
+  const uint32_t window = static_cast<uint32_t>(std::stoul(env("TABLE3_WINDOW", "1")));  // passes
+  const uint64_t model_seed = std::stoull(env("TABLE3_MODEL_SEED", "0"));                // 0: the corpus's seed
   const bool single = env("TABLE3_SINGLE", "0") == "1";  // one component (Table 3's first), K = 1
   const Shapes truth = single ? Shapes{kTable3[0]} : kTable3;
-  for (uint64_t seed : {1, 2, 3, 4, 5}) {
+  std::vector<uint64_t> seeds;  // TABLE3_SEEDS: a space-separated subset of 1..5 (default all)
+  const std::string seed_list = env("TABLE3_SEEDS", "1 2 3 4 5");
+  for (size_t p = 0; p < seed_list.size();) {
+    const size_t q = std::min(seed_list.find(' ', p), seed_list.size());
+    if (q > p) seeds.push_back(std::stoull(seed_list.substr(p, q - p)));
+    p = q + 1;
+  }
+  for (uint64_t seed : seeds) {
     const Corpus c = SampleDcm(truth, per, kLength, 100 + seed);
-    const Result r = Learn(c, family.c_str(), opts, seed, passes, truth);
+    const Result r = Learn(c, family.c_str(), opts, seed, passes, truth, restarts, window, model_seed);
+    if (restarts > 1) {
+      std::printf("restarts %u: kept seed %llu (sum of log Z_i in the window:", restarts,
+                  static_cast<unsigned long long>(r.kept_seed));
+      for (size_t q = 0; q < r.restart_log_z.size(); ++q)
+        std::printf(" seed %llu %.1f", static_cast<unsigned long long>((model_seed > 0 ? model_seed : seed) + q),
+                    r.restart_log_z[q]);
+      std::printf(")\n");
+    }
     Print(family.c_str(), seed, r, BayesAccuracy(c, truth, LogDcm), BayesAccuracy(c, truth, LogEdcm));
   }
 }

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <string>
@@ -113,34 +114,79 @@ struct Result {
   double log_lik = 0;  // mean log p(x) of the learned model (its scores)
   uint64_t skipped = 0;
   double seconds = 0;
+  uint64_t kept_seed = 0;             // restarts > 1: the seed kept at the end of the window
+  std::vector<double> restart_log_z;  // restarts > 1: each replica's sum of log Z_i in the window
 };
 
 // `passes` shuffled passes of SEP with the engine's defaults (N = the number
-// of documents, damping 1/N) over the corpus.
+// of documents, damping 1/N) over the corpus. `restarts` > 1: as `tributary
+// train --restarts R` (streams/cli/commands/train.cc), R models with seeds
+// seed .. seed + R - 1 learn the first pass (the same order), and the one
+// whose documents had the highest sum of log Z_i (each before its document
+// was learned) is kept for the remaining passes; `window` > 1 passes: chosen
+// at the end of that pass instead (train's --restart-window, in documents).
+// `model_seed` > 0: the models' seeds start there instead of at `seed` (the
+// shuffles still follow `seed`).
 inline Result Learn(const Corpus& c, const char* family, const Options& options, uint64_t seed, uint32_t passes,
-                    const Shapes& truth = kTable3) {
+                    const Shapes& truth = kTable3, uint32_t restarts = 1, uint32_t window = 1,
+                    uint64_t model_seed = 0) {
+  const uint64_t first = model_seed > 0 ? model_seed : seed;
   const uint32_t K = static_cast<uint32_t>(truth.size()), V = static_cast<uint32_t>(truth[0].size());
   const auto start = std::chrono::steady_clock::now();
   Result r;
   Options opts = options;
   opts.emplace_back("components", std::to_string(K));
-  auto mr = Model::Create(BuiltinFamily(family), nullptr, Schema(V, K), opts, seed);
-  EXPECT_TRUE(mr.ok()) << mr.status().ToString();
-  if (!mr.ok()) return r;
-  auto m = std::move(mr).value();
-  SepOptions so;
-  so.effective_size = static_cast<double>(c.docs.size());
-  so.seed = seed;
-  auto l = SepLearner::Create(m.get(), so);
-  EXPECT_TRUE(l.ok()) << l.status().ToString();
+  struct Replica {
+    std::unique_ptr<Model> model;
+    std::unique_ptr<SepLearner> learner;
+    double log_z = 0;
+    uint64_t scored = 0;
+  };
+  std::vector<Replica> reps;
+  for (uint32_t q = 0; q < std::max(restarts, 1u); ++q) {
+    auto mr = Model::Create(BuiltinFamily(family), nullptr, Schema(V, K), opts, first + q);
+    EXPECT_TRUE(mr.ok()) << mr.status().ToString();
+    if (!mr.ok()) return r;
+    Replica rep;
+    rep.model = std::move(mr).value();
+    SepOptions so;
+    so.effective_size = static_cast<double>(c.docs.size());
+    so.seed = first + q;
+    auto l = SepLearner::Create(rep.model.get(), so);
+    EXPECT_TRUE(l.ok()) << l.status().ToString();
+    if (!l.ok()) return r;
+    rep.learner = std::move(l).value();
+    reps.push_back(std::move(rep));
+  }
   std::vector<size_t> order(c.docs.size());
   std::iota(order.begin(), order.end(), size_t{0});
   std::mt19937_64 rng(seed * 7 + 3);
   for (uint32_t e = 0; e < passes; ++e) {
     std::shuffle(order.begin(), order.end(), rng);
-    for (size_t i : order) EXPECT_TRUE(l.value()->Learn(c.docs[i].View()).ok());
+    for (size_t i : order) {
+      for (Replica& rep : reps) {
+        SepOutcome o;
+        EXPECT_TRUE(rep.learner->Learn(c.docs[i].View(), &o).ok());
+        if (std::isfinite(o.log_z) && !o.skipped) rep.log_z += o.log_z, ++rep.scored;
+      }
+    }
+    if (reps.size() > 1 && (e + 1 >= window || e + 1 == passes)) {  // the end of the window's last pass
+      size_t best = 0;
+      for (size_t q = 1; q < reps.size(); ++q) {
+        if (reps[q].scored > reps[best].scored ||
+            (reps[q].scored == reps[best].scored && reps[q].log_z > reps[best].log_z))
+          best = q;
+      }
+      r.kept_seed = first + best;
+      for (const Replica& rep : reps) r.restart_log_z.push_back(rep.log_z);
+      Replica kept = std::move(reps[best]);
+      reps.clear();
+      reps.push_back(std::move(kept));
+    }
   }
-  r.skipped = l.value()->counters().skipped_infeasible;
+  std::unique_ptr<Model> m = std::move(reps[0].model);
+  std::unique_ptr<SepLearner> learner = std::move(reps[0].learner);
+  r.skipped = learner->counters().skipped_infeasible;
   auto st = m->NewScoringState();
   EXPECT_TRUE(st.ok());
   std::vector<uint32_t> cluster;
