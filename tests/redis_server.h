@@ -77,7 +77,12 @@ class RedisServer {
         return false;
       }
       Context c(redisConnectWithTimeout("127.0.0.1", port, timeval{0, 200000}));
-      if (c && c->err == 0) {
+      // A read timeout too: between the waitpid above and this connect our
+      // server may have exited (the port taken after FreePort chose it) and
+      // another program listening there would never answer the PING (seen
+      // once on a loaded machine: the test blocked in read() until ctest's
+      // timeout). With it the PING fails and the next waitpid sees the exit.
+      if (c && c->err == 0 && redisSetTimeout(c.get(), timeval{1, 0}) == REDIS_OK) {
         Reply r(static_cast<redisReply*>(redisCommand(c.get(), "PING")));
         if (r && Str(r.get()) == "PONG") return true;
       }
