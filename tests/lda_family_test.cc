@@ -754,11 +754,9 @@ TEST(LdaLearnedAlpha, AsymmetricAlphaFollowsTheTopicsUse) {
   Train(loaded->get(), docs, 500, 900);
   EXPECT_EQ((*loaded)->stats().raw(), whole->stats().raw());
   // Refusals: a shape without learning, a local step without an alpha per topic; a bad cached alpha_k.
-  for (const auto& [opts, expect] :
-       std::vector<std::pair<Options, std::string>>{{{{"alpha_shape", "asymmetric"}}, "needs learn_alpha=1"},
-                                                    {{{"alpha_shape", "asymmetric"}, {"learn_alpha", "1"},
-                                                      {"inference", "vi"}},
-                                                     "needs inference=cvb0"}}) {
+  for (const auto& [opts, expect] : std::vector<std::pair<Options, std::string>>{
+           {{{"alpha_shape", "asymmetric"}}, "needs learn_alpha=1"},
+           {{{"alpha_shape", "asymmetric"}, {"learn_alpha", "1"}, {"inference", "vi"}}, "needs inference=cvb0"}}) {
     auto schema = ModelSchema::FromProto(testing::TextSchema(V, 1));
     ASSERT_TRUE(schema.ok());
     auto m = Model::Create(BuiltinFamily("lda"), BuiltinLoss("nll"), *schema, opts, 1);

@@ -65,7 +65,8 @@ void AddLearnFlags(CLI::App* app, LearnFlags* f) {
   app->add_option("--prior", f->prior, "family prior (multinomial: laplace, log, or a pseudo-count)");
   app->add_option("--opt", f->options, "family option key=value (repeatable)");
   app->add_option("--loss-opt", f->loss_options, "loss option key=value (repeatable; hinge: margin=M)");
-  app->add_option("--topics", f->topics, "number of topics (family option 'topics': lda, slda, lgda, lda-classifier, mmnb)");
+  app->add_option("--topics", f->topics,
+                  "number of topics (family option 'topics': lda, slda, lgda, lda-classifier, mmnb)");
   app->add_option("--components", f->components, "number of mixture components (family option 'components')");
   app->add_option("--schedule", f->schedule, "step sizes: inverse (1+lambda t)^-1, poly (tau0+t)^-kappa, constant")
       ->capture_default_str();
