@@ -340,19 +340,11 @@ int InitStats(trib_family_model* mm, trib_stats* s, uint64_t seed, trib_error* e
 int RefitAlphaVector(Model* m, const trib_stats& s, bool fresh, trib_error* err) {
   const uint32_t K = m->K, b = s.num_blocks - 1;
   std::vector<double> t(K), a = fresh ? std::vector<double>(K, m->alpha0) : m->alpha_vec;
-  double top = -HUGE_VAL;
   for (uint32_t k = 0; k < K; ++k) {
     t[k] = sdk::Mu(s, b, m->LogTheta() + k);
     if (!std::isfinite(t[k])) return Fail(err, TRIB_ERR_NUMERIC, "E[log theta] statistic of topic %u is %g", k, t[k]);
-    t[k] = std::min(t[k], -1e-6);
-    top = std::max(top, t[k]);
   }
-  double z = 0;
-  for (uint32_t k = 0; k < K; ++k) z += std::exp(t[k] - top);
-  const double lse = top + std::log(z);
-  if (!(lse < -1e-9)) {
-    for (uint32_t k = 0; k < K; ++k) t[k] -= lse + 1e-6;
-  }
+  tributary::dirichlet::MakeFeasible(t.data(), K, 1e-6);
   tributary::dirichlet::FitDirichletFrom(t.data(), K, sdk::Digamma, sdk::Trigamma, &a);
   double sum = 0;
   for (uint32_t k = 0; k < K; ++k) {
@@ -409,7 +401,7 @@ int Rebuild(trib_family_model* mm, trib_stats* s, const trib_step* step, trib_er
 // DLDA's local steps for every class (LabelledLocalSteps), after the label
 // parameters of the current statistics.
 int LabelledStep(const Model& m, const trib_stats& s, const trib_document& d, State* st, trib_error* err) {
-  st->valid = false;
+  st->scored.valid = false;
   uint32_t bad = 0;
   if (!LabelParameters(m, s, st, &bad)) {
     return Fail(err, TRIB_ERR_NUMERIC, "label statistics of topic %u are not positive and finite", bad);
@@ -439,10 +431,7 @@ int Score(const trib_family_model* mm, const trib_stats* s, trib_family_state* s
       // conditioned on y (eq. 40 with eq. 41 / 43).
       if (int rc = LabelledStep(*m, *s, *d, st, err); rc != TRIB_OK) return rc;
       for (uint32_t y = 0; y < m->T; ++y) out[y] = st->slot_bound[y];
-      st->valid = true;
-      st->doc_index = d->index;
-      st->doc_terms = d->term_ids;
-      st->doc_num_terms = d->num_terms;
+      st->scored.Remember(*d, m->t);
       return TRIB_OK;
     }
     LocalStep(*m, *s, *d, st);
@@ -457,10 +446,7 @@ int Score(const trib_family_model* mm, const trib_stats* s, trib_family_state* s
       for (uint32_t j = 0; j < d->num_terms; ++j) logpx += d->term_counts[j] * std::log(st->phinorm[j]);
     }
     for (uint32_t k = 0; k < m->K; ++k) out[k] = std::log(st->theta[k]) + logpx;
-    st->valid = true;
-    st->doc_index = d->index;
-    st->doc_terms = d->term_ids;
-    st->doc_num_terms = d->num_terms;
+    st->scored.Remember(*d, m->t);
     return TRIB_OK;
   });
 }
@@ -487,10 +473,10 @@ double MeanElogTheta(const double* gamma, uint32_t K) {
 int AccumulateLabelled(const Model& m, const trib_stats& s, State* st, const trib_document& d, const double* w,
                        trib_delta* delta, trib_error* err) {
   const uint32_t K = m.K, T = m.T, H = m.H(), J = d.num_terms;
-  if (!st->valid || st->doc_index != d.index || st->doc_terms != d.term_ids || st->doc_num_terms != J) {
+  if (!st->scored.Matches(d, m.t)) {
     if (int rc = LabelledStep(m, s, d, st, err); rc != TRIB_OK) return rc;
   }
-  st->valid = false;
+  st->scored.valid = false;
   const size_t need = delta->size + static_cast<size_t>(J) * K + static_cast<size_t>(H + 1) * K + 1;
   if (need > delta->capacity && delta->grow(delta, need) != 0) {
     return Fail(err, TRIB_ERR_NO_MEMORY, "cannot grow delta to %zu entries", need);
@@ -563,10 +549,10 @@ int Accumulate(const trib_family_model* mm, const trib_stats* s, trib_family_sta
     double wsum = 0;
     for (uint32_t k = 0; k < K; ++k) wsum += w[k];
     if (wsum == 0 || d->num_terms == 0) return TRIB_OK;
-    if (!st->valid || st->doc_index != d->index || st->doc_terms != d->term_ids || st->doc_num_terms != d->num_terms) {
+    if (!st->scored.Matches(*d, m->t)) {
       LocalStep(*m, *s, *d, st);  // not right after score() on this document
     }
-    st->valid = false;
+    st->scored.valid = false;
     const size_t need = delta->size + static_cast<size_t>(d->num_terms) * K + K;
     if (need > delta->capacity && delta->grow(delta, need) != 0) {
       return Fail(err, TRIB_ERR_NO_MEMORY, "cannot grow delta to %zu entries", need);
@@ -674,7 +660,7 @@ int Completion(const trib_family_model* mm, const trib_stats* s, trib_family_sta
     } else {
       st->theta.assign(K, 1.0 / K);
     }
-    st->valid = false;
+    st->scored.valid = false;
     const LambdaMap f = MapOf(*m, *s);
     st->inv_total.resize(K);
     for (uint32_t k = 0; k < K; ++k) {

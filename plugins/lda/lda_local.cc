@@ -591,7 +591,7 @@ void LabelledLocalSteps(const Model& m, const trib_stats& s, const trib_document
 
 // Runs the configured local step on `d`; results stay in `st`.
 void LocalStep(const Model& m, const trib_stats& s, const trib_document& d, State* st, bool predict) {
-  st->valid = false;
+  st->scored.valid = false;
   st->local_alpha = LocalAlpha(m, predict);
   st->burn = st->local_alpha != m.alpha;
   if (m.asymmetric) {  // alpha_k, during the burn-in moved towards burnin_alpha as the scalar is

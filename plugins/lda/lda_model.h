@@ -69,15 +69,32 @@ struct Model {
   uint32_t LabelBlocks() const { return discriminative ? 2 : 0; }
 };
 
+// Which document (and model step) a state's cached local results belong to:
+// score() remembers it, accumulate() reuses the results only for the same
+// document at the same step (lda, slda, lgda).
+struct ScoredDoc {
+  bool valid = false;
+  uint64_t index = 0;
+  const uint32_t* terms = nullptr;
+  uint32_t num_terms = 0;
+  uint64_t t = 0;
+  void Remember(const trib_document& d, uint64_t step) {
+    valid = true;
+    index = d.index;
+    terms = d.term_ids;
+    num_terms = d.num_terms;
+    t = step;
+  }
+  bool Matches(const trib_document& d, uint64_t step) const {
+    return valid && index == d.index && terms == d.term_ids && num_terms == d.num_terms && t == step;
+  }
+};
+
 // Per-thread scratch; also carries the local step's results from score() to
 // accumulate() for the same document.
 struct State {
   std::mt19937_64 rng;
-  // Which document the cached local results belong to.
-  bool valid = false;
-  uint64_t doc_index = 0;
-  const uint32_t* doc_terms = nullptr;
-  uint32_t doc_num_terms = 0;
+  ScoredDoc scored;  // the document the cached local results belong to
   // Topic factors of the current document, K each.
   std::vector<double> inv_total;  // 1 / lambda_k (gibbs) or exp(-psi(lambda_k)) (vi)
   std::vector<double> gamma, last_gamma, et, acc, theta;

@@ -172,11 +172,6 @@ void SymmetricDirichlet(uint32_t K, double a, std::vector<double>* alpha, std::v
 
 struct State {
   lda::State base;  // rows (beta_tw of the document's terms, J x T), inv_total
-  bool valid = false;
-  uint64_t doc_index = 0;
-  const uint32_t* doc_terms = nullptr;
-  uint32_t doc_num_terms = 0;
-  uint64_t doc_t = 0;
   bool burnin = false;
   // EP: q's parameters (K each), the sites (J x K each), the prior used.
   std::vector<double> qa, qb, sa, sb, pa, pb, last;
@@ -301,14 +296,7 @@ int RefitPrior(Model* m, const trib_stats& s, bool fresh, trib_error* err) {
     if (!std::isfinite(t[0]) || !std::isfinite(t[1])) {
       return Fail(err, TRIB_ERR_NUMERIC, "E[log V] statistics of stick %u are %g, %g", k, t[0], t[1]);
     }
-    t[0] = std::min(t[0], -1e-9);
-    t[1] = std::min(t[1], -1e-9);
-    const double top = std::max(t[0], t[1]);
-    const double lse = top + std::log(std::exp(t[0] - top) + std::exp(t[1] - top));
-    if (!(lse < -1e-9)) {
-      t[0] -= lse + 1e-9;
-      t[1] -= lse + 1e-9;
-    }
+    tributary::dirichlet::MakeFeasible(t, 2, 1e-9);
     a[0] = fresh ? m->start_alpha[k] : m->alpha[k];
     a[1] = fresh ? m->start_kappa[k] : m->kappa[k];
     if (m->prior_floor > 0) {
@@ -570,11 +558,7 @@ int Score(const trib_family_model* mm, const trib_stats* s, trib_family_state* s
       out[t] = std::log(std::max(st->theta[t], 1e-300)) + st->log_evidence;
       if (!std::isfinite(out[t])) return Fail(err, TRIB_ERR_NUMERIC, "score of topic %u is %g", t, out[t]);
     }
-    st->valid = true;
-    st->doc_index = d->index;
-    st->doc_terms = d->term_ids;
-    st->doc_num_terms = d->num_terms;
-    st->doc_t = m->topics.t;
+    st->base.scored.Remember(*d, m->topics.t);
     return TRIB_OK;
   });
 }
@@ -588,11 +572,10 @@ int Accumulate(const trib_family_model* mm, const trib_stats* s, trib_family_sta
     const Model* m = M(mm);
     auto* st = reinterpret_cast<State*>(ss);
     const uint32_t K = m->K, T = m->T(), J = d->num_terms;
-    if (!st->valid || st->doc_index != d->index || st->doc_terms != d->term_ids || st->doc_num_terms != J ||
-        st->doc_t != m->topics.t) {
+    if (!st->base.scored.Matches(*d, m->topics.t)) {
       Run(*m, *s, *d, /*training=*/true, st);
     }
-    st->valid = false;
+    st->base.scored.valid = false;
     double weight = 0;
     for (uint32_t t = 0; t < T; ++t) weight += w[t];
     if (!std::isfinite(weight)) return Fail(err, TRIB_ERR_NUMERIC, "document weight is %g", weight);
@@ -660,7 +643,7 @@ int Completion(const trib_family_model* mm, const trib_stats* s, trib_family_sta
     const Model* m = M(mm);
     auto* st = reinterpret_cast<State*>(ss);
     const uint32_t T = m->T();
-    st->valid = false;
+    st->base.scored.valid = false;
     Run(*m, *s, *observed, /*training=*/false, st);
     StickMeans(st->qa.data(), st->qb.data(), m->K, st->theta.data());
     lda::MeanBeta(m->topics, *s, heldout->term_ids, heldout->num_terms, &st->base);

@@ -66,6 +66,25 @@ uint32_t FitDirichletIn(const double* t, uint32_t K, Psi psi, Psi1 trigamma, dou
   return it;
 }
 
+// Makes K mean log-proportions t feasible for the fits below, in place:
+// every t_k <= -margin, and when log sum_k exp(t_k) is not below -1e-9 every
+// t_k lowered by that log-sum-exp + margin. A mean of documents' E[log theta]
+// is always feasible; rounding or negative weights (NCLL, hinge) can take a
+// running statistic out (slda's classes, lda's asymmetric alpha, lgda's sticks).
+inline void MakeFeasible(double* t, uint32_t K, double margin) {
+  double top = -HUGE_VAL;
+  for (uint32_t k = 0; k < K; ++k) {
+    t[k] = std::min(t[k], -margin);
+    top = std::max(top, t[k]);
+  }
+  double z = 0;
+  for (uint32_t k = 0; k < K; ++k) z += std::exp(t[k] - top);
+  const double lse = top + std::log(z);
+  if (!(lse < -1e-9)) {
+    for (uint32_t k = 0; k < K; ++k) t[k] -= lse + margin;
+  }
+}
+
 template <typename Psi, typename Psi1>
 uint32_t FitDirichletFrom(const double* t, uint32_t K, Psi psi, Psi1 trigamma, std::vector<double>* out) {
   std::vector<double> scratch(3 * size_t{K});

@@ -175,11 +175,6 @@ struct Model {
 
 struct State {
   lda::State base;  // rows (the document's phi_kw), inv_total, last_nk, phinorm
-  bool valid = false;
-  uint64_t doc_index = 0;
-  const uint32_t* doc_terms = nullptr;
-  uint32_t doc_num_terms = 0;
-  uint64_t doc_t = 0;  // the model's step count when score ran
   // Per class slot c (cvb0-1 and the training steps): gamma (J x K each),
   // topic counts n (K each).
   std::vector<double> gamma, nk, theta;
@@ -320,21 +315,13 @@ int RefitClass(Model* m, const trib_stats& s, uint32_t c, bool fresh, trib_error
   const uint32_t K = m->K();
   std::vector<double> t(K);
   const double N = ClassCount(*m, s, c);
-  double top = -HUGE_VAL;
   for (uint32_t k = 0; k < K; ++k) {
     t[k] = sdk::Mu(s, 2, m->LogTheta() + uint64_t{c} * K + k) / N;
     if (!std::isfinite(t[k])) {
       return Fail(err, TRIB_ERR_NUMERIC, "E[log theta] statistic of class %u, topic %u is %g", c, k, t[k]);
     }
-    t[k] = std::min(t[k], -1e-6);
-    top = std::max(top, t[k]);
   }
-  double z = 0;
-  for (uint32_t k = 0; k < K; ++k) z += std::exp(t[k] - top);
-  const double lse = top + std::log(z);
-  if (!(lse < -1e-9)) {
-    for (uint32_t k = 0; k < K; ++k) t[k] -= lse + 1e-6;
-  }
+  tributary::dirichlet::MakeFeasible(t.data(), K, 1e-6);
   std::vector<double> a(m->alpha.begin() + size_t{c} * K, m->alpha.begin() + size_t{c + 1} * K);
   if (fresh) a.assign(K, m->alpha0);
   if (m->train == Train::kMap) {  // §6.1.1: alpha >= 1 for MAP (the constrained optimum)
@@ -711,11 +698,7 @@ int Score(const trib_family_model* mm, const trib_stats* s, trib_family_state* s
     for (uint32_t c = 0; c < m->C; ++c) {
       if (!std::isfinite(out[c])) return Fail(err, TRIB_ERR_NUMERIC, "score of class %u is %g", c, out[c]);
     }
-    st->valid = true;
-    st->doc_index = d->index;
-    st->doc_terms = d->term_ids;
-    st->doc_num_terms = d->num_terms;
-    st->doc_t = m->topics.t;
+    st->base.scored.Remember(*d, m->topics.t);
     return TRIB_OK;
   });
 }
@@ -736,7 +719,7 @@ int Proportions(const trib_family_model* mm, const trib_stats* s, trib_family_st
     const Model* m = M(mm);
     auto* st = reinterpret_cast<State*>(ss);
     const uint32_t K = m->K();
-    st->valid = false;
+    st->base.scored.valid = false;
     if (d->num_terms == 0) {  // the prior's mean under P(c)
       const double log_total = LogTotal(*m, *s);
       std::fill(out, out + K, 0.0);
@@ -774,11 +757,10 @@ int Accumulate(const trib_family_model* mm, const trib_stats* s, trib_family_sta
     const Model* m = M(mm);
     auto* st = reinterpret_cast<State*>(ss);
     const uint32_t K = m->K(), J = d->num_terms, C = m->C;
-    if (!st->valid || st->doc_index != d->index || st->doc_terms != d->term_ids || st->doc_num_terms != J ||
-        st->doc_t != m->topics.t) {
+    if (!st->base.scored.Matches(*d, m->topics.t)) {
       Prepare(*m, *s, *d, st);  // not right after score() on this document
     }
-    st->valid = false;
+    st->base.scored.valid = false;
     const size_t need = delta->size + size_t{J} * K + C + (m->learn_alpha ? size_t{C} * K : 0);
     if (need > delta->capacity && delta->grow(delta, need) != 0) {
       return Fail(err, TRIB_ERR_NO_MEMORY, "cannot grow delta to %zu entries", need);
