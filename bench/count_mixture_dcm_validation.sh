@@ -8,6 +8,14 @@
 # (edcm-mixture gives the same numbers at the default fixed scale).
 #   bash bench/count_mixture_dcm_validation.sh BUILD_DIR
 set -euo pipefail
+# The models compared, "name|train arguments" a line (default: the section 8
+# comparison); MODELS="..." replaces them (bench/COUNT_MIXTURE_TABLE3.md
+# section 9 runs revive=split against revive=off).
+DEFAULT_MODELS='default, 1 pass|--engine sep --family emsd-mixture --components 2
+likelihood=dcm, 1 pass|--engine sep --family emsd-mixture --components 2 --opt likelihood=dcm
+default, 5 passes shuffled|--engine sep --family emsd-mixture --components 2 --epochs 5 --shuffle
+likelihood=dcm, 5 passes shuffled|--engine sep --family emsd-mixture --components 2 --epochs 5 --shuffle --opt likelihood=dcm'
+MODELS=${MODELS:-$DEFAULT_MODELS}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:?usage: count_mixture_dcm_validation.sh BUILD_DIR}
 T=$BUILD/bin/tributary
@@ -51,12 +59,7 @@ while IFS='|' read -r name args; do
 secs=$t1 - $t0, acc=j['accuracy'], p=j['precision'], r=j['recall'])))" >> res.jsonl
     done
   done
-done <<'M'
-default, 1 pass|--engine sep --family emsd-mixture --components 2
-likelihood=dcm, 1 pass|--engine sep --family emsd-mixture --components 2 --opt likelihood=dcm
-default, 5 passes shuffled|--engine sep --family emsd-mixture --components 2 --epochs 5 --shuffle
-likelihood=dcm, 5 passes shuffled|--engine sep --family emsd-mixture --components 2 --epochs 5 --shuffle --opt likelihood=dcm
-M
+done <<< "$MODELS"
 python3 - <<'PY'
 import collections, json
 rows = [json.loads(l) for l in open("res.jsonl")]

@@ -5,7 +5,7 @@
 // TABLE3_OPTS (k=v,k=v), TABLE3_RESTARTS (R models side by side, as train
 // --restarts R), TABLE3_WINDOW (passes before the best restart is kept;
 // default 1), TABLE3_SEEDS (a subset of "1 2 3 4 5"), TABLE3_MODEL_SEED (the
-// models' first seed; default: the corpus's) and TABLE3_SINGLE=1
+// models' first seed; default: the corpus's), TABLE3_TRACE (print the accuracy every T passes) and TABLE3_SINGLE=1
 // (Table 3's first component alone, components=1). A program, not a test:
 // built with the tests, not run by ctest. Exits 1 when a step of the
 // learning failed (the helpers' EXPECT_*s, reported on stdout).
@@ -45,6 +45,7 @@ void Measure() {
   const uint32_t restarts = static_cast<uint32_t>(std::stoul(env("TABLE3_RESTARTS", "1")));
   const uint32_t window = static_cast<uint32_t>(std::stoul(env("TABLE3_WINDOW", "1")));  // passes
   const uint64_t model_seed = std::stoull(env("TABLE3_MODEL_SEED", "0"));                // 0: the corpus's seed
+  const uint32_t trace = static_cast<uint32_t>(std::stoul(env("TABLE3_TRACE", "0")));    // passes
   const bool single = env("TABLE3_SINGLE", "0") == "1";  // one component (Table 3's first), K = 1
   const Shapes truth = single ? Shapes{kTable3[0]} : kTable3;
   std::vector<uint64_t> seeds;  // TABLE3_SEEDS: a space-separated subset of 1..5 (default all)
@@ -56,7 +57,7 @@ void Measure() {
   }
   for (uint64_t seed : seeds) {
     const Corpus c = SampleDcm(truth, per, kLength, 100 + seed);
-    const Result r = Learn(c, family.c_str(), opts, seed, passes, truth, restarts, window, model_seed);
+    const Result r = Learn(c, family.c_str(), opts, seed, passes, truth, restarts, window, model_seed, trace);
     if (restarts > 1) {
       std::printf("restarts %u: kept seed %llu (sum of log Z_i in the window:", restarts,
                   static_cast<unsigned long long>(r.kept_seed));

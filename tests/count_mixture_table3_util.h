@@ -113,10 +113,56 @@ struct Result {
   Shapes shapes;
   double log_lik = 0;  // mean log p(x) of the learned model (its scores)
   uint64_t skipped = 0;
+  uint64_t moves = 0;  // the family's structural moves (revivals)
   double seconds = 0;
   uint64_t kept_seed = 0;             // restarts > 1: the seed kept at the end of the window
   std::vector<double> restart_log_z;  // restarts > 1: each replica's sum of log Z_i in the window
 };
+
+// Scores every document of `c` with `m` (clusters by argmax), and fills the
+// accuracy, shape error (best over the K! matchings), E[pi], shapes and the
+// mean log-likelihood of `r`.
+inline void Evaluate(const Model& m, const Corpus& c, const Shapes& truth, Result& r) {
+  const uint32_t K = static_cast<uint32_t>(truth.size()), V = static_cast<uint32_t>(truth[0].size());
+  r.accuracy = 0;
+  r.log_lik = 0;
+  auto st = m.NewScoringState();
+  EXPECT_TRUE(st.ok());
+  std::vector<uint32_t> cluster;
+  std::vector<double> s(K);
+  for (const auto& d : c.docs) {
+    EXPECT_TRUE(m.Score(d.View(), st.value().get(), s.data()).ok());
+    const auto arg = std::max_element(s.begin(), s.end());
+    cluster.push_back(static_cast<uint32_t>(arg - s.begin()));
+    double acc = 0;
+    for (double v : s) acc += std::exp(v - *arg);
+    r.log_lik += (*arg + std::log(acc)) / static_cast<double>(c.docs.size());
+  }
+  r.shapes.assign(K, {});
+  auto visit = [](void* ctx, const char* name, uint32_t k, const double* v, size_t n) {
+    auto* res = static_cast<Result*>(ctx);
+    const std::string nm = name;
+    if (nm == "mixing_weights") res->pi.assign(v, v + n);
+    if (nm == "alpha_mean" || nm == "beta_mean") {
+      if (k < res->shapes.size() && (nm == "alpha_mean" || res->shapes[k].empty())) res->shapes[k].assign(v, v + n);
+    }
+  };
+  auto sr = SepLearner::Summary(m, visit, &r);
+  EXPECT_TRUE(sr.ok() && sr.value());
+  std::vector<uint32_t> perm(K);
+  std::iota(perm.begin(), perm.end(), 0u);
+  r.mean_rel_error = INFINITY;
+  do {
+    size_t hit = 0;
+    for (size_t i = 0; i < cluster.size(); ++i) hit += perm[cluster[i]] == c.labels[i] ? 1 : 0;
+    r.accuracy = std::max(r.accuracy, static_cast<double>(hit) / static_cast<double>(cluster.size()));
+    double e = 0;
+    for (uint32_t k = 0; k < K; ++k) {
+      for (uint32_t w = 0; w < V; ++w) e += std::fabs(r.shapes[k][w] - truth[perm[k]][w]) / truth[perm[k]][w];
+    }
+    r.mean_rel_error = std::min(r.mean_rel_error, e / (K * V));
+  } while (std::next_permutation(perm.begin(), perm.end()));
+}
 
 // `passes` shuffled passes of SEP with the engine's defaults (N = the number
 // of documents, damping 1/N) over the corpus. `restarts` > 1: as `tributary
@@ -126,10 +172,11 @@ struct Result {
 // was learned) is kept for the remaining passes; `window` > 1 passes: chosen
 // at the end of that pass instead (train's --restart-window, in documents).
 // `model_seed` > 0: the models' seeds start there instead of at `seed` (the
-// shuffles still follow `seed`).
+// shuffles still follow `seed`). `trace` > 0: prints the accuracy, shape
+// error and E[pi] every `trace` passes.
 inline Result Learn(const Corpus& c, const char* family, const Options& options, uint64_t seed, uint32_t passes,
-                    const Shapes& truth = kTable3, uint32_t restarts = 1, uint32_t window = 1,
-                    uint64_t model_seed = 0) {
+                    const Shapes& truth = kTable3, uint32_t restarts = 1, uint32_t window = 1, uint64_t model_seed = 0,
+                    uint32_t trace = 0) {
   const uint64_t first = model_seed > 0 ? model_seed : seed;
   const uint32_t K = static_cast<uint32_t>(truth.size()), V = static_cast<uint32_t>(truth[0].size());
   const auto start = std::chrono::steady_clock::now();
@@ -183,53 +230,26 @@ inline Result Learn(const Corpus& c, const char* family, const Options& options,
       reps.clear();
       reps.push_back(std::move(kept));
     }
+    if (trace > 0 && (e + 1) % trace == 0 && reps.size() == 1) {
+      Result t;
+      Evaluate(*reps[0].model, c, truth, t);
+      std::printf("  pass %u: accuracy %.4f, mean shape error %.4f, E[pi]", e + 1, t.accuracy, t.mean_rel_error);
+      for (double p : t.pi) std::printf(" %.3f", p);
+      std::printf("\n");
+    }
   }
   std::unique_ptr<Model> m = std::move(reps[0].model);
   std::unique_ptr<SepLearner> learner = std::move(reps[0].learner);
   r.skipped = learner->counters().skipped_infeasible;
-  auto st = m->NewScoringState();
-  EXPECT_TRUE(st.ok());
-  std::vector<uint32_t> cluster;
-  std::vector<double> s(K);
-  for (const auto& d : c.docs) {
-    EXPECT_TRUE(m->Score(d.View(), st.value().get(), s.data()).ok());
-    const auto arg = std::max_element(s.begin(), s.end());
-    cluster.push_back(static_cast<uint32_t>(arg - s.begin()));
-    double acc = 0;
-    for (double v : s) acc += std::exp(v - *arg);
-    r.log_lik += (*arg + std::log(acc)) / static_cast<double>(c.docs.size());
-  }
-  r.shapes.assign(K, {});
-  auto visit = [](void* ctx, const char* name, uint32_t k, const double* v, size_t n) {
-    auto* res = static_cast<Result*>(ctx);
-    const std::string nm = name;
-    if (nm == "mixing_weights") res->pi.assign(v, v + n);
-    if (nm == "alpha_mean" || nm == "beta_mean") {
-      if (k < res->shapes.size() && (nm == "alpha_mean" || res->shapes[k].empty())) res->shapes[k].assign(v, v + n);
-    }
-  };
-  auto sr = SepLearner::Summary(*m, visit, &r);
-  EXPECT_TRUE(sr.ok() && sr.value());
-  std::vector<uint32_t> perm(K);
-  std::iota(perm.begin(), perm.end(), 0u);
-  r.mean_rel_error = INFINITY;
-  do {
-    size_t hit = 0;
-    for (size_t i = 0; i < cluster.size(); ++i) hit += perm[cluster[i]] == c.labels[i] ? 1 : 0;
-    r.accuracy = std::max(r.accuracy, static_cast<double>(hit) / static_cast<double>(cluster.size()));
-    double e = 0;
-    for (uint32_t k = 0; k < K; ++k) {
-      for (uint32_t w = 0; w < V; ++w) e += std::fabs(r.shapes[k][w] - truth[perm[k]][w]) / truth[perm[k]][w];
-    }
-    r.mean_rel_error = std::min(r.mean_rel_error, e / (K * V));
-  } while (std::next_permutation(perm.begin(), perm.end()));
+  r.moves = learner->counters().moves;
+  Evaluate(*m, c, truth, r);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }
 
 inline void Print(const char* what, uint64_t seed, const Result& r, double bayes_dcm, double bayes_edcm) {
   std::printf(
-      "%s seed %llu: accuracy %.3f (Bayes-optimal DCM %.3f, EDCM %.3f), mean shape error %.3f, skipped %llu, %.2f s, "
+      "%s seed %llu: accuracy %.4f (Bayes-optimal DCM %.4f, EDCM %.4f), mean shape error %.4f, skipped %llu, %.2f s, "
       "E[pi]",
       what, static_cast<unsigned long long>(seed), r.accuracy, bayes_dcm, bayes_edcm, r.mean_rel_error,
       static_cast<unsigned long long>(r.skipped), r.seconds);

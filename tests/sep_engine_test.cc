@@ -16,6 +16,7 @@
 #include "test_util.h"
 #include "tributary/document.h"
 #include "tributary/model.h"
+#include "tributary/parallel.h"
 #include "tributary/plugin_registry.h"
 #include "tributary/schema.h"
 #include "tributary/sdem_learner.h"
@@ -521,6 +522,73 @@ TEST(SepEngineTest, SnapshotRoundTripAndResume) {
   Sweep(l1.get(), c, 1, 2);
   Sweep(l2.get(), c, 1, 2);
   EXPECT_EQ(clone.value()->stats().raw(), loaded.value()->stats().raw());
+}
+
+// The structural move (sep_abi.h, ABI 1.9; emsd-mixture's revive=split):
+// five components on three well-separated clusters, so two have nothing to
+// fit. SEP calls the family's move (the count mixture revives the dead
+// component once a pass) and counts it; EP and ADF never call it, nor do the
+// shards of a parallel run; revive=off never moves. A snapshot taken after a
+// revival resumes bit for bit as the uninterrupted model (the revival count,
+// the split's hash salt, is in the cache).
+TEST(SepEngineTest, MoveRunsUnderSepOnlyAndResumesBitForBit) {
+  Corpus c = Separated(40, 20, 5);
+  auto schema = ModelSchema::FromProto(TextSchema(kVocab, kK));
+  ASSERT_TRUE(schema.ok());
+  auto model = [&](Options o) {
+    o.emplace_back("components", "5");
+    auto m = Model::Create(BuiltinFamily("emsd-mixture"), nullptr, schema.value(), o, 2);
+    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    return std::move(m).value();
+  };
+  const double n = static_cast<double>(c.docs.size());
+  for (SepEngine e : {SepEngine::kSep, SepEngine::kEp, SepEngine::kAdf}) {
+    auto m = model({});
+    auto l = NewLearner(m.get(), e, n);
+    Sweep(l.get(), c, 4, 3);
+    std::printf("%s: %llu moves\n", SepEngineName(e), static_cast<unsigned long long>(l->counters().moves));
+    if (e == SepEngine::kSep) {
+      EXPECT_GE(l->counters().moves, 2u);  // once a pass while a component stays dead
+    } else {
+      EXPECT_EQ(l->counters().moves, 0u) << SepEngineName(e);
+    }
+  }
+  {
+    auto m = model({{"revive", "off"}});
+    auto l = NewLearner(m.get(), SepEngine::kSep, n);
+    Sweep(l.get(), c, 4, 3);
+    EXPECT_EQ(l->counters().moves, 0u);
+  }
+  {
+    auto m = model({});
+    ParallelOptions po;
+    po.threads = 2;
+    po.learner.engine = "sep";
+    po.learner.effective_size = n;
+    auto pl = ParallelLearner::Create(m.get(), po);
+    ASSERT_TRUE(pl.ok()) << pl.status().ToString();
+    std::vector<trib_document> views;
+    for (const auto& d : c.docs) views.push_back(d.View());
+    for (int pass = 0; pass < 4; ++pass) ASSERT_TRUE(pl.value()->Learn(views.data(), views.size()).ok());
+    for (uint32_t r = 0; r < 2; ++r) EXPECT_EQ(pl.value()->shard(r).sep()->counters().moves, 0u) << "shard " << r;
+  }
+  // Resume after a revival: the original model and its saved copy, each
+  // continued by a fresh learner (quadrature: no random state).
+  auto m = model({});
+  auto l = NewLearner(m.get(), SepEngine::kSep, n);
+  Sweep(l.get(), c, 2, 3);
+  ASSERT_GE(l->counters().moves, 1u);
+  const std::string path = TempDir("sep_move") + "/m.trib";
+  ASSERT_TRUE(m->Save(path).ok());
+  auto loaded = Model::Load(path, BuiltinRegistry());
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  auto l1 = NewLearner(m.get(), SepEngine::kSep, n);
+  auto l2 = NewLearner(loaded.value().get(), SepEngine::kSep, n);
+  Sweep(l1.get(), c, 3, 4);
+  Sweep(l2.get(), c, 3, 4);
+  EXPECT_GE(l1->counters().moves, 1u);
+  EXPECT_EQ(l1->counters().moves, l2->counters().moves);
+  EXPECT_EQ(m->stats().raw(), loaded.value()->stats().raw());
 }
 
 // These families have no sdEM update, and sdEM-only families cannot be

@@ -429,6 +429,28 @@ Status SepLearner::Learn(const trib_document& doc, SepOutcome* outcome) {
   ++counters_.updates;
   ++counters_.documents;
   if (std::isfinite(so.log_z)) counters_.log_evidence += so.log_z;
+
+  // 7. The family's structural move (sep_abi.h, ABI 1.9): SEP, not in a
+  // shard (trace_: the parallel and distributed learners compose the shards'
+  // steps as affine maps of the statistics, which a move is not).
+  if (options_.engine == SepEngine::kSep && trace_ == nullptr &&
+      hooks_->struct_size >= offsetof(trib_sep_hooks, move) + sizeof(hooks_->move) && hooks_->move != nullptr) {
+    trib_sep_step step{sizeof(trib_sep_step), n_, decay, ls.updates, static_cast<uint32_t>(options_.engine),
+                       block_delta_.data(),   nb};
+    uint32_t moved = 0;
+    view = m.stats().View();
+    rc = hooks_->move(m.family_model(), &view, &step, &moved, &err);
+    if (rc != TRIB_OK) {
+      trib_step rstep{0.0, n_, 0.0, ls.updates};
+      Status rb = m.Rebuild(rstep);
+      if (!rb.ok()) return Fail(doc, rb);
+      return Fail(doc, PluginStatus(rc, err, fam, "sep move"));
+    }
+    if (moved != 0) {
+      ++counters_.moves;
+      m.stats().NoteWritten(0, num_params_);
+    }
+  }
   return Status::OK();
 }
 

@@ -10,7 +10,7 @@
 #include "../emsd_mixture/count_mixture.h"
 #include "../emsd_mixture/count_mixture_options.h"
 
-TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_FAMILY, "edcm-mixture", "1.3.0",
+TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_FAMILY, "edcm-mixture", "1.4.0",
                              "mixture of EDCM distributions over count vectors, learned by EP / SEP / ADF");
 
 TRIBUTARY_DEFINE_PLUGIN_OPTIONS(tributary::count_mixture::kEdcmOptions);

@@ -214,6 +214,30 @@
 // uniform weight), never to the heaviest one; the statistics keep it (a
 // streaming learner may revive it), and the summary still lists it.
 //
+// Revival (version 1.4.0, option revive=split|off, default split; the SEP
+// hooks' move, ABI 1.9). Pruning's converse: under SEP a component can lose
+// every document early (one component takes the whole stream for a pass,
+// before the jitter has separated them) and then never win one back, so K
+// components fit K - 1 clusters (bench/COUNT_MIXTURE_TABLE3.md §8: Table 3's
+// seed 1 kept a component at E[pi] 0.003 for 150 passes whatever the model
+// seed). Once every N updates (a pass of the effective data-set size: at
+// updates N / 2, 3 N / 2, ..., so that half a pass is left to settle the
+// split before a pass, and a one-pass training, ends), after the burn-in, the
+// lightest component d, if its E[pi_d] < prune / K, takes
+// half of the heaviest component h: a_h, a_d of q(pi) both become their mean,
+// and h's evidence lambda_h - lambda0_h on every shape (and scale) is halved
+// and given to both, the shapes' part multiplied by exp(+-init_jitter u_w) (a
+// hash of the seed, the revival count and w) so that d and h start apart along
+// a random direction; SEP then moves them to the two sub-clusters if the data
+// have them (else d dies again and is revived once a pass: at most one O(KV)
+// move per pass). This is the split of split-and-merge EM (Ueda et al.,
+// 2000) without its acceptance test (the engine's approximate evidence over
+// one pass is noisy): where the data have fewer clusters than K, the revived
+// component either dies again or shares a cluster with h.
+// Only SEP calls the move (EP's stored sites would no longer sum to mu; a
+// shard of --threads / --distributed composes affine steps). The revival
+// count is cached (a 1.3.0 cache imports with 0).
+//
 // Learned scale, measured (bench/COUNT_MIXTURE_TABLE3.md): at Table 3's
 // setting scale=learn skips 4197 of 4200 updates (E[b^-x] needs a Gamma
 // shape above the count x, ~17 here), so it stays the default's "fixed".
@@ -235,7 +259,8 @@
 // drops the evidence of absent terms, for comparison), likelihood=edcm|dcm
 // (edcm-mixture) or emsd|dcm (emsd-mixture) (the thesis's approximation;
 // dcm: the exact DCM, see above), prune (0.1, see above), init=tied|kmeans
-// (tied: the burn-in above; kmeans: see "K-means burn-in"), and for emsd-mixture
+// (tied: the burn-in above; kmeans: see "K-means burn-in"), revive=split|off
+// (split; see "Revival"), and for emsd-mixture
 // scale=fixed|learn (fixed), scale_prior_mean (1), scale_prior_variance
 // (0.01).
 //
@@ -304,6 +329,7 @@ struct Model {
   bool dcm = false;          // likelihood=dcm: the exact DCM (eq. 13) instead of eq. 14 / 45
   double prune = 0.1;        // score() ignores components with E[pi_k] < prune / K
   bool kmeans_init = false;  // init=kmeans: burn-in responsibilities from online K-means
+  bool revive = true;        // revive=split: split the heaviest component into a dead one (move)
   uint32_t G = 2;            // natural parameters per (term, component)
   double pi_prior = 1.0;
   double shape_mean = 0;  // 0: 0.1 (see "Early learning")
@@ -336,6 +362,7 @@ struct Model {
   std::vector<uint32_t> exact_count;
   uint32_t exact_cap = 16;  // clamp(V / 64, 16, 256)
   uint64_t commits = 0;
+  uint64_t revivals = 0;             // moves made (revive=split), the split's hash salt; cached
   uint64_t refreshes = 0;            // full recomputations (all components)
   uint64_t drift_refreshes = 0;      // one component, its error bound exceeded
   std::vector<double> z;             // S standard normal quadrature points (quantile midpoints)
@@ -492,6 +519,7 @@ int SepCommit(trib_family_model* mm, const trib_stats* s, const uint64_t* index,
 int Summary(const trib_family_model* mm, const trib_stats* s, trib_sep_summary_sink* sink, trib_error* err);
 int BlockFeasible(const trib_family_model* mm, const trib_stats*, uint32_t block, double decay, double delta,
                   trib_error* err);
+int Move(trib_family_model* mm, trib_stats* s, const trib_sep_step* step, uint32_t* moved, trib_error* err);
 
 extern const trib_sep_hooks kSepHooks;
 

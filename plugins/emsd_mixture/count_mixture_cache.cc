@@ -8,13 +8,13 @@ namespace tributary::count_mixture {
 
 // Cache: T (K), U (K), the frames' smallest reference rates (K) and shifts
 // (K), 1 (formerly the decay since the last refresh), commits: the layout of
-// version 1.1.0. Import restores T, U (so that a loaded model scores exactly
-// as the saved one) and the update count; Model::Load runs rebuild() first,
-// which restarts the frames at the loaded statistics, and the imported T, U
-// are within the bound of those.
+// version 1.1.0; version 1.4.0 appends the number of revivals (a 1.1.0-1.3.0
+// cache, without it, imports with 0: no model before 1.4.0 revived). Import restores T, U (so that a loaded model
+// scores exactly as the saved one) and the update count; Model::Load runs rebuild() first, which restarts the frames at
+// the loaded statistics, and the imported T, U are within the bound of those.
 int ExportCache(const trib_family_model* mm, double* out, size_t* size, trib_error*) {
   const Model& m = *M(mm);
-  const size_t need = 4 * static_cast<size_t>(m.K) + 2;
+  const size_t need = 4 * static_cast<size_t>(m.K) + 3;
   if (out == nullptr) {
     *size = need;
     return TRIB_OK;
@@ -26,6 +26,7 @@ int ExportCache(const trib_family_model* mm, double* out, size_t* size, trib_err
   std::memcpy(out + 3 * K, m.frame_shift.data(), K * sizeof(double));
   out[4 * K] = 1.0;
   out[4 * K + 1] = static_cast<double>(m.commits);
+  out[4 * K + 2] = static_cast<double>(m.revivals);
   *size = need;
   return TRIB_OK;
 }
@@ -33,8 +34,9 @@ int ExportCache(const trib_family_model* mm, double* out, size_t* size, trib_err
 int ImportCache(trib_family_model* mm, const double* in, size_t size, trib_error* err) {
   Model& m = *M(mm);
   const size_t K = m.K;
-  if (size != 4 * K + 2) {
-    return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "cache has %zu values, expected %zu", size, 4 * K + 2);
+  if (size != 4 * K + 2 && size != 4 * K + 3) {
+    return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "cache has %zu values, expected %zu (or %zu before version 1.4.0)",
+                size, 4 * K + 3, 4 * K + 2);
   }
   // Everything is checked before anything is copied: on error the model is
   // unchanged. The update count is a whole number of documents; 2^53 is the
@@ -55,9 +57,15 @@ int ImportCache(trib_family_model* mm, const double* in, size_t size, trib_error
     return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "cache value %zu (updates) is %g, expected a whole number in [0, 2^53]",
                 4 * K + 1, commits);
   }
+  const double revivals = size > 4 * K + 2 ? in[4 * K + 2] : 0.0;
+  if (revivals < 0 || revivals > 0x1p53 || revivals != std::floor(revivals)) {
+    return Fail(err, TRIB_ERR_INVALID_ARGUMENT,
+                "cache value %zu (revivals) is %g, expected a whole number in [0, 2^53]", 4 * K + 2, revivals);
+  }
   std::memcpy(m.total_mean.data(), in, K * sizeof(double));
   std::memcpy(m.total_var.data(), in + K, K * sizeof(double));
   m.commits = static_cast<uint64_t>(commits);
+  m.revivals = static_cast<uint64_t>(revivals);
   return TRIB_OK;
 }
 

@@ -34,6 +34,7 @@ int Create(Flavor flavor, const trib_schema* schema, const trib_option* opts, si
     m->dcm = o.Is("likelihood", "dcm");
     m->prune = o.Number("prune");
     m->kmeans_init = o.Is("init", "kmeans");
+    m->revive = o.Is("revive", "split");
     m->pi_prior = o.Number("pi_prior");
     m->shape_mean = o.Number("shape_prior_mean");
     m->shape_var = o.HasValue("shape_prior_variance") ? o.Number("shape_prior_variance") : m->shape_mean;

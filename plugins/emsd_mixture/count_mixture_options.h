@@ -59,12 +59,17 @@ inline constexpr trib_option_spec kPrune =
     sdk::Number("prune", "0.1", "score: ignore components with E[pi_k] < prune / K (Algorithm 1, line 13); 0: none")
         .AtLeast(0)
         .AtMost(1);
+// Version 1.4.0: the revival of dead components (count_mixture.h, "Revival").
+inline constexpr trib_option_spec kRevive =
+    sdk::Choice("revive", "split|off", "split",
+                "SEP: once a pass, a component with E[pi] < prune / K takes half of the heaviest one (split)");
 }  // namespace option
 
 inline constexpr trib_option_spec kEdcmOptions[] = {
-    option::kComponents,    option::kSamples,        option::kPiPrior, option::kPrior,  option::kShapeMean,
-    option::kShapeVariance, option::kJitter,         option::kRefresh, option::kBurnIn, option::kAbsent,
-    option::kIntegration,   option::kEdcmLikelihood, option::kPrune,   option::kInit,   {},
+    option::kComponents, option::kSamples,       option::kPiPrior,     option::kPrior,
+    option::kShapeMean,  option::kShapeVariance, option::kJitter,      option::kRefresh,
+    option::kBurnIn,     option::kAbsent,        option::kIntegration, option::kEdcmLikelihood,
+    option::kPrune,      option::kInit,          option::kRevive,      {},
 };
 inline constexpr trib_option_spec kEmsdOptions[] = {
     option::kComponents,
@@ -81,6 +86,7 @@ inline constexpr trib_option_spec kEmsdOptions[] = {
     option::kEmsdLikelihood,
     option::kPrune,
     option::kInit,
+    option::kRevive,
     sdk::Choice("scale", "fixed|learn", "fixed", "fixed: b = 1 (EDCM with EMSD's names); learn: Gamma sites on b"),
     sdk::Number("scale_prior_mean", "1", "scale=learn: prior mean of b").Above(0).AtMost(1e6),
     sdk::Number("scale_prior_variance", "0.01", "scale=learn: prior variance of b").Above(0).AtMost(1e6),

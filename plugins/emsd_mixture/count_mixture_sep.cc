@@ -217,8 +217,85 @@ int BlockFeasible(const trib_family_model* mm, const trib_stats*, uint32_t block
   });
 }
 
+// move (sep_abi.h, ABI 1.9): revive a dead component by splitting the
+// heaviest (count_mixture.h, "Revival"). Every N updates after the burn-in
+// (N: the effective data-set size, i.e. once a pass, in its middle), from the
+// family's own update count, so a resumed snapshot moves at the same points.
+int Move(trib_family_model* mm, trib_stats* s, const trib_sep_step* step, uint32_t* moved, trib_error* err) {
+  return Guard(err, [&] {
+    Model* m = M(mm);
+    *moved = 0;
+    const uint64_t period = std::max<uint64_t>(1, static_cast<uint64_t>(std::llround(m->n)));
+    // Mid-pass (commits = N / 2, 3 N / 2, ...): half a pass is left to settle
+    // the split before a pass, and a one-pass training, ends.
+    if (!m->revive || m->K < 2 || step->engine != TRIB_SEP_ENGINE_SEP || m->Burning() ||
+        m->commits % period != period / 2)
+      return TRIB_OK;
+    const uint32_t K = m->K;
+    // The weights E[pi_k] = a_k / A; dead: below prune / K (pruned by score()).
+    uint32_t h = 0, d = 0;
+    double A = 0, a_h = -INFINITY, a_d = INFINITY;
+    for (uint32_t k = 0; k < K; ++k) {
+      const double a = Posterior(*m, *s, k) + 1.0;
+      A += a;
+      if (a > a_h) a_h = a, h = k;
+      if (a < a_d) a_d = a, d = k;
+    }
+    if (h == d || !(a_d < m->prune * A / K)) return TRIB_OK;
+    // mu at entry i of block b is written through the block's map.
+    auto set = [&](uint64_t i, uint32_t b, double mu) {
+      const trib_block& blk = s->blocks[b];
+      s->raw[i] = (mu - blk.shift * blk.alpha_bar) / blk.scale;
+    };
+    // The weight: a_h and a_d become their mean (the same pi prior, so mu's).
+    const double mp = 0.5 * (MuAt(*s, h, kBlockPi) + MuAt(*s, d, kBlockPi));
+    // The shapes (and scales): each half gets half of h's evidence, lambda -
+    // lambda0 = N mu halved, the shape's part scaled by exp(-+jitter u_w) in
+    // h and d (u_w uniform in [-1, 1], a hash of (seed, revival, w); capped at
+    // log 1.9): the two means move apart by about that factor. The priors
+    // differ between components (their jitter), so the evidence is clamped to
+    // keep every Gamma proper: shape >= a0 / 2, rate >= b0 / 2 of the
+    // component's own prior (a0 = Prior + 1, b0 = -Prior). Checked before
+    // anything is written.
+    for (uint64_t w = 0; w < m->V; ++w) {
+      for (uint32_t c = 0; c < m->G; ++c) {
+        if (!std::isfinite(MuAt(*s, m->Gauss(w, h, c), m->GaussBlock(h, c)))) {
+          return Fail(err, TRIB_ERR_NUMERIC, "revival: statistic %u of component %u, term %llu is not finite", c, h,
+                      static_cast<unsigned long long>(w));
+        }
+      }
+    }
+    const uint64_t salt = SplitMix64(SplitMix64(m->seed ^ 0x7265766976ull) + m->revivals);
+    const double cap = std::log(1.9), n = m->n;
+    for (uint64_t w = 0; w < m->V; ++w) {
+      const uint64_t hw = SplitMix64(salt ^ (w + 1));
+      const double u = static_cast<double>(hw >> 11) * 0x1.0p-53 * 2.0 - 1.0;
+      const double e = std::exp(std::clamp(m->jitter * u, -cap, cap));
+      for (uint32_t c = 0; c < m->G; ++c) {
+        const double half = 0.5 * MuAt(*s, m->Gauss(w, h, c), m->GaussBlock(h, c));
+        for (const uint32_t k : {h, d}) {
+          const uint64_t i = m->Gauss(w, k, c);
+          const double lambda0 = m->Prior(i);
+          double mu;
+          if (c % 2 == 0) {  // shape - 1: shape = a0 + N mu >= a0 / 2
+            mu = std::max(c == 0 ? (k == d ? half * e : half / e) : half, -0.5 * (lambda0 + 1.0) / n);
+          } else {  // -rate: rate = b0 - N mu >= b0 / 2
+            mu = std::min(half, -0.5 * lambda0 / n);
+          }
+          set(i, m->GaussBlock(k, c), mu);
+        }
+      }
+    }
+    set(h, kBlockPi, mp);
+    set(d, kBlockPi, mp);
+    ++m->revivals;
+    *moved = 1;
+    return RefreshTotals(m, *s, err);
+  });
+}
+
 const trib_sep_hooks kSepHooks = {
-    sizeof(trib_sep_hooks), NumParams, Support, MomentMatch, Feasible, SepCommit, Summary, BlockFeasible,
+    sizeof(trib_sep_hooks), NumParams, Support, MomentMatch, Feasible, SepCommit, Summary, BlockFeasible, Move,
 };
 
 }  // namespace tributary::count_mixture

@@ -6,7 +6,7 @@
 #include "count_mixture.h"
 #include "count_mixture_options.h"
 
-TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_FAMILY, "emsd-mixture", "1.3.0",
+TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_FAMILY, "emsd-mixture", "1.4.0",
                              "mixture of EMSD distributions over count vectors, learned by SEP / EP / ADF");
 
 TRIBUTARY_DEFINE_PLUGIN_OPTIONS(tributary::count_mixture::kEmsdOptions);

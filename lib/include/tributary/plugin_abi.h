@@ -72,8 +72,9 @@ extern "C" {
  * defaults under a gradient loss (gradient_lambda, gradient_prior); 1.7 the
  * fused step (fused_step, trib_step_log); 1.8 random_start (the default
  * schedule of a family whose statistics start at random) and a classifier's
- * latent components (components, proportions). */
-#define TRIB_ABI_MINOR 8u
+ * latent components (components, proportions); 1.9 the SEP hooks' structural
+ * move (trib_sep_hooks.move, sep_abi.h). */
+#define TRIB_ABI_MINOR 9u
 #define TRIB_PLUGIN_MAGIC 0x54524942u /**< "TRIB": trib_plugin_info.magic of every plugin */
 
 /** Exports a plugin's symbols (tributary_plugin_info, tributary_plugin_init, tributary_plugin_options) so that

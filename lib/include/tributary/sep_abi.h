@@ -1,5 +1,5 @@
 /*
- * Tributary SEP / EP / ADF hooks (plain C, plugin ABI 1.2).
+ * Tributary SEP / EP / ADF hooks (plain C, plugin ABI 1.2; move: 1.9).
  *
  * A family that can be trained by expectation propagation points
  * trib_family_vtable.sep at a static `trib_sep_hooks` table. The rules of
@@ -128,7 +128,7 @@ typedef struct trib_sep_summary_sink {
 } trib_sep_summary_sink;
 
 /** The functions the SEP / EP / ADF engines call (trib_family_vtable.sep): a static table of the family's. All
- * but summary and block_feasible are required; the engine refuses a table whose struct_size does not cover
+ * but summary, block_feasible and move are required; the engine refuses a table whose struct_size does not cover
  * commit. */
 typedef struct trib_sep_hooks {
   /** sizeof(trib_sep_hooks) as the plugin was built: the engine reads a field only if this covers it. */
@@ -199,6 +199,20 @@ typedef struct trib_sep_hooks {
    * cannot see them. */
   int (*block_feasible)(const trib_family_model* model, const trib_stats* stats, uint32_t block, double decay,
                         double delta, trib_error* err);
+
+  /** Optional (ABI 1.9; read only if struct_size covers it): a structural move on the posterior, e.g. a mixture
+   * reviving a component whose weight has died by splitting the heaviest one in two (the converse of the thesis's
+   * Algorithm 1, line 13, "combine or eliminate clusters with very small weights"). The SEP engine calls it after
+   * every applied update (`step` as given to commit, with step->t counting this update), on a learner that is not a
+   * shard of a parallel or distributed run (those compose the shards' steps as affine maps, which a move is not);
+   * EP (whose stored sites must keep summing to mu) and ADF never call it. The family decides when to move (e.g.
+   * once every N updates, from its own update count, so that a resumed snapshot moves at the same points) and
+   * returns at once with *moved = 0 otherwise: O(1). To move it writes mu at any entries of [0, P) through the
+   * block maps (raw[i] = (mu - shift * alpha_bar) / scale of entry i's block), leaves every entry feasible and its
+   * caches consistent with the new statistics, and sets *moved = 1 (the engine then counts the move and notes
+   * [0, P) written). On an error it must not have written anything: the engine rebuilds the family's caches and
+   * reports the error; the document's own update stays applied. */
+  int (*move)(trib_family_model* model, trib_stats* stats, const trib_sep_step* step, uint32_t* moved, trib_error* err);
 } trib_sep_hooks;
 
 #ifdef __cplusplus

@@ -78,6 +78,7 @@ struct SepCounters {
   uint64_t updates = 0;             ///< updates applied
   uint64_t skipped_infeasible = 0;  ///< skipped: improper cavity, infeasible or non-finite update
   uint64_t materializations = 0;    ///< O(model) re-materialisations of a block (SEP)
+  uint64_t moves = 0;               ///< structural moves the family made (sep_abi.h, move; SEP)
   double log_evidence = 0;          ///< sum of log Z_i over applied updates (ADF: approximate log p(X))
 };
 

@@ -487,6 +487,7 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
       const SepCounters& c = par ? par->shard(r).sep()->counters() : sep->counters();
       sep_counters.updates += c.updates;
       sep_counters.skipped_infeasible += c.skipped_infeasible;
+      sep_counters.moves += c.moves;
       sep_counters.log_evidence += c.log_evidence;
     }
   }
@@ -510,7 +511,9 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
     const auto& c = sep_counters;
     std::cerr << "trained " << model->family().name << " by " << f.engine << " on " << seen << " documents ("
               << f.epochs << " pass(es), N = " << sep->effective_size() << ", damping " << sep->damping() << ", "
-              << c.skipped_infeasible << " infeasible updates skipped, sum of log Z_i " << Fmt(c.log_evidence, 8)
+              << c.skipped_infeasible << " infeasible updates skipped, "
+              << (c.moves > 0 ? std::to_string(c.moves) + " structural move(s), " : std::string()) << "sum of log Z_i "
+              << Fmt(c.log_evidence, 8)
               << (f.engine == "ep" ? ", " + std::to_string(sep->SiteBytes()) + " bytes of sites" : std::string()) << ")"
               << on_threads << " in " << Fmt(secs, 3) << " s -> " << out << std::endl;
   } else if (!f.quiet) {
