@@ -149,6 +149,29 @@ TEST_F(SepCliTest, TrainEvalInspectEveryEngine) {
 // (skipped and counted) and a failing commit is undone: training finishes
 // for every seed, the model stays finite and still finds the clusters on
 // most seeds.
+// Revival (emsd-mixture 1.4.0, revive=split by default; ABI 1.9 move):
+// five components on three clusters leave components with nothing to fit;
+// train reports the structural moves SEP made, and none with revive=off
+// (nor with EP, which never moves).
+TEST_F(SepCliTest, TrainReportsTheRevivalsOfDeadComponents) {
+  const std::string train = MakeStream("train.pb", 450, 1);
+  std::string out;
+  const std::string model = dir_ + "/m.trib";
+  const std::string base =
+      "train --engine sep --family emsd-mixture --components 5 --seed 2 --epochs 4 --shuffle --out " + model +
+      " --in " + train;
+  ASSERT_EQ(Run(base, &out, true), 0) << out;
+  EXPECT_THAT(out, HasSubstr("structural move(s)"));
+  ASSERT_EQ(Run(base + " --opt revive=off", &out, true), 0) << out;
+  EXPECT_THAT(out, ::testing::Not(HasSubstr("structural move")));
+  ASSERT_EQ(Run("train --engine ep --family emsd-mixture --components 5 --seed 2 --epochs 2 --out " + model + " --in " +
+                    train,
+                &out, true),
+            0)
+      << out;
+  EXPECT_THAT(out, ::testing::Not(HasSubstr("structural move")));
+}
+
 TEST_F(SepCliTest, DampedEpSkipsInfeasibleBlockSitesInsteadOfFailing) {
   const std::string s = MakeStream("s.pb", 450, 1);
   std::string out;
