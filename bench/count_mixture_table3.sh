@@ -267,24 +267,33 @@ run() {  # PER PASSES OPTIONS [RESTARTS [WINDOW_PASSES [SEEDS]]]
     TABLE3_SEEDS=${6:-1 2 3 4 5} "$BUILD/bin/count_mixture_table3_measure" |
     grep -E '^ *(emsd|component|restarts)'
 }
-run 70 20 ""
-run 70 20 "scale=learn"
-run 70 20 "init=kmeans"
-run 70 20 "likelihood=dcm"
-run 300 50 "likelihood=dcm"
-run 300 50 "likelihood=dcm,init=kmeans"
-run 1000 20 "likelihood=dcm"
-run 1000 60 "likelihood=dcm"
-run 1000 150 "likelihood=dcm"
+run 70 20 "revive=off"
+run 70 20 "scale=learn,revive=off"
+run 70 20 "init=kmeans,revive=off"
+run 70 20 "likelihood=dcm,revive=off"
+run 300 50 "likelihood=dcm,revive=off"
+run 300 50 "likelihood=dcm,init=kmeans,revive=off"
+run 1000 20 "likelihood=dcm,revive=off"
+run 1000 60 "likelihood=dcm,revive=off"
+run 1000 150 "likelihood=dcm,revive=off"
 # 2026-11-27 (section 8): --restarts, chosen by the sum of log Z_i after the
 # first pass (train's default window), after 50 passes, after all 150.
-run 1000 150 "likelihood=dcm" 3
-run 1000 150 "likelihood=dcm" 5 1 1
-run 1000 150 "likelihood=dcm" 3 50 1
-run 1000 150 "likelihood=dcm" 3 150 1
-run 1000 150 "likelihood=dcm" 5 150 1
+run 1000 150 "likelihood=dcm,revive=off" 3
+run 1000 150 "likelihood=dcm,revive=off" 5 1 1
+run 1000 150 "likelihood=dcm,revive=off" 3 50 1
+run 1000 150 "likelihood=dcm,revive=off" 3 150 1
+run 1000 150 "likelihood=dcm,revive=off" 5 150 1
 for ms in 3 4; do  # seed 1's corpus and shuffles, models seeded 3 and 4 (no restarts)
   echo "== SEP: 3 x 1000 documents, 150 passes, likelihood=dcm, seed 1's corpus, model seed $ms"
-  TABLE3_PER=1000 TABLE3_PASSES=150 TABLE3_OPTS=likelihood=dcm TABLE3_SEEDS=1 TABLE3_MODEL_SEED=$ms \
+  TABLE3_PER=1000 TABLE3_PASSES=150 TABLE3_OPTS=likelihood=dcm,revive=off TABLE3_SEEDS=1 TABLE3_MODEL_SEED=$ms \
     "$BUILD/bin/count_mixture_table3_measure" | grep -E '^ *(emsd|component)'
 done
+# 2026-11-27 (section 9): revival of dead components (revive=split, the
+# default since version 1.4.0; sections 1-8 predate it, hence revive=off
+# above): the criterion's setting, and the accuracy every 25 passes of seed 1.
+run 300 10 "likelihood=dcm,revive=off"
+run 300 10 "likelihood=dcm"
+run 1000 150 "likelihood=dcm"
+echo "== SEP: 3 x 1000 documents, 300 passes, likelihood=dcm, seed 1, every 25 passes"
+TABLE3_PER=1000 TABLE3_PASSES=300 TABLE3_OPTS=likelihood=dcm TABLE3_SEEDS=1 TABLE3_TRACE=25 \
+  "$BUILD/bin/count_mixture_table3_measure" | grep -E '^ *(emsd|component|pass)'

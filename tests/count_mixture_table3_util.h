@@ -249,10 +249,10 @@ inline Result Learn(const Corpus& c, const char* family, const Options& options,
 
 inline void Print(const char* what, uint64_t seed, const Result& r, double bayes_dcm, double bayes_edcm) {
   std::printf(
-      "%s seed %llu: accuracy %.4f (Bayes-optimal DCM %.4f, EDCM %.4f), mean shape error %.4f, skipped %llu, %.2f s, "
-      "E[pi]",
+      "%s seed %llu: accuracy %.4f (Bayes-optimal DCM %.4f, EDCM %.4f), mean shape error %.4f, skipped %llu, "
+      "moves %llu, %.2f s, E[pi]",
       what, static_cast<unsigned long long>(seed), r.accuracy, bayes_dcm, bayes_edcm, r.mean_rel_error,
-      static_cast<unsigned long long>(r.skipped), r.seconds);
+      static_cast<unsigned long long>(r.skipped), static_cast<unsigned long long>(r.moves), r.seconds);
   for (double p : r.pi) std::printf(" %.3f", p);
   std::printf("\n");
   for (size_t k = 0; k < r.shapes.size(); ++k) {

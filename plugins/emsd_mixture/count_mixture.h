@@ -204,9 +204,11 @@
 // kMaxDcmCount only (a document with another count is refused). The scale
 // of EMSD enters as before (b^-x). Measured: SEP then separates Table 3's
 // components (accuracy 0.52-0.59 against Bayes-optimal 0.60-0.64, 3 x 300
-// documents, 50 passes) and meets issue 17's criterion on 4 seeds of 5 at
-// 3 x 1000 documents and 150 passes; ~3x the cost of eq. 14 per document
-// there. Not the default: not measured on real text.
+// documents, 50 passes) and, with the revival below, meets issue 17's
+// criterion on 5 seeds of 5 at 3 x 1000 documents and 150 passes (4 of 5
+// without it); ~3x the cost of eq. 14 per document there. Not the default:
+// on real text it is behind eq. 14 / 45 after 5 passes (validation split,
+// bench/COUNT_MIXTURE_TABLE3.md §8).
 //
 // Pruning (version 1.3.0, option prune; ch. 2, Algorithm 1, line 13:
 // "combine or eliminate clusters with very small weights"). score() gives
