@@ -1,9 +1,16 @@
 #include "tributary/document.h"
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <sstream>
+#include <type_traits>
 #include <unordered_set>
 
 #include "tributary/tokenizer.h"
@@ -132,13 +139,25 @@ trib_document DocumentBuffer::View() const {
 
 std::string DocumentBuffer::Name() const { return DocumentName(index, id); }
 
+void DocumentSet::FreeBytes::operator()(void* p) const noexcept { std::free(p); }
+
+void* DocumentSet::Allocate(size_t bytes) {
+  const size_t size = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+  void* p = std::aligned_alloc(kHugePage, size);
+  if (p == nullptr) throw std::bad_alloc();
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  madvise(p, size, MADV_HUGEPAGE);  // a hint: without it (or THP off) the set works the same
+#endif
+  return p;
+}
+
 const void* DocumentSet::Append(const void* p, size_t n, size_t bytes, size_t align) {
   if (n == 0) return nullptr;
   const size_t need = n * bytes;
   size_t at = (used_ + align - 1) / align * align;
   if (chunks_.empty() || at + need > capacity_) {
-    capacity_ = std::max(kChunkBytes, need);
-    chunks_.emplace_back(new unsigned char[capacity_]);
+    capacity_ = (std::max(kChunkBytes, need) + kHugePage - 1) / kHugePage * kHugePage;
+    chunks_.emplace_back(static_cast<unsigned char*>(Allocate(capacity_)));
     bytes_ += capacity_;
     at = 0;
   }
@@ -150,10 +169,11 @@ const void* DocumentSet::Append(const void* p, size_t n, size_t bytes, size_t al
 
 void DocumentSet::Add(const trib_document& d) {
   if (size_ % kEntriesPerBlock == 0) {
-    blocks_.emplace_back(new Entry[kEntriesPerBlock]);
+    static_assert(std::is_trivially_default_constructible_v<Entry> && std::is_trivially_destructible_v<Entry>);
+    blocks_.emplace_back(static_cast<Entry*>(Allocate(kEntriesPerBlock * sizeof(Entry))));
     bytes_ += kEntriesPerBlock * sizeof(Entry);
   }
-  trib_document& v = blocks_.back()[size_ % kEntriesPerBlock].view;
+  trib_document& v = blocks_.back().get()[size_ % kEntriesPerBlock].view;
   v = d;
   v.struct_size = sizeof(trib_document);
   const char* id = d.id ? d.id : "";
