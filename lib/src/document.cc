@@ -141,12 +141,14 @@ std::string DocumentBuffer::Name() const { return DocumentName(index, id); }
 
 void DocumentSet::FreeBytes::operator()(void* p) const noexcept { std::free(p); }
 
-void* DocumentSet::Allocate(size_t bytes) {
+void* DocumentSet::Allocate(size_t bytes, bool huge) {
   const size_t size = (bytes + kHugePage - 1) / kHugePage * kHugePage;
   void* p = std::aligned_alloc(kHugePage, size);
   if (p == nullptr) throw std::bad_alloc();
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-  madvise(p, size, MADV_HUGEPAGE);  // a hint: without it (or THP off) the set works the same
+  if (huge) madvise(p, size, MADV_HUGEPAGE);  // a hint: without it (or THP off) the set works the same
+#else
+  (void)huge;
 #endif
   return p;
 }
@@ -157,7 +159,7 @@ const void* DocumentSet::Append(const void* p, size_t n, size_t bytes, size_t al
   size_t at = (used_ + align - 1) / align * align;
   if (chunks_.empty() || at + need > capacity_) {
     capacity_ = (std::max(kChunkBytes, need) + kHugePage - 1) / kHugePage * kHugePage;
-    chunks_.emplace_back(static_cast<unsigned char*>(Allocate(capacity_)));
+    chunks_.emplace_back(static_cast<unsigned char*>(Allocate(capacity_, bytes_ >= kHugeAfter)));
     bytes_ += capacity_;
     at = 0;
   }
@@ -170,7 +172,7 @@ const void* DocumentSet::Append(const void* p, size_t n, size_t bytes, size_t al
 void DocumentSet::Add(const trib_document& d) {
   if (size_ % kEntriesPerBlock == 0) {
     static_assert(std::is_trivially_default_constructible_v<Entry> && std::is_trivially_destructible_v<Entry>);
-    blocks_.emplace_back(static_cast<Entry*>(Allocate(kEntriesPerBlock * sizeof(Entry))));
+    blocks_.emplace_back(static_cast<Entry*>(Allocate(kEntriesPerBlock * sizeof(Entry), bytes_ >= kHugeAfter)));
     bytes_ += kEntriesPerBlock * sizeof(Entry);
   }
   trib_document& v = blocks_.back().get()[size_ % kEntriesPerBlock].view;

@@ -102,11 +102,14 @@ class DocumentSet {
   struct FreeBytes {
     void operator()(void* p) const noexcept;
   };
-  /// `bytes` (a multiple of 2 MiB when large) aligned to 2 MiB and, on Linux,
-  /// advised as transparent huge pages: a set of hundreds of megabytes then
-  /// costs hundreds of page faults instead of tens of thousands, and a pass
-  /// in shuffled order misses the TLB far less. Throws std::bad_alloc.
-  static void* Allocate(size_t bytes);
+  /// `bytes` rounded up to whole 2 MiB pages, aligned to 2 MiB; with `huge`
+  /// (once the set holds kHugeAfter bytes) and on Linux advised as
+  /// transparent huge pages: a set of hundreds of megabytes then costs
+  /// hundreds of page faults instead of tens of thousands, and a pass in
+  /// shuffled order misses the TLB far less, while a small set keeps touching
+  /// only the 4 KiB pages it uses. Throws std::bad_alloc.
+  static void* Allocate(size_t bytes, bool huge);
+  static constexpr size_t kHugeAfter = size_t{16} << 20;
   const Entry& at(size_t i) const { return blocks_[i / kEntriesPerBlock].get()[i % kEntriesPerBlock]; }
   /// Copies n items of `bytes` bytes each into the current chunk (a new one
   /// when it lacks room); returns where they went, or null for n = 0.
