@@ -141,8 +141,7 @@ std::string DocumentBuffer::Name() const { return DocumentName(index, id); }
 
 void DocumentSet::FreeBytes::operator()(void* p) const noexcept { std::free(p); }
 
-void* DocumentSet::Allocate(size_t bytes, bool huge) {
-  const size_t size = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+void* DocumentSet::Allocate(size_t size, bool huge) {
   void* p = std::aligned_alloc(kHugePage, size);
   if (p == nullptr) throw std::bad_alloc();
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
@@ -158,7 +157,7 @@ const void* DocumentSet::Append(const void* p, size_t n, size_t bytes, size_t al
   const size_t need = n * bytes;
   size_t at = (used_ + align - 1) / align * align;
   if (chunks_.empty() || at + need > capacity_) {
-    capacity_ = (std::max(kChunkBytes, need) + kHugePage - 1) / kHugePage * kHugePage;
+    capacity_ = HugePages(std::max(kChunkBytes, need));
     chunks_.emplace_back(static_cast<unsigned char*>(Allocate(capacity_, bytes_ >= kHugeAfter)));
     bytes_ += capacity_;
     at = 0;
@@ -172,7 +171,8 @@ const void* DocumentSet::Append(const void* p, size_t n, size_t bytes, size_t al
 void DocumentSet::Add(const trib_document& d) {
   if (size_ % kEntriesPerBlock == 0) {
     static_assert(std::is_trivially_default_constructible_v<Entry> && std::is_trivially_destructible_v<Entry>);
-    blocks_.emplace_back(static_cast<Entry*>(Allocate(kEntriesPerBlock * sizeof(Entry), bytes_ >= kHugeAfter)));
+    blocks_.emplace_back(
+        static_cast<Entry*>(Allocate(HugePages(kEntriesPerBlock * sizeof(Entry)), bytes_ >= kHugeAfter)));
     bytes_ += kEntriesPerBlock * sizeof(Entry);
   }
   trib_document& v = blocks_.back().get()[size_ % kEntriesPerBlock].view;

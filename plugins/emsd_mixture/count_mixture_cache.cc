@@ -9,8 +9,9 @@ namespace tributary::count_mixture {
 // Cache: T (K), U (K), the frames' smallest reference rates (K) and shifts
 // (K), 1 (formerly the decay since the last refresh), commits: the layout of
 // version 1.1.0; version 1.4.0 appends the number of revivals (a 1.1.0-1.3.0
-// cache, without it, imports with 0: no model before 1.4.0 revived). Import restores T, U (so that a loaded model
-// scores exactly as the saved one) and the update count; Model::Load runs rebuild() first, which restarts the frames at
+// cache, without it, imports with 0: no model before 1.4.0 revived). Import
+// restores T, U (so that a loaded model scores exactly as the saved one) and
+// the counts; Model::Load runs rebuild() first, which restarts the frames at
 // the loaded statistics, and the imported T, U are within the bound of those.
 int ExportCache(const trib_family_model* mm, double* out, size_t* size, trib_error*) {
   const Model& m = *M(mm);
@@ -52,20 +53,18 @@ int ImportCache(trib_family_model* mm, const double* in, size_t size, trib_error
       return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "cache value %zu is %g, expected a finite number", i, in[i]);
     }
   }
-  const double commits = in[4 * K + 1];
-  if (commits < 0 || commits > 0x1p53 || commits != std::floor(commits)) {
-    return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "cache value %zu (updates) is %g, expected a whole number in [0, 2^53]",
-                4 * K + 1, commits);
-  }
-  const double revivals = size > 4 * K + 2 ? in[4 * K + 2] : 0.0;
-  if (revivals < 0 || revivals > 0x1p53 || revivals != std::floor(revivals)) {
-    return Fail(err, TRIB_ERR_INVALID_ARGUMENT,
-                "cache value %zu (revivals) is %g, expected a whole number in [0, 2^53]", 4 * K + 2, revivals);
+  // The update count and the revival count (0 when the cache predates it).
+  const double counts[2] = {in[4 * K + 1], size > 4 * K + 2 ? in[4 * K + 2] : 0.0};
+  for (size_t c = 0; c < 2; ++c) {
+    if (counts[c] < 0 || counts[c] > 0x1p53 || counts[c] != std::floor(counts[c])) {
+      return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "cache value %zu (%s) is %g, expected a whole number in [0, 2^53]",
+                  4 * K + 1 + c, c == 0 ? "updates" : "revivals", counts[c]);
+    }
   }
   std::memcpy(m.total_mean.data(), in, K * sizeof(double));
   std::memcpy(m.total_var.data(), in + K, K * sizeof(double));
-  m.commits = static_cast<uint64_t>(commits);
-  m.revivals = static_cast<uint64_t>(revivals);
+  m.commits = static_cast<uint64_t>(counts[0]);
+  m.revivals = static_cast<uint64_t>(counts[1]);
   return TRIB_OK;
 }
 

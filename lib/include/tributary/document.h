@@ -102,13 +102,15 @@ class DocumentSet {
   struct FreeBytes {
     void operator()(void* p) const noexcept;
   };
-  /// `bytes` rounded up to whole 2 MiB pages, aligned to 2 MiB; with `huge`
+  /// `bytes` rounded up to whole 2 MiB pages.
+  static constexpr size_t HugePages(size_t bytes) { return (bytes + kHugePage - 1) / kHugePage * kHugePage; }
+  /// `size` bytes (whole 2 MiB pages: HugePages), aligned to 2 MiB; with `huge`
   /// (once the set holds kHugeAfter bytes) and on Linux advised as
   /// transparent huge pages: a set of hundreds of megabytes then costs
   /// hundreds of page faults instead of tens of thousands, and a pass in
   /// shuffled order misses the TLB far less, while a small set keeps touching
   /// only the 4 KiB pages it uses. Throws std::bad_alloc.
-  static void* Allocate(size_t bytes, bool huge);
+  static void* Allocate(size_t size, bool huge);
   static constexpr size_t kHugeAfter = size_t{16} << 20;
   const Entry& at(size_t i) const { return blocks_[i / kEntriesPerBlock].get()[i % kEntriesPerBlock]; }
   /// Copies n items of `bytes` bytes each into the current chunk (a new one
