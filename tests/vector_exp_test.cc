@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -125,10 +126,81 @@ TEST(VectorExpTest, ShiftAndSpecialValues) {
   EXPECT_LE(MaxUlp(scores, -250.0), 1u);
 }
 
+// ExpShiftedWide (four lanes, for AVX2 code) gives ExpShifted's bits: every
+// lane does the same operations. Whole-range, softmax-like and special
+// arguments, every length 1..41 (the two- and one-lane tails).
+__attribute__((target("avx2"))) void WideExp(const double* x, double shift, uint32_t n, double* out) {
+  tributary::vector_exp::ExpShiftedWide(x, shift, n, out);
+}
+
+TEST(VectorExpTest, FourLanesGiveTheTwoLanesBits) {
+  if (!__builtin_cpu_supports("avx2")) GTEST_SKIP() << "no AVX2 on this CPU: the four-lane path is never taken";
+  std::mt19937_64 rng(21);
+  std::uniform_real_distribution<double> wide(-760.0, 720.0), soft(-60.0, 0.0);
+  std::vector<double> xs;
+  for (int i = 0; i < 20000; ++i) xs.push_back(i % 2 ? wide(rng) : soft(rng));
+  for (double v :
+       {0.0, -0.0, -708.0, 709.0, -708.1, 709.1, -745.0, 710.0, 1e-300, 5e-324, std::numeric_limits<double>::infinity(),
+        -std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()}) {
+    xs.insert(xs.begin() + static_cast<long>(rng() % xs.size()), v);
+  }
+  for (double shift : {0.0, 3.5, -100.0}) {
+    for (uint32_t n = 1; n <= 41; ++n) {
+      std::vector<double> a(xs.size()), b(xs.size());
+      for (size_t i = 0; i + n <= xs.size(); i += n) {
+        ExpShifted(xs.data() + i, shift, n, a.data() + i);
+        WideExp(xs.data() + i, shift, n, b.data() + i);
+      }
+      ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(double)), 0) << "n = " << n << ", shift " << shift;
+    }
+  }
+}
+
 }  // namespace
 
 namespace tributary {
 namespace {
+
+// ClassificationMetrics::Add's one pass against what it replaced (LogEvidence,
+// std::max_element and HingeLoss, each a pass of its own): every metric bit
+// for bit, with ties, NaN and -inf scores, unlabelled documents and labels
+// out of range.
+TEST(ClassificationMetricsTest, OnePassEqualsTheThreePasses) {
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> u(-300.0, 0.0);
+  const double ninf = -std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  for (uint32_t k : {1u, 2u, 3u, 10u, 39u}) {
+    ClassificationMetrics got(k);
+    double log_px_sum = 0, tokens = 0, ncll = 0, hinge = 0;
+    uint64_t labelled = 0, correct = 0;
+    for (int trial = 0; trial < 3000; ++trial) {
+      std::vector<double> x(k), scratch(k);
+      for (double& v : x) v = trial % 11 == 0 ? std::round(u(rng) / 50) * 50 : u(rng);  // ties
+      if (trial % 7 == 0) x[rng() % k] = ninf;
+      if (trial % 13 == 0) x[rng() % k] = nan;
+      if (trial % 29 == 0) std::fill(x.begin(), x.end(), ninf);
+      const int64_t label = trial % 5 == 0 ? -1 : trial % 17 == 0 ? k : static_cast<int64_t>(rng() % k);
+      const double n = static_cast<double>(rng() % 20);
+      got.Add(x.data(), label, n);
+      const double lp = LogEvidence(x.data(), k, scratch.data());
+      if (n > 0 && std::isfinite(lp)) {
+        log_px_sum += lp;
+        tokens += n;
+      }
+      if (label < 0 || label >= k) continue;
+      ++labelled;
+      correct += std::max_element(x.begin(), x.end()) - x.begin() == label;
+      ncll += -(x[label] - lp);
+      hinge += HingeLoss(x.data(), k, static_cast<uint32_t>(label));
+    }
+    auto same = [](double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; };
+    EXPECT_EQ(got.labelled(), labelled);
+    EXPECT_TRUE(same(got.accuracy(), static_cast<double>(correct) / static_cast<double>(labelled))) << k;
+    EXPECT_TRUE(same(got.mean_ncll(), ncll / static_cast<double>(labelled))) << k << ": " << got.mean_ncll();
+    EXPECT_TRUE(same(got.mean_hinge(), hinge / static_cast<double>(labelled))) << k << ": " << got.mean_hinge();
+    EXPECT_TRUE(same(got.perplexity(), std::exp(-log_px_sum / tokens))) << k;
+  }
+}
 
 // LogEvidence (what eval's metrics use) is Posterior's log p(x) bit for bit,
 // for every number of classes, with -inf scores, and all -inf.

@@ -8,14 +8,47 @@
 
 namespace tributary {
 
-double Posterior(const double* log_joint, uint32_t k, double* probs) {
+namespace {
+
+// exp(x[i] - shift) into out, four lanes at a time where the CPU has AVX2
+// (chosen once): the same bits as vector_exp::ExpShifted's two lanes.
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) void ExpShiftedAvx2(const double* x, double shift, uint32_t n, double* out) {
+  vector_exp::ExpShiftedWide(x, shift, n, out);
+}
+const bool kExpAvx2 = __builtin_cpu_supports("avx2");
+#endif
+
+void ExpShifted(const double* x, double shift, uint32_t n, double* out) {
+#if defined(__x86_64__)
+  if (kExpAvx2) return ExpShiftedAvx2(x, shift, n, out);
+#endif
+  vector_exp::ExpShifted(x, shift, n, out);  // within 1 ulp of std::exp(x[i] - shift)
+}
+
+// log sum_i exp(log_joint[i]) given their maximum m (finite), summed in order.
+double LogSumExp(const double* log_joint, uint32_t k, double m, double* scratch) {
+  ExpShifted(log_joint, m, k, scratch);
+  double s = 0;
+  for (uint32_t i = 0; i < k; ++i) s += scratch[i];
+  return m + std::log(s);
+}
+
+double Max(const double* x, uint32_t k) {
   double m = -std::numeric_limits<double>::infinity();
-  for (uint32_t i = 0; i < k; ++i) m = std::max(m, log_joint[i]);
+  for (uint32_t i = 0; i < k; ++i) m = std::max(m, x[i]);  // NaNs skipped
+  return m;
+}
+
+}  // namespace
+
+double Posterior(const double* log_joint, uint32_t k, double* probs) {
+  const double m = Max(log_joint, k);
   if (!std::isfinite(m)) {
     for (uint32_t i = 0; i < k; ++i) probs[i] = 1.0 / k;
     return m;
   }
-  vector_exp::ExpShifted(log_joint, m, k, probs);  // within 1 ulp of std::exp(log_joint[i] - m)
+  ExpShifted(log_joint, m, k, probs);
   double s = 0;
   for (uint32_t i = 0; i < k; ++i) s += probs[i];
   for (uint32_t i = 0; i < k; ++i) probs[i] /= s;
@@ -23,13 +56,9 @@ double Posterior(const double* log_joint, uint32_t k, double* probs) {
 }
 
 double LogEvidence(const double* log_joint, uint32_t k, double* scratch) {
-  double m = -std::numeric_limits<double>::infinity();
-  for (uint32_t i = 0; i < k; ++i) m = std::max(m, log_joint[i]);
+  const double m = Max(log_joint, k);
   if (!std::isfinite(m)) return m;
-  vector_exp::ExpShifted(log_joint, m, k, scratch);  // as Posterior, so the sum is the same
-  double s = 0;
-  for (uint32_t i = 0; i < k; ++i) s += scratch[i];
-  return m + std::log(s);
+  return LogSumExp(log_joint, k, m, scratch);  // as Posterior, so the sum is the same
 }
 
 double HingeLoss(const double* log_joint, uint32_t k, uint32_t label) {
@@ -55,19 +84,36 @@ void ClassificationMetrics::Resize(uint32_t k) {
 
 void ClassificationMetrics::Add(const double* log_joint, int64_t label, double tokens) {
   ++documents_;
+  const bool labelled = label >= 0 && label < static_cast<int64_t>(k_);
+  // One pass for what LogEvidence, std::max_element and HingeLoss each found
+  // in a pass of their own, with their answers (NaNs included): the largest
+  // score (NaNs skipped), the first index of the largest in max_element's
+  // order, and the largest among the classes other than the label.
+  const double inf = std::numeric_limits<double>::infinity();
+  const uint32_t skip = labelled ? static_cast<uint32_t>(label) : k_;
+  double m = -inf, other = -inf, best = k_ > 0 ? log_joint[0] : 0.0;
+  uint32_t pred = 0;
+  for (uint32_t i = 0; i < k_; ++i) {
+    const double x = log_joint[i];
+    m = std::max(m, x);
+    if (best < x) {
+      best = x;
+      pred = i;
+    }
+    if (i != skip) other = std::max(other, x);
+  }
   // (Only log p(x) is needed here: the probabilities are not normalised.)
-  double log_px = LogEvidence(log_joint, k_, probs_.data());
+  const double log_px = std::isfinite(m) ? LogSumExp(log_joint, k_, m, probs_.data()) : m;
   if (tokens > 0 && std::isfinite(log_px)) {
     log_px_sum_ += log_px;
     tokens_ += tokens;
   }
-  if (label < 0 || label >= static_cast<int64_t>(k_)) return;
+  if (!labelled) return;
   ++labelled_;
-  uint32_t pred = static_cast<uint32_t>(std::max_element(log_joint, log_joint + k_) - log_joint);
   if (pred == static_cast<uint32_t>(label)) ++correct_;
   confusion_[static_cast<size_t>(label) * k_ + pred]++;
   ncll_sum_ += -(log_joint[label] - log_px);
-  hinge_sum_ += HingeLoss(log_joint, k_, static_cast<uint32_t>(label));
+  hinge_sum_ += k_ < 2 ? 0.0 : std::max(0.0, 1.0 - (log_joint[label] - other));  // HingeLoss
 }
 
 double ClassificationMetrics::accuracy() const {

@@ -1,7 +1,12 @@
 // The multinomial families' shared implementation (multinomial_core.h).
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -452,14 +457,35 @@ int Score(const trib_family_model* mm, const trib_stats* s, trib_family_state* s
 // b_k = log M_k. A document then costs one multiply-add per (term, class),
 // no log, no range check. The same formula as ScoreScalar, each log rounded
 // once: the sums agree with Score's to rounding (tests/predictor_test.cc).
+struct FreeTable {
+  void operator()(double* p) const noexcept { std::free(p); }
+};
+
 struct Frozen {
   uint32_t K = 0;
-  uint32_t stride = 0;            // K rounded up to 4: rows aligned for two- and four-lane loops
-  uint64_t V = 0;                 // rows: the terms in use
-  std::vector<double> word;       // L[w][k], V x stride (padding lanes 0)
+  uint32_t stride = 0;  // K rounded up to 4: rows aligned for two- and four-lane loops
+  uint64_t V = 0;       // rows: the terms in use
+  // L[w][k], V x stride (padding lanes 0). 2 MiB-aligned and advised as
+  // transparent huge pages once it fills one: a document's rows are scattered
+  // over the table (~9 MB for 28,000 terms x 40 classes), one 4 KiB page each,
+  // and on 4 KiB pages every row missed the TLB.
+  std::unique_ptr<double[], FreeTable> word;
   std::vector<double> cls;        // a_k (stride)
   std::vector<double> log_total;  // b_k (stride)
 };
+
+constexpr size_t kHugePage = size_t{1} << 21;
+
+double* AllocateTable(size_t n) {
+  const size_t bytes = std::max<size_t>(1, (n * sizeof(double) + kHugePage - 1) / kHugePage * kHugePage);
+  void* p = std::aligned_alloc(kHugePage, bytes);
+  if (p == nullptr) throw std::bad_alloc();
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  if (bytes >= kHugePage && n * sizeof(double) >= kHugePage / 2) madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+  std::memset(p, 0, n * sizeof(double));
+  return static_cast<double*>(p);
+}
 
 int Freeze(const trib_family_model* mm, const trib_stats* s, trib_frozen** out, trib_error* err) {
   return Guard(err, [&] {
@@ -471,7 +497,7 @@ int Freeze(const trib_family_model* mm, const trib_stats* s, trib_frozen** out, 
     const trib_block& cb = s->blocks[0];
     const trib_block& wb = s->blocks[1];
     const double wscale = wb.scale, wshift = wb.shift * wb.alpha_bar;
-    f->word.assign(f->V * f->stride, 0.0);
+    f->word.reset(AllocateTable(f->V * f->stride));
     f->cls.assign(f->stride, 0.0);
     f->log_total.assign(f->stride, 0.0);
     const double log_ctot = std::log(cb.scale * m->raw_class_total + cb.shift * cb.alpha_bar * m->K);
@@ -482,7 +508,7 @@ int Freeze(const trib_family_model* mm, const trib_stats* s, trib_frozen** out, 
     const double* base = s->raw + m->word_offset;
     for (uint64_t w = 0; w < f->V; ++w) {
       const double* row = base + w * m->S;
-      double* dst = f->word.data() + w * f->stride;
+      double* dst = f->word.get() + w * f->stride;
       for (uint32_t k = 0; k < m->K; ++k) dst[k] = std::log(wscale * row[k] + wshift);
     }
     *out = reinterpret_cast<trib_frozen*>(f.release());
@@ -491,6 +517,46 @@ int Freeze(const trib_family_model* mm, const trib_stats* s, trib_frozen** out, 
 }
 
 void FrozenDestroy(trib_frozen* f) { delete reinterpret_cast<Frozen*>(f); }
+
+// The rows' sum: acc[k] += n_j row_j[k] over the document's terms, in
+// term order (the same sums on every path, so the bits do not depend on the
+// CPU). The rows are scattered over the table: all of them are prefetched
+// first, whole, so the misses overlap instead of one row's at a time.
+template <bool kUnit>
+inline void AddRow(double* __restrict acc, const double* __restrict row, double n, uint32_t stride) {
+  if (kUnit) {
+    for (uint32_t k = 0; k < stride; ++k) acc[k] += row[k];
+  } else {
+    for (uint32_t k = 0; k < stride; ++k) acc[k] += n * row[k];
+  }
+}
+
+#define TRIB_SUM_ROWS_BODY                                                \
+  for (uint32_t j = 0; j < T; ++j) {                                      \
+    const double* row = table + static_cast<uint64_t>(ids[j]) * stride;   \
+    for (uint32_t k = 0; k < stride; k += 8) __builtin_prefetch(row + k); \
+  }                                                                       \
+  for (uint32_t j = 0; j < T; ++j) {                                      \
+    const double* row = table + static_cast<uint64_t>(ids[j]) * stride;   \
+    if (counts[j] == 1.0) {                                               \
+      AddRow<true>(acc, row, 1.0, stride);                                \
+    } else {                                                              \
+      AddRow<false>(acc, row, counts[j], stride);                         \
+    }                                                                     \
+  }
+
+void SumRowsSse2(double* __restrict acc, const double* table, uint32_t stride, const uint32_t* ids,
+                 const double* counts, uint32_t T) {
+  TRIB_SUM_ROWS_BODY
+}
+
+__attribute__((target("avx2"))) void SumRowsAvx2(double* __restrict acc, const double* table, uint32_t stride,
+                                                 const uint32_t* ids, const double* counts, uint32_t T) {
+  TRIB_SUM_ROWS_BODY
+}
+#undef TRIB_SUM_ROWS_BODY
+
+const bool kSumRowsAvx2 = __builtin_cpu_supports("avx2");
 
 int ScoreFrozen(const trib_family_model*, const trib_frozen* ff, trib_family_state* ss, const trib_document* d,
                 double* out, trib_error* err) {
@@ -502,25 +568,17 @@ int ScoreFrozen(const trib_family_model*, const trib_frozen* ff, trib_family_sta
     double* __restrict acc = st->prod.data();
     const double total = d->total_count;
     for (uint32_t k = 0; k < stride; ++k) acc[k] = f->cls[k] - total * f->log_total[k];
-    const double* table = f->word.data();
     const uint32_t T = d->num_terms;
     for (uint32_t j = 0; j < T; ++j) {
       if (d->term_ids[j] >= f->V) {
         return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "term id %llu >= vocabulary size %llu",
                     static_cast<unsigned long long>(d->term_ids[j]), static_cast<unsigned long long>(f->V));
       }
-      if (j + 2 < T) {  // the row after next: rows are scattered over the table
-        const double* next = table + static_cast<uint64_t>(d->term_ids[j + 2]) * stride;
-        __builtin_prefetch(next);
-        __builtin_prefetch(next + 8);
-      }
-      const double* __restrict row = table + static_cast<uint64_t>(d->term_ids[j]) * stride;
-      const double n = d->term_counts[j];
-      if (n == 1.0) {
-        for (uint32_t k = 0; k < stride; ++k) acc[k] += row[k];
-      } else {
-        for (uint32_t k = 0; k < stride; ++k) acc[k] += n * row[k];
-      }
+    }
+    if (kSumRowsAvx2) {
+      SumRowsAvx2(acc, f->word.get(), stride, d->term_ids, d->term_counts, T);
+    } else {
+      SumRowsSse2(acc, f->word.get(), stride, d->term_ids, d->term_counts, T);
     }
     std::memcpy(out, acc, sizeof(double) * f->K);
     return TRIB_OK;
