@@ -304,7 +304,13 @@ Result<DocumentDecoder> DocumentDecoder::Create(const ModelSchema& model, const 
   } else {
     d.stream_vocab_size_ = static_cast<uint64_t>(stream.vocabulary_size());
     d.remap_.resize(stream.vocabulary_size());
-    for (int i = 0; i < stream.vocabulary_size(); ++i) d.remap_[i] = model.TermIndex(stream.vocabulary(i));
+    for (int i = 0; i < stream.vocabulary_size(); ++i) {
+      const int64_t m = model.TermIndex(stream.vocabulary(i));
+      if (m >= static_cast<int64_t>(kUnseen)) {
+        return Status::InvalidArgument("the model's vocabulary has more than 2^32-1 terms: term ids are 32 bits");
+      }
+      d.remap_[i] = m < 0 ? kUnseen : static_cast<uint32_t>(m);
+    }
     if (model.open_vocabulary()) d.stream_terms_.assign(stream.vocabulary().begin(), stream.vocabulary().end());
   }
   // Dense features are matched by position and kind; categories by name.
@@ -439,6 +445,11 @@ Status DocumentDecoder::Decode(const v1::Document& doc, uint64_t index, const Mo
     out->term_ids.push_back(static_cast<uint32_t>(mid));
     out->term_counts.push_back(c);
   };
+  if (!remap_.empty()) {  // the remap is read at random: its entries fetched together
+    for (const uint32_t sid : doc.term_ids()) {
+      if (sid < remap_.size()) __builtin_prefetch(remap_.data() + sid);
+    }
+  }
   for (int i = 0; i < doc.term_ids_size(); ++i) {
     const uint32_t sid = doc.term_ids(i);
     const double c = doc.term_counts_size() ? doc.term_counts(i) : 1.0;
@@ -463,8 +474,8 @@ Status DocumentDecoder::Decode(const v1::Document& doc, uint64_t index, const Mo
     }
     if (hashed_) {
       add_term(static_cast<int64_t>(sid), c, nullptr);
-    } else if (remap_[sid] >= 0 || stream_terms_.empty()) {
-      add_term(remap_[sid], c, nullptr);
+    } else if (remap_[sid] != kUnseen || stream_terms_.empty()) {
+      add_term(remap_[sid] == kUnseen ? -1 : static_cast<int64_t>(remap_[sid]), c, nullptr);
     } else {  // open vocabulary: the model may have learned the term since
       add_term(model.TermIndex(stream_terms_[sid]), c, &stream_terms_[sid]);
     }

@@ -483,8 +483,7 @@ double* AllocateTable(size_t n) {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   if (bytes >= kHugePage && n * sizeof(double) >= kHugePage / 2) madvise(p, bytes, MADV_HUGEPAGE);
 #endif
-  std::memset(p, 0, n * sizeof(double));
-  return static_cast<double*>(p);
+  return static_cast<double*>(p);  // uninitialised: Freeze writes every value
 }
 
 int Freeze(const trib_family_model* mm, const trib_stats* s, trib_frozen** out, trib_error* err) {
@@ -505,11 +504,27 @@ int Freeze(const trib_family_model* mm, const trib_stats* s, trib_frozen** out, 
       f->cls[k] = std::log(cb.scale * s->raw[k] + cb.shift * cb.alpha_bar) - log_ctot;
       f->log_total[k] = std::log(wscale * m->raw_word_total[k] + wshift * static_cast<double>(m->V));
     }
+    // The table's logs two at a time with Score's vector log (within 1 ulp of
+    // std::log, which takes the lanes it does not handle: zero, subnormal,
+    // inf, NaN): a log per statistic is most of what freezing costs.
     const double* base = s->raw + m->word_offset;
+    const v2d vscale = Splat(wscale), vshift = Splat(wshift);
     for (uint64_t w = 0; w < f->V; ++w) {
       const double* row = base + w * m->S;
       double* dst = f->word.get() + w * f->stride;
-      for (uint32_t k = 0; k < m->K; ++k) dst[k] = std::log(wscale * row[k] + wshift);
+      uint32_t k = 0;
+      for (; k + 2 <= m->K; k += 2) {
+        const v2d x = vscale * Load2(row + k) + vshift;
+        v2d y = LogPositiveNormal(x);
+        const v2i normal = NormalMask(x);
+        if ((normal[0] & normal[1]) == 0) {
+          if (!normal[0]) y[0] = std::log(x[0]);
+          if (!normal[1]) y[1] = std::log(x[1]);
+        }
+        std::memcpy(dst + k, &y, sizeof y);
+      }
+      for (; k < m->K; ++k) dst[k] = std::log(wscale * row[k] + wshift);
+      for (; k < f->stride; ++k) dst[k] = 0.0;  // padding lanes
     }
     *out = reinterpret_cast<trib_frozen*>(f.release());
     return TRIB_OK;

@@ -197,7 +197,11 @@ class DocumentDecoder {
 
  private:
   DocumentDecoder() = default;
-  std::vector<int64_t> remap_;  ///< stream term id -> model term id, -1 unseen
+  /// Stream term id -> model term id, kUnseen for a term the model lacks
+  /// (32 bits: the table is read at random, one entry per term, and half the
+  /// size stays in cache twice as well).
+  std::vector<uint32_t> remap_;
+  static constexpr uint32_t kUnseen = 0xffffffffu;
   /// The stream's term names, kept when the model's vocabulary is open: a
   /// term unseen when the decoder was made may have been added since.
   std::vector<std::string> stream_terms_;
