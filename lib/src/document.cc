@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <sstream>
 #include <type_traits>
@@ -445,40 +446,52 @@ Status DocumentDecoder::Decode(const v1::Document& doc, uint64_t index, const Mo
     out->term_ids.push_back(static_cast<uint32_t>(mid));
     out->term_counts.push_back(c);
   };
+  const int num_ids = doc.term_ids_size();
+  const uint32_t* sids = doc.term_ids().data();
+  const double* sid_counts = doc.term_counts_size() ? doc.term_counts().data() : nullptr;
   if (!remap_.empty()) {  // the remap is read at random: its entries fetched together
-    for (const uint32_t sid : doc.term_ids()) {
-      if (sid < remap_.size()) __builtin_prefetch(remap_.data() + sid);
+    for (int i = 0; i < num_ids; ++i) {
+      if (sids[i] < remap_.size()) __builtin_prefetch(remap_.data() + sids[i]);
     }
   }
-  for (int i = 0; i < doc.term_ids_size(); ++i) {
-    const uint32_t sid = doc.term_ids(i);
-    const double c = doc.term_counts_size() ? doc.term_counts(i) : 1.0;
-    TRIB_RETURN_IF_ERROR(check_count("term_counts", i, c));
+  out->term_ids.reserve(static_cast<size_t>(num_ids) + doc.tokens_size());
+  out->term_counts.reserve(static_cast<size_t>(num_ids) + doc.tokens_size());
+  for (int i = 0; i < num_ids; ++i) {
+    const uint32_t sid = sids[i];
+    const double c = sid_counts ? sid_counts[i] : 1.0;
+    if (!(c > 0 && c <= std::numeric_limits<double>::max())) {  // not a finite count > 0 (NaN included)
+      return check_count("term_counts", i, c);
+    }
+    uint32_t mid;      // the model's id (add_term below for the rarer cases)
     if (model_ids_) {  // the model's own ids, its vocabulary as it is now
       if (sid >= model.vocab_size()) {
         return bad("term id " + std::to_string(sid) + " out of range: the model's vocabulary has " +
                    std::to_string(model.vocab_size()) + " terms" +
                    (model.open_vocabulary() ? " (send new terms as tokens or text)" : ""));
       }
-      add_term(static_cast<int64_t>(sid), c, nullptr);
-      continue;
+      mid = sid;
+    } else {
+      if (stream_vocab_size_ == 0) {
+        return bad("term id " + std::to_string(sid) +
+                   " in a stream without a vocabulary (expected terms named in tokens or text, or a stream header "
+                   "that lists a vocabulary or a hashed_dim)");
+      }
+      if (sid >= stream_vocab_size_) {
+        return bad("term id " + std::to_string(sid) + " out of range: the stream's " +
+                   (hashed_ ? "hashed_dim" : "vocabulary size") + " is " + std::to_string(stream_vocab_size_));
+      }
+      mid = hashed_ ? sid : remap_[sid];
+      if (mid == kUnseen) {
+        if (stream_terms_.empty()) {
+          add_term(-1, c, nullptr);
+        } else {  // open vocabulary: the model may have learned the term since
+          add_term(model.TermIndex(stream_terms_[sid]), c, &stream_terms_[sid]);
+        }
+        continue;
+      }
     }
-    if (stream_vocab_size_ == 0) {
-      return bad("term id " + std::to_string(sid) +
-                 " in a stream without a vocabulary (expected terms named in tokens or text, or a stream header "
-                 "that lists a vocabulary or a hashed_dim)");
-    }
-    if (sid >= stream_vocab_size_) {
-      return bad("term id " + std::to_string(sid) + " out of range: the stream's " +
-                 (hashed_ ? "hashed_dim" : "vocabulary size") + " is " + std::to_string(stream_vocab_size_));
-    }
-    if (hashed_) {
-      add_term(static_cast<int64_t>(sid), c, nullptr);
-    } else if (remap_[sid] != kUnseen || stream_terms_.empty()) {
-      add_term(remap_[sid] == kUnseen ? -1 : static_cast<int64_t>(remap_[sid]), c, nullptr);
-    } else {  // open vocabulary: the model may have learned the term since
-      add_term(model.TermIndex(stream_terms_[sid]), c, &stream_terms_[sid]);
-    }
+    out->term_ids.push_back(mid);
+    out->term_counts.push_back(c);
   }
   for (int i = 0; i < doc.tokens_size(); ++i) {
     const double c = doc.token_counts_size() ? doc.token_counts(i) : 1.0;
