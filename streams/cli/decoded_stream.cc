@@ -1,5 +1,7 @@
 #include "decoded_stream.h"
 
+#include <filesystem>
+#include <system_error>
 #include <utility>
 
 #include "tributary/learner.h"
@@ -69,6 +71,16 @@ Result<ScoringInput> OpenForScoring(const std::string& model_path, const std::st
   auto predictor = Predictor::Create(si.model.get());
   if (!predictor.ok()) return NameFile(predictor.status(), model_path);
   si.predictor = std::move(predictor).value();
+  // A file long enough to pay for the frozen table is scored through it from
+  // its first document: the Predictor would otherwise score about as much
+  // as the table costs through Model::Score before building it (its rule for
+  // a run of unknown length). The file's size bounds the work: a term takes
+  // at least 2 bytes in a frame (its id and, packed, part of its count) and
+  // costs one operation per output. A failed freeze leaves the Predictor
+  // without a table, as its own attempt would.
+  std::error_code ec;
+  const uint64_t bytes = in == "-" ? 0 : std::filesystem::file_size(in, ec);
+  if (!ec && bytes / 2 * si.model->num_outputs() >= 4 * si.model->stats().size()) (void)si.predictor->Freeze();
   return si;
 }
 

@@ -17,7 +17,7 @@ namespace {
 // The masked CRC of a frame: its length varint, then its bytes. The length
 // is covered too, so a damaged length that still frames a CRC-valid run of
 // bytes is caught.
-uint32_t FrameCrc(const std::string& bytes) {
+uint32_t FrameCrc(std::string_view bytes) {
   uint8_t len[10];
   const uint8_t* end = pbio::CodedOutputStream::WriteVarint64ToArray(bytes.size(), len);
   const uint32_t crc = Crc32(len, static_cast<size_t>(end - len));
@@ -83,7 +83,7 @@ DocumentReader::~DocumentReader() { input_.reset(); }
 
 uint64_t DocumentReader::bytes_read() const { return input_ ? static_cast<uint64_t>(input_->ByteCount()) : 0; }
 
-Status DocumentReader::ReadFrame(bool* eof, uint32_t* size) {
+Status DocumentReader::ReadFrame(bool* eof, uint32_t* size, bool in_place) {
   *eof = false;
   const void* data;
   int avail = 0;
@@ -117,11 +117,23 @@ Status DocumentReader::ReadFrame(bool* eof, uint32_t* size) {
     return Status::Corruption("'" + path_ + "': truncated frame at byte " + std::to_string(offset) +
                               ": the stream ended inside the frame's checksum");
   }
-  buf_.resize(len);
-  if (len > 0 && !coded.ReadRaw(buf_.data(), static_cast<int>(len))) {
-    if (!source_->error().ok()) return io_error();
-    return Status::Corruption("'" + path_ + "': truncated frame at byte " + std::to_string(offset) + ": expected " +
-                              std::to_string(len) + " bytes, the stream ended first");
+  // In place when the frame lies whole in the input's current buffer (a
+  // frame is a few hundred bytes, the buffer 64 KiB): no copy. The bytes
+  // stay where they are when `coded` returns the rest of the buffer to
+  // input_, until input_ is read again.
+  const void* direct = nullptr;
+  int direct_size = 0;
+  if (in_place && coded.GetDirectBufferPointer(&direct, &direct_size) && static_cast<uint64_t>(direct_size) >= len) {
+    frame_ = std::string_view(static_cast<const char*>(direct), len);
+    coded.Skip(static_cast<int>(len));
+  } else {
+    buf_.resize(len);
+    if (len > 0 && !coded.ReadRaw(buf_.data(), static_cast<int>(len))) {
+      if (!source_->error().ok()) return io_error();
+      return Status::Corruption("'" + path_ + "': truncated frame at byte " + std::to_string(offset) + ": expected " +
+                                std::to_string(len) + " bytes, the stream ended first");
+    }
+    frame_ = buf_;
   }
   *size = static_cast<uint32_t>(len);
   return Status::OK();
@@ -188,11 +200,11 @@ Status DocumentReader::Next(v1::Document* doc, bool* eof) {
   uint32_t len = 0;
   const uint64_t offset = bytes_read();
   recoverable_ = false;
-  TRIB_RETURN_IF_ERROR(ReadFrame(eof, &len));
+  TRIB_RETURN_IF_ERROR(ReadFrame(eof, &len, /*in_place=*/true));
   if (*eof) return Status::OK();
   const uint64_t index = docs_++;
   if (checksummed_) {
-    const uint32_t computed = FrameCrc(buf_);
+    const uint32_t computed = FrameCrc(frame_);
     if (computed != frame_crc_) {
       recoverable_ = true;  // nothing of this frame is used; --skip-bad may go on with the next one
       return Status::Corruption("'" + path_ + "': document #" + std::to_string(index) + " (frame at byte " +
@@ -203,17 +215,17 @@ Status DocumentReader::Next(v1::Document* doc, bool* eof) {
   }
   // A StreamHeader parses as a Document too (its magic lands in `id`): two
   // streams concatenated must not have the second header learned.
-  if (buf_.size() >= sizeof(kStreamMagic) + 1 && buf_[0] == 0x0a &&
-      buf_.compare(2, sizeof(kStreamMagic) - 1, kStreamMagic) == 0) {
+  if (frame_.size() >= sizeof(kStreamMagic) + 1 && frame_[0] == 0x0a &&
+      frame_.compare(2, sizeof(kStreamMagic) - 1, kStreamMagic) == 0) {
     v1::StreamHeader h;
-    if (h.ParseFromString(buf_) && h.magic() == kStreamMagic) {
+    if (h.ParseFromArray(frame_.data(), static_cast<int>(frame_.size())) && h.magic() == kStreamMagic) {
       recoverable_ = true;  // the framing is intact: --skip-bad may go on
       return Status::Corruption("'" + path_ + "': document #" + std::to_string(index) + " (frame at byte " +
                                 std::to_string(offset) +
                                 ") is a second stream header: two streams concatenated? Expected a Document");
     }
   }
-  if (!doc->ParseFromString(buf_)) {
+  if (!doc->ParseFromArray(frame_.data(), static_cast<int>(frame_.size()))) {
     recoverable_ = true;
     return Status::Corruption("'" + path_ + "': document #" + std::to_string(index) + " (frame at byte " +
                               std::to_string(offset) + ", " + std::to_string(len) +
@@ -225,7 +237,7 @@ Status DocumentReader::Next(v1::Document* doc, bool* eof) {
 Status DocumentReader::Skip(bool* eof) {
   uint32_t len = 0;
   recoverable_ = false;
-  TRIB_RETURN_IF_ERROR(ReadFrame(eof, &len));
+  TRIB_RETURN_IF_ERROR(ReadFrame(eof, &len, /*in_place=*/true));
   if (!*eof) ++docs_;
   return Status::OK();
 }
@@ -237,7 +249,7 @@ Result<uint64_t> DocumentReader::CountDocuments(const std::string& path, uint32_
   for (;;) {
     bool eof = false;
     uint32_t len = 0;
-    TRIB_RETURN_IF_ERROR((*r)->ReadFrame(&eof, &len));
+    TRIB_RETURN_IF_ERROR((*r)->ReadFrame(&eof, &len, /*in_place=*/true));
     if (eof) break;
     ++n;
   }

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "tributary/env.h"
 #include "tributary/status.h"
@@ -85,9 +86,13 @@ class DocumentReader {
  private:
   class Source;
   DocumentReader();
-  /// Reads one frame's bytes into buf_ (and, in a checksummed stream past the
-  /// header, its stored CRC into frame_crc_). kCorruption on damage.
-  Status ReadFrame(bool* eof, uint32_t* size);
+  /// Reads one frame (and, in a checksummed stream past the header, its
+  /// stored CRC into frame_crc_); frame_ views its bytes. kCorruption on
+  /// damage. With `in_place`, frame_ points into the input's buffer when the
+  /// frame lies whole in it (no copy), valid until the input is read again:
+  /// the caller must be done with it before the next read. Otherwise (or
+  /// when the frame straddles two buffers) the bytes are copied to buf_.
+  Status ReadFrame(bool* eof, uint32_t* size, bool in_place = false);
 
   std::string path_;
   uint32_t max_frame_ = 0;
@@ -99,6 +104,7 @@ class DocumentReader {
   bool checksummed_ = false;
   uint32_t frame_crc_ = 0;  ///< masked, as stored
   std::string buf_;
+  std::string_view frame_;  ///< the last frame's bytes (see ReadFrame)
 };
 
 /// Writes one stream ("-": standard output) through `env` (nullptr:
