@@ -54,29 +54,53 @@ constexpr size_t kRankMax = 128;
 // a comparison gives -1 in the lanes where it holds.
 using Lanes = int32_t __attribute__((vector_size(32)));
 
-#define TRIB_RANK_SORT_BODY                                                                  \
-  alignas(32) int32_t keys[kRankMax];                                                        \
-  double old_counts[kRankMax];                                                               \
-  for (size_t i = 0; i < n; ++i) keys[i] = static_cast<int32_t>(ids[i] ^ 0x80000000u);       \
-  for (size_t i = n; i < (n + 7) / 8 * 8; ++i) keys[i] = 0; /* lanes past n: never stored */ \
-  std::copy(counts, counts + n, old_counts);                                                 \
-  const Lanes lane = {0, 1, 2, 3, 4, 5, 6, 7};                                               \
-  for (size_t b = 0; b < n; b += 8) {                                                        \
-    Lanes key;                                                                               \
-    std::memcpy(&key, keys + b, sizeof(key));                                                \
-    Lanes smaller = {}, tied = {}; /* two sums: two short dependency chains */               \
-    for (size_t j = 0; j < n; ++j) {                                                         \
-      const Lanes kj = Lanes{} + keys[j];                                                    \
-      const Lanes before = Lanes{} + (static_cast<int32_t>(j) - static_cast<int32_t>(b));    \
-      smaller -= (kj < key);                                                                 \
-      tied -= (kj == key) & (before < lane);                                                 \
-    }                                                                                        \
-    const Lanes rank = smaller + tied;                                                       \
-    const size_t lanes = std::min<size_t>(8, n - b);                                         \
-    for (size_t l = 0; l < lanes; ++l) {                                                     \
-      ids[rank[l]] = static_cast<uint32_t>(keys[b + l]) ^ 0x80000000u;                       \
-      counts[rank[l]] = old_counts[b + l];                                                   \
-    }                                                                                        \
+// With ids below 2^24 (every vocabulary of fewer than 16.7M terms) the keys
+// are made unique, id * 128 + position: an entry's rank is then the number
+// of smaller keys, one comparison per pair. Otherwise ties are counted apart
+// (equal ids that come first), ids compared as signed after flipping the top
+// bit.
+#define TRIB_RANK_SORT_BODY                                                                                    \
+  alignas(32) int32_t keys[kRankMax];                                                                          \
+  double old_counts[kRankMax];                                                                                 \
+  uint32_t high = 0;                                                                                           \
+  for (size_t i = 0; i < n; ++i) high |= ids[i];                                                               \
+  const bool unique = high < (1u << 24);                                                                       \
+  for (size_t i = 0; i < n; ++i) {                                                                             \
+    keys[i] = unique ? static_cast<int32_t>((ids[i] << 7) | static_cast<uint32_t>(i))                          \
+                     : static_cast<int32_t>(ids[i] ^ 0x80000000u);                                             \
+  }                                                                                                            \
+  for (size_t i = n; i < (n + 7) / 8 * 8; ++i) keys[i] = 0; /* lanes past n: never stored */                   \
+  std::copy(counts, counts + n, old_counts);                                                                   \
+  const Lanes lane = {0, 1, 2, 3, 4, 5, 6, 7};                                                                 \
+  for (size_t b = 0; b < n; b += 8) {                                                                          \
+    Lanes key;                                                                                                 \
+    std::memcpy(&key, keys + b, sizeof(key));                                                                  \
+    Lanes rank = {};                                                                                           \
+    if (unique) {                                                                                              \
+      Lanes other = {}; /* two sums: two short dependency chains */                                            \
+      size_t j = 0;                                                                                            \
+      for (; j + 2 <= n; j += 2) {                                                                             \
+        rank -= ((Lanes{} + keys[j]) < key);                                                                   \
+        other -= ((Lanes{} + keys[j + 1]) < key);                                                              \
+      }                                                                                                        \
+      if (j < n) rank -= ((Lanes{} + keys[j]) < key);                                                          \
+      rank += other;                                                                                           \
+    } else {                                                                                                   \
+      Lanes tied = {};                                                                                         \
+      for (size_t j = 0; j < n; ++j) {                                                                         \
+        const Lanes kj = Lanes{} + keys[j];                                                                    \
+        const Lanes before = Lanes{} + (static_cast<int32_t>(j) - static_cast<int32_t>(b));                    \
+        rank -= (kj < key);                                                                                    \
+        tied -= (kj == key) & (before < lane);                                                                 \
+      }                                                                                                        \
+      rank += tied;                                                                                            \
+    }                                                                                                          \
+    const size_t lanes = std::min<size_t>(8, n - b);                                                           \
+    for (size_t l = 0; l < lanes; ++l) {                                                                       \
+      ids[rank[l]] =                                                                                           \
+          unique ? static_cast<uint32_t>(keys[b + l]) >> 7 : static_cast<uint32_t>(keys[b + l]) ^ 0x80000000u; \
+      counts[rank[l]] = old_counts[b + l];                                                                     \
+    }                                                                                                          \
   }
 
 void RankSortBaseline(uint32_t* ids, double* counts, size_t n) { TRIB_RANK_SORT_BODY }
