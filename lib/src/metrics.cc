@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "tributary/vector_exp.h"
@@ -34,9 +35,23 @@ double LogSumExp(const double* log_joint, uint32_t k, double m, double* scratch)
   return m + std::log(s);
 }
 
+// The largest of x[0 .. k), NaNs skipped (-inf if none): std::max(m, x[i])
+// from m = -inf, two lanes at a time (a maximum does not depend on the order,
+// but for the sign of a zero, which no caller's result depends on).
 double Max(const double* x, uint32_t k) {
-  double m = -std::numeric_limits<double>::infinity();
-  for (uint32_t i = 0; i < k; ++i) m = std::max(m, x[i]);  // NaNs skipped
+  typedef double v2d __attribute__((vector_size(16)));
+  const double inf = std::numeric_limits<double>::infinity();
+  v2d a = {-inf, -inf}, b = a;
+  uint32_t i = 0;
+  for (; i + 4 <= k; i += 4) {  // two accumulators: two short dependency chains
+    v2d u, v;
+    std::memcpy(&u, x + i, sizeof u);
+    std::memcpy(&v, x + i + 2, sizeof v);
+    a = u > a ? u : a;  // (a NaN compares false: skipped)
+    b = v > b ? v : b;
+  }
+  double m = std::max(std::max(a[0], a[1]), std::max(b[0], b[1]));
+  for (; i < k; ++i) m = std::max(m, x[i]);
   return m;
 }
 
@@ -85,23 +100,13 @@ void ClassificationMetrics::Resize(uint32_t k) {
 void ClassificationMetrics::Add(const double* log_joint, int64_t label, double tokens) {
   ++documents_;
   const bool labelled = label >= 0 && label < static_cast<int64_t>(k_);
-  // One pass for what LogEvidence, std::max_element and HingeLoss each found
-  // in a pass of their own, with their answers (NaNs included): the largest
-  // score (NaNs skipped), the first index of the largest in max_element's
-  // order, and the largest among the classes other than the label.
-  const double inf = std::numeric_limits<double>::infinity();
-  const uint32_t skip = labelled ? static_cast<uint32_t>(label) : k_;
-  double m = -inf, other = -inf, best = k_ > 0 ? log_joint[0] : 0.0;
-  uint32_t pred = 0;
-  for (uint32_t i = 0; i < k_; ++i) {
-    const double x = log_joint[i];
-    m = std::max(m, x);
-    if (best < x) {
-      best = x;
-      pred = i;
-    }
-    if (i != skip) other = std::max(other, x);
-  }
+  // What LogEvidence, std::max_element and HingeLoss found, each in a pass of
+  // its own, with their answers (NaNs included): m, the largest score (NaNs
+  // skipped); pred, max_element's first index of the largest (0 when the
+  // first score is NaN: nothing compares above it); and `other`, the largest
+  // among the classes other than the label, which is m unless the label's
+  // score is m itself.
+  const double m = Max(log_joint, k_);
   // (Only log p(x) is needed here: the probabilities are not normalised.)
   const double log_px = std::isfinite(m) ? LogSumExp(log_joint, k_, m, probs_.data()) : m;
   if (tokens > 0 && std::isfinite(log_px)) {
@@ -110,10 +115,18 @@ void ClassificationMetrics::Add(const double* log_joint, int64_t label, double t
   }
   if (!labelled) return;
   ++labelled_;
+  uint32_t pred = 0;
+  if (!std::isnan(log_joint[0])) {
+    while (pred < k_ && !(log_joint[pred] == m)) ++pred;
+  }
   if (pred == static_cast<uint32_t>(label)) ++correct_;
   confusion_[static_cast<size_t>(label) * k_ + pred]++;
   ncll_sum_ += -(log_joint[label] - log_px);
-  hinge_sum_ += k_ < 2 ? 0.0 : std::max(0.0, 1.0 - (log_joint[label] - other));  // HingeLoss
+  if (k_ >= 2) {  // HingeLoss
+    const uint32_t l = static_cast<uint32_t>(label);
+    const double other = log_joint[l] == m ? std::max(Max(log_joint, l), Max(log_joint + l + 1, k_ - l - 1)) : m;
+    hinge_sum_ += std::max(0.0, 1.0 - (log_joint[l] - other));
+  }
 }
 
 double ClassificationMetrics::accuracy() const {
