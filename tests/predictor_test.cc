@@ -113,6 +113,31 @@ TEST(PredictorTest, FrozenMixtureScoresAsScoreDoes) {
   ExpectScoresLikeModel(*m, p->get(), docs, 1e-13);
 }
 
+// What eval does for a latent family: frozen scoring, then Model::Score (the
+// completion hook) on the Predictor's own state. score_frozen grows only part
+// of the state's scratch; Score must size the rest (it read past an empty
+// array before the fix: a segmentation fault in eval of a mixture whose
+// table was built).
+TEST(PredictorTest, ScoreAfterFrozenScoringOnTheSameState) {
+  auto m = NewModel(testing::TextSchema(300, 1), "multinomial-mixture", "nll", {{"components", "5"}});
+  ASSERT_NE(m, nullptr);
+  auto docs = Docs(300, 300, 5, 5);
+  for (auto& d : docs) d.label = -1;
+  Train(m.get(), docs);
+  auto p = Predictor::Create(m.get());
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE((*p)->Freeze().ok());
+  auto fresh = m->NewScoringState();
+  ASSERT_TRUE(fresh.ok());
+  std::vector<double> frozen(5), after(5), want(5);
+  for (const auto& d : docs) {
+    ASSERT_TRUE((*p)->Score(d.View(), frozen.data()).ok());
+    ASSERT_TRUE(m->Score(d.View(), (*p)->state(), after.data()).ok());
+    ASSERT_TRUE(m->Score(d.View(), fresh->get(), want.data()).ok());
+    EXPECT_EQ(after, want) << d.Name();
+  }
+}
+
 // Statistics outside the range of Score's product pass (which then takes its
 // scalar path, one log per (term, class)): the table gives the same values.
 TEST(PredictorTest, ExtremeStatisticsScoreAsScoreDoes) {

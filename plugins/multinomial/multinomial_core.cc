@@ -394,7 +394,7 @@ int Score(const trib_family_model* mm, const trib_stats* s, trib_family_state* s
       st->counts.resize(T);
     }
     const size_t K4 = (static_cast<size_t>(K) + 3) & ~size_t{3};
-    if (st->prod.size() < K4) {
+    if (st->prod.size() < K4 || st->expo.size() < K4) {  // (score_frozen grows prod alone)
       st->prod.resize(K4);
       st->expo.resize(K4);
     }
