@@ -100,17 +100,33 @@ TEST(PredictorTest, FrozenMultinomialScoresAsScoreDoes) {
   }
 }
 
+// A 5-component mixture trained on `n` unlabelled documents, and a Predictor
+// of it with its table built (null members on failure).
+struct FrozenMixture {
+  std::vector<DocumentBuffer> docs;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Predictor> predictor;
+};
+FrozenMixture MakeFrozenMixture(size_t n, uint64_t seed) {
+  FrozenMixture f;
+  f.model = NewModel(testing::TextSchema(300, 1), "multinomial-mixture", "nll", {{"components", "5"}});
+  if (f.model == nullptr) return f;
+  f.docs = Docs(n, 300, 5, seed);
+  for (auto& d : f.docs) d.label = -1;
+  Train(f.model.get(), f.docs);
+  auto p = Predictor::Create(f.model.get());
+  EXPECT_TRUE(p.ok());
+  if (!p.ok()) return f;
+  EXPECT_TRUE((*p)->Freeze().ok());
+  EXPECT_TRUE((*p)->frozen());
+  f.predictor = std::move(p).value();
+  return f;
+}
+
 TEST(PredictorTest, FrozenMixtureScoresAsScoreDoes) {
-  auto m = NewModel(testing::TextSchema(300, 1), "multinomial-mixture", "nll", {{"components", "5"}});
-  ASSERT_NE(m, nullptr);
-  auto docs = Docs(1000, 300, 5, 3);
-  for (auto& d : docs) d.label = -1;
-  Train(m.get(), docs);
-  auto p = Predictor::Create(m.get());
-  ASSERT_TRUE(p.ok());
-  ASSERT_TRUE((*p)->Freeze().ok());
-  ASSERT_TRUE((*p)->frozen());
-  ExpectScoresLikeModel(*m, p->get(), docs, 1e-13);
+  FrozenMixture f = MakeFrozenMixture(1000, 3);
+  ASSERT_NE(f.predictor, nullptr);
+  ExpectScoresLikeModel(*f.model, f.predictor.get(), f.docs, 1e-13);
 }
 
 // What eval does for a latent family: frozen scoring, then Model::Score (the
@@ -119,21 +135,15 @@ TEST(PredictorTest, FrozenMixtureScoresAsScoreDoes) {
 // array before the fix: a segmentation fault in eval of a mixture whose
 // table was built).
 TEST(PredictorTest, ScoreAfterFrozenScoringOnTheSameState) {
-  auto m = NewModel(testing::TextSchema(300, 1), "multinomial-mixture", "nll", {{"components", "5"}});
-  ASSERT_NE(m, nullptr);
-  auto docs = Docs(300, 300, 5, 5);
-  for (auto& d : docs) d.label = -1;
-  Train(m.get(), docs);
-  auto p = Predictor::Create(m.get());
-  ASSERT_TRUE(p.ok());
-  ASSERT_TRUE((*p)->Freeze().ok());
-  auto fresh = m->NewScoringState();
+  FrozenMixture f = MakeFrozenMixture(300, 5);
+  ASSERT_NE(f.predictor, nullptr);
+  auto fresh = f.model->NewScoringState();
   ASSERT_TRUE(fresh.ok());
   std::vector<double> frozen(5), after(5), want(5);
-  for (const auto& d : docs) {
-    ASSERT_TRUE((*p)->Score(d.View(), frozen.data()).ok());
-    ASSERT_TRUE(m->Score(d.View(), (*p)->state(), after.data()).ok());
-    ASSERT_TRUE(m->Score(d.View(), fresh->get(), want.data()).ok());
+  for (const auto& d : f.docs) {
+    ASSERT_TRUE(f.predictor->Score(d.View(), frozen.data()).ok());
+    ASSERT_TRUE(f.model->Score(d.View(), f.predictor->state(), after.data()).ok());
+    ASSERT_TRUE(f.model->Score(d.View(), fresh->get(), want.data()).ok());
     EXPECT_EQ(after, want) << d.Name();
   }
 }
