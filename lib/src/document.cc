@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <unordered_set>
 
+#include "tributary/simd.h"
 #include "tributary/tokenizer.h"
 #include "tributary/v1/tributary.pb.h"
 
@@ -113,9 +114,9 @@ __attribute__((target("avx2"))) void RankSortAvx2(uint32_t* ids, double* counts,
 using RankSortFn = void (*)(uint32_t*, double*, size_t);
 const RankSortFn kRankSort =
 #if defined(__x86_64__)
-    __builtin_cpu_supports("avx2") ? RankSortAvx2 :
+    simd::MaxLevel() >= simd::kAvx2 ? RankSortAvx2 :
 #endif
-                                   RankSortBaseline;
+                                    RankSortBaseline;
 
 }  // namespace
 

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include "tributary/simd.h"
 #include "tributary/vector_exp.h"
 
 namespace tributary {
@@ -17,7 +18,7 @@ namespace {
 __attribute__((target("avx2"))) void ExpShiftedAvx2(const double* x, double shift, uint32_t n, double* out) {
   vector_exp::ExpShiftedWide(x, shift, n, out);
 }
-const bool kExpAvx2 = __builtin_cpu_supports("avx2");
+const bool kExpAvx2 = simd::MaxLevel() >= simd::kAvx2;
 #endif
 
 void ExpShifted(const double* x, double shift, uint32_t n, double* out) {

@@ -16,6 +16,7 @@
 #include "lda_math.h"
 #include "lda_model.h"
 #include "tributary/plugin_sdk.h"
+#include "tributary/simd.h"
 
 namespace tributary::lda {
 namespace {
@@ -367,8 +368,7 @@ double (*g_log_gamma_sum)(const double*, const double*, uint32_t) = LogGammaSumS
 
 void SelectCvb0Kernel() {
 #ifdef TRIB_LDA_HAVE_AVX2
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2")) {
+  if (tributary::simd::MaxLevel() >= tributary::simd::kAvx2) {
     g_cvb0_sweeps = Cvb0SweepsAvx2;
     g_cvb0_sweeps_vec = Cvb0SweepsVecAvx2;
     g_log_gamma_sum = LogGammaSumAvx2;

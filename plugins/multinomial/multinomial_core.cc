@@ -14,6 +14,7 @@
 
 #include "multinomial_core.h"
 #include "tributary/plugin_sdk.h"
+#include "tributary/simd.h"
 
 namespace tributary::multinomial {
 namespace {
@@ -535,8 +536,10 @@ void FrozenDestroy(trib_frozen* f) { delete reinterpret_cast<Frozen*>(f); }
 
 // The rows' sum: acc[k] += n_j row_j[k] over the document's terms, in
 // term order (the same sums on every path, so the bits do not depend on the
-// CPU). The rows are scattered over the table: all of them are prefetched
-// first, whole, so the misses overlap instead of one row's at a time.
+// CPU or on TRIBUTARY_SIMD, tributary/simd.h: the AVX-512 clone is compiled
+// without FMA contraction, which AVX-512 F would otherwise allow;
+// tests/cli/simd_levels.sh compares). The rows are scattered over the table:
+// all of them are prefetched first, whole, so that their misses overlap.
 template <bool kUnit>
 inline void AddRow(double* __restrict acc, const double* __restrict row, double n, uint32_t stride) {
   if (kUnit) {
@@ -569,9 +572,16 @@ __attribute__((target("avx2"))) void SumRowsAvx2(double* __restrict acc, const d
                                                  const uint32_t* ids, const double* counts, uint32_t T) {
   TRIB_SUM_ROWS_BODY
 }
+__attribute__((target("avx512f"), optimize("fp-contract=off"))) void SumRowsAvx512(double* __restrict acc,
+                                                                                   const double* table, uint32_t stride,
+                                                                                   const uint32_t* ids,
+                                                                                   const double* counts, uint32_t T) {
+  TRIB_SUM_ROWS_BODY
+}
 #undef TRIB_SUM_ROWS_BODY
 
-const bool kSumRowsAvx2 = __builtin_cpu_supports("avx2");
+const bool kSumRowsAvx2 = tributary::simd::MaxLevel() >= tributary::simd::kAvx2;
+const bool kSumRowsAvx512 = tributary::simd::MaxLevel() >= tributary::simd::kAvx512;
 
 int ScoreFrozen(const trib_family_model*, const trib_frozen* ff, trib_family_state* ss, const trib_document* d,
                 double* out, trib_error* err) {
@@ -590,7 +600,9 @@ int ScoreFrozen(const trib_family_model*, const trib_frozen* ff, trib_family_sta
                     static_cast<unsigned long long>(d->term_ids[j]), static_cast<unsigned long long>(f->V));
       }
     }
-    if (kSumRowsAvx2) {
+    if (kSumRowsAvx512) {
+      SumRowsAvx512(acc, f->word.get(), stride, d->term_ids, d->term_counts, T);
+    } else if (kSumRowsAvx2) {
       SumRowsAvx2(acc, f->word.get(), stride, d->term_ids, d->term_counts, T);
     } else {
       SumRowsSse2(acc, f->word.get(), stride, d->term_ids, d->term_counts, T);
