@@ -51,17 +51,19 @@ namespace {
 // both give the same permutation.
 constexpr size_t kRankMax = 128;
 
-// Eight int32 lanes (GCC vector extensions: one AVX2 register, two SSE2 ones);
-// a comparison gives -1 in the lanes where it holds.
-using Lanes = int32_t __attribute__((vector_size(32)));
+// Eight int32 lanes (GCC vector extensions: one AVX2 register, two SSE2 ones),
+// and sixteen (one AVX-512 register); a comparison gives -1 in the lanes
+// where it holds.
+using Lanes8 = int32_t __attribute__((vector_size(32)));
+using Lanes16 = int32_t __attribute__((vector_size(64)));
 
 // With ids below 2^24 (every vocabulary of fewer than 16.7M terms) the keys
 // are made unique, id * 128 + position: an entry's rank is then the number
 // of smaller keys, one comparison per pair. Otherwise ties are counted apart
 // (equal ids that come first), ids compared as signed after flipping the top
 // bit.
-#define TRIB_RANK_SORT_BODY                                                                                    \
-  alignas(32) int32_t keys[kRankMax];                                                                          \
+#define TRIB_RANK_SORT_BODY(L, Lanes, LANE_INDEX)                                                              \
+  alignas(64) int32_t keys[kRankMax];                                                                          \
   double old_counts[kRankMax];                                                                                 \
   uint32_t high = 0;                                                                                           \
   for (size_t i = 0; i < n; ++i) high |= ids[i];                                                               \
@@ -70,10 +72,10 @@ using Lanes = int32_t __attribute__((vector_size(32)));
     keys[i] = unique ? static_cast<int32_t>((ids[i] << 7) | static_cast<uint32_t>(i))                          \
                      : static_cast<int32_t>(ids[i] ^ 0x80000000u);                                             \
   }                                                                                                            \
-  for (size_t i = n; i < (n + 7) / 8 * 8; ++i) keys[i] = 0; /* lanes past n: never stored */                   \
+  for (size_t i = n; i < (n + L - 1) / L * L; ++i) keys[i] = 0; /* lanes past n: never stored */               \
   std::copy(counts, counts + n, old_counts);                                                                   \
-  const Lanes lane = {0, 1, 2, 3, 4, 5, 6, 7};                                                                 \
-  for (size_t b = 0; b < n; b += 8) {                                                                          \
+  const Lanes lane = LANE_INDEX;                                                                               \
+  for (size_t b = 0; b < n; b += L) {                                                                          \
     Lanes key;                                                                                                 \
     std::memcpy(&key, keys + b, sizeof(key));                                                                  \
     Lanes rank = {};                                                                                           \
@@ -96,7 +98,7 @@ using Lanes = int32_t __attribute__((vector_size(32)));
       }                                                                                                        \
       rank += tied;                                                                                            \
     }                                                                                                          \
-    const size_t lanes = std::min<size_t>(8, n - b);                                                           \
+    const size_t lanes = std::min<size_t>(L, n - b);                                                           \
     for (size_t l = 0; l < lanes; ++l) {                                                                       \
       ids[rank[l]] =                                                                                           \
           unique ? static_cast<uint32_t>(keys[b + l]) >> 7 : static_cast<uint32_t>(keys[b + l]) ^ 0x80000000u; \
@@ -104,19 +106,33 @@ using Lanes = int32_t __attribute__((vector_size(32)));
     }                                                                                                          \
   }
 
-void RankSortBaseline(uint32_t* ids, double* counts, size_t n) { TRIB_RANK_SORT_BODY }
+#define TRIB_LANES8 \
+  { 0, 1, 2, 3, 4, 5, 6, 7 }
+#define TRIB_LANES16 \
+  { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 }
+
+void RankSortBaseline(uint32_t* ids, double* counts, size_t n) { TRIB_RANK_SORT_BODY(8, Lanes8, TRIB_LANES8) }
 
 #if defined(__x86_64__)
-__attribute__((target("avx2"))) void RankSortAvx2(uint32_t* ids, double* counts, size_t n) { TRIB_RANK_SORT_BODY }
+__attribute__((target("avx2"))) void RankSortAvx2(uint32_t* ids, double* counts, size_t n) {
+  TRIB_RANK_SORT_BODY(8, Lanes8, TRIB_LANES8)
+}
+__attribute__((target("avx512f"))) void RankSortAvx512(uint32_t* ids, double* counts, size_t n) {
+  TRIB_RANK_SORT_BODY(16, Lanes16, TRIB_LANES16)
+}
 #endif
 #undef TRIB_RANK_SORT_BODY
+#undef TRIB_LANES8
+#undef TRIB_LANES16
 
 using RankSortFn = void (*)(uint32_t*, double*, size_t);
 const RankSortFn kRankSort =
 #if defined(__x86_64__)
-    simd::MaxLevel() >= simd::kAvx2 ? RankSortAvx2 :
+    simd::MaxLevel() >= simd::kAvx512 ? RankSortAvx512
+    : simd::MaxLevel() >= simd::kAvx2 ? RankSortAvx2
+                                      :
 #endif
-                                    RankSortBaseline;
+                                      RankSortBaseline;
 
 }  // namespace
 
