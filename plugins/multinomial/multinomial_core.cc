@@ -380,6 +380,34 @@ inline bool LogPass(const ScoreArgs& a, uint32_t k, double* out) {
   return (ok[0] & ok[1]) != 0;
 }
 
+// Both passes over every class; false sends the document to ScoreScalar.
+// Compiled for the baseline and for AVX2 (the same two-lane operations,
+// VEX-encoded: no FMA, so the same bits), chosen by tributary/simd.h.
+#define TRIB_SCORE_PASSES_BODY                                                                \
+  const uint32_t K = a.K;                                                                     \
+  PassOneResult r1{Splat(kMaxFactor), Splat(kMinFactor), v2u{~0ull, ~0ull}};                  \
+  uint32_t k = 0;                                                                             \
+  for (; k + 4 <= K; k += 4) ProductPass<false>(a, k, &r1);                                   \
+  if (k < K) ProductPass<true>(a, k, &r1);                                                    \
+  bool ok = (r1.ok[0] & r1.ok[1]) != 0 && r1.lo[0] >= kMinFactor && r1.lo[1] >= kMinFactor && \
+            r1.hi[0] <= kMaxFactor && r1.hi[1] <= kMaxFactor;                                 \
+  for (k = 0; k + 2 <= K; k += 2) ok &= LogPass<false>(a, k, out);                            \
+  if (k < K) ok &= LogPass<true>(a, k, out);                                                  \
+  return ok;
+
+bool ScorePassesBaseline(const ScoreArgs& a, double* out) { TRIB_SCORE_PASSES_BODY }
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) bool ScorePassesAvx2(const ScoreArgs& a, double* out) { TRIB_SCORE_PASSES_BODY }
+#endif
+#undef TRIB_SCORE_PASSES_BODY
+
+using ScorePassesFn = bool (*)(const ScoreArgs&, double*);
+const ScorePassesFn kScorePasses =
+#if defined(__x86_64__)
+    tributary::simd::MaxLevel() >= tributary::simd::kAvx2 ? ScorePassesAvx2 :
+#endif
+                                                          ScorePassesBaseline;
+
 int Score(const trib_family_model* mm, const trib_stats* s, trib_family_state* ss, const trib_document* d, double* out,
           trib_error* err) {
   return Guard(err, [&] {
@@ -436,15 +464,7 @@ int Score(const trib_family_model* mm, const trib_stats* s, trib_family_state* s
     a.K = K;
     a.prod = st->prod.data();
     a.expo = st->expo.data();
-    PassOneResult r1{Splat(kMaxFactor), Splat(kMinFactor), v2u{~0ull, ~0ull}};
-    uint32_t k = 0;
-    for (; k + 4 <= K; k += 4) ProductPass<false>(a, k, &r1);
-    if (k < K) ProductPass<true>(a, k, &r1);
-    bool ok = (r1.ok[0] & r1.ok[1]) != 0 && r1.lo[0] >= kMinFactor && r1.lo[1] >= kMinFactor &&
-              r1.hi[0] <= kMaxFactor && r1.hi[1] <= kMaxFactor;
-    for (k = 0; k + 2 <= K; k += 2) ok &= LogPass<false>(a, k, out);
-    if (k < K) ok &= LogPass<true>(a, k, out);
-    if (!ok) ScoreScalar(m, s, d, out);
+    if (!kScorePasses(a, out)) ScoreScalar(m, s, d, out);
     return TRIB_OK;
   });
 }
