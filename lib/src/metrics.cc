@@ -5,32 +5,15 @@
 #include <cstring>
 #include <limits>
 
-#include "tributary/simd.h"
 #include "tributary/vector_exp.h"
 
 namespace tributary {
 
 namespace {
 
-// exp(x[i] - shift) into out, four lanes at a time where the CPU has AVX2
-// (chosen once): the same bits as vector_exp::ExpShifted's two lanes.
-#if defined(__x86_64__)
-__attribute__((target("avx2"))) void ExpShiftedAvx2(const double* x, double shift, uint32_t n, double* out) {
-  vector_exp::ExpShiftedWide(x, shift, n, out);
-}
-const bool kExpAvx2 = simd::MaxLevel() >= simd::kAvx2;
-#endif
-
-void ExpShifted(const double* x, double shift, uint32_t n, double* out) {
-#if defined(__x86_64__)
-  if (kExpAvx2) return ExpShiftedAvx2(x, shift, n, out);
-#endif
-  vector_exp::ExpShifted(x, shift, n, out);  // within 1 ulp of std::exp(x[i] - shift)
-}
-
 // log sum_i exp(log_joint[i]) given their maximum m (finite), summed in order.
 double LogSumExp(const double* log_joint, uint32_t k, double m, double* scratch) {
-  ExpShifted(log_joint, m, k, scratch);
+  vector_exp::ExpShiftedBest(log_joint, m, k, scratch);
   double s = 0;
   for (uint32_t i = 0; i < k; ++i) s += scratch[i];
   return m + std::log(s);
@@ -64,7 +47,7 @@ double Posterior(const double* log_joint, uint32_t k, double* probs) {
     for (uint32_t i = 0; i < k; ++i) probs[i] = 1.0 / k;
     return m;
   }
-  ExpShifted(log_joint, m, k, probs);
+  vector_exp::ExpShiftedBest(log_joint, m, k, probs);
   double s = 0;
   for (uint32_t i = 0; i < k; ++i) s += probs[i];
   for (uint32_t i = 0; i < k; ++i) probs[i] /= s;

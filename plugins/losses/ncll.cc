@@ -3,25 +3,9 @@
 #include <cmath>
 
 #include "tributary/plugin_sdk.h"
-#include "tributary/simd.h"
 #include "tributary/vector_exp.h"
 
 namespace {
-// exp(x[i] - shift), four lanes at a time where the CPU has AVX2 (and
-// TRIBUTARY_SIMD allows it): the same bits as the two-lane ExpShifted.
-#if defined(__x86_64__)
-__attribute__((target("avx2"))) void ExpShiftedAvx2(const double* x, double shift, uint32_t n, double* out) {
-  tributary::vector_exp::ExpShiftedWide(x, shift, n, out);
-}
-const bool kExpAvx2 = tributary::simd::MaxLevel() >= tributary::simd::kAvx2;
-#endif
-void ExpShifted(const double* x, double shift, uint32_t n, double* out) {
-#if defined(__x86_64__)
-  if (kExpAvx2) return ExpShiftedAvx2(x, shift, n, out);
-#endif
-  tributary::vector_exp::ExpShifted(x, shift, n, out);
-}
-
 // sdk::LogSumExp's sums, with the vector exp (within 1 ulp of std::exp; w is
 // the scratch), then p(k | x) = exp(s_k - lse).
 int Weights(const double* s, uint32_t K, int64_t y, double* w, double* c, double* loss, trib_error* err) {
@@ -29,12 +13,12 @@ int Weights(const double* s, uint32_t K, int64_t y, double* w, double* c, double
   double lse = -INFINITY;
   for (uint32_t k = 0; k < K; ++k) lse = s[k] > lse ? s[k] : lse;
   if (std::isfinite(lse)) {
-    ExpShifted(s, lse, K, w);
+    tributary::vector_exp::ExpShiftedBest(s, lse, K, w);
     double sum = 0;
     for (uint32_t k = 0; k < K; ++k) sum += w[k];
     lse += std::log(sum);
   }
-  ExpShifted(s, lse, K, w);
+  tributary::vector_exp::ExpShiftedBest(s, lse, K, w);
   for (uint32_t k = 0; k < K; ++k) w[k] = -w[k];
   w[y] += 1.0;
   *c = 0.0;

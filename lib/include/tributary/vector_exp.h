@@ -19,6 +19,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "tributary/simd.h"
+
 namespace tributary::vector_exp {
 
 /// Two doubles (one SSE2 register; a GCC/Clang vector extension).
@@ -117,6 +119,23 @@ __attribute__((always_inline)) inline void ExpShiftedWide(const double* x, doubl
     std::memcpy(out + i, &e, sizeof e);
   }
   if (i < n) ExpShifted(x + i, shift, n - i, out + i);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/// ExpShiftedWide compiled for AVX2 (see ExpShiftedBest).
+__attribute__((target("avx2"))) inline void ExpShiftedAvx2(const double* x, double shift, uint32_t n, double* out) {
+  ExpShiftedWide(x, shift, n, out);
+}
+#endif
+
+/// ExpShifted four lanes at a time where the CPU has AVX2 and TRIBUTARY_SIMD
+/// allows it (tributary/simd.h), two otherwise: the same bits either way.
+inline void ExpShiftedBest(const double* x, double shift, uint32_t n, double* out) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool avx2 = simd::MaxLevel() >= simd::kAvx2;
+  if (avx2) return ExpShiftedAvx2(x, shift, n, out);
+#endif
+  ExpShifted(x, shift, n, out);
 }
 
 }  // namespace tributary::vector_exp
