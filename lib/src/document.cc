@@ -1,9 +1,5 @@
 #include "tributary/document.h"
 
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
-
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -223,26 +219,13 @@ trib_document DocumentBuffer::View() const {
 
 std::string DocumentBuffer::Name() const { return DocumentName(index, id); }
 
-void DocumentSet::FreeBytes::operator()(void* p) const noexcept { std::free(p); }
-
-void* DocumentSet::Allocate(size_t size, bool huge) {
-  void* p = std::aligned_alloc(kHugePage, size);
-  if (p == nullptr) throw std::bad_alloc();
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  if (huge) madvise(p, size, MADV_HUGEPAGE);  // a hint: without it (or THP off) the set works the same
-#else
-  (void)huge;
-#endif
-  return p;
-}
-
 const void* DocumentSet::Append(const void* p, size_t n, size_t bytes, size_t align) {
   if (n == 0) return nullptr;
   const size_t need = n * bytes;
   size_t at = (used_ + align - 1) / align * align;
   if (chunks_.empty() || at + need > capacity_) {
-    capacity_ = HugePages(std::max(kChunkBytes, need));
-    chunks_.emplace_back(static_cast<unsigned char*>(Allocate(capacity_, bytes_ >= kHugeAfter)));
+    capacity_ = huge_pages::RoundUp(std::max(kChunkBytes, need));
+    chunks_.emplace_back(static_cast<unsigned char*>(huge_pages::Allocate(capacity_, bytes_ >= kHugeAfter)));
     bytes_ += capacity_;
     at = 0;
   }
@@ -256,7 +239,7 @@ void DocumentSet::Add(const trib_document& d) {
   if (size_ % kEntriesPerBlock == 0) {
     static_assert(std::is_trivially_default_constructible_v<Entry> && std::is_trivially_destructible_v<Entry>);
     blocks_.emplace_back(
-        static_cast<Entry*>(Allocate(HugePages(kEntriesPerBlock * sizeof(Entry)), bytes_ >= kHugeAfter)));
+        static_cast<Entry*>(huge_pages::Allocate(kEntriesPerBlock * sizeof(Entry), bytes_ >= kHugeAfter)));
     bytes_ += kEntriesPerBlock * sizeof(Entry);
   }
   trib_document& v = blocks_.back().get()[size_ % kEntriesPerBlock].view;

@@ -1,8 +1,4 @@
 // The multinomial families' shared implementation (multinomial_core.h).
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
-
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -13,6 +9,7 @@
 #include <vector>
 
 #include "multinomial_core.h"
+#include "tributary/huge_pages.h"
 #include "tributary/plugin_sdk.h"
 #include "tributary/simd.h"
 
@@ -478,10 +475,6 @@ int Score(const trib_family_model* mm, const trib_stats* s, trib_family_state* s
 // b_k = log M_k. A document then costs one multiply-add per (term, class),
 // no log, no range check. The same formula as ScoreScalar, each log rounded
 // once: the sums agree with Score's to rounding (tests/predictor_test.cc).
-struct FreeTable {
-  void operator()(double* p) const noexcept { std::free(p); }
-};
-
 struct Frozen {
   uint32_t K = 0;
   uint32_t stride = 0;  // K rounded up to 4: rows aligned for two- and four-lane loops
@@ -490,21 +483,16 @@ struct Frozen {
   // transparent huge pages once it fills one: a document's rows are scattered
   // over the table (~9 MB for 28,000 terms x 40 classes), one 4 KiB page each,
   // and on 4 KiB pages every row missed the TLB.
-  std::unique_ptr<double[], FreeTable> word;
+  std::unique_ptr<double[], tributary::huge_pages::Free> word;
   std::vector<double> cls;        // a_k (stride)
   std::vector<double> log_total;  // b_k (stride)
 };
 
-constexpr size_t kHugePage = size_t{1} << 21;
-
+// n values, uninitialised (Freeze writes every one), advised as huge pages
+// once they fill half a page.
 double* AllocateTable(size_t n) {
-  const size_t bytes = std::max<size_t>(1, (n * sizeof(double) + kHugePage - 1) / kHugePage * kHugePage);
-  void* p = std::aligned_alloc(kHugePage, bytes);
-  if (p == nullptr) throw std::bad_alloc();
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  if (bytes >= kHugePage && n * sizeof(double) >= kHugePage / 2) madvise(p, bytes, MADV_HUGEPAGE);
-#endif
-  return static_cast<double*>(p);  // uninitialised: Freeze writes every value
+  const size_t bytes = n * sizeof(double);
+  return static_cast<double*>(tributary::huge_pages::Allocate(bytes, bytes >= tributary::huge_pages::kPage / 2));
 }
 
 int Freeze(const trib_family_model* mm, const trib_stats* s, trib_frozen** out, trib_error* err) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "tributary/huge_pages.h"
 #include "tributary/plugin_abi.h"
 #include "tributary/schema.h"
 #include "tributary/status.h"
@@ -94,30 +95,21 @@ class DocumentSet {
   struct Entry {
     trib_document view;  ///< points into the chunks below
   };
-  static constexpr size_t kHugePage = size_t{1} << 21;
-  /// Records per block: as many as fill one 2 MiB page (Allocate).
-  static constexpr size_t kEntriesPerBlock = kHugePage / sizeof(Entry);
+  /// Records per block: as many as fill one 2 MiB page.
+  static constexpr size_t kEntriesPerBlock = huge_pages::kPage / sizeof(Entry);
   static constexpr size_t kChunkBytes = size_t{1} << 22;
-  /// Frees what Allocate returned.
-  struct FreeBytes {
-    void operator()(void* p) const noexcept;
-  };
-  /// `bytes` rounded up to whole 2 MiB pages.
-  static constexpr size_t HugePages(size_t bytes) { return (bytes + kHugePage - 1) / kHugePage * kHugePage; }
-  /// `size` bytes (whole 2 MiB pages: HugePages), aligned to 2 MiB; with `huge`
-  /// (once the set holds kHugeAfter bytes) and on Linux advised as
-  /// transparent huge pages: a set of hundreds of megabytes then costs
-  /// hundreds of page faults instead of tens of thousands, and a pass in
-  /// shuffled order misses the TLB far less, while a small set keeps touching
-  /// only the 4 KiB pages it uses. Throws std::bad_alloc.
-  static void* Allocate(size_t size, bool huge);
+  /// Blocks and chunks are whole 2 MiB pages (huge_pages::Allocate), advised
+  /// as transparent huge pages once the set holds kHugeAfter bytes: a set of
+  /// hundreds of megabytes then costs hundreds of page faults instead of tens
+  /// of thousands, and a pass in shuffled order misses the TLB far less,
+  /// while a small set keeps touching only the 4 KiB pages it uses.
   static constexpr size_t kHugeAfter = size_t{16} << 20;
   const Entry& at(size_t i) const { return blocks_[i / kEntriesPerBlock].get()[i % kEntriesPerBlock]; }
   /// Copies n items of `bytes` bytes each into the current chunk (a new one
   /// when it lacks room); returns where they went, or null for n = 0.
   const void* Append(const void* p, size_t n, size_t bytes, size_t align);
-  std::vector<std::unique_ptr<Entry, FreeBytes>> blocks_;
-  std::vector<std::unique_ptr<unsigned char, FreeBytes>> chunks_;
+  std::vector<std::unique_ptr<Entry, huge_pages::Free>> blocks_;
+  std::vector<std::unique_ptr<unsigned char, huge_pages::Free>> chunks_;
   size_t used_ = 0, capacity_ = 0;  ///< of the current chunk
   size_t size_ = 0, bytes_ = 0;
 };
