@@ -39,6 +39,7 @@ inline void* Allocate(size_t bytes, bool advise) {
 
 /// A deleter for what Allocate returned.
 struct Free {
+  /// Frees p (null: nothing).
   void operator()(void* p) const noexcept { std::free(p); }
 };
 
