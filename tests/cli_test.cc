@@ -78,7 +78,7 @@ TEST_F(CliTest, TrainEvalPredictJsonl) {
   ASSERT_EQ(Run("predict --model " + dir_ + "/m.trib --in " + test, &out), 0);
   std::istringstream lines(out);
   std::string line;
-  int n = 0, agree = 0;
+  int n = 0;
   while (std::getline(lines, line)) {
     json j = json::parse(line);
     double sum = 0, best = -1;
@@ -94,7 +94,6 @@ TEST_F(CliTest, TrainEvalPredictJsonl) {
     EXPECT_EQ(j["predicted"], arg);
     EXPECT_EQ(j["id"], "d" + std::to_string(n));
     ++n;
-    agree += 1;
   }
   EXPECT_EQ(n, 300);
 }

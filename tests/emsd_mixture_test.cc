@@ -34,8 +34,8 @@ constexpr bool kSanitized = true;
 constexpr bool kSanitized = false;
 #endif
 
-// Table 3 (§3.4.1): three components over three terms, scale 1.
-constexpr std::array<double, 3> kPi = {0.333, 0.333, 0.334};
+// Table 3 (§3.4.1): three components over three terms, scale 1 (mixing
+// weights 0.333 / 0.333 / 0.334).
 using Shapes = std::vector<std::vector<double>>;
 const Shapes kTable3 = {{0.610, 0.318, 0.646}, {0.556, 0.188, 0.848}, {0.129, 0.891, 0.507}};
 

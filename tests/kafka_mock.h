@@ -98,11 +98,19 @@ class KafkaMock {
       void* key = m.key ? const_cast<char*>(m.key->data()) : nullptr;
       const size_t value_size = m.value ? m.value->size() : 0;
       const size_t key_size = m.key ? m.key->size() : 0;
+      // librdkafka's RD_KAFKA_V_* macros use GNU statement expressions.
+#if defined(__clang__)
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wgnu-statement-expression"
+#endif
       const rd_kafka_resp_err_t err =
           rd_kafka_producev(producer_, RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_PARTITION(m.partition),
                             RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_VALUE(value, value_size),
                             RD_KAFKA_V_KEY(key, key_size), RD_KAFKA_V_HEADERS(headers),
                             RD_KAFKA_V_OPAQUE(reinterpret_cast<void*>(static_cast<uintptr_t>(i))), RD_KAFKA_V_END);
+#if defined(__clang__)
+#pragma clang diagnostic pop
+#endif
       EXPECT_EQ(err, RD_KAFKA_RESP_ERR_NO_ERROR) << rd_kafka_err2str(err);
       if (err != RD_KAFKA_RESP_ERR_NO_ERROR) rd_kafka_headers_destroy(headers);
     }

@@ -265,8 +265,8 @@ TEST_F(SnapshotTest, OlderMinorVersionsLoadNewerOrOtherMajorsAreRefused) {
                                                                                 {"1.0.0-rc1", false}}) {
     SCOPED_TRACE(version);
     const std::string p = dir_ + "/v.trib";
-    WriteFile(p,
-              testing::ResealSnapshot(file, [&](v1::ModelSnapshot* s) { s->mutable_family()->set_version(version); }));
+    const std::string v = version;  // clang 14 cannot capture a structured binding
+    WriteFile(p, testing::ResealSnapshot(file, [&](v1::ModelSnapshot* s) { s->mutable_family()->set_version(v); }));
     Status st = LoadStatus(p);
     if (loads) {
       EXPECT_TRUE(st.ok()) << st.ToString();

@@ -813,10 +813,19 @@ Status KafkaSource::DeadLetter(const KafkaEntry& e) {
   void* key = e.key ? const_cast<char*>(e.key->data()) : nullptr;
   const size_t value_size = e.value ? e.value->size() : 0;
   const size_t key_size = e.key ? e.key->size() : 0;
+  // librdkafka's RD_KAFKA_V_* macros type-check through GNU statement
+  // expressions, which clang's -Wpedantic reports.
+#if defined(__clang__)
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wgnu-statement-expression"
+#endif
   const rd_kafka_resp_err_t perr = rd_kafka_producev(
       producer_.get(), RD_KAFKA_V_TOPIC(options_.dead_letter.c_str()), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
       RD_KAFKA_V_VALUE(value, value_size), RD_KAFKA_V_KEY(key, key_size), RD_KAFKA_V_HEADERS(headers),
       RD_KAFKA_V_OPAQUE(reinterpret_cast<void*>(static_cast<uintptr_t>(seq))), RD_KAFKA_V_END);
+#if defined(__clang__)
+#pragma clang diagnostic pop
+#endif
   if (perr != RD_KAFKA_RESP_ERR_NO_ERROR) {
     rd_kafka_headers_destroy(headers);  // still ours when producev fails
     return Status::IOError(where + ": produce: " + rd_kafka_err2str(perr));
