@@ -240,7 +240,10 @@ H=$dir/huge/hashed_2e24.pb
 # and cannot start under a small ulimit -v) the same runs go without the
 # limit: the allocation then succeeds, or ASan's allocator refuses it.
 limit=150000
+# GCC links ASan's runtime as libasan.so; clang links it statically (the
+# program then defines __asan_init itself).
 ldd "$T" 2>/dev/null | grep libasan >/dev/null && limit=unlimited  # no -q: pipefail
+nm "$T" 2>/dev/null | grep -w __asan_init >/dev/null && limit=unlimited
 check "train $H ($limit KB)" "$H" bash -c 'ulimit -v '$limit' && exec "$@"' - "$T" train -q --in "$H" --out "$M" --loss nll --select off
 check "prequential $H ($limit KB)" "$H" bash -c 'ulimit -v '$limit' && exec "$@"' - "$T" prequential -q --in "$H" --loss nll
 check "eval $H ($limit KB)" "$H" bash -c 'ulimit -v '$limit' && exec "$@"' - "$T" eval --model "$dir/base.trib" --in "$H"
