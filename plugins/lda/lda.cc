@@ -487,7 +487,6 @@ int AccumulateLabelled(const Model& m, const trib_stats& s, State* st, const tri
   const bool fast = m.inference == Inference::kFast;
   for (uint32_t j = 0; j < J; ++j) {
     const uint64_t base = static_cast<uint64_t>(d.term_ids[j]) * K;
-    const double* row = st->rows.data() + static_cast<size_t>(j) * K;
     for (uint32_t k = 0; k < K; ++k) {
       index[p + k] = base + k;
       value[p + k] = 0.0;
@@ -501,6 +500,7 @@ int AccumulateLabelled(const Model& m, const trib_stats& s, State* st, const tri
       } else {  // n_w et^(y)_k row_wk / phinorm^(y)_w
         const double c = w[y] * d.term_counts[j] / st->slot_phinorm[static_cast<size_t>(y) * J + j];
         const double* et = st->slot_et.data() + static_cast<size_t>(y) * K;
+        const double* row = st->rows.data() + static_cast<size_t>(j) * K;  // (empty under fast)
         for (uint32_t k = 0; k < K; ++k) value[p + k] += c * et[k] * row[k];
       }
     }
