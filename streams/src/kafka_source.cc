@@ -1,17 +1,114 @@
 #include "tributary/kafka_source.h"
 
+#include <dlfcn.h>
 #include <librdkafka/rdkafka.h>
 #include <utf8proc.h>
 
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 
 #include "url_parse.h"
 
 namespace tributary {
+namespace {
+
+// ---- librdkafka, loaded on first use ----
+//
+// The program does not link librdkafka: with its dependencies (OpenSSL,
+// SASL, zstd, lz4) loading it cost every process ~7 ms of start-up (relocations
+// and constructors; bench/LDA_RESULTS.md, "Start-up"), paid by every `train`
+// or `eval` that never reads from Kafka. The first KafkaSource::Connect opens
+// it (dlopen; TRIBUTARY_RDKAFKA_LIBRARY names another file) and resolves the
+// functions this file calls into one table. Their types come from rdkafka.h
+// (decltype), so a table that does not match the header cannot compile.
+#define TRIB_RDKAFKA_FUNCTIONS(X) \
+  X(assign)                       \
+  X(commit_queue)                 \
+  X(committed)                    \
+  X(conf_destroy)                 \
+  X(conf_new)                     \
+  X(conf_set)                     \
+  X(conf_set_dr_msg_cb)           \
+  X(conf_set_error_cb)            \
+  X(conf_set_log_cb)              \
+  X(conf_set_opaque)              \
+  X(conf_set_rebalance_cb)        \
+  X(consumer_close)               \
+  X(consumer_poll)                \
+  X(destroy)                      \
+  X(err2name)                     \
+  X(err2str)                      \
+  X(error_code)                   \
+  X(error_destroy)                \
+  X(fatal_error)                  \
+  X(flush)                        \
+  X(header_add)                   \
+  X(header_get_all)               \
+  X(headers_destroy)              \
+  X(headers_new)                  \
+  X(incremental_assign)           \
+  X(incremental_unassign)         \
+  X(message_destroy)              \
+  X(message_errstr)               \
+  X(message_headers)              \
+  X(metadata)                     \
+  X(metadata_destroy)             \
+  X(new)                          \
+  X(opaque)                       \
+  X(poll_set_consumer)            \
+  X(producev)                     \
+  X(query_watermark_offsets)      \
+  X(rebalance_protocol)           \
+  X(subscribe)                    \
+  X(topic_destroy)                \
+  X(topic_name)                   \
+  X(topic_new)                    \
+  X(topic_partition_list_add)     \
+  X(topic_partition_list_destroy) \
+  X(topic_partition_list_new)
+
+struct RdKafkaApi {
+#define TRIB_RDKAFKA_FIELD(name) decltype(&::rd_kafka_##name) rd_kafka_##name = nullptr;
+  TRIB_RDKAFKA_FUNCTIONS(TRIB_RDKAFKA_FIELD)
+#undef TRIB_RDKAFKA_FIELD
+};
+
+RdKafkaApi g_rdkafka;  // filled once by LoadRdKafka, read-only afterwards
+
+// librdkafka's functions; valid once LoadRdKafka has succeeded (every caller
+// runs on a connected source).
+const RdKafkaApi& Rdk() { return g_rdkafka; }
+
+// Opens librdkafka once per process; the same Status every later time.
+Status LoadRdKafka() {
+  static const Status loaded = [] {
+    const char* env = std::getenv("TRIBUTARY_RDKAFKA_LIBRARY");
+    const std::string file = env && *env ? env : "librdkafka.so.1";
+    void* handle = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) {
+      const char* e = dlerror();
+      return Status::IOError("kafka source: cannot load " + file + " (" + (e ? e : "dlopen failed") +
+                             "); expected librdkafka >= 1.6 (Debian: librdkafka1)");
+    }
+    RdKafkaApi api;
+#define TRIB_RDKAFKA_RESOLVE(name)                                                                              \
+  api.rd_kafka_##name = reinterpret_cast<decltype(api.rd_kafka_##name)>(dlsym(handle, "rd_kafka_" #name));      \
+  if (api.rd_kafka_##name == nullptr) {                                                                         \
+    return Status::IOError("kafka source: " + file + " has no rd_kafka_" #name "; expected librdkafka >= 1.6"); \
+  }
+    TRIB_RDKAFKA_FUNCTIONS(TRIB_RDKAFKA_RESOLVE)
+#undef TRIB_RDKAFKA_RESOLVE
+    g_rdkafka = api;  // the handle stays open for the life of the process
+    return Status::OK();
+  }();
+  return loaded;
+}
+
+}  // namespace
 namespace {
 
 // ---- URL parsing ----
@@ -110,18 +207,19 @@ std::string PartitionName(const std::string& topic, int32_t partition) {
 // Converts one message to an entry (the message stays the caller's).
 KafkaEntry DecodeMessage(const rd_kafka_message_t* m) {
   KafkaEntry e;
-  e.topic = rd_kafka_topic_name(m->rkt);
+  e.topic = Rdk().rd_kafka_topic_name(m->rkt);
   e.partition = m->partition;
   e.offset = m->offset;
   const std::string where = "kafka " + PartitionName(e.topic, e.partition) + " offset " + std::to_string(e.offset);
 
   std::vector<std::pair<std::string, std::string>> headers;
   rd_kafka_headers_t* hdrs = nullptr;  // still the message's
-  if (rd_kafka_message_headers(m, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+  if (Rdk().rd_kafka_message_headers(m, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR) {
     const char* name = nullptr;
     const void* value = nullptr;
     size_t size = 0;
-    for (size_t i = 0; rd_kafka_header_get_all(hdrs, i, &name, &value, &size) == RD_KAFKA_RESP_ERR_NO_ERROR; ++i) {
+    for (size_t i = 0; Rdk().rd_kafka_header_get_all(hdrs, i, &name, &value, &size) == RD_KAFKA_RESP_ERR_NO_ERROR;
+         ++i) {
       headers.emplace_back(name, value == nullptr ? std::string() : std::string(static_cast<const char*>(value), size));
     }
   }
@@ -190,7 +288,7 @@ KafkaEntry DecodeMessage(const rd_kafka_message_t* m) {
 
 using PartitionList = std::unique_ptr<rd_kafka_topic_partition_list_t, void (*)(rd_kafka_topic_partition_list_t*)>;
 PartitionList NewList(int size) {
-  return PartitionList(rd_kafka_topic_partition_list_new(size), rd_kafka_topic_partition_list_destroy);
+  return PartitionList(Rdk().rd_kafka_topic_partition_list_new(size), Rdk().rd_kafka_topic_partition_list_destroy);
 }
 
 std::vector<KafkaPartition> ToPartitions(const rd_kafka_topic_partition_list_t* list) {
@@ -359,9 +457,10 @@ struct KafkaSource::Callbacks {
       }
       case RD_KAFKA_RESP_ERR__FATAL: {
         char fatal[512] = {};
-        const rd_kafka_resp_err_t code = rd_kafka_fatal_error(rk, fatal, sizeof(fatal));
-        self->pending_error_ = Status::Internal(self->Where() + ": fatal librdkafka error " + rd_kafka_err2name(code) +
-                                                ": " + fatal + " (Close and Connect again)");
+        const rd_kafka_resp_err_t code = Rdk().rd_kafka_fatal_error(rk, fatal, sizeof(fatal));
+        self->pending_error_ =
+            Status::Internal(self->Where() + ": fatal librdkafka error " + Rdk().rd_kafka_err2name(code) + ": " +
+                             fatal + " (Close and Connect again)");
         break;
       }
       case RD_KAFKA_RESP_ERR__AUTHENTICATION:
@@ -377,7 +476,7 @@ struct KafkaSource::Callbacks {
 
   // Called from librdkafka's threads.
   static void Log(const rd_kafka_t* rk, int level, const char* facility, const char* buf) {
-    const KafkaSource* self = Self(rd_kafka_opaque(rk));
+    const KafkaSource* self = Self(Rdk().rd_kafka_opaque(rk));
     if (self != nullptr && self->options_.log) {
       try {
         self->options_.log(level, std::string(facility) + ": " + buf);
@@ -393,7 +492,7 @@ struct KafkaSource::Callbacks {
     Status s;
     if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
       s = Status::IOError("kafka " + self->Brokers() + ": dead-letter topic '" + self->options_.dead_letter +
-                          "': delivery failed: " + rd_kafka_err2str(m->err));
+                          "': delivery failed: " + Rdk().rd_kafka_err2str(m->err));
     }
     self->deliveries_[seq] = std::move(s);
   }
@@ -418,7 +517,7 @@ struct KafkaSource::Callbacks {
 
 // ---- KafkaSource ----
 
-void KafkaSource::HandleDeleter::operator()(rd_kafka_s* rk) const { rd_kafka_destroy(rk); }
+void KafkaSource::HandleDeleter::operator()(rd_kafka_s* rk) const { Rdk().rd_kafka_destroy(rk); }
 
 KafkaSource::KafkaSource(KafkaSourceOptions options) : options_(std::move(options)) {}
 
@@ -443,14 +542,14 @@ namespace {
 // Sets one property; InvalidArgument naming it and librdkafka's reason.
 Status SetProperty(rd_kafka_conf_t* conf, const std::string& name, const std::string& value) {
   char err[512] = {};
-  if (rd_kafka_conf_set(conf, name.c_str(), value.c_str(), err, sizeof(err)) != RD_KAFKA_CONF_OK) {
+  if (Rdk().rd_kafka_conf_set(conf, name.c_str(), value.c_str(), err, sizeof(err)) != RD_KAFKA_CONF_OK) {
     return Status::InvalidArgument("kafka source: property '" + name + "' = '" + value + "': " + err);
   }
   return Status::OK();
 }
 
 struct ConfDeleter {
-  void operator()(rd_kafka_conf_t* c) const { rd_kafka_conf_destroy(c); }
+  void operator()(rd_kafka_conf_t* c) const { Rdk().rd_kafka_conf_destroy(c); }
 };
 using Conf = std::unique_ptr<rd_kafka_conf_t, ConfDeleter>;
 
@@ -470,11 +569,12 @@ Result<std::unique_ptr<KafkaSource>> KafkaSource::Connect(const KafkaSourceOptio
       }
     }
   }
+  if (Status s = LoadRdKafka(); !s.ok()) return s;  // once per process
   std::unique_ptr<KafkaSource> source(new KafkaSource(options));
   const uint32_t heartbeat = options.heartbeat_interval_ms != 0
                                  ? options.heartbeat_interval_ms
                                  : std::max<uint32_t>(1, std::min<uint32_t>(3000, options.session_timeout_ms / 3));
-  Conf conf(rd_kafka_conf_new());
+  Conf conf(Rdk().rd_kafka_conf_new());
   const std::vector<std::pair<std::string, std::string>> settings = {
       {"bootstrap.servers", source->Brokers()},
       {"group.id", options.group},
@@ -489,61 +589,61 @@ Result<std::unique_ptr<KafkaSource>> KafkaSource::Connect(const KafkaSourceOptio
   };
   for (const auto& [name, value] : settings) TRIB_RETURN_IF_ERROR(SetProperty(conf.get(), name, value));
   for (const auto& [name, value] : options.properties) TRIB_RETURN_IF_ERROR(SetProperty(conf.get(), name, value));
-  rd_kafka_conf_set_opaque(conf.get(), source.get());
-  rd_kafka_conf_set_rebalance_cb(conf.get(), &Callbacks::Rebalance);
-  rd_kafka_conf_set_error_cb(conf.get(), &Callbacks::Error);
-  rd_kafka_conf_set_log_cb(conf.get(), &Callbacks::Log);
+  Rdk().rd_kafka_conf_set_opaque(conf.get(), source.get());
+  Rdk().rd_kafka_conf_set_rebalance_cb(conf.get(), &Callbacks::Rebalance);
+  Rdk().rd_kafka_conf_set_error_cb(conf.get(), &Callbacks::Error);
+  Rdk().rd_kafka_conf_set_log_cb(conf.get(), &Callbacks::Log);
 
   char err[512] = {};
-  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf.get(), err, sizeof(err));
+  rd_kafka_t* rk = Rdk().rd_kafka_new(RD_KAFKA_CONSUMER, conf.get(), err, sizeof(err));
   if (rk == nullptr) return Status::InvalidArgument("kafka source: cannot create the consumer: " + std::string(err));
   conf.release();  // rd_kafka_new owns it now
   source->consumer_.reset(rk);
-  rd_kafka_poll_set_consumer(rk);
+  Rdk().rd_kafka_poll_set_consumer(rk);
 
   // A metadata request for the topic: a broker answers, and the topic exists.
-  rd_kafka_topic_t* rkt = rd_kafka_topic_new(rk, options.topic.c_str(), nullptr);
+  rd_kafka_topic_t* rkt = Rdk().rd_kafka_topic_new(rk, options.topic.c_str(), nullptr);
   const rd_kafka_metadata_t* md = nullptr;
-  const rd_kafka_resp_err_t merr =
-      rd_kafka_metadata(rk, 0, rkt, &md, static_cast<int>(std::min<uint32_t>(options.connect_timeout_ms, INT32_MAX)));
-  rd_kafka_topic_destroy(rkt);
+  const rd_kafka_resp_err_t merr = Rdk().rd_kafka_metadata(
+      rk, 0, rkt, &md, static_cast<int>(std::min<uint32_t>(options.connect_timeout_ms, INT32_MAX)));
+  Rdk().rd_kafka_topic_destroy(rkt);
   if (merr != RD_KAFKA_RESP_ERR_NO_ERROR) {
     source->closed_ = true;  // nothing to leave yet
     return Status::IOError("kafka " + source->Brokers() + ": no broker answered a metadata request within " +
-                           std::to_string(options.connect_timeout_ms) + " ms (" + rd_kafka_err2str(merr) + ")");
+                           std::to_string(options.connect_timeout_ms) + " ms (" + Rdk().rd_kafka_err2str(merr) + ")");
   }
   rd_kafka_resp_err_t topic_err = RD_KAFKA_RESP_ERR_NO_ERROR;
   for (int i = 0; i < md->topic_cnt; ++i) {
     if (options.topic == md->topics[i].topic) topic_err = md->topics[i].err;
   }
-  rd_kafka_metadata_destroy(md);
+  Rdk().rd_kafka_metadata_destroy(md);
   if (topic_err != RD_KAFKA_RESP_ERR_NO_ERROR) {
     source->closed_ = true;
     const std::string msg = "kafka " + source->Brokers() + ": topic '" + options.topic +
-                            "': " + rd_kafka_err2name(topic_err) + ": " + rd_kafka_err2str(topic_err);
+                            "': " + Rdk().rd_kafka_err2name(topic_err) + ": " + Rdk().rd_kafka_err2str(topic_err);
     if (topic_err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) return Status::NotFound(msg);
     return Status::IOError(msg);
   }
 
   PartitionList topics = NewList(1);
-  rd_kafka_topic_partition_list_add(topics.get(), options.topic.c_str(), RD_KAFKA_PARTITION_UA);
-  if (const rd_kafka_resp_err_t serr = rd_kafka_subscribe(rk, topics.get()); serr != RD_KAFKA_RESP_ERR_NO_ERROR) {
+  Rdk().rd_kafka_topic_partition_list_add(topics.get(), options.topic.c_str(), RD_KAFKA_PARTITION_UA);
+  if (const rd_kafka_resp_err_t serr = Rdk().rd_kafka_subscribe(rk, topics.get()); serr != RD_KAFKA_RESP_ERR_NO_ERROR) {
     source->closed_ = true;
-    return Status::InvalidArgument(source->Where() + ": subscribe: " + rd_kafka_err2str(serr));
+    return Status::InvalidArgument(source->Where() + ": subscribe: " + Rdk().rd_kafka_err2str(serr));
   }
   return source;
 }
 
 void KafkaSource::OnRebalance(int err, rd_kafka_topic_partition_list_s* partitions) {
-  const bool incremental = std::strcmp(rd_kafka_rebalance_protocol(consumer_.get()), "COOPERATIVE") == 0;
+  const bool incremental = std::strcmp(Rdk().rd_kafka_rebalance_protocol(consumer_.get()), "COOPERATIVE") == 0;
   if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
     Assign(partitions, incremental);
   } else if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS) {
     Revoke(partitions, incremental);
   } else {  // librdkafka's advice: give everything up, the group rebalances again
     if (pending_error_.ok()) {
-      pending_error_ =
-          Status::IOError(Where() + ": rebalance failed: " + rd_kafka_err2str(static_cast<rd_kafka_resp_err_t>(err)));
+      pending_error_ = Status::IOError(
+          Where() + ": rebalance failed: " + Rdk().rd_kafka_err2str(static_cast<rd_kafka_resp_err_t>(err)));
     }
     Revoke(partitions, incremental);
   }
@@ -557,13 +657,14 @@ void KafkaSource::Assign(rd_kafka_topic_partition_list_s* partitions, bool incre
   Status committed_error;
   if (options_.start_offset) {
     for (int i = 0; i < partitions->cnt; ++i) {
-      rd_kafka_topic_partition_list_add(committed.get(), partitions->elems[i].topic, partitions->elems[i].partition);
+      Rdk().rd_kafka_topic_partition_list_add(committed.get(), partitions->elems[i].topic,
+                                              partitions->elems[i].partition);
     }
     const rd_kafka_resp_err_t cerr =
-        rd_kafka_committed(consumer_.get(), committed.get(), static_cast<int>(options_.connect_timeout_ms));
+        Rdk().rd_kafka_committed(consumer_.get(), committed.get(), static_cast<int>(options_.connect_timeout_ms));
     if (cerr != RD_KAFKA_RESP_ERR_NO_ERROR) {
       committed_error =
-          Status::IOError(std::string("cannot read the group's committed offsets: ") + rd_kafka_err2str(cerr));
+          Status::IOError(std::string("cannot read the group's committed offsets: ") + Rdk().rd_kafka_err2str(cerr));
     }
   }
   for (int i = 0; i < partitions->cnt; ++i) {
@@ -575,7 +676,8 @@ void KafkaSource::Assign(rd_kafka_topic_partition_list_s* partitions, bool incre
       std::optional<int64_t> group_offset;
       const rd_kafka_topic_partition_t& c = committed->elems[i];
       if (error.ok() && c.err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        error = Status::IOError(std::string("cannot read the group's committed offset: ") + rd_kafka_err2str(c.err));
+        error =
+            Status::IOError(std::string("cannot read the group's committed offset: ") + Rdk().rd_kafka_err2str(c.err));
       }
       if (c.offset >= 0) group_offset = c.offset;
       try {
@@ -605,20 +707,20 @@ void KafkaSource::Assign(rd_kafka_topic_partition_list_s* partitions, bool incre
         continue;
       }
     }
-    rd_kafka_topic_partition_list_add(accepted.get(), tp.topic, tp.partition)->offset = offset;
+    Rdk().rd_kafka_topic_partition_list_add(accepted.get(), tp.topic, tp.partition)->offset = offset;
     assigned_.insert({topic, tp.partition});
   }
   rd_kafka_resp_err_t aerr = RD_KAFKA_RESP_ERR_NO_ERROR;
   if (incremental) {
-    if (rd_kafka_error_t* e = rd_kafka_incremental_assign(consumer_.get(), accepted.get()); e != nullptr) {
-      aerr = rd_kafka_error_code(e);
-      rd_kafka_error_destroy(e);
+    if (rd_kafka_error_t* e = Rdk().rd_kafka_incremental_assign(consumer_.get(), accepted.get()); e != nullptr) {
+      aerr = Rdk().rd_kafka_error_code(e);
+      Rdk().rd_kafka_error_destroy(e);
     }
   } else {
-    aerr = rd_kafka_assign(consumer_.get(), accepted.get());
+    aerr = Rdk().rd_kafka_assign(consumer_.get(), accepted.get());
   }
   if (aerr != RD_KAFKA_RESP_ERR_NO_ERROR && pending_error_.ok()) {
-    pending_error_ = Status::IOError(Where() + ": assign: " + rd_kafka_err2str(aerr));
+    pending_error_ = Status::IOError(Where() + ": assign: " + Rdk().rd_kafka_err2str(aerr));
   }
 }
 
@@ -649,13 +751,14 @@ void KafkaSource::Revoke(rd_kafka_topic_partition_list_s* partitions, bool incre
   }
   if (incremental) {
     PartitionList list = NewList(static_cast<int>(revoked.size()));
-    for (const KafkaPartition& p : revoked) rd_kafka_topic_partition_list_add(list.get(), p.topic.c_str(), p.partition);
-    if (rd_kafka_error_t* e = rd_kafka_incremental_unassign(consumer_.get(), list.get()); e != nullptr) {
-      rd_kafka_error_destroy(e);  // only refuses partitions not assigned
+    for (const KafkaPartition& p : revoked)
+      Rdk().rd_kafka_topic_partition_list_add(list.get(), p.topic.c_str(), p.partition);
+    if (rd_kafka_error_t* e = Rdk().rd_kafka_incremental_unassign(consumer_.get(), list.get()); e != nullptr) {
+      Rdk().rd_kafka_error_destroy(e);  // only refuses partitions not assigned
     }
   } else {
     assigned_.clear();
-    rd_kafka_assign(consumer_.get(), nullptr);
+    Rdk().rd_kafka_assign(consumer_.get(), nullptr);
   }
 }
 
@@ -672,8 +775,8 @@ Status KafkaSource::ConsumerError(int err, const std::string& reason) {
       return Status::InvalidArgument(Where() + ": " + reason);
     case RD_KAFKA_RESP_ERR__FATAL: {
       char fatal[512] = {};
-      const rd_kafka_resp_err_t code = rd_kafka_fatal_error(consumer_.get(), fatal, sizeof(fatal));
-      return Status::Internal(Where() + ": fatal librdkafka error " + rd_kafka_err2name(code) + ": " + fatal +
+      const rd_kafka_resp_err_t code = Rdk().rd_kafka_fatal_error(consumer_.get(), fatal, sizeof(fatal));
+      return Status::Internal(Where() + ": fatal librdkafka error " + Rdk().rd_kafka_err2name(code) + ": " + fatal +
                               " (Close and Connect again)");
     }
     default:
@@ -694,25 +797,25 @@ Status KafkaSource::Read(std::vector<KafkaEntry>* out) {
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
       timeout_ms = static_cast<int>(std::max<int64_t>(0, left));
     }
-    rd_kafka_message_t* m = rd_kafka_consumer_poll(consumer_.get(), timeout_ms);
+    rd_kafka_message_t* m = Rdk().rd_kafka_consumer_poll(consumer_.get(), timeout_ms);
     if (m == nullptr) {
       if (timeout_ms == 0) break;
       if (!pending_error_.ok()) break;
       continue;
     }
     if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-      Status s = ConsumerError(m->err, rd_kafka_message_errstr(m));
-      rd_kafka_message_destroy(m);
+      Status s = ConsumerError(m->err, Rdk().rd_kafka_message_errstr(m));
+      Rdk().rd_kafka_message_destroy(m);
       if (!s.ok() && pending_error_.ok()) pending_error_ = std::move(s);
       if (!pending_error_.ok() && out->empty()) break;
       continue;
     }
     // A message of a partition revoked meanwhile (librdkafka drops most of
     // them itself) is not returned.
-    if (m->rkt != nullptr && assigned_.count({rd_kafka_topic_name(m->rkt), m->partition}) != 0) {
+    if (m->rkt != nullptr && assigned_.count({Rdk().rd_kafka_topic_name(m->rkt), m->partition}) != 0) {
       out->push_back(DecodeMessage(m));
     }
-    rd_kafka_message_destroy(m);
+    Rdk().rd_kafka_message_destroy(m);
     if (!pending_error_.ok() && out->empty()) break;
   }
   reading_ = nullptr;
@@ -736,25 +839,25 @@ Status KafkaSource::Commit(const std::vector<KafkaPosition>& next_offsets) {
           (not_owned.empty() ? "" : ", ") + PartitionName(p.topic, p.partition) + " offset " + std::to_string(p.offset);
       continue;
     }
-    rd_kafka_topic_partition_list_add(list.get(), p.topic.c_str(), p.partition)->offset = p.offset;
+    Rdk().rd_kafka_topic_partition_list_add(list.get(), p.topic.c_str(), p.partition)->offset = p.offset;
   }
   if (list->cnt > 0) {
     Callbacks::CommitResult result;
     const rd_kafka_resp_err_t err =
-        rd_kafka_commit_queue(consumer_.get(), list.get(), nullptr, &Callbacks::Committed, &result);
+        Rdk().rd_kafka_commit_queue(consumer_.get(), list.get(), nullptr, &Callbacks::Committed, &result);
     if (!result.failed.empty()) {
       std::string msg = Where() + ": commit refused:";
       for (const auto& [pos, perr] : result.failed) {
         msg += " " + PartitionName(pos.topic, pos.partition) + " offset " + std::to_string(pos.offset) + ": " +
-               rd_kafka_err2name(perr) + " (" + rd_kafka_err2str(perr) + ");";
+               Rdk().rd_kafka_err2name(perr) + " (" + Rdk().rd_kafka_err2str(perr) + ");";
       }
       msg.pop_back();
       return Status::IOError(msg);
     }
     const rd_kafka_resp_err_t any = err != RD_KAFKA_RESP_ERR_NO_ERROR ? err : result.err;
     if (any != RD_KAFKA_RESP_ERR_NO_ERROR && any != RD_KAFKA_RESP_ERR__NO_OFFSET) {
-      return Status::IOError(Where() + ": commit failed: " + rd_kafka_err2name(any) + " (" + rd_kafka_err2str(any) +
-                             ")");
+      return Status::IOError(Where() + ": commit failed: " + Rdk().rd_kafka_err2name(any) + " (" +
+                             Rdk().rd_kafka_err2str(any) + ")");
     }
   }
   if (!not_owned.empty()) {
@@ -767,7 +870,7 @@ Status KafkaSource::Commit(const std::vector<KafkaPosition>& next_offsets) {
 
 Status KafkaSource::EnsureProducer() {
   if (producer_ != nullptr) return Status::OK();
-  Conf conf(rd_kafka_conf_new());
+  Conf conf(Rdk().rd_kafka_conf_new());
   const std::vector<std::pair<std::string, std::string>> settings = {
       {"bootstrap.servers", Brokers()},
       {"client.id", options_.client_id},
@@ -777,14 +880,14 @@ Status KafkaSource::EnsureProducer() {
   for (const auto& [name, value] : settings) TRIB_RETURN_IF_ERROR(SetProperty(conf.get(), name, value));
   for (const auto& [name, value] : options_.properties) {
     // Consumer-only properties are not for the producer.
-    const rd_kafka_conf_res_t r = rd_kafka_conf_set(conf.get(), name.c_str(), value.c_str(), nullptr, 0);
+    const rd_kafka_conf_res_t r = Rdk().rd_kafka_conf_set(conf.get(), name.c_str(), value.c_str(), nullptr, 0);
     (void)r;
   }
-  rd_kafka_conf_set_opaque(conf.get(), this);
-  rd_kafka_conf_set_dr_msg_cb(conf.get(), &Callbacks::Delivered);
-  rd_kafka_conf_set_log_cb(conf.get(), &Callbacks::Log);
+  Rdk().rd_kafka_conf_set_opaque(conf.get(), this);
+  Rdk().rd_kafka_conf_set_dr_msg_cb(conf.get(), &Callbacks::Delivered);
+  Rdk().rd_kafka_conf_set_log_cb(conf.get(), &Callbacks::Log);
   char err[512] = {};
-  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf.get(), err, sizeof(err));
+  rd_kafka_t* rk = Rdk().rd_kafka_new(RD_KAFKA_PRODUCER, conf.get(), err, sizeof(err));
   if (rk == nullptr) {
     return Status::InvalidArgument(Where() + ": cannot create the dead-letter producer: " + std::string(err));
   }
@@ -798,15 +901,15 @@ Status KafkaSource::DeadLetter(const KafkaEntry& e) {
   if (options_.dead_letter.empty()) return Status::OK();
   TRIB_RETURN_IF_ERROR(EnsureProducer());
   const std::string where = "kafka " + Brokers() + ": dead-letter topic '" + options_.dead_letter + "'";
-  rd_kafka_headers_t* headers = rd_kafka_headers_new(e.headers.size() + 2);
+  rd_kafka_headers_t* headers = Rdk().rd_kafka_headers_new(e.headers.size() + 2);
   for (const auto& [name, value] : e.headers) {
-    rd_kafka_header_add(headers, name.data(), static_cast<ssize_t>(name.size()), value.data(),
-                        static_cast<ssize_t>(value.size()));
+    Rdk().rd_kafka_header_add(headers, name.data(), static_cast<ssize_t>(name.size()), value.data(),
+                              static_cast<ssize_t>(value.size()));
   }
   const std::string error = e.error.ToString();
   const std::string source = e.topic + "/" + std::to_string(e.partition) + "/" + std::to_string(e.offset);
-  rd_kafka_header_add(headers, "error", -1, error.data(), static_cast<ssize_t>(error.size()));
-  rd_kafka_header_add(headers, "source", -1, source.data(), static_cast<ssize_t>(source.size()));
+  Rdk().rd_kafka_header_add(headers, "error", -1, error.data(), static_cast<ssize_t>(error.size()));
+  Rdk().rd_kafka_header_add(headers, "source", -1, source.data(), static_cast<ssize_t>(source.size()));
   const uint64_t seq = next_delivery_++;
   // RD_KAFKA_V_VALUE/KEY with a null pointer produce a null value/key.
   void* value = e.value ? const_cast<char*>(e.value->data()) : nullptr;
@@ -819,7 +922,7 @@ Status KafkaSource::DeadLetter(const KafkaEntry& e) {
 #pragma clang diagnostic push
 #pragma clang diagnostic ignored "-Wgnu-statement-expression"
 #endif
-  const rd_kafka_resp_err_t perr = rd_kafka_producev(
+  const rd_kafka_resp_err_t perr = Rdk().rd_kafka_producev(
       producer_.get(), RD_KAFKA_V_TOPIC(options_.dead_letter.c_str()), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
       RD_KAFKA_V_VALUE(value, value_size), RD_KAFKA_V_KEY(key, key_size), RD_KAFKA_V_HEADERS(headers),
       RD_KAFKA_V_OPAQUE(reinterpret_cast<void*>(static_cast<uintptr_t>(seq))), RD_KAFKA_V_END);
@@ -827,15 +930,15 @@ Status KafkaSource::DeadLetter(const KafkaEntry& e) {
 #pragma clang diagnostic pop
 #endif
   if (perr != RD_KAFKA_RESP_ERR_NO_ERROR) {
-    rd_kafka_headers_destroy(headers);  // still ours when producev fails
-    return Status::IOError(where + ": produce: " + rd_kafka_err2str(perr));
+    Rdk().rd_kafka_headers_destroy(headers);  // still ours when producev fails
+    return Status::IOError(where + ": produce: " + Rdk().rd_kafka_err2str(perr));
   }
-  const rd_kafka_resp_err_t ferr =
-      rd_kafka_flush(producer_.get(), static_cast<int>(std::min<uint32_t>(options_.connect_timeout_ms, INT32_MAX)));
+  const rd_kafka_resp_err_t ferr = Rdk().rd_kafka_flush(
+      producer_.get(), static_cast<int>(std::min<uint32_t>(options_.connect_timeout_ms, INT32_MAX)));
   auto it = deliveries_.find(seq);
   if (it == deliveries_.end()) {
     return Status::IOError(where + ": no delivery report within " + std::to_string(options_.connect_timeout_ms) +
-                           " ms (" + rd_kafka_err2str(ferr) + ")");
+                           " ms (" + Rdk().rd_kafka_err2str(ferr) + ")");
   }
   Status s = std::move(it->second);
   deliveries_.erase(it);
@@ -849,26 +952,27 @@ Result<KafkaLag> KafkaSource::Lag() {
   lag.joined = joined_;
   if (assigned_.empty()) return lag;
   PartitionList list = NewList(static_cast<int>(assigned_.size()));
-  for (const KafkaPartition& p : assigned_) rd_kafka_topic_partition_list_add(list.get(), p.topic.c_str(), p.partition);
-  if (const rd_kafka_resp_err_t err = rd_kafka_committed(consumer_.get(), list.get(), timeout);
+  for (const KafkaPartition& p : assigned_)
+    Rdk().rd_kafka_topic_partition_list_add(list.get(), p.topic.c_str(), p.partition);
+  if (const rd_kafka_resp_err_t err = Rdk().rd_kafka_committed(consumer_.get(), list.get(), timeout);
       err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-    return Status::IOError(Where() + ": fetching the committed offsets: " + rd_kafka_err2str(err));
+    return Status::IOError(Where() + ": fetching the committed offsets: " + Rdk().rd_kafka_err2str(err));
   }
   for (int i = 0; i < list->cnt; ++i) {
     const rd_kafka_topic_partition_t& tp = list->elems[i];
     if (tp.err != RD_KAFKA_RESP_ERR_NO_ERROR) {
       return Status::IOError(Where() + ": committed offset of " + PartitionName(tp.topic, tp.partition) + ": " +
-                             rd_kafka_err2str(tp.err));
+                             Rdk().rd_kafka_err2str(tp.err));
     }
     KafkaPartitionLag p;
     p.topic = tp.topic;
     p.partition = tp.partition;
     p.committed = tp.offset >= 0 ? tp.offset : -1;
     if (const rd_kafka_resp_err_t err =
-            rd_kafka_query_watermark_offsets(consumer_.get(), tp.topic, tp.partition, &p.low, &p.high, timeout);
+            Rdk().rd_kafka_query_watermark_offsets(consumer_.get(), tp.topic, tp.partition, &p.low, &p.high, timeout);
         err != RD_KAFKA_RESP_ERR_NO_ERROR) {
       return Status::IOError(Where() + ": watermarks of " + PartitionName(tp.topic, tp.partition) + ": " +
-                             rd_kafka_err2str(err));
+                             Rdk().rd_kafka_err2str(err));
     }
     p.lag = std::max<int64_t>(0, p.high - (p.committed >= 0 ? p.committed : p.low));
     lag.total += p.lag;
@@ -887,8 +991,9 @@ Status KafkaSource::Close() {
   if (consumer_ != nullptr) {
     // Runs the rebalance callback (on_revoke) for the assignment and leaves
     // the group.
-    if (const rd_kafka_resp_err_t err = rd_kafka_consumer_close(consumer_.get()); err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-      s = Status::IOError(Where() + ": leaving the group: " + rd_kafka_err2str(err));
+    if (const rd_kafka_resp_err_t err = Rdk().rd_kafka_consumer_close(consumer_.get());
+        err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      s = Status::IOError(Where() + ": leaving the group: " + Rdk().rd_kafka_err2str(err));
     }
   }
   closed_ = true;
