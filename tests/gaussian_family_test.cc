@@ -414,7 +414,7 @@ TEST(GaussianFamily, CheckStepKeepsStatisticsFeasibleUnderHugeSteps) {
         for (double s : scores) ASSERT_TRUE(std::isfinite(s)) << "step " << i;
         // Statistics produced by training are feasible, so the rho = 0
         // check-step run at snapshot load leaves them bit-for-bit unchanged.
-        const std::vector<double> raw = model->stats().raw();
+        const auto raw = model->stats().raw();
         ASSERT_TRUE(model->Rebuild(trib_step{0.0, n, 0.0, model->learner_state().updates}).ok());
         ASSERT_EQ(0, std::memcmp(raw.data(), model->stats().raw().data(), raw.size() * sizeof(double)))
             << "rebuild with rho = 0 changed the statistics after step " << i;
@@ -450,7 +450,7 @@ TEST(GaussianFamily, RefusesOutOfRangeValues) {
   ASSERT_TRUE(model);
   auto learner = SdemLearner::Create(model.get());
   ASSERT_TRUE(learner.ok());
-  const std::vector<double> raw = model->stats().raw();
+  const auto raw = model->stats().raw();
   DocumentBuffer d = RealDoc(0, 1, {1e200});
   Status st = (*learner)->Learn(d.View());
   ASSERT_FALSE(st.ok());

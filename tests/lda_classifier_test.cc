@@ -388,7 +388,7 @@ TEST(LdaClassifier, CheckStepKeepsStatisticsFeasibleUnderHugeSteps) {
             auto state = model->NewScoringState(77);
             ASSERT_TRUE(model->Score(noise.docs[0].View(), state->get(), before.data()).ok());
           }
-          const std::vector<double> raw = model->stats().raw();
+          const auto raw = model->stats().raw();
           ASSERT_TRUE(model->Rebuild(trib_step{0.0, n, 0.0, model->learner_state().updates}).ok());
           ASSERT_EQ(0, std::memcmp(raw.data(), model->stats().raw().data(), raw.size() * sizeof(double)))
               << "rebuild with rho = 0 changed the statistics after step " << i;

@@ -88,7 +88,7 @@ TEST(LearnerTest, ARefusedDocumentChangesNothing) {
   ASSERT_TRUE(l.ok());
   std::mt19937_64 rng(5);
   for (uint64_t i = 0; i < 20; ++i) ASSERT_TRUE((*l)->Learn(Doc(i, &rng, static_cast<int64_t>(i % 2), 12).View()).ok());
-  const std::vector<double> raw = m->stats().raw();
+  const auto raw = m->stats().raw();
   DocumentBuffer nan_count = MakeDoc(20, 1, {{3, std::nan("")}});
   Status st = (*l)->Learn(nan_count.View());
   EXPECT_FALSE(st.ok());

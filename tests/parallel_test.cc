@@ -245,7 +245,7 @@ TEST(ShardCompositionTest, ComposesAffineMapsInShardOrder) {
   c.AddContribution(1, base, s1, 0, 4, acc.data());
   c.Finish(base, acc.data(), 0, 4, out.data());
   SufficientStats composed = base;
-  composed.raw() = out;
+  composed.raw().assign(out.begin(), out.end());
   composed.mutable_blocks() = c.blocks();
   for (uint64_t i = 0; i < 4; ++i) EXPECT_NEAR(mu(composed, i), mu(seq, i), 1e-12) << i;
   // gamma = shift - scale composes like the statistics.
@@ -263,7 +263,7 @@ TEST(ShardCompositionTest, ComposesAffineMapsInShardOrder) {
   c.AddContribution(0, base, s0, 0, 4, acc.data());
   c.AddContribution(1, base, s1, 0, 4, acc.data());
   c.Finish(base, acc.data(), 0, 4, out.data());
-  composed.raw() = out;
+  composed.raw().assign(out.begin(), out.end());
   composed.mutable_blocks() = c.blocks();
   for (uint64_t i = 0; i < 4; ++i) EXPECT_NEAR(mu(composed, i), 0.75 * mu(s0, i) + 0.25 * mu(s1, i), 1e-12) << i;
 }

@@ -314,7 +314,7 @@ TEST(SdemLearnerTest, FailedCommitIsUndone) {
       const int64_t y = static_cast<int64_t>(rng() % 3);
       const uint32_t t = static_cast<uint32_t>(rng() % 6);
       DocumentBuffer d = testing::MakeDoc(static_cast<uint64_t>(i), y, {{t, 1.0}, {static_cast<uint32_t>(2 + y), 2.0}});
-      const std::vector<double> raw = m->stats().raw();
+      const auto raw = m->stats().raw();
       const std::vector<trib_block> blocks = m->stats().blocks();
       const uint64_t updates = m->learner_state().updates;
       Status st = (*l)->Learn(d.View());
@@ -350,7 +350,7 @@ TEST(SdemLearnerTest, FailedCommitIsUndone) {
   (*m)->learner_state().effective_size = 20;
   auto l = SdemLearner::Create(m->get());
   ASSERT_TRUE(l.ok());
-  const std::vector<double> raw = (*m)->stats().raw();
+  const auto raw = (*m)->stats().raw();
   Status st = (*l)->Learn(testing::MakeDoc(0, 1, {{3, 1.0}}).View());
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("rebuild fails"), std::string::npos) << st.ToString();
@@ -393,7 +393,7 @@ TEST(SdemLearnerTest, BadDeltaIsRefusedAndLeavesTheModelUnchanged) {
       const double count = kind < 3 ? 7.0 + kind : 1.0 + static_cast<double>(rng() % 2);
       // (Terms 0 and 1 make the fixture's commit fail: not used here.)
       DocumentBuffer d = testing::MakeDoc(static_cast<uint64_t>(i), y, {{t, count}, {2 + (t - 1) % 4, 1.0}});
-      const std::vector<double> raw = m->stats().raw();
+      const auto raw = m->stats().raw();
       const std::vector<trib_block> blocks = m->stats().blocks();
       const uint64_t updates = m->learner_state().updates;
       const uint64_t materializations = m->learner_state().materializations;
@@ -454,7 +454,7 @@ TEST(SdemLearnerTest, FailedFusedStepIsUndone) {
       const int64_t y = static_cast<int64_t>(rng() % 3);
       const uint32_t t = static_cast<uint32_t>(rng() % 8);
       DocumentBuffer d = testing::MakeDoc(static_cast<uint64_t>(i), y, {{t, 1.0}, {static_cast<uint32_t>(3 + y), 2.0}});
-      const std::vector<double> raw = m->stats().raw();
+      const auto raw = m->stats().raw();
       const std::vector<trib_block> blocks = m->stats().blocks();
       const uint64_t updates = m->learner_state().updates;
       const uint64_t fused = (*l)->fused_steps();

@@ -311,7 +311,7 @@ TEST(SepEngineTest, LogPredictiveIsLogZWithThePosteriorAsCavity) {
     auto lz = SepLearner::LogPredictive(*m, st.value().get(), v);
     ASSERT_TRUE(lz.ok()) << lz.status().ToString();
     if (i % 50 == 0) {  // (2): the statistics are untouched
-      const std::vector<double> raw = m->stats().raw();
+      const auto raw = m->stats().raw();
       const auto blocks = m->stats().blocks();
       auto again = SepLearner::LogPredictive(*m, st.value().get(), v);
       ASSERT_TRUE(again.ok());
@@ -385,7 +385,7 @@ TEST(SepEngineTest, FailedCommitIsUndone) {
         has0 |= v.term_ids[t] == 0;
         has1 |= v.term_ids[t] == 1;
       }
-      const std::vector<double> raw = m->stats().raw();
+      const auto raw = m->stats().raw();
       const auto blocks = m->stats().blocks();
       std::vector<double> before(kK), after(kK);
       ASSERT_TRUE(m->Score(v, st.value().get(), before.data()).ok());
@@ -432,7 +432,7 @@ TEST(SepEngineTest, GuardRailsSkipDamagingUpdates) {
     // SEP damping 50: f_bar would overshoot past the prior.
     auto m = NewModel("emsd-mixture", {{"samples", "20"}});
     auto l = NewLearner(m.get(), SepEngine::kSep, 90, 50.0);
-    const std::vector<double> raw0 = m->stats().raw();
+    const auto raw0 = m->stats().raw();
     for (const auto& d : c.docs) {
       SepOutcome o;
       ASSERT_TRUE(l->Learn(d.View(), &o).ok());

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,7 @@
 
 #include "test_util.h"
 #include "tributary/checksum.h"
+#include "tributary/huge_pages.h"
 #include "tributary/sdem_learner.h"
 
 namespace tributary {
@@ -89,6 +91,70 @@ TEST_F(SnapshotTest, RoundTripIsExact) {
   ASSERT_TRUE((*l1)->Learn(d.View()).ok());
   ASSERT_TRUE((*l2)->Learn(d.View()).ok());
   EXPECT_EQ(copy->stats().raw(), model_->stats().raw());
+}
+
+// Serialize writes the statistics and the family's cache as packed fields
+// after the rest of the message, straight from the model's arrays: the
+// payload must still parse, with protobuf's own parser, as the ModelSnapshot
+// it stands for (every field, the arrays bit for bit), and protobuf's own
+// encoding of that message must load as the same model.
+TEST_F(SnapshotTest, ThePayloadIsTheModelSnapshotProtobufWouldWrite) {
+  const std::string file = ReadFile(path_);
+  ASSERT_GT(file.size(), 24u);
+  const std::string payload = file.substr(20, file.size() - 24);
+  v1::ModelSnapshot snap;
+  ASSERT_TRUE(snap.ParseFromString(payload));
+  const auto& raw = model_->stats().raw();
+  ASSERT_EQ(static_cast<size_t>(snap.raw_size()), raw.size());
+  for (size_t i = 0; i < raw.size(); ++i) {
+    ASSERT_EQ(std::bit_cast<uint64_t>(snap.raw(static_cast<int>(i))), std::bit_cast<uint64_t>(raw[i])) << i;
+  }
+  EXPECT_GT(snap.family_cache_size(), 0);  // the multinomial exports its cache
+  EXPECT_EQ(snap.family().name(), "multinomial");
+  EXPECT_EQ(snap.loss().name(), "hinge");
+  EXPECT_EQ(snap.blocks_size(), static_cast<int>(model_->stats().blocks().size()));
+  EXPECT_EQ(snap.learner().updates(), model_->learner_state().updates);
+  // Protobuf's canonical encoding of the same message, resealed, loads as
+  // the same model.
+  std::string canonical;
+  ASSERT_TRUE(snap.SerializeToString(&canonical));
+  EXPECT_EQ(canonical.size(), payload.size());  // the same fields, in another order
+  const std::string p = dir_ + "/canonical.trib";
+  WriteFile(p, testing::ResealSnapshot(file, [&](v1::ModelSnapshot* s) { *s = snap; }));
+  auto r = Model::Load(p, testing::BuiltinRegistry());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)->stats().raw(), raw);
+  auto again = (*r)->Serialize();
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, file);  // and writes the file it came from
+}
+
+// Statistics of 1 MiB and more live in huge pages (SufficientStats::RawValues);
+// such a model saves, loads, copies and shrinks like a small one.
+TEST_F(SnapshotTest, LargeStatisticsRoundTripExactly) {
+  auto schema = ModelSchema::FromProto(testing::TextSchema(60000, 3));
+  auto m = Model::Create(testing::BuiltinFamily("multinomial"), testing::BuiltinLoss("ncll"), *schema, {});
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_GE((*m)->stats().raw().size() * sizeof(double), huge_pages::Allocator<double>::kLargeBytes);
+  auto l = SdemLearner::Create(m->get());
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 300; ++i) {
+    auto d = testing::MakeDoc(i, static_cast<int64_t>(rng() % 3), {{static_cast<uint32_t>(rng() % 60000), 1.0}});
+    ASSERT_TRUE((*l)->Learn(d.View()).ok());
+  }
+  const std::string p = dir_ + "/large.trib";
+  ASSERT_TRUE((*m)->Save(p).ok());
+  auto r = Model::Load(p, testing::BuiltinRegistry());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)->stats().raw(), (*m)->stats().raw());
+  SufficientStats copy = (*m)->stats();  // a copy in huge pages of its own
+  EXPECT_NE(copy.raw().data(), (*m)->stats().raw().data());
+  EXPECT_EQ(copy.raw(), (*m)->stats().raw());
+  copy.raw().resize(10);  // large -> small, then small -> large
+  copy.raw().shrink_to_fit();
+  copy.raw().resize((*m)->stats().raw().size(), 1.5);
+  EXPECT_EQ(copy.raw()[9], (*m)->stats().raw()[9]);
+  EXPECT_EQ(copy.raw().back(), 1.5);
 }
 
 // A model resumed from a snapshot continues bit for bit as the uninterrupted

@@ -267,7 +267,7 @@ TEST(TrainerTest, ThreadsDoNotChangeTheResult) {
     TrainReport rep;
     auto m = Trainer::TrainOffline(Factory(testing::BuiltinFamily("multinomial"), 30, 3, 1500), cfg, docs, &rep);
     ASSERT_TRUE(m.ok()) << m.status().ToString();
-    raws.push_back((*m)->stats().raw());
+    raws.emplace_back((*m)->stats().raw().begin(), (*m)->stats().raw().end());
     reports.push_back(rep.ToJson());
   }
   EXPECT_EQ(raws[0], raws[1]);

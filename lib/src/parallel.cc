@@ -86,8 +86,8 @@ void ShardComposition::Plan(const std::vector<trib_block>& base, const std::vect
 
 void ShardComposition::AddContribution(uint32_t r, const SufficientStats& base, const SufficientStats& shard,
                                        uint64_t lo, uint64_t hi, double* acc) const {
-  const std::vector<double>& raw0 = base.raw();
-  const std::vector<double>& raw = shard.raw();
+  const auto& raw0 = base.raw();
+  const auto& raw = shard.raw();
   ForBlocks(base_, lo, hi, [&](size_t b, uint64_t first, uint64_t last) {
     const trib_block& b0 = base.blocks()[b];
     const trib_block& br = shard.blocks()[b];
@@ -105,7 +105,7 @@ void ShardComposition::AddContribution(uint32_t r, const SufficientStats& base, 
 
 void ShardComposition::Finish(const SufficientStats& base, const double* acc, uint64_t lo, uint64_t hi,
                               double* out_raw) const {
-  const std::vector<double>& raw0 = base.raw();
+  const auto& raw0 = base.raw();
   ForBlocks(base_, lo, hi, [&](size_t b, uint64_t first, uint64_t last) {
     const trib_block& b0 = base.blocks()[b];
     const double A = total_decay_[b];

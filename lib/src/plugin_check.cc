@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <memory>
 #include <random>
+#include <span>
 #include <thread>
 
 #include "tributary/document.h"
@@ -160,7 +161,7 @@ bool HasCache(const Model& m) { return m.family().family().export_cache != nullp
 
 // The first difference between two arrays, "" when equal (exactly, or to
 // `rel` relative when rel > 0).
-std::string Diff(const std::string& what, const std::vector<double>& a, const std::vector<double>& b, double rel = 0) {
+std::string Diff(const std::string& what, std::span<const double> a, std::span<const double> b, double rel = 0) {
   if (a.size() != b.size()) {
     return what + " has " + std::to_string(a.size()) + " entries, then " + std::to_string(b.size());
   }
@@ -324,7 +325,7 @@ Status Rho0Step(Model* m, ScoringState* state, const trib_document& doc) {
 
 void CheckRho0(Checks& checks, Model* m, const std::vector<DocumentBuffer>& docs, uint64_t seed) {
   const std::string name = "rho0-noop";
-  const std::vector<double> raw = m->stats().raw();
+  const SufficientStats::RawValues raw = m->stats().raw();
   const std::vector<trib_block> blocks = m->stats().blocks();
   std::vector<double> cache;
   if (HasCache(*m)) {
@@ -358,7 +359,7 @@ void CheckCacheRebuild(Checks& checks, const Model& trained) {
   Model& m = **copy;
   auto before = ExportCache(m);
   if (!before.ok()) return checks.Fail(name, before.status().ToString());
-  const std::vector<double> raw = m.stats().raw();
+  const SufficientStats::RawValues raw = m.stats().raw();
   const LearnerState& ls = m.learner_state();
   Status st = m.Rebuild(trib_step{0.0, ls.effective_size, 0.0, ls.updates});
   if (!st.ok()) return checks.Fail(name, st.ToString());

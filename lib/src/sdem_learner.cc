@@ -134,13 +134,13 @@ int SdemLearner::GrowLog(trib_step_log* log, size_t min_runs, size_t min_values)
 }
 
 Status SdemLearner::Undo(const trib_delta& delta, const Status& cause) {
-  std::vector<double>& raw = model_->stats().raw();
+  auto& raw = model_->stats().raw();
   for (size_t j = 0; j < delta.size; ++j) raw[delta.index[j]] = old_raw_[j];
   return RestoreBlocksAndRebuild(cause);
 }
 
 Status SdemLearner::UndoLog(const trib_step_log& log, const Status& cause) {
-  std::vector<double>& raw = model_->stats().raw();
+  auto& raw = model_->stats().raw();
   const uint64_t size = raw.size();
   size_t v = 0;
   for (size_t r = 0; r < log.runs && v < log.values; ++r) {
@@ -156,7 +156,7 @@ Status SdemLearner::UndoLog(const trib_step_log& log, const Status& cause) {
 
 Status SdemLearner::RestoreBlocksAndRebuild(const Status& cause) {
   Model& m = *model_;
-  std::vector<double>& raw = m.stats().raw();
+  auto& raw = m.stats().raw();
   for (const auto& [b, values] : restarted_raw_) {
     std::copy(values.begin(), values.end(), raw.begin() + static_cast<std::ptrdiff_t>(saved_blocks_[b].offset));
   }

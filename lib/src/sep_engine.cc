@@ -29,7 +29,7 @@ uint32_t BlockOf(const std::vector<trib_block>& blocks, uint64_t i) {
 
 // mu at entry i (sep_abi.h: scale * raw + shift * alpha_bar of its block).
 // `b` is a hint: the block of the previous entry, updated when i is outside it.
-double MuAt(const std::vector<trib_block>& blocks, const std::vector<double>& raw, uint64_t i, uint32_t* b) {
+double MuAt(const std::vector<trib_block>& blocks, const SufficientStats::RawValues& raw, uint64_t i, uint32_t* b) {
   if (i < blocks[*b].offset || i >= blocks[*b].offset + blocks[*b].size) *b = BlockOf(blocks, i);
   const trib_block& blk = blocks[*b];
   return blk.scale * raw[i] + blk.shift * blk.alpha_bar;
@@ -221,7 +221,7 @@ Status SepLearner::Learn(const trib_document& doc, SepOutcome* outcome) {
     }
   }
   const auto& blocks = m.stats().blocks();
-  const std::vector<double>& raw = m.stats().raw();
+  const auto& raw = m.stats().raw();
   cavity_.resize(cnt);
   mu_old_.resize(cnt);
   block_of_.resize(cnt);
@@ -340,7 +340,7 @@ Status SepLearner::Learn(const trib_document& doc, SepOutcome* outcome) {
   // 5. Apply (the previous block maps and support values are kept, so that a
   // failing commit can be undone).
   auto& mblocks = m.stats().mutable_blocks();
-  std::vector<double>& wraw = m.stats().raw();
+  auto& wraw = m.stats().raw();
   saved_blocks_.assign(mblocks.begin(), mblocks.begin() + num_param_blocks_);
   raw_old_.resize(cnt);
   for (size_t j = 0; j < cnt; ++j) raw_old_[j] = wraw[idx[j]];
@@ -471,7 +471,7 @@ Result<double> SepLearner::LogPredictive(const Model& model, ScoringState* state
   const uint64_t P = hooks->num_params(model.family_model());
   const double n = model.learner_state().effective_size;
   const auto& blocks = model.stats().blocks();
-  const std::vector<double>& raw = model.stats().raw();
+  const auto& raw = model.stats().raw();
   std::vector<double> posterior(d.size), lambda_new(d.size);
   uint32_t b = 0;
   for (size_t j = 0; j < d.size; ++j) {

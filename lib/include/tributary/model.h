@@ -10,11 +10,13 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "tributary/huge_pages.h"
 #include "tributary/plugin_abi.h"
 #include "tributary/plugin_registry.h"
 #include "tributary/schema.h"
@@ -49,6 +51,9 @@ inline bool HasOption(const Options& options, const std::string& key) {
 /// whatever the block's scale and shift.
 class SufficientStats {
  public:
+  /// The raw values' array: large ones in huge pages (tributary/huge_pages.h), since a model of a few MB
+  /// otherwise costs a page fault per 4 KiB when it is created, copied or loaded.
+  using RawValues = std::vector<double, huge_pages::Allocator<double>>;
   /// Takes a family's layout: `blocks` must be contiguous and ordered from offset 0, each with a finite
   /// nu >= 0 and a finite alpha_bar (else Internal, naming the block). Sets every scale and shift to 1 and
   /// raw to zeros (mu_0 = alpha_bar).
@@ -60,9 +65,9 @@ class SufficientStats {
   /// The blocks, for engines and Load, which set scale and shift; offsets and sizes must not change.
   std::vector<trib_block>& mutable_blocks() { return blocks_; }
   /// The raw values, size() of them; whoever writes them notes it (NoteWritten, below).
-  std::vector<double>& raw() { return raw_; }
+  RawValues& raw() { return raw_; }
   /// The raw values, size() of them.
-  const std::vector<double>& raw() const { return raw_; }
+  const RawValues& raw() const { return raw_; }
   /// Block index of entry i.
   uint32_t BlockOf(uint64_t i) const {
     uint32_t b = 0;
@@ -124,7 +129,7 @@ class SufficientStats {
 
  private:
   std::vector<trib_block> blocks_;
-  std::vector<double> raw_;
+  RawValues raw_;
   std::vector<uint64_t> page_epoch_;  ///< per page: the epoch of its last noted write
   uint64_t epoch_ = 1;
   uint64_t all_epoch_ = 1;  ///< the epoch of the last NoteAllWritten
@@ -372,6 +377,9 @@ class Model {
  private:
   Model() = default;
   Status QueryOutputs();
+  /// Serialize's bytes written into allocate(n) (called once, with the file's size), for Save and Serialize.
+  Status SerializeTo(const SnapshotOptions& options, const std::string& path,
+                     const std::function<char*(size_t)>& allocate) const;
   /// `class_capacity` (0: the schema's classes) is passed to families with
   /// add_class only (trib_schema.class_capacity).
   /// `vocab_capacity` (0: the default room, TermRoom) is passed to families
