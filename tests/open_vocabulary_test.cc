@@ -401,3 +401,39 @@ TEST(OpenVocabularyTest, ClonesShareTheVocabularyUntilTermsAreAdded) {
 
 }  // namespace
 }  // namespace tributary
+
+namespace tributary {
+namespace {
+
+// The schema's term index (open addressing over ids, schema.cc): every term
+// found under its id through growth past many rehashes, absent terms -1,
+// AddTerms skipping known and repeated names, copies independent, and a
+// vocabulary with a repeated term refused naming both ids.
+TEST(SchemaTermIndexTest, FindsEveryTermThroughGrowthAndRefusesDuplicates) {
+  v1::Schema proto;
+  for (int i = 0; i < 5000; ++i) proto.add_vocabulary("t" + std::to_string(i));
+  proto.add_class_names("a");
+  auto s = ModelSchema::FromProto(proto);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  for (int i = 0; i < 5000; ++i) ASSERT_EQ(s->TermIndex("t" + std::to_string(i)), i);
+  EXPECT_EQ(s->TermIndex("t5000"), -1);
+  EXPECT_EQ(s->TermIndex(""), -1);
+  ModelSchema copy = *s;
+  std::vector<std::string> more;
+  for (int i = 4990; i < 25000; ++i) more.push_back("t" + std::to_string(i));  // 10 known
+  more.push_back("t24999");                                                    // repeated in the batch
+  s->AddTerms(more);
+  EXPECT_EQ(s->vocabulary().size(), 25000u);
+  for (int i = 0; i < 25000; ++i) ASSERT_EQ(s->TermIndex("t" + std::to_string(i)), i);
+  EXPECT_EQ(copy.vocabulary().size(), 5000u);  // the copy kept its own index
+  EXPECT_EQ(copy.TermIndex("t6000"), -1);
+  EXPECT_EQ(copy.TermIndex("t4999"), 4999);
+
+  proto.add_vocabulary("t17");
+  auto dup = ModelSchema::FromProto(proto);
+  ASSERT_FALSE(dup.ok());
+  EXPECT_THAT(dup.status().ToString(), ::testing::HasSubstr("term 't17' appears twice (ids 17 and 5000)"));
+}
+
+}  // namespace
+}  // namespace tributary

@@ -1,5 +1,8 @@
 #include "tributary/schema.h"
 
+#include <functional>
+#include <string_view>
+
 #include "tributary/v1/tributary.pb.h"
 
 namespace tributary {
@@ -49,13 +52,13 @@ Result<ModelSchema> ModelSchema::FromProto(const v1::Schema& proto) {
   // No classes at all is a valid schema (unlabelled streams for latent
   // families); a classifier family refuses it when the model is created.
   s.Index();
-  const auto& terms = s.vocab_->terms;
-  const auto& index = s.vocab_->index;
-  if (index.size() != terms.size()) {
-    for (size_t i = 0; i < terms.size(); ++i) {
-      if (index.at(terms[i]) != i) {
-        return Status::InvalidArgument("schema: vocabulary term '" + terms[i] + "' appears twice (ids " +
-                                       std::to_string(index.at(terms[i])) + " and " + std::to_string(i) + ")");
+  const Vocabulary& v = *s.vocab_;
+  if (v.indexed != v.terms.size()) {
+    for (size_t i = 0; i < v.terms.size(); ++i) {
+      const int64_t first = v.Find(v.terms[i]);
+      if (first != static_cast<int64_t>(i)) {
+        return Status::InvalidArgument("schema: vocabulary term '" + v.terms[i] + "' appears twice (ids " +
+                                       std::to_string(first) + " and " + std::to_string(i) + ")");
       }
     }
   }
@@ -72,11 +75,51 @@ ModelSchema::Vocabulary& ModelSchema::MutableVocabulary() {
   return *vocab_;
 }
 
+int64_t ModelSchema::Vocabulary::Find(std::string_view t) const {
+  if (slots.empty()) return -1;
+  const size_t mask = slots.size() - 1;
+  for (size_t h = std::hash<std::string_view>{}(t)&mask;; h = (h + 1) & mask) {
+    const uint32_t s = slots[h];
+    if (s == 0) return -1;
+    if (terms[s - 1] == t) return s - 1;
+  }
+}
+
+void ModelSchema::Vocabulary::Reserve(size_t n) {
+  if (2 * n < slots.size()) return;
+  size_t size = 16;
+  while (size < 2 * n + 1) size *= 2;
+  if (size <= slots.size()) return;
+  std::vector<uint32_t> old = std::move(slots);
+  slots.assign(size, 0);
+  const size_t mask = size - 1;
+  for (uint32_t s : old) {
+    if (s == 0) continue;
+    size_t h = std::hash<std::string_view>{}(terms[s - 1]) & mask;
+    while (slots[h] != 0) h = (h + 1) & mask;
+    slots[h] = s;
+  }
+}
+
+uint32_t ModelSchema::Vocabulary::Insert(uint32_t id) {
+  Reserve(indexed + 1);
+  const std::string_view t = terms[id];
+  const size_t mask = slots.size() - 1;
+  size_t h = std::hash<std::string_view>{}(t)&mask;
+  for (; slots[h] != 0; h = (h + 1) & mask) {
+    if (terms[slots[h] - 1] == t) return slots[h] - 1;
+  }
+  slots[h] = id + 1;
+  ++indexed;
+  return id;
+}
+
 void ModelSchema::Index() {
   Vocabulary& v = MutableVocabulary();
-  v.index.clear();
-  v.index.reserve(v.terms.size());
-  for (size_t i = 0; i < v.terms.size(); ++i) v.index.emplace(v.terms[i], static_cast<uint32_t>(i));
+  v.slots.clear();
+  v.indexed = 0;
+  v.Reserve(v.terms.size());
+  for (size_t i = 0; i < v.terms.size(); ++i) v.Insert(static_cast<uint32_t>(i));
   class_index_.clear();
   for (size_t i = 0; i < classes_.size(); ++i) class_index_.emplace(classes_[i], static_cast<uint32_t>(i));
 }
@@ -100,10 +143,7 @@ void ModelSchema::ToProto(v1::Schema* out, bool with_vocabulary) const {
   }
 }
 
-int64_t ModelSchema::TermIndex(const std::string& term) const {
-  auto it = vocab_->index.find(term);
-  return it == vocab_->index.end() ? -1 : static_cast<int64_t>(it->second);
-}
+int64_t ModelSchema::TermIndex(const std::string& term) const { return vocab_->Find(term); }
 
 int64_t ModelSchema::ClassIndex(const std::string& name) const {
   auto it = class_index_.find(name);
@@ -113,8 +153,11 @@ int64_t ModelSchema::ClassIndex(const std::string& name) const {
 void ModelSchema::AddTerms(const std::vector<std::string>& names) {
   if (names.empty()) return;
   Vocabulary& v = MutableVocabulary();
+  v.Reserve(v.indexed + names.size());
   for (const std::string& t : names) {
-    if (v.index.emplace(t, static_cast<uint32_t>(v.terms.size())).second) v.terms.push_back(t);
+    if (v.Find(t) >= 0) continue;
+    v.terms.push_back(t);
+    v.Insert(static_cast<uint32_t>(v.terms.size() - 1));
   }
 }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -89,9 +90,22 @@ class ModelSchema {
   trib_schema CView() const;
 
  private:
+  /// The terms and their index: open addressing with linear probing over ids
+  /// into `terms` (a slot holds id + 1, 0 is empty), so indexing a vocabulary
+  /// copies no string and allocates one array, not a node per term (a
+  /// node-based map of 11,554 terms was a seventh of a short `train`'s
+  /// start-up, bench/LDA_RESULTS.md "Start-up").
   struct Vocabulary {
     std::vector<std::string> terms;
-    std::unordered_map<std::string, uint32_t> index;
+    std::vector<uint32_t> slots;  ///< a power of two, more than twice `indexed` (empty when nothing is)
+    size_t indexed = 0;           ///< distinct terms in `slots`
+    /// The id of `t`, or -1.
+    int64_t Find(std::string_view t) const;
+    /// Indexes terms[id] unless its term is indexed already; returns the id
+    /// the term has after the call (id, or the earlier one).
+    uint32_t Insert(uint32_t id);
+    /// Slots for n distinct terms without rehashing.
+    void Reserve(size_t n);
   };
   void Index();
   /// The vocabulary to change: this schema's own (copied first when shared).
