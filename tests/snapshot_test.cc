@@ -135,7 +135,7 @@ TEST_F(SnapshotTest, LargeStatisticsRoundTripExactly) {
   auto schema = ModelSchema::FromProto(testing::TextSchema(60000, 3));
   auto m = Model::Create(testing::BuiltinFamily("multinomial"), testing::BuiltinLoss("ncll"), *schema, {});
   ASSERT_TRUE(m.ok()) << m.status().ToString();
-  ASSERT_GE((*m)->stats().raw().size() * sizeof(double), huge_pages::Allocator<double>::kLargeBytes);
+  ASSERT_GE((*m)->stats().raw().size() * sizeof(double), huge_pages::kLargeBytes);
   auto l = SdemLearner::Create(m->get());
   std::mt19937_64 rng(3);
   for (int i = 0; i < 300; ++i) {

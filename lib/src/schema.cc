@@ -75,40 +75,35 @@ ModelSchema::Vocabulary& ModelSchema::MutableVocabulary() {
   return *vocab_;
 }
 
+size_t ModelSchema::Vocabulary::Probe(std::string_view t) const {
+  const size_t mask = slots.size() - 1;
+  size_t h = std::hash<std::string_view>{}(t)&mask;
+  while (slots[h] != 0 && terms[slots[h] - 1] != t) h = (h + 1) & mask;
+  return h;
+}
+
 int64_t ModelSchema::Vocabulary::Find(std::string_view t) const {
   if (slots.empty()) return -1;
-  const size_t mask = slots.size() - 1;
-  for (size_t h = std::hash<std::string_view>{}(t)&mask;; h = (h + 1) & mask) {
-    const uint32_t s = slots[h];
-    if (s == 0) return -1;
-    if (terms[s - 1] == t) return s - 1;
-  }
+  const uint32_t s = slots[Probe(t)];
+  return s == 0 ? -1 : static_cast<int64_t>(s) - 1;
 }
 
 void ModelSchema::Vocabulary::Reserve(size_t n) {
   if (2 * n < slots.size()) return;
   size_t size = 16;
   while (size < 2 * n + 1) size *= 2;
-  if (size <= slots.size()) return;
   std::vector<uint32_t> old = std::move(slots);
   slots.assign(size, 0);
-  const size_t mask = size - 1;
+  // The indexed terms are distinct, so each probe ends on an empty slot.
   for (uint32_t s : old) {
-    if (s == 0) continue;
-    size_t h = std::hash<std::string_view>{}(terms[s - 1]) & mask;
-    while (slots[h] != 0) h = (h + 1) & mask;
-    slots[h] = s;
+    if (s != 0) slots[Probe(terms[s - 1])] = s;
   }
 }
 
 uint32_t ModelSchema::Vocabulary::Insert(uint32_t id) {
   Reserve(indexed + 1);
-  const std::string_view t = terms[id];
-  const size_t mask = slots.size() - 1;
-  size_t h = std::hash<std::string_view>{}(t)&mask;
-  for (; slots[h] != 0; h = (h + 1) & mask) {
-    if (terms[slots[h] - 1] == t) return slots[h] - 1;
-  }
+  const size_t h = Probe(terms[id]);
+  if (slots[h] != 0) return slots[h] - 1;
   slots[h] = id + 1;
   ++indexed;
   return id;

@@ -124,7 +124,7 @@ Status Model::Save(const std::string& path, const SnapshotOptions& options) cons
   std::unique_ptr<char, huge_pages::Free> buffer;
   size_t size = 0;
   Status st = SerializeTo(options, path, [&](size_t n) {
-    buffer.reset(static_cast<char*>(huge_pages::Allocate(n, n >= huge_pages::kPage / 2)));
+    buffer.reset(static_cast<char*>(huge_pages::Allocate(n, n >= huge_pages::kLargeBytes)));
     size = n;
     return buffer.get();
   });

@@ -498,7 +498,7 @@ struct Frozen {
 // once they fill half a page.
 double* AllocateTable(size_t n) {
   const size_t bytes = n * sizeof(double);
-  return static_cast<double*>(tributary::huge_pages::Allocate(bytes, bytes >= tributary::huge_pages::kPage / 2));
+  return static_cast<double*>(tributary::huge_pages::Allocate(bytes, bytes >= tributary::huge_pages::kLargeBytes));
 }
 
 int Freeze(const trib_family_model* mm, const trib_stats* s, trib_frozen** out, trib_error* err) {

@@ -21,6 +21,10 @@ constexpr size_t kPage = size_t{1} << 21;  ///< 2 MiB
 /// `bytes` rounded up to whole pages (at least one).
 constexpr size_t RoundUp(size_t bytes) { return bytes == 0 ? kPage : (bytes + kPage - 1) / kPage * kPage; }
 
+/// The size from which an array is worth huge pages (half of one page): below
+/// it, the rounding to a whole page wastes more than the faults it saves.
+constexpr size_t kLargeBytes = kPage / 2;
+
 /// RoundUp(bytes) bytes, uninitialised, aligned to 2 MiB; with `advise`, on
 /// Linux, advised as transparent huge pages (a hint: without it, or with THP
 /// off, the memory works the same). Free with std::free (or Free). Throws
@@ -46,14 +50,12 @@ struct Free {
 
 /// A std::allocator for large arrays that are written whole soon after they
 /// are allocated (the model's statistics): an allocation of at least
-/// kLargeBytes takes whole 2 MiB pages advised as huge pages (one page fault
+/// kLargeBytes (above) takes whole 2 MiB pages advised as huge pages (one page fault
 /// per 2 MiB instead of one per 4 KiB), a smaller one comes from operator new.
 /// The choice follows the size alone, so deallocate finds it again.
 template <typename T>
 struct Allocator {
   using value_type = T;  ///< what the allocator allocates
-  /// The size from which memory comes in huge pages (half of one page).
-  static constexpr size_t kLargeBytes = kPage / 2;
   Allocator() = default;
   /// Converting copy (allocators of every type are equal).
   template <typename U>

@@ -106,6 +106,8 @@ class ModelSchema {
     uint32_t Insert(uint32_t id);
     /// Slots for n distinct terms without rehashing.
     void Reserve(size_t n);
+    /// The slot holding `t`, or the empty one where it would go (slots not empty).
+    size_t Probe(std::string_view t) const;
   };
   void Index();
   /// The vocabulary to change: this schema's own (copied first when shared).
