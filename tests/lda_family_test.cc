@@ -813,6 +813,67 @@ TEST(LdaFamilyTest, SameSeedSameModelBitForBit) {
   }
 }
 
+// The fused step (ABI 1.7: accumulate, the engine's apply and commit in one
+// pass) leaves the model as the three calls do, bit for bit, after every
+// document: every local step, learn_alpha (scalar and asymmetric, the general
+// path), and DLDA under NLL and NCLL. plugin-check's 'fused-step' covers only
+// the default options.
+TEST(LdaFamilyTest, FusedStepIsAccumulateApplyCommitBitForBit) {
+  Corpus c = Generate(12, 5, 300, 50, 400);
+  std::vector<DocumentBuffer> labelled = LabelledCorpus(3, 300, 13);
+  struct Case {
+    Options options;
+    bool dlda;
+    std::string loss;
+  };
+  const std::vector<Case> cases = {
+      {{{"topics", "5"}, {"inference", "cvb0"}}, false, "nll"},
+      {{{"topics", "5"}, {"inference", "vi"}}, false, "nll"},
+      {{{"topics", "5"}, {"inference", "gibbs"}}, false, "nll"},
+      {{{"topics", "5"}, {"inference", "fast"}}, false, "nll"},
+      {{{"topics", "6"}, {"inference", "cvb0"}}, false, "nll"},  // K not a multiple of the lanes
+      {{{"topics", "5"}, {"learn_alpha", "1"}}, false, "nll"},
+      {{{"topics", "5"}, {"learn_alpha", "1"}, {"alpha_shape", "asymmetric"}}, false, "nll"},
+      {{{"topics", "3"}, {"discriminative", "1"}, {"inference", "vi"}}, true, "nll"},
+      {{{"topics", "3"}, {"discriminative", "1"}, {"inference", "fast"}}, true, "ncll"},
+  };
+  for (const Case& cs : cases) {
+    std::string name = cs.loss;
+    for (const auto& [k, v] : cs.options) name += " " + k + "=" + v;
+    SCOPED_TRACE(name);
+    std::unique_ptr<Model> m[2];
+    std::unique_ptr<SdemLearner> l[2];
+    for (int i = 0; i < 2; ++i) {
+      if (cs.dlda) {
+        m[i] = NewDlda(3, cs.options, cs.loss);
+      } else {
+        LdaSetup s = Recommended(cs.options);
+        m[i] = NewLda(c.V, s, 400);
+      }
+      ASSERT_NE(m[i], nullptr);
+      auto li = SdemLearner::Create(m[i].get(), 7);
+      ASSERT_TRUE(li.ok()) << li.status().ToString();
+      l[i] = std::move(li).value();
+      l[i]->set_use_fused_step(i == 0);
+    }
+    const std::vector<DocumentBuffer>& docs = cs.dlda ? labelled : c.docs;
+    for (size_t d = 0; d < docs.size(); ++d) {
+      ASSERT_TRUE(l[0]->Learn(docs[d].View()).ok()) << d;
+      ASSERT_TRUE(l[1]->Learn(docs[d].View()).ok()) << d;
+      const auto& ra = m[0]->stats().raw();
+      const auto& rb = m[1]->stats().raw();
+      ASSERT_EQ(ra.size(), rb.size());
+      ASSERT_EQ(std::memcmp(ra.data(), rb.data(), ra.size() * sizeof(double)), 0) << "raw differs after " << d;
+    }
+    EXPECT_EQ(l[0]->fused_steps(), docs.size());
+    EXPECT_EQ(l[1]->fused_steps(), 0u);
+    // Blocks, learner state and the family's cache (R_k, alpha): the snapshots.
+    auto sa = m[0]->Serialize(), sb = m[1]->Serialize();
+    ASSERT_TRUE(sa.ok() && sb.ok());
+    EXPECT_TRUE(*sa == *sb) << "snapshots differ";
+  }
+}
+
 // Save after 600 documents, load, continue with 400: the same statistics,
 // block maps and cached totals as 1,000 documents without interruption. The
 // cut falls inside the burn-in (the local alpha depends on the step count,

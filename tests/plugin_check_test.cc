@@ -59,7 +59,9 @@ TEST(PluginCheckTest, EveryBuiltinPluginPasses) {
       // Families with frozen scoring (ABI 1.6).
       if (r.name == "multinomial" || r.name == "multinomial-mixture") must_pass.push_back("frozen-score");
       // Families with a fused step (ABI 1.7).
-      if (r.name == "multinomial" || r.name == "multinomial-mixture") must_pass.push_back("fused-step");
+      if (r.name == "multinomial" || r.name == "multinomial-mixture" || r.name == "lda") {
+        must_pass.push_back("fused-step");
+      }
       for (const std::string& name : must_pass) {
         const auto* c = FindCheck(r, name);
         ASSERT_NE(c, nullptr) << name << "\n" << Describe(r);

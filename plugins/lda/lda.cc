@@ -150,9 +150,11 @@
 #include <vector>
 
 #include "../shared/dirichlet_fit.h"
+#include "lda_cvb0.h"
 #include "lda_model.h"
 #include "lda_topics.h"
 #include "tributary/plugin_sdk.h"
+#include "tributary/simd.h"
 
 // The family's entry points. The model, the state and the local steps (the
 // inference options above) are shared with lda_local.cc through lda_model.h.
@@ -635,6 +637,228 @@ int Commit(trib_family_model* mm, trib_stats* s, const uint64_t* idx, const doub
   return rc;
 }
 
+// ---- The fused step (ABI 1.7) ---------------------------------------------
+
+// The bits of a not-finite double set bit 63 of (bits & exp) + one exponent
+// step (as the engine's apply checks a delta): OR-ed over the entries, one
+// test at the end.
+inline uint64_t NonFiniteBit(double v) {
+  uint64_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  return (bits & 0x7ff0000000000000ull) + 0x0010000000000000ull;
+}
+
+// One topic row of the fused step, W lanes at a time (no fused multiply-add,
+// so every width gives the bits of the scalar expressions): dv_k = c row_k
+// (vi: (c et_k) row_k, Accumulate's order), old_k = r_k, r_k = old_k + dv_k
+// mult. Returns the non-finite bits of the dv_k; *feasible = every
+// scale r_k + prior > 0 (NaN fails it).
+template <int W>
+struct MaskOf;
+template <>
+struct MaskOf<2> {
+  typedef int64_t type __attribute__((vector_size(16)));
+};
+template <>
+struct MaskOf<4> {
+  typedef int64_t type __attribute__((vector_size(32)));
+};
+template <int W>
+__attribute__((always_inline)) inline uint64_t FusedRowT(double* __restrict r, double* __restrict old,
+                                                         const double* __restrict row, const double* __restrict et,
+                                                         double c, double mult, double scale, double prior, uint32_t K,
+                                                         bool* feasible) {
+  using V = typename tributary::lda::VecOf<W>::type;
+  using L = typename MaskOf<W>::type;
+  const V vz = {};
+  const L lz = {};
+  const V vc = vz + c, vm = vz + mult, vs = vz + scale, vp = vz + prior;
+  const L exp_bits = lz + static_cast<int64_t>(0x7ff0000000000000ull);
+  const L exp_one = lz + static_cast<int64_t>(0x0010000000000000ull);
+  L bad = lz, ok = lz - 1;
+  uint32_t k = 0;
+  for (; k + W <= K; k += W) {
+    V x, o;
+    std::memcpy(&x, row + k, sizeof(V));
+    std::memcpy(&o, r + k, sizeof(V));
+    V dv;
+    if (et != nullptr) {
+      V e;
+      std::memcpy(&e, et + k, sizeof(V));
+      dv = (vc * e) * x;
+    } else {
+      dv = vc * x;
+    }
+    const V v = o + dv * vm;
+    std::memcpy(old + k, &o, sizeof(V));
+    std::memcpy(r + k, &v, sizeof(V));
+    L bits;
+    std::memcpy(&bits, &dv, sizeof(V));
+    bad |= (bits & exp_bits) + exp_one;
+    ok &= (vs * v + vp) > vz;
+  }
+  uint64_t nonfinite = 0;
+  bool all = true;
+  for (int l = 0; l < W; ++l) {
+    nonfinite |= static_cast<uint64_t>(bad[l]);
+    all &= ok[l] != 0;
+  }
+  for (; k < K; ++k) {
+    const double dv = et != nullptr ? c * et[k] * row[k] : c * row[k];
+    const double o = r[k];
+    const double v = o + dv * mult;
+    old[k] = o;
+    r[k] = v;
+    nonfinite |= NonFiniteBit(dv);
+    all &= scale * v + prior > 0;
+  }
+  *feasible = all;
+  return nonfinite;
+}
+
+using FusedRowFn = uint64_t (*)(double*, double*, const double*, const double*, double, double, double, double,
+                                uint32_t, bool*);
+uint64_t FusedRowSse2(double* r, double* old, const double* row, const double* et, double c, double mult, double scale,
+                      double prior, uint32_t K, bool* feasible) {
+  return FusedRowT<2>(r, old, row, et, c, mult, scale, prior, K, feasible);
+}
+#ifdef TRIB_LDA_HAVE_AVX2
+__attribute__((target("avx2"))) uint64_t FusedRowAvx2(double* r, double* old, const double* row, const double* et,
+                                                      double c, double mult, double scale, double prior, uint32_t K,
+                                                      bool* feasible) {
+  return FusedRowT<4>(r, old, row, et, c, mult, scale, prior, K, feasible);
+}
+#endif
+const FusedRowFn g_fused_row =
+#ifdef TRIB_LDA_HAVE_AVX2
+    tributary::simd::MaxLevel() >= tributary::simd::kAvx2 ? FusedRowAvx2 :
+#endif
+                                                          FusedRowSse2;
+
+int GrowFusedDelta(trib_delta* d, size_t min_capacity) {
+  auto* st = static_cast<State*>(d->host);
+  const size_t cap = std::max(min_capacity, d->capacity * 2);
+  try {
+    st->fused_index.resize(cap);
+    st->fused_value.resize(cap);
+  } catch (...) {
+    return TRIB_ERR_NO_MEMORY;
+  }
+  d->index = st->fused_index.data();
+  d->value = st->fused_value.data();
+  d->capacity = cap;
+  return TRIB_OK;
+}
+
+// The general path (DLDA's labelled rows and label statistics, learn_alpha's
+// entries): Accumulate's delta, applied entry by entry as the engine applies
+// it (raw += value * rho / scale of the entry's block, each run logged before
+// it is written), then Commit on the same indices and old values.
+int FusedGeneral(trib_family_model* mm, trib_stats* s, trib_family_state* ss, const trib_document* d, const double* w,
+                 const double* block_mult, const trib_step* step, trib_step_log* log, trib_error* err) {
+  auto* st = reinterpret_cast<State*>(ss);
+  if (st->fused_index.empty()) {
+    st->fused_index.resize(1024);
+    st->fused_value.resize(1024);
+  }
+  trib_delta delta{st->fused_index.data(), st->fused_value.data(), 0, st->fused_index.size(), st, &GrowFusedDelta};
+  if (int rc = Accumulate(mm, s, ss, d, w, &delta, err); rc != TRIB_OK) return rc;
+  const size_t n = delta.size;
+  if ((log->runs + n > log->run_capacity || log->values + n > log->value_capacity) &&
+      log->grow(log, log->runs + n, log->values + n) != 0) {
+    return Fail(err, TRIB_ERR_NO_MEMORY, "cannot grow the step log to %zu entries", log->values + n);
+  }
+  double* old = log->old_raw + log->values;
+  uint32_t b = 0;
+  for (size_t e = 0; e < n; ++e) {
+    const uint64_t i = delta.index[e];
+    if (i >= s->size) {
+      return Fail(err, TRIB_ERR_INTERNAL, "statistic index %llu >= %llu", static_cast<unsigned long long>(i),
+                  static_cast<unsigned long long>(s->size));
+    }
+    if (!std::isfinite(delta.value[e])) {
+      return Fail(err, TRIB_ERR_NUMERIC, "expected statistics are not finite (entry %llu)",
+                  static_cast<unsigned long long>(i));
+    }
+    while (!(i >= s->blocks[b].offset && i - s->blocks[b].offset < s->blocks[b].size)) {
+      b = b + 1 < s->num_blocks ? b + 1 : 0;  // (the delta runs through one block at a time)
+    }
+    // One run per stretch of consecutive indices (a term's row).
+    if (e > 0 && delta.index[e - 1] + 1 == i) {
+      ++log->length[log->runs - 1];
+    } else {
+      log->start[log->runs] = i;
+      log->length[log->runs++] = 1;
+    }
+    old[e] = s->raw[i];
+    ++log->values;
+    s->raw[i] += delta.value[e] * block_mult[b];
+  }
+  return Commit(mm, s, delta.index, old, n, step, err);
+}
+
+// Accumulate, the engine's apply and Commit in one pass over the document's
+// topic rows: raw_wk += ((sum_k w_k) n_w phi_wk) * rho / scale (vi: phi_wk =
+// et_k row_wk / phinorm_w, Accumulate's products in its order), the check-step
+// mu_wk > 0 and the totals R_k += raw_new - raw_old, row after row as Commit
+// takes them: the same bits as the three calls (plugin-check 'fused-step'),
+// without the (index, value) delta, the engine's second read of it and its
+// copy of the old values that Commit reads back (together a fifth of a CVB0
+// training step at K = 20). DLDA and learn_alpha take FusedGeneral.
+int FusedStep(trib_family_model* mm, trib_stats* s, trib_family_state* ss, const trib_document* d, const double* w,
+              const double* block_mult, const trib_step* step, trib_step_log* log, trib_error* err) {
+  return Guard(err, [&] {
+    Model* m = M(mm);
+    if (m->discriminative || m->learn_alpha) return FusedGeneral(mm, s, ss, d, w, block_mult, step, log, err);
+    auto* st = reinterpret_cast<State*>(ss);
+    const uint32_t K = m->K, T = d->num_terms;
+    double wsum = 0;
+    for (uint32_t k = 0; k < K; ++k) wsum += w[k];
+    if (wsum != 0 && T != 0) {
+      if (!st->scored.Matches(*d, m->t)) LocalStep(*m, *s, *d, st);  // not right after score() on this document
+      st->scored.valid = false;
+      const size_t values = static_cast<size_t>(T) * K;
+      if ((log->runs + T > log->run_capacity || log->values + values > log->value_capacity) &&
+          log->grow(log, log->runs + T, log->values + values) != 0) {
+        return Fail(err, TRIB_ERR_NO_MEMORY, "cannot grow the step log to %zu entries", log->values + values);
+      }
+      const trib_block& blk = s->blocks[0];
+      const double mult = block_mult[0], scale = blk.scale, prior = blk.shift * blk.alpha_bar;
+      const double floor = tributary::lda::Floor(*m, *step);
+      st->fused_total = m->raw_total;  // (written back only when every entry was finite)
+      double* __restrict total = st->fused_total.data();
+      double* __restrict raw = s->raw;
+      uint64_t nonfinite = 0;
+      for (uint32_t j = 0; j < T; ++j) {
+        const uint64_t base = static_cast<uint64_t>(d->term_ids[j]) * K;
+        log->start[log->runs] = base;
+        log->length[log->runs++] = K;
+        double* __restrict old = log->old_raw + log->values;
+        log->values += K;
+        double* __restrict r = raw + base;
+        const double* __restrict row = st->rows.data() + static_cast<size_t>(j) * K;
+        const double c = st->phi_ready ? wsum * d->term_counts[j] : wsum * d->term_counts[j] / st->phinorm[j];
+        bool feasible = true;
+        nonfinite |=
+            g_fused_row(r, old, row, st->phi_ready ? nullptr : st->et.data(), c, mult, scale, prior, K, &feasible);
+        if (!feasible) {  // (NLL steps only add: rounding, or a loss with negative weights)
+          for (uint32_t k = 0; k < K; ++k) {
+            if (!(scale * r[k] + prior > 0)) r[k] = RawForFloor(blk, floor);
+          }
+        }
+        for (uint32_t k = 0; k < K; ++k) total[k] += r[k] - old[k];
+      }
+      if ((nonfinite >> 63) != 0) {
+        return Fail(err, TRIB_ERR_NUMERIC, "expected statistics are not finite (a topic row of the document)");
+      }
+      m->raw_total.swap(st->fused_total);
+    }
+    m->n = step->n;
+    m->t = step->t + 1;
+    return TRIB_OK;
+  });
+}
+
 // ABI 1.8: the topics are the components, also under discriminative=1,
 // whose outputs are the classes (`tributary topics` lists the K topics).
 int Components(const trib_family_model* mm, uint32_t* count, trib_error*) {
@@ -728,6 +952,7 @@ extern "C" TRIB_PLUGIN_EXPORT int tributary_plugin_init(const trib_host_api* hos
   v.score = Score;
   v.accumulate = Accumulate;
   v.commit = Commit;
+  v.fused_step = FusedStep;
   v.export_cache = ExportCache;
   v.import_cache = ImportCache;
   v.outputs = Outputs;

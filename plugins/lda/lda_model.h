@@ -122,6 +122,14 @@ struct State {
   // (fast), zbar (E[mean z]), xi, and the label term of phi (K each).
   std::vector<double> eta, eexp, esum;
   std::vector<double> slot_gamma, slot_et, slot_phinorm, slot_phi, slot_zbar, slot_lab, slot_xi, slot_bound;
+
+  // The fused step's general path (DLDA, learn_alpha): the delta accumulate
+  // writes, then applied and committed as the engine does.
+  std::vector<uint64_t> fused_index;
+  std::vector<double> fused_value;
+  // The fast path's topic totals R_k, updated here and copied back when the
+  // whole step succeeded (K).
+  std::vector<double> fused_total;
 };
 
 // ---- Kernels over K (Load2 also serves Commit's row check; the rest are in lda_local.cc) -----
