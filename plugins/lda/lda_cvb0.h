@@ -35,9 +35,8 @@ namespace tributary::lda {
 // widths give the same bits: a model does not depend on the CPU it ran on.
 //
 // Arguments: beta and phi are T x K (term-major, K contiguous), nk, last K,
-// norm T (the last sweep's normaliser of each term), counts T. nk must start
-// at 0 and phi is taken to be 0 (the first sweep, the sequential start, does
-// not read it: the caller need not clear it). Returns
+// norm T (the last sweep's normaliser of each term), counts T. phi and nk
+// must start at 0 (the first sweep is then the sequential start). Returns
 // the number of sweeps run.
 template <int W>
 struct VecOf;
@@ -60,7 +59,7 @@ struct VecOf<4> {
 // kVec (the supervised-LDA family, eq. 7 with the class's alpha row): the
 // prior is the K-vector `av` instead of the scalar `alpha` (which is then
 // unused); the same arithmetic with alpha_k in place of alpha.
-template <int W, bool kVec, int G, bool kFirst = false>
+template <int W, bool kVec, int G>
 __attribute__((always_inline)) inline void Cvb0Group(const double* beta, double* phi, double* nk, double* norm,
                                                      const double* counts, uint32_t j, uint32_t K, double alpha,
                                                      const double* av) {
@@ -91,21 +90,15 @@ __attribute__((always_inline)) inline void Cvb0Group(const double* beta, double*
       if constexpr (kVec) std::memcpy(&a, av + k + h * W, sizeof(V));
       V o[G];
       _Pragma("GCC unroll 8") for (int g = 0; g < G; ++g) {
-        V bb, q;
+        V bb;
+        std::memcpy(&o[g], p[g] + k + h * W, sizeof(V));
         std::memcpy(&bb, b[g] + k + h * W, sizeof(V));
-        if constexpr (kFirst) {  // phi = 0: n - u 0 = n exactly (u finite)
-          q = bb * (n + a);
-        } else {
-          std::memcpy(&o[g], p[g] + k + h * W, sizeof(V));
-          q = bb * ((n - (vz + u[g]) * o[g]) + a);
-        }
+        const V q = bb * ((n - (vz + u[g]) * o[g]) + a);
         std::memcpy(p[g] + k + h * W, &q, sizeof(V));
         acc[g][h] += q;
       }
-      if constexpr (!kFirst) {
-        _Pragma("GCC unroll 8") for (int g = 0; g < G; ++g) n = n - (vz + c[g]) * o[g];
-        std::memcpy(nk + k + h * W, &n, sizeof(V));
-      }
+      _Pragma("GCC unroll 8") for (int g = 0; g < G; ++g) n = n - (vz + c[g]) * o[g];
+      std::memcpy(nk + k + h * W, &n, sizeof(V));
     }
   }
   double s[G];
@@ -118,8 +111,8 @@ __attribute__((always_inline)) inline void Cvb0Group(const double* beta, double*
     const double ak = kVec ? av[k] : alpha;
     double o[G];
     _Pragma("GCC unroll 8") for (int g = 0; g < G; ++g) {
-      o[g] = kFirst ? 0.0 : p[g][k];
-      const double q = kFirst ? b[g][k] * (nk[k] + ak) : b[g][k] * ((nk[k] - u[g] * o[g]) + ak);
+      o[g] = p[g][k];
+      const double q = b[g][k] * ((nk[k] - u[g] * o[g]) + ak);
       p[g][k] = q;
       s[g] += q;
     }
@@ -171,9 +164,7 @@ __attribute__((always_inline)) inline uint32_t Cvb0SweepsT(const double* beta, d
     std::memcpy(last, nk, K * sizeof(double));
     uint32_t j = 0;
     if (it == 1) {  // the sequential start: terms in pairs
-      for (; j + 2 <= T; j += 2) Cvb0Group<W, kVec, 2, true>(beta, phi, nk, norm, counts, j, K, alpha, av);
-      if (j < T) Cvb0Group<W, kVec, 1, true>(beta, phi, nk, norm, counts, j, K, alpha, av);
-      j = T;
+      for (; j + 2 <= T; j += 2) Cvb0Group<W, kVec, 2>(beta, phi, nk, norm, counts, j, K, alpha, av);
     } else {
       for (; j + kCvb0Group <= T; j += kCvb0Group) {
         Cvb0Group<W, kVec, kCvb0Group>(beta, phi, nk, norm, counts, j, K, alpha, av);

@@ -330,7 +330,7 @@ Cvb0SweepsVecFn g_cvb0_sweeps_vec = Cvb0SweepsVecSse2;  // (the same, alpha a ve
 // last sweep's normaliser sum_k beta_kw (N_dk^{-w} + alpha) in st->phinorm.
 void Cvb0Local(const Model& m, const trib_document& d, bool predict, State* st) {
   const uint32_t K = m.K, T = d.num_terms;
-  st->phi.resize(static_cast<size_t>(T) * K);  // (the first sweep writes it before reading it)
+  st->phi.assign(static_cast<size_t>(T) * K, 0.0);
   st->nk.assign(K, 0.0);
   st->last_nk.resize(K);
   st->phinorm.resize(T);
