@@ -18,17 +18,11 @@ namespace tributary::lda {
 // where N_dk^{-w} = N_dk - u_w phi_wk leaves out the token's own share
 // (u_w = min(1, n_w): one token of the term, or all of a fractional count).
 // Gauss-Seidel sweeps over the distinct terms, N_dk updated right after each
-// group of terms (Cvb0Group). The first sweep starts from phi = 0, N = 0, i.e.
-// it assigns the terms one pair after the other given the ones before (the
-// sequential start of collapsed Gibbs, sdEM Appendix B); the later sweeps
-// refine in groups of four terms (kCvb0Group: as fast per term as one term at
-// a time can never be, since each group waits on the division before it; on
-// the bible benchmark, K = 20, the held-out perplexity of a validation split is
-// the pairs' own, 294.3, where groups of four from the first sweep gave 294.8
-// and groups of eight 296.5); then sweeps until max_k |change of N_dk| over a
-// sweep < cvb0_tol or cvb0_max_iter sweeps (the first one included). No
-// special function: 7 flops per (term, topic) per sweep, one division per
-// term.
+// pair of terms. The first sweep starts from phi = 0, N = 0, i.e. it assigns the terms
+// one after the other given the ones before (the sequential start of collapsed
+// Gibbs, sdEM Appendix B); then sweeps until max_k |change of N_dk| over a
+// sweep < cvb0_tol or cvb0_max_iter sweeps (the first one included). No special
+// function: 7 flops per (term, topic) per sweep, one division per term.
 //
 // The kernel works on chunks of 4 topics (W = 2: two SSE2 vectors, W = 4: one
 // AVX vector) with the same 4 partial sums and no fused multiply-add, so both
@@ -49,140 +43,149 @@ struct VecOf<4> {
   typedef double type __attribute__((vector_size(32)));
 };
 
-// One group of G terms j .. j + G - 1 (G = 1, 2, 4, 8): every term reads the
-// same N_dk (each without its own share), then all of them update it, in
-// term order. The G chains of sums and divisions are independent, so the CPU
-// overlaps them: one term at a time waits on the division of the term before
-// (the sweep is latency-bound), a group of G does G terms' work in about the
-// time of one.
 //
 // kVec (the supervised-LDA family, eq. 7 with the class's alpha row): the
 // prior is the K-vector `av` instead of the scalar `alpha` (which is then
 // unused); the same arithmetic with alpha_k in place of alpha.
-template <int W, bool kVec, int G>
-__attribute__((always_inline)) inline void Cvb0Group(const double* beta, double* phi, double* nk, double* norm,
-                                                     const double* counts, uint32_t j, uint32_t K, double alpha,
-                                                     const double* av) {
-  using V = typename VecOf<W>::type;
-  constexpr int H = 4 / W;  // vectors per chunk of 4 topics
-  const V vz = {};
-  const V va = vz + alpha;
-  const uint32_t K4 = K & ~3u;
-  const double* b[G];
-  double* p[G];
-  double c[G], u[G];
-  _Pragma("GCC unroll 8") for (int g = 0; g < G; ++g) {
-    b[g] = beta + static_cast<size_t>(j + g) * K;
-    p[g] = phi + static_cast<size_t>(j + g) * K;
-    c[g] = counts[j + g];
-    u[g] = c[g] < 1 ? c[g] : 1.0;
-  }
-  // p_k = beta_kw ((N_dk - u phi_wk) + alpha) into phi; N_dk -= c phi_wk.
-  V acc[G][H];
-  _Pragma("GCC unroll 8") for (int g = 0; g < G; ++g) {
-    _Pragma("GCC unroll 4") for (int h = 0; h < H; ++h) acc[g][h] = vz;
-  }
-  for (uint32_t k = 0; k < K4; k += 4) {
-    _Pragma("GCC unroll 4") for (int h = 0; h < H; ++h) {
-      V n;
-      std::memcpy(&n, nk + k + h * W, sizeof(V));
-      V a = va;
-      if constexpr (kVec) std::memcpy(&a, av + k + h * W, sizeof(V));
-      V o[G];
-      _Pragma("GCC unroll 8") for (int g = 0; g < G; ++g) {
-        V bb;
-        std::memcpy(&o[g], p[g] + k + h * W, sizeof(V));
-        std::memcpy(&bb, b[g] + k + h * W, sizeof(V));
-        const V q = bb * ((n - (vz + u[g]) * o[g]) + a);
-        std::memcpy(p[g] + k + h * W, &q, sizeof(V));
-        acc[g][h] += q;
-      }
-      _Pragma("GCC unroll 8") for (int g = 0; g < G; ++g) n = n - (vz + c[g]) * o[g];
-      std::memcpy(nk + k + h * W, &n, sizeof(V));
-    }
-  }
-  double s[G];
-  _Pragma("GCC unroll 8") for (int g = 0; g < G; ++g) {
-    double l[4];
-    std::memcpy(l, acc[g], sizeof l);
-    s[g] = (l[0] + l[1]) + (l[2] + l[3]);
-  }
-  for (uint32_t k = K4; k < K; ++k) {
-    const double ak = kVec ? av[k] : alpha;
-    double o[G];
-    _Pragma("GCC unroll 8") for (int g = 0; g < G; ++g) {
-      o[g] = p[g][k];
-      const double q = b[g][k] * ((nk[k] - u[g] * o[g]) + ak);
-      p[g][k] = q;
-      s[g] += q;
-    }
-    double n = nk[k];
-    _Pragma("GCC unroll 8") for (int g = 0; g < G; ++g) n = n - c[g] * o[g];
-    nk[k] = n;
-  }
-  double inv[G];
-  _Pragma("GCC unroll 8") for (int g = 0; g < G; ++g) {
-    s[g] = s[g] > 1e-300 ? s[g] : 1e-300;
-    norm[j + g] = s[g];
-    inv[g] = 1.0 / s[g];
-  }
-  // phi_wk = p_k / s; N_dk += c phi_wk.
-  for (uint32_t k = 0; k < K4; k += W) {
-    V n;
-    std::memcpy(&n, nk + k, sizeof(V));
-    _Pragma("GCC unroll 8") for (int g = 0; g < G; ++g) {
-      V q;
-      std::memcpy(&q, p[g] + k, sizeof(V));
-      q = q * (vz + inv[g]);
-      std::memcpy(p[g] + k, &q, sizeof(V));
-      n = n + (vz + c[g]) * q;
-    }
-    std::memcpy(nk + k, &n, sizeof(V));
-  }
-  for (uint32_t k = K4; k < K; ++k) {
-    double n = nk[k];
-    _Pragma("GCC unroll 8") for (int g = 0; g < G; ++g) {
-      p[g][k] = p[g][k] * inv[g];
-      n = n + c[g] * p[g][k];
-    }
-    nk[k] = n;
-  }
-}
-
-// Terms per group after the first sweep (Cvb0Group); the last T mod
-// kCvb0Group in groups of halving size.
-constexpr int kCvb0Group = 4;
-
 template <int W, bool kVec = false>
 __attribute__((always_inline)) inline uint32_t Cvb0SweepsT(const double* beta, double* phi, double* nk, double* last,
                                                            double* norm, const double* counts, uint32_t T, uint32_t K,
                                                            double alpha, uint32_t max_iter, double tol,
                                                            const double* av = nullptr) {
+  using V = typename VecOf<W>::type;
+  constexpr int H = 4 / W;  // vectors per chunk of 4 topics
+  const V vz = {};
+  const V va = vz + alpha;
+  const uint32_t K4 = K & ~3u;
   uint32_t it = 0;
   while (it < max_iter) {
     ++it;
     std::memcpy(last, nk, K * sizeof(double));
+    // Terms two at a time: both read the same N_dk (each without its own
+    // share), then both update it. The two chains of sums and divisions are
+    // independent, so the CPU overlaps them (one term at a time waits on the
+    // division of the term before); it converges like term-by-term updates.
     uint32_t j = 0;
-    if (it == 1) {  // the sequential start: terms in pairs
-      for (; j + 2 <= T; j += 2) Cvb0Group<W, kVec, 2>(beta, phi, nk, norm, counts, j, K, alpha, av);
-    } else {
-      for (; j + kCvb0Group <= T; j += kCvb0Group) {
-        Cvb0Group<W, kVec, kCvb0Group>(beta, phi, nk, norm, counts, j, K, alpha, av);
-      }
-      if constexpr (kCvb0Group > 4) {
-        if (j + 4 <= T) {
-          Cvb0Group<W, kVec, 4>(beta, phi, nk, norm, counts, j, K, alpha, av);
-          j += 4;
+    for (; j + 1 < T; j += 2) {
+      const double* b0 = beta + static_cast<size_t>(j) * K;
+      const double* b1 = b0 + K;
+      double* p0 = phi + static_cast<size_t>(j) * K;
+      double* p1 = p0 + K;
+      const double c0 = counts[j], u0 = c0 < 1 ? c0 : 1.0;
+      const double c1 = counts[j + 1], u1 = c1 < 1 ? c1 : 1.0;
+      const V vc0 = vz + c0, vu0 = vz + u0, vc1 = vz + c1, vu1 = vz + u1;
+      V acc0[H], acc1[H];
+      for (int h = 0; h < H; ++h) acc0[h] = acc1[h] = vz;
+      for (uint32_t k = 0; k < K4; k += 4) {
+        for (int h = 0; h < H; ++h) {
+          V o0, o1, n, bb0, bb1;
+          std::memcpy(&o0, p0 + k + h * W, sizeof(V));
+          std::memcpy(&o1, p1 + k + h * W, sizeof(V));
+          std::memcpy(&n, nk + k + h * W, sizeof(V));
+          std::memcpy(&bb0, b0 + k + h * W, sizeof(V));
+          std::memcpy(&bb1, b1 + k + h * W, sizeof(V));
+          V a = va;
+          if constexpr (kVec) std::memcpy(&a, av + k + h * W, sizeof(V));
+          const V q0 = bb0 * ((n - vu0 * o0) + a);
+          const V q1 = bb1 * ((n - vu1 * o1) + a);
+          n = (n - vc0 * o0) - vc1 * o1;
+          std::memcpy(nk + k + h * W, &n, sizeof(V));
+          std::memcpy(p0 + k + h * W, &q0, sizeof(V));
+          std::memcpy(p1 + k + h * W, &q1, sizeof(V));
+          acc0[h] += q0;
+          acc1[h] += q1;
         }
       }
-      if constexpr (kCvb0Group > 2) {
-        if (j + 2 <= T) {
-          Cvb0Group<W, kVec, 2>(beta, phi, nk, norm, counts, j, K, alpha, av);
-          j += 2;
-        }
+      double l0[4], l1[4];
+      std::memcpy(l0, acc0, sizeof l0);
+      std::memcpy(l1, acc1, sizeof l1);
+      double s0 = (l0[0] + l0[1]) + (l0[2] + l0[3]);
+      double s1 = (l1[0] + l1[1]) + (l1[2] + l1[3]);
+      for (uint32_t k = K4; k < K; ++k) {
+        const double ak = kVec ? av[k] : alpha;
+        const double q0 = b0[k] * ((nk[k] - u0 * p0[k]) + ak);
+        const double q1 = b1[k] * ((nk[k] - u1 * p1[k]) + ak);
+        nk[k] = (nk[k] - c0 * p0[k]) - c1 * p1[k];
+        p0[k] = q0;
+        p1[k] = q1;
+        s0 += q0;
+        s1 += q1;
+      }
+      s0 = s0 > 1e-300 ? s0 : 1e-300;
+      s1 = s1 > 1e-300 ? s1 : 1e-300;
+      norm[j] = s0;
+      norm[j + 1] = s1;
+      const double inv0 = 1.0 / s0, inv1 = 1.0 / s1;
+      const V vi0 = vz + inv0, vi1 = vz + inv1;
+      for (uint32_t k = 0; k < K4; k += W) {
+        V q0, q1, n;
+        std::memcpy(&q0, p0 + k, sizeof(V));
+        std::memcpy(&q1, p1 + k, sizeof(V));
+        std::memcpy(&n, nk + k, sizeof(V));
+        q0 = q0 * vi0;
+        q1 = q1 * vi1;
+        n = (n + vc0 * q0) + vc1 * q1;
+        std::memcpy(p0 + k, &q0, sizeof(V));
+        std::memcpy(p1 + k, &q1, sizeof(V));
+        std::memcpy(nk + k, &n, sizeof(V));
+      }
+      for (uint32_t k = K4; k < K; ++k) {
+        p0[k] = p0[k] * inv0;
+        p1[k] = p1[k] * inv1;
+        nk[k] = (nk[k] + c0 * p0[k]) + c1 * p1[k];
       }
     }
-    if (j < T) Cvb0Group<W, kVec, 1>(beta, phi, nk, norm, counts, j, K, alpha, av);
+    if (j < T) {  // the last term of an odd count, alone
+      const double* b = beta + static_cast<size_t>(j) * K;
+      double* ph = phi + static_cast<size_t>(j) * K;
+      const double c = counts[j], u = c < 1 ? c : 1.0;
+      const V vc = vz + c, vu = vz + u;
+      // p_k = beta_kw ((N_dk - u phi_wk) + alpha) into phi; N_dk -= c phi_wk.
+      V acc[H];
+      for (int h = 0; h < H; ++h) acc[h] = vz;
+      for (uint32_t k = 0; k < K4; k += 4) {
+        for (int h = 0; h < H; ++h) {
+          V old, n, bb;
+          std::memcpy(&old, ph + k + h * W, sizeof(V));
+          std::memcpy(&n, nk + k + h * W, sizeof(V));
+          std::memcpy(&bb, b + k + h * W, sizeof(V));
+          V a = va;
+          if constexpr (kVec) std::memcpy(&a, av + k + h * W, sizeof(V));
+          const V p = bb * ((n - vu * old) + a);
+          n = n - vc * old;
+          std::memcpy(nk + k + h * W, &n, sizeof(V));
+          std::memcpy(ph + k + h * W, &p, sizeof(V));
+          acc[h] += p;
+        }
+      }
+      double lanes[4];
+      std::memcpy(lanes, acc, sizeof lanes);
+      double s = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+      for (uint32_t k = K4; k < K; ++k) {
+        const double p = b[k] * ((nk[k] - u * ph[k]) + (kVec ? av[k] : alpha));
+        nk[k] = nk[k] - c * ph[k];
+        ph[k] = p;
+        s += p;
+      }
+      s = s > 1e-300 ? s : 1e-300;
+      norm[j] = s;
+      const double inv = 1.0 / s;
+      const V vi = vz + inv;
+      // phi_wk = p_k / s; N_dk += c phi_wk.
+      for (uint32_t k = 0; k < K4; k += W) {
+        V p, n;
+        std::memcpy(&p, ph + k, sizeof(V));
+        std::memcpy(&n, nk + k, sizeof(V));
+        p = p * vi;
+        n = n + vc * p;
+        std::memcpy(ph + k, &p, sizeof(V));
+        std::memcpy(nk + k, &n, sizeof(V));
+      }
+      for (uint32_t k = K4; k < K; ++k) {
+        ph[k] = ph[k] * inv;
+        nk[k] = nk[k] + c * ph[k];
+      }
+    }
     double change = 0;
     for (uint32_t k = 0; k < K; ++k) change = std::max(change, std::fabs(nk[k] - last[k]));
     if (it > 1 && change < tol) break;
