@@ -63,8 +63,10 @@ grep -E "tests passed" "$dir/ctest.log"
 # ---- 4. The program.
 "$exb/embed_service" --port 0 --snapshot "$dir/model.trib" >"$dir/service.out" 2>"$dir/service.err" &
 pid=$!
-for _ in $(seq 100); do
+# (Up to 30 s: a loaded 2-core machine; a service that died is not waited for.)
+for _ in $(seq 300); do
   grep -q "listening on" "$dir/service.out" && break
+  kill -0 $pid 2>/dev/null || break
   sleep 0.1
 done
 port=$(sed -n 's/^listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$dir/service.out")
