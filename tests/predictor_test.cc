@@ -100,6 +100,23 @@ TEST(PredictorTest, FrozenMultinomialScoresAsScoreDoes) {
   }
 }
 
+// The table's sums are held in registers a chunk of classes at a time (up to
+// eight vectors, then the rest, then on AVX-512 a half vector): class counts
+// whose padded width takes each of those paths at every vector width.
+TEST(PredictorTest, FrozenMultinomialScoresAsScoreDoesForEveryWidthOfTheTable) {
+  for (uint32_t classes : {1u, 3u, 11u, 39u, 70u}) {
+    SCOPED_TRACE(classes);
+    auto m = NewModel(testing::TextSchema(700, classes), "multinomial", "ncll");
+    ASSERT_NE(m, nullptr);
+    Train(m.get(), Docs(2000, 700, classes, 3), 1);
+    auto p = Predictor::Create(m.get());
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    ASSERT_TRUE((*p)->Freeze().ok());
+    ASSERT_TRUE((*p)->frozen());
+    ExpectScoresLikeModel(*m, p->get(), Docs(300, 700, classes, 4), 1e-13);
+  }
+}
+
 // A 5-component mixture trained on `n` unlabelled documents, and a Predictor
 // of it with its table built (null members on failure).
 struct FrozenMixture {

@@ -182,6 +182,8 @@ int StateCreate(const trib_family_model*, uint64_t, trib_family_state** out, tri
 // x86-64 baseline this is plain SSE2 (no -march, no -ffast-math); a build with
 // a wider -m flag gets the same code on wider registers.
 typedef double v2d __attribute__((vector_size(16)));
+typedef double v4d __attribute__((vector_size(32)));
+typedef double v8d __attribute__((vector_size(64)));
 typedef uint64_t v2u __attribute__((vector_size(16)));
 typedef int64_t v2i __attribute__((vector_size(16)));
 
@@ -492,7 +494,15 @@ struct Frozen {
   std::unique_ptr<double[], tributary::huge_pages::Free> word;
   std::vector<double> cls;        // a_k (stride)
   std::vector<double> log_total;  // b_k (stride)
+  // The document's rows are prefetched, whole, before the sums once the
+  // table is larger than a last-level cache holds (kPrefetchBytes): then
+  // their misses overlap, ~7 % of a 10^6-term model's scoring
+  // (bench/mnb_bench BM_MnbPredictFrozen). A table in the cache gains
+  // nothing from it (out-of-order execution loads a few rows ahead) and pays
+  // ~4 % of eval's time for the prefetch loop (fortunes, 28,000 terms).
+  bool prefetch = false;
 };
+constexpr size_t kPrefetchBytes = size_t{32} << 20;
 
 // n values, uninitialised (Freeze writes every one), advised as huge pages
 // once they fill half a page.
@@ -512,6 +522,7 @@ int Freeze(const trib_family_model* mm, const trib_stats* s, trib_frozen** out, 
     const trib_block& wb = s->blocks[1];
     const double wscale = wb.scale, wshift = wb.shift * wb.alpha_bar;
     f->word.reset(AllocateTable(f->V * f->stride));
+    f->prefetch = f->V * f->stride * sizeof(double) > kPrefetchBytes;
     f->cls.assign(f->stride, 0.0);
     f->log_total.assign(f->stride, 0.0);
     const double log_ctot = std::log(cb.scale * m->raw_class_total + cb.shift * cb.alpha_bar * m->K);
@@ -552,40 +563,80 @@ void FrozenDestroy(trib_frozen* f) { delete reinterpret_cast<Frozen*>(f); }
 // term order (the same sums on every path, so the bits do not depend on the
 // CPU or on TRIBUTARY_SIMD, tributary/simd.h: the AVX-512 clone is compiled
 // without FMA contraction, which AVX-512 F would otherwise allow;
-// tests/cli/simd_levels.sh compares). The rows are scattered over the table:
-// all of them are prefetched first, whole, so that their misses overlap.
-template <bool kUnit>
-inline void AddRow(double* __restrict acc, const double* __restrict row, double n, uint32_t stride) {
-  if (kUnit) {
-    for (uint32_t k = 0; k < stride; ++k) acc[k] += row[k];
-  } else {
-    for (uint32_t k = 0; k < stride; ++k) acc[k] += n * row[k];
-  }
-}
-
-#define TRIB_SUM_ROWS_BODY                                                \
+// tests/cli/simd_levels.sh compares).
+//
+// The sums stay in registers across the rows, up to eight vectors of them
+// (a chunk of the classes), and the chunks take turns over the rows: kept in
+// memory, each row's add waited on the store of the row before (a
+// store-to-load chain per row, ~3x the adds' own latency on 40 classes).
+// Every count multiplies its row: n x r is r, bit for bit, at n = 1 (no
+// branch on the count, which mispredicted on the counts of 2).
+#define TRIB_SUM_CHUNK_BODY(V)                                            \
+  constexpr uint32_t W = sizeof(V) / sizeof(double);                      \
+  V a[N];                                                                 \
+  for (int i = 0; i < N; ++i) std::memcpy(&a[i], acc + i * W, sizeof(V)); \
   for (uint32_t j = 0; j < T; ++j) {                                      \
     const double* row = table + static_cast<uint64_t>(ids[j]) * stride;   \
-    for (uint32_t k = 0; k < stride; k += 8) __builtin_prefetch(row + k); \
-  }                                                                       \
-  for (uint32_t j = 0; j < T; ++j) {                                      \
-    const double* row = table + static_cast<uint64_t>(ids[j]) * stride;   \
-    if (counts[j] == 1.0) {                                               \
-      AddRow<true>(acc, row, 1.0, stride);                                \
-    } else {                                                              \
-      AddRow<false>(acc, row, counts[j], stride);                         \
+    V n;                                                                  \
+    for (uint32_t l = 0; l < W; ++l) n[l] = counts[j];                    \
+    for (int i = 0; i < N; ++i) {                                         \
+      V r;                                                                \
+      std::memcpy(&r, row + i * W, sizeof(V));                            \
+      a[i] += n * r;                                                      \
     }                                                                     \
-  }
+  }                                                                       \
+  for (int i = 0; i < N; ++i) std::memcpy(acc + i * W, &a[i], sizeof(V));
 
-void SumRowsSse2(double* __restrict acc, const double* table, uint32_t stride, const uint32_t* ids,
-                 const double* counts, uint32_t T) {
-  TRIB_SUM_ROWS_BODY
-}
+// The chunks: eight vectors at a time, then the rest (1 .. 7 vectors), then
+// (AVX-512, whose vectors hold eight lanes) a last half vector of four: the
+// stride is a multiple of four.
+#define TRIB_SUM_ROWS_BODY(CHUNK, V)                                                            \
+  constexpr uint32_t W = sizeof(V) / sizeof(double);                                            \
+  uint32_t k = 0;                                                                               \
+  for (; k + 8 * W <= stride; k += 8 * W) CHUNK<8>(acc + k, table + k, stride, ids, counts, T); \
+  switch ((stride - k) / W) {                                                                   \
+    case 7:                                                                                     \
+      CHUNK<7>(acc + k, table + k, stride, ids, counts, T);                                     \
+      break;                                                                                    \
+    case 6:                                                                                     \
+      CHUNK<6>(acc + k, table + k, stride, ids, counts, T);                                     \
+      break;                                                                                    \
+    case 5:                                                                                     \
+      CHUNK<5>(acc + k, table + k, stride, ids, counts, T);                                     \
+      break;                                                                                    \
+    case 4:                                                                                     \
+      CHUNK<4>(acc + k, table + k, stride, ids, counts, T);                                     \
+      break;                                                                                    \
+    case 3:                                                                                     \
+      CHUNK<3>(acc + k, table + k, stride, ids, counts, T);                                     \
+      break;                                                                                    \
+    case 2:                                                                                     \
+      CHUNK<2>(acc + k, table + k, stride, ids, counts, T);                                     \
+      break;                                                                                    \
+    case 1:                                                                                     \
+      CHUNK<1>(acc + k, table + k, stride, ids, counts, T);                                     \
+      break;                                                                                    \
+    default:                                                                                    \
+      break;                                                                                    \
+  }                                                                                             \
+  k += (stride - k) / W * W;
 
-__attribute__((target("avx2"))) void SumRowsAvx2(double* __restrict acc, const double* table, uint32_t stride,
-                                                 const uint32_t* ids, const double* counts, uint32_t T) {
-  TRIB_SUM_ROWS_BODY
+#define TRIB_SUM_CHUNK_ARGS                                                                                \
+  double *__restrict acc, const double *__restrict table, uint32_t stride, const uint32_t *__restrict ids, \
+      const double *__restrict counts, uint32_t T
+
+template <int N>
+void ChunkSse2(TRIB_SUM_CHUNK_ARGS) {
+  TRIB_SUM_CHUNK_BODY(v2d)
 }
+void SumRowsSse2(TRIB_SUM_CHUNK_ARGS) { TRIB_SUM_ROWS_BODY(ChunkSse2, v2d) }
+
+template <int N>
+__attribute__((target("avx2"))) void ChunkAvx2(TRIB_SUM_CHUNK_ARGS) {
+  TRIB_SUM_CHUNK_BODY(v4d)
+}
+__attribute__((target("avx2"))) void SumRowsAvx2(TRIB_SUM_CHUNK_ARGS) { TRIB_SUM_ROWS_BODY(ChunkAvx2, v4d) }
+
 // AVX-512 F implies FMA: a contracted a * b + c would change the last digit
 // of the sums (eval's hinge showed it), so contraction is off here. GCC takes
 // it as a function attribute; clang has no optimize attribute and its
@@ -596,12 +647,21 @@ __attribute__((target("avx2"))) void SumRowsAvx2(double* __restrict acc, const d
 #else
 #define TRIB_NO_FP_CONTRACT , optimize("fp-contract=off")
 #endif
-__attribute__((target("avx512f") TRIB_NO_FP_CONTRACT)) void SumRowsAvx512(double* __restrict acc, const double* table,
-                                                                          uint32_t stride, const uint32_t* ids,
-                                                                          const double* counts, uint32_t T) {
-  TRIB_SUM_ROWS_BODY
+template <int N>
+__attribute__((target("avx512f") TRIB_NO_FP_CONTRACT)) void ChunkAvx512(TRIB_SUM_CHUNK_ARGS) {
+  TRIB_SUM_CHUNK_BODY(v8d)
+}
+template <int N>
+__attribute__((target("avx512f") TRIB_NO_FP_CONTRACT)) void ChunkAvx512Half(TRIB_SUM_CHUNK_ARGS) {
+  TRIB_SUM_CHUNK_BODY(v4d)
+}
+__attribute__((target("avx512f") TRIB_NO_FP_CONTRACT)) void SumRowsAvx512(TRIB_SUM_CHUNK_ARGS) {
+  TRIB_SUM_ROWS_BODY(ChunkAvx512, v8d)
+  if (k < stride) ChunkAvx512Half<1>(acc + k, table + k, stride, ids, counts, T);
 }
 #undef TRIB_SUM_ROWS_BODY
+#undef TRIB_SUM_CHUNK_BODY
+#undef TRIB_SUM_CHUNK_ARGS
 
 const bool kSumRowsAvx2 = tributary::simd::MaxLevel() >= tributary::simd::kAvx2;
 const bool kSumRowsAvx512 = tributary::simd::MaxLevel() >= tributary::simd::kAvx512;
@@ -621,6 +681,12 @@ int ScoreFrozen(const trib_family_model*, const trib_frozen* ff, trib_family_sta
       if (d->term_ids[j] >= f->V) {
         return Fail(err, TRIB_ERR_INVALID_ARGUMENT, "term id %llu >= vocabulary size %llu",
                     static_cast<unsigned long long>(d->term_ids[j]), static_cast<unsigned long long>(f->V));
+      }
+    }
+    if (f->prefetch) {
+      for (uint32_t j = 0; j < T; ++j) {
+        const double* row = f->word.get() + static_cast<uint64_t>(d->term_ids[j]) * stride;
+        for (uint32_t k = 0; k < stride; k += 8) __builtin_prefetch(row + k);
       }
     }
     if (kSumRowsAvx512) {

@@ -9,6 +9,8 @@
 # enough that eval builds the frozen table before its first document. A CPU
 # without a level runs the one below it: the comparison then covers the
 # levels it has.
+# A second text of 70 classes (the frozen table's sums in chunks of up to
+# eight vectors, at every width) trains and evaluates the same way.
 # Usage: simd_levels.sh PATH/TO/tributary SOURCE_DIR
 set -euo pipefail
 T=$1
@@ -28,9 +30,15 @@ for name, n in (("train", 3000), ("test", 800)):
         for i in range(n):
             c = r.randrange(12)
             f.write("c%d\t%s\n" % (c, doc(c)))
+# 70 classes: the frozen sums' chunks of eight vectors and their rest at every width.
+with open("%s/wide.tsv" % sys.argv[1], "w") as f:
+    for i in range(1500):
+        c = r.randrange(12)
+        f.write("k%d\t%s\n" % (c * 6 + r.randrange(6) if c < 11 else 66 + r.randrange(4), doc(c)))
 PY
 $T convert -q --format tsv --in "$dir/train.tsv" --out "$dir/train.pb"
 $T convert -q --format tsv --in "$dir/test.tsv" --out "$dir/test.pb"
+$T convert -q --format tsv --in "$dir/wide.tsv" --out "$dir/wide.pb"
 for level in sse2 avx2 avx512; do
   export TRIBUTARY_SIMD=$level
   $T train -q --family multinomial --loss ncll --select off --epochs 2 --in "$dir/train.pb" --out "$dir/m_$level.trib"
@@ -38,9 +46,11 @@ for level in sse2 avx2 avx512; do
   $T eval --json --model "$dir/m_sse2.trib" --in "$dir/test.pb" >"$dir/eval_m_$level.json"
   $T eval --json --model "$dir/l_sse2.trib" --in "$dir/test.pb" >"$dir/eval_l_$level.json"
   $T predict --model "$dir/m_sse2.trib" --in "$dir/test.pb" --out "$dir/predict_$level.jsonl"
+  $T train -q --family multinomial --loss ncll --select off --in "$dir/wide.pb" --out "$dir/w_$level.trib"
+  $T eval --json --model "$dir/w_sse2.trib" --in "$dir/wide.pb" >"$dir/eval_w_$level.json"
 done
 unset TRIBUTARY_SIMD
-for f in m l; do
+for f in m l w; do
   for level in avx2 avx512; do
     cmp -s "$dir/${f}_sse2.trib" "$dir/${f}_$level.trib" || fail "model $f trained at $level differs from sse2's"
     cmp -s "$dir/eval_${f}_sse2.json" "$dir/eval_${f}_$level.json" ||
