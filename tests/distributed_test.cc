@@ -239,6 +239,30 @@ TEST_F(DistributedTest, ARanksBadDocumentFailsTheJob) {
   EXPECT_EQ(m->learner_state().updates, 399u);
 }
 
+// `tributary` does not link Open MPI (every command would pay its libraries'
+// start-up); `train --distributed` runs tributary-mpi from its directory,
+// which the tests above went through. Without it there, the error names it.
+TEST_F(DistributedTest, TheProgramRunsTributaryMpiFromItsOwnDirectory) {
+  std::string out;
+  ASSERT_EQ(testing::RunCommand("ldd " + testing::ProgramPath(), &out, true), 0) << out;
+  EXPECT_THAT(out, HasSubstr("libprotobuf"));  // the listing is of something
+  EXPECT_THAT(out, ::testing::Not(HasSubstr("libmpi")));
+  const std::string mpi = std::filesystem::path(testing::ProgramPath()).parent_path() / "tributary-mpi";
+  ASSERT_TRUE(std::filesystem::exists(mpi)) << mpi;
+  ASSERT_EQ(testing::RunCommand("ldd " + mpi, &out, true), 0) << out;
+  EXPECT_THAT(out, HasSubstr("libmpi"));
+
+  const std::string train = MakeStream("train.pb", 100, 1);
+  std::filesystem::create_directories(dir_ + "/alone");
+  std::filesystem::copy_file(testing::ProgramPath(), dir_ + "/alone/tributary");
+  EXPECT_EQ(testing::RunCommand(
+                dir_ + "/alone/tributary train --distributed --in " + train + " --out " + dir_ + "/m.trib", &out, true),
+            1);
+  EXPECT_THAT(out, HasSubstr("--distributed runs '" + dir_ + "/alone/tributary-mpi'"));
+  EXPECT_THAT(out, HasSubstr("No such file or directory"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/m.trib"));
+}
+
 // A rank killed in the middle of training: mpirun ends the job (non-zero,
 // naming what happened) instead of leaving the other rank waiting.
 TEST_F(DistributedTest, AKilledRankEndsTheJob) {

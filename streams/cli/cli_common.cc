@@ -21,6 +21,13 @@ Status NameFile(const Status& st, const std::string& path) {
   return st.WithContext("'" + path + "'");
 }
 
+namespace {
+char** program_arguments = nullptr;
+}  // namespace
+
+void SetProgramArguments(char** argv) { program_arguments = argv; }
+char** ProgramArguments() { return program_arguments; }
+
 int RunOnInput(const std::string& path, const std::function<int()>& run) {
   try {
     return run();

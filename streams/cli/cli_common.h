@@ -27,6 +27,12 @@ constexpr int kExitUsage = 2;  // bad command line
 // Prints "tributary: error: <status>" to stderr and returns kExitError.
 int ReportError(const Status& st);
 
+// The arguments `main` got (argv, null-terminated), kept for a command that
+// runs the program again (train --distributed, commands/train_distributed.h);
+// null before SetProgramArguments.
+void SetProgramArguments(char** argv);
+char** ProgramArguments();
+
 // `st` naming the file it is about: "'<path>': <message>", unless the message
 // names the file already (the stream reader's, DecodedStream's and
 // Model::Load's errors do). OK stays OK. Every refusal of a command that reads

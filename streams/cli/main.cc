@@ -15,6 +15,7 @@
 namespace tributary::cli {
 
 int Main(int argc, char** argv) {
+  SetProgramArguments(argv);
   CLI::App app{"Tributary: online learning of probabilistic models from document streams (sdEM, SEP)"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("tributary ") + Version());

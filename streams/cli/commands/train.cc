@@ -596,6 +596,9 @@ Runner SetUpTrain(CLI::App* cmd) {
   return [cmd, f] {
     NoteScheduleGiven(*cmd, &f->learn);
     f->learn.threads_given = cmd->get_option("--threads")->count() > 0;
+    if (f->learn.distributed) {
+      if (int rc = ExecMpiProgram(); rc >= 0) return rc;
+    }
     return RunOnInput(f->in, [&] { return RunTrain(f->learn, f->in, f->out); });
   };
 }

@@ -10,8 +10,13 @@
 // the model and the report.
 #include "commands/train_distributed.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <numeric>
 #include <random>
@@ -29,6 +34,28 @@ namespace tributary::cli {
 
 #ifndef TRIBUTARY_HAVE_MPI
 
+int ExecMpiProgram() {
+#ifdef TRIBUTARY_MPI_PROGRAM
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) {
+    return ReportError(Status::IOError("--distributed: cannot find this program's directory (/proc/self/exe: " +
+                                       ec.message() + ") to run " + TRIBUTARY_MPI_PROGRAM));
+  }
+  const std::string mpi = (self.parent_path() / TRIBUTARY_MPI_PROGRAM).string();
+  char** argv = ProgramArguments();
+  if (argv == nullptr) return ReportError(Status::Internal("--distributed: the program's arguments were not kept"));
+  ::execv(mpi.c_str(), argv);
+  const int e = errno;
+  return ReportError(Status::IOError("--distributed runs '" + mpi +
+                                     "' (this program linked with Open MPI, installed beside it), which failed to "
+                                     "start: " +
+                                     std::strerror(e)));
+#else
+  return -1;
+#endif
+}
+
 int RunTrainDistributed(const LearnFlags&, const std::string&, const std::string&, std::unique_ptr<Model>,
                         std::unique_ptr<DocumentReader>) {
   return ReportError(Status::InvalidArgument(
@@ -37,6 +64,8 @@ int RunTrainDistributed(const LearnFlags&, const std::string&, const std::string
 }
 
 #else
+
+int ExecMpiProgram() { return -1; }
 
 namespace {
 

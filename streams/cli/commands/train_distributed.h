@@ -19,6 +19,17 @@ namespace tributary::cli {
 int RunTrainDistributed(const LearnFlags& f, const std::string& in, const std::string& out,
                         std::unique_ptr<Model> model, std::unique_ptr<DocumentReader> reader);
 
+// `tributary` does not link Open MPI, whose libraries cost every command
+// ~1.5 ms of start-up; an MPI build also makes `tributary-mpi`, the same
+// program linked with it. `train --distributed` calls this first: in
+// `tributary` it replaces the process (execv: the same process id, so mpirun
+// sees no difference) with the `tributary-mpi` found in this program's own
+// directory, with the arguments `main` got (SetProgramArguments), and
+// returns only if that fails (the error reported, the exit code returned). It
+// returns -1 in `tributary-mpi` (go on) and in a build without MPI
+// (RunTrainDistributed then says so).
+int ExecMpiProgram();
+
 }  // namespace tributary::cli
 
 #endif  // TRIBUTARY_STREAMS_CLI_COMMANDS_TRAIN_DISTRIBUTED_H_
