@@ -207,6 +207,53 @@ TEST(LdaMathTest, Cvb0KernelSameBitsInEveryWidth) {
 #endif
 }
 
+// A call continues from the phi and N_dk it is given (the first call's zeros
+// make its first sweep the sequential start): one call of N sweeps is a call
+// of one sweep then calls of one sweep each, bit for bit. The supervised-LDA
+// family steps its sweeps one call at a time this way (Cvb0SweepsVec), so a
+// kernel that took phi as zero on entry would break it. (Both widths,
+// compiled here for the baseline: the bits are the same at every width.)
+TEST(LdaMathTest, Cvb0KernelContinuesFromThePhiItIsGiven) {
+  std::mt19937_64 rng(9);
+  for (uint32_t K : {3u, 20u}) {
+    const uint32_t T = 29;
+    std::vector<double> beta(static_cast<size_t>(T) * K), counts(T), av(K);
+    for (auto& b : beta) b = 1e-4 + static_cast<double>(rng() >> 11) * 0x1.0p-53;
+    for (uint32_t j = 0; j < T; ++j) counts[j] = j % 7 == 0 ? 0.5 : static_cast<double>(1 + rng() % 3);
+    for (auto& a : av) a = 0.05 + static_cast<double>(rng() % 100) / 400.0;
+    for (int width : {2, 4}) {
+      for (bool vec : {false, true}) {
+        auto sweep = [&](std::vector<double>* phi, std::vector<double>* nk, std::vector<double>* norm, uint32_t n) {
+          std::vector<double> last(K);
+          double* a[] = {phi->data(), nk->data(), last.data(), norm->data()};
+          if (vec) {
+            return width == 2 ? lda::Cvb0SweepsT<2, true>(beta.data(), a[0], a[1], a[2], a[3], counts.data(), T, K, 0.0,
+                                                          n, 0.0, av.data())
+                              : lda::Cvb0SweepsT<4, true>(beta.data(), a[0], a[1], a[2], a[3], counts.data(), T, K, 0.0,
+                                                          n, 0.0, av.data());
+          }
+          return width == 2
+                     ? lda::Cvb0SweepsT<2>(beta.data(), a[0], a[1], a[2], a[3], counts.data(), T, K, 0.1, n, 0.0)
+                     : lda::Cvb0SweepsT<4>(beta.data(), a[0], a[1], a[2], a[3], counts.data(), T, K, 0.1, n, 0.0);
+        };
+        std::vector<double> p1(beta.size(), 0.0), n1(K, 0.0), z1(T, 0.0);
+        std::vector<double> p2 = p1, n2 = n1, z2 = z1;
+        EXPECT_EQ(sweep(&p1, &n1, &z1, 6), 6u);
+        for (int i = 0; i < 6; ++i) EXPECT_EQ(sweep(&p2, &n2, &z2, 1), 1u);
+        const std::string what =
+            "K = " + std::to_string(K) + ", width " + std::to_string(width) + (vec ? ", alpha a vector" : "");
+        EXPECT_EQ(p1, p2) << what;
+        EXPECT_EQ(n1, n2) << what;
+        EXPECT_EQ(z1, z2) << what;
+        // ... and the sweeps moved phi: the comparison is of something.
+        std::vector<double> p3(beta.size(), 0.0), n3(K, 0.0), z3(T, 0.0);
+        sweep(&p3, &n3, &z3, 1);
+        EXPECT_NE(p1, p3);
+      }
+    }
+  }
+}
+
 // The check-step under deliberately large steps: constant rho = 0.9 (each
 // step keeps 10% of the statistics; the block's scale underflows and is
 // re-materialised every ~100 steps) and rho = 1 (f = 1 - rho = 0: the engine

@@ -44,7 +44,8 @@ constexpr double kMinScale = 1e-100;
 // A double is not finite iff its exponent bits are all ones, i.e. adding one
 // to the exponent field carries into the sign bit: OR-ed over a delta's
 // values, ((bits & kExpBits) + kExpOne) >> 63 says whether any is not finite,
-// without a branch per entry (the apply loop in Learn).
+// without a branch per entry (the apply loop in Learn). Plugins' fused steps
+// make the same test with sdk::NonFiniteBit (plugin_sdk.h).
 constexpr uint64_t kExpBits = 0x7ff0000000000000ull, kExpOne = 0x0010000000000000ull;
 
 // Length of the run idx[0], idx[0] + 1, ... (at most max_len >= 1 entries),

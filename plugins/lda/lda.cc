@@ -176,6 +176,7 @@ using tributary::lda::RawForFloor;
 using tributary::lda::State;
 using tributary::sdk::Fail;
 using tributary::sdk::Guard;
+using tributary::sdk::NonFiniteBit;
 
 inline Model* M(trib_family_model* m) { return tributary::sdk::As<Model>(m); }
 inline const Model* M(const trib_family_model* m) { return tributary::sdk::As<Model>(m); }
@@ -639,37 +640,18 @@ int Commit(trib_family_model* mm, trib_stats* s, const uint64_t* idx, const doub
 
 // ---- The fused step (ABI 1.7) ---------------------------------------------
 
-// The bits of a not-finite double set bit 63 of (bits & exp) + one exponent
-// step (as the engine's apply checks a delta): OR-ed over the entries, one
-// test at the end.
-inline uint64_t NonFiniteBit(double v) {
-  uint64_t bits;
-  std::memcpy(&bits, &v, sizeof bits);
-  return (bits & 0x7ff0000000000000ull) + 0x0010000000000000ull;
-}
-
 // One topic row of the fused step, W lanes at a time (no fused multiply-add,
 // so every width gives the bits of the scalar expressions): dv_k = c row_k
 // (vi: (c et_k) row_k, Accumulate's order), old_k = r_k, r_k = old_k + dv_k
 // mult. Returns the non-finite bits of the dv_k; *feasible = every
 // scale r_k + prior > 0 (NaN fails it).
 template <int W>
-struct MaskOf;
-template <>
-struct MaskOf<2> {
-  typedef int64_t type __attribute__((vector_size(16)));
-};
-template <>
-struct MaskOf<4> {
-  typedef int64_t type __attribute__((vector_size(32)));
-};
-template <int W>
 __attribute__((always_inline)) inline uint64_t FusedRowT(double* __restrict r, double* __restrict old,
                                                          const double* __restrict row, const double* __restrict et,
                                                          double c, double mult, double scale, double prior, uint32_t K,
                                                          bool* feasible) {
   using V = typename tributary::lda::VecOf<W>::type;
-  using L = typename MaskOf<W>::type;
+  using L = typename tributary::lda::VecOf<W>::mask;
   const V vz = {};
   const L lz = {};
   const V vc = vz + c, vm = vz + mult, vs = vz + scale, vp = vz + prior;

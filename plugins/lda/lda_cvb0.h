@@ -29,18 +29,26 @@ namespace tributary::lda {
 // widths give the same bits: a model does not depend on the CPU it ran on.
 //
 // Arguments: beta and phi are T x K (term-major, K contiguous), nk, last K,
-// norm T (the last sweep's normaliser of each term), counts T. phi and nk
-// must start at 0 (the first sweep is then the sequential start). Returns
-// the number of sweeps run.
+// norm T (the last sweep's normaliser of each term), counts T. The sweeps
+// continue from the phi and nk given: zeros for a document's first call (its
+// first sweep is then the sequential start), or what earlier calls left, so
+// that N calls of one sweep are one call of N sweeps, bit for bit (the
+// supervised-LDA family steps them so; test
+// LdaMathTest.Cvb0KernelContinuesFromThePhiItIsGiven). Returns the number
+// of sweeps run.
+// W doubles in one vector (`type`), and what comparing two of them gives
+// (`mask`: -1 true, 0 false, per lane).
 template <int W>
 struct VecOf;
 template <>
 struct VecOf<2> {
   typedef double type __attribute__((vector_size(16)));
+  typedef int64_t mask __attribute__((vector_size(16)));
 };
 template <>
 struct VecOf<4> {
   typedef double type __attribute__((vector_size(32)));
+  typedef int64_t mask __attribute__((vector_size(32)));
 };
 
 //

@@ -24,6 +24,7 @@ namespace {
 
 using tributary::sdk::Fail;
 using tributary::sdk::Guard;
+using tributary::sdk::NonFiniteBit;
 
 namespace sdk = tributary::sdk;
 
@@ -868,15 +869,6 @@ int Commit(trib_family_model* mm, trib_stats* s, const uint64_t* idx, const doub
 // read and the engine's copy of the old values that Commit reads back. Under
 // NCLL every class moves (K (T + 1) entries a document), which made those
 // three passes about half of a training step.
-
-// The bits of a not-finite double set bit 63 of (bits & exp) + one exponent
-// step (see sdem_learner.cc): OR-ed over the entries, one test at the end.
-constexpr uint64_t kExpBits = 0x7ff0000000000000ull, kExpOne = 0x0010000000000000ull;
-inline uint64_t NonFiniteBit(double v) {
-  uint64_t bits;
-  std::memcpy(&bits, &v, sizeof bits);
-  return (bits & kExpBits) + kExpOne;
-}
 
 // FusedStep's word rows (the dense path): row entry q moves by
 // w_q n wmult, floored, its old value logged and its class total updated;

@@ -234,6 +234,17 @@ inline bool ParseDouble(const char* text, double* out) {
   return true;
 }
 
+/// For a fused step's (ABI 1.7) not-finite check, as the engine's apply
+/// makes it: a double is not finite iff its exponent bits are all ones, so
+/// adding one exponent step to them carries into bit 63. OR the results over
+/// the step's values and test bit 63 once at the end (no branch per entry):
+///   uint64_t bad = 0; for (...) bad |= NonFiniteBit(dv); if (bad >> 63) ...
+inline uint64_t NonFiniteBit(double v) {
+  uint64_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  return (bits & 0x7ff0000000000000ull) + 0x0010000000000000ull;
+}
+
 /// Numerically stable log(sum(exp(x))).
 inline double LogSumExp(const double* x, uint32_t n) {
   double m = -INFINITY;
