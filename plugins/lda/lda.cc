@@ -700,14 +700,15 @@ __attribute__((always_inline)) inline uint64_t FusedRowT(double* __restrict r, d
 
 using FusedRowFn = uint64_t (*)(double*, double*, const double*, const double*, double, double, double, double,
                                 uint32_t, bool*);
-uint64_t FusedRowSse2(double* r, double* old, const double* row, const double* et, double c, double mult, double scale,
-                      double prior, uint32_t K, bool* feasible) {
+TRIB_KEEP_LOOPS uint64_t FusedRowSse2(double* r, double* old, const double* row, const double* et, double c,
+                                      double mult, double scale, double prior, uint32_t K, bool* feasible) {
   return FusedRowT<2>(r, old, row, et, c, mult, scale, prior, K, feasible);
 }
 #ifdef TRIB_LDA_HAVE_AVX2
-__attribute__((target("avx2"))) uint64_t FusedRowAvx2(double* r, double* old, const double* row, const double* et,
-                                                      double c, double mult, double scale, double prior, uint32_t K,
-                                                      bool* feasible) {
+TRIB_KEEP_LOOPS __attribute__((target("avx2"))) uint64_t FusedRowAvx2(double* r, double* old, const double* row,
+                                                                      const double* et, double c, double mult,
+                                                                      double scale, double prior, uint32_t K,
+                                                                      bool* feasible) {
   return FusedRowT<4>(r, old, row, et, c, mult, scale, prior, K, feasible);
 }
 #endif

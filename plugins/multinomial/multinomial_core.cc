@@ -888,14 +888,13 @@ int Commit(trib_family_model* mm, trib_stats* s, const uint64_t* idx, const doub
   }                                  \
   return nonfinite;
 
-uint64_t FusedRowBaseline(double* __restrict rr, double* __restrict old, double* __restrict total,
-                          const double* __restrict w, double n, double wmult, double wfloor, uint32_t K) {
-  TRIB_FUSED_ROW_BODY
-}
+TRIB_KEEP_LOOPS uint64_t FusedRowBaseline(double* __restrict rr, double* __restrict old, double* __restrict total,
+                                          const double* __restrict w, double n, double wmult, double wfloor,
+                                          uint32_t K){TRIB_FUSED_ROW_BODY}
 #if defined(__x86_64__)
-__attribute__((target("avx2"))) uint64_t FusedRowAvx2(double* __restrict rr, double* __restrict old,
-                                                      double* __restrict total, const double* __restrict w, double n,
-                                                      double wmult, double wfloor, uint32_t K) {
+TRIB_KEEP_LOOPS __attribute__((target("avx2"))) uint64_t
+    FusedRowAvx2(double* __restrict rr, double* __restrict old, double* __restrict total, const double* __restrict w,
+                 double n, double wmult, double wfloor, uint32_t K) {
   TRIB_FUSED_ROW_BODY
 }
 #endif
