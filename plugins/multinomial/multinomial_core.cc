@@ -591,32 +591,22 @@ void FrozenDestroy(trib_frozen* f) { delete reinterpret_cast<Frozen*>(f); }
 // The chunks: eight vectors at a time, then the rest (1 .. 7 vectors), then
 // (AVX-512, whose vectors hold eight lanes) a last half vector of four: the
 // stride is a multiple of four.
+#define TRIB_SUM_CHUNK_CASE(CHUNK, n)                     \
+  case n:                                                 \
+    CHUNK<n>(acc + k, table + k, stride, ids, counts, T); \
+    break;
 #define TRIB_SUM_ROWS_BODY(CHUNK, V)                                                            \
   constexpr uint32_t W = sizeof(V) / sizeof(double);                                            \
   uint32_t k = 0;                                                                               \
   for (; k + 8 * W <= stride; k += 8 * W) CHUNK<8>(acc + k, table + k, stride, ids, counts, T); \
   switch ((stride - k) / W) {                                                                   \
-    case 7:                                                                                     \
-      CHUNK<7>(acc + k, table + k, stride, ids, counts, T);                                     \
-      break;                                                                                    \
-    case 6:                                                                                     \
-      CHUNK<6>(acc + k, table + k, stride, ids, counts, T);                                     \
-      break;                                                                                    \
-    case 5:                                                                                     \
-      CHUNK<5>(acc + k, table + k, stride, ids, counts, T);                                     \
-      break;                                                                                    \
-    case 4:                                                                                     \
-      CHUNK<4>(acc + k, table + k, stride, ids, counts, T);                                     \
-      break;                                                                                    \
-    case 3:                                                                                     \
-      CHUNK<3>(acc + k, table + k, stride, ids, counts, T);                                     \
-      break;                                                                                    \
-    case 2:                                                                                     \
-      CHUNK<2>(acc + k, table + k, stride, ids, counts, T);                                     \
-      break;                                                                                    \
-    case 1:                                                                                     \
-      CHUNK<1>(acc + k, table + k, stride, ids, counts, T);                                     \
-      break;                                                                                    \
+    TRIB_SUM_CHUNK_CASE(CHUNK, 7)                                                               \
+    TRIB_SUM_CHUNK_CASE(CHUNK, 6)                                                               \
+    TRIB_SUM_CHUNK_CASE(CHUNK, 5)                                                               \
+    TRIB_SUM_CHUNK_CASE(CHUNK, 4)                                                               \
+    TRIB_SUM_CHUNK_CASE(CHUNK, 3)                                                               \
+    TRIB_SUM_CHUNK_CASE(CHUNK, 2)                                                               \
+    TRIB_SUM_CHUNK_CASE(CHUNK, 1)                                                               \
     default:                                                                                    \
       break;                                                                                    \
   }                                                                                             \
@@ -661,6 +651,7 @@ __attribute__((target("avx512f") TRIB_NO_FP_CONTRACT)) void SumRowsAvx512(TRIB_S
   if (k < stride) ChunkAvx512Half<1>(acc + k, table + k, stride, ids, counts, T);
 }
 #undef TRIB_SUM_ROWS_BODY
+#undef TRIB_SUM_CHUNK_CASE
 #undef TRIB_SUM_CHUNK_BODY
 #undef TRIB_SUM_CHUNK_ARGS
 
