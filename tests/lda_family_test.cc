@@ -171,6 +171,8 @@ TEST(LdaMathTest, ExpDigammaMatchesBoost) {
 // The CVB0 sweep kernel gives the same bits in its SSE2 and AVX2 builds (the
 // same four partial sums, no fused multiply-add), for K a multiple of 4 and
 // not, counts of 1, > 1 and fractional: a model does not depend on the CPU.
+// At K = 7 both hold N_dk in registers, at K = 20 the AVX2 build does and the
+// SSE2 one (ten vectors) keeps it in memory, at K = 50 both keep it there.
 TEST(LdaMathTest, Cvb0KernelSameBitsInEveryWidth) {
 #ifdef TRIB_LDA_HAVE_AVX2
   if (!__builtin_cpu_supports("avx2")) {
@@ -227,14 +229,15 @@ TEST(LdaMathTest, Cvb0KernelContinuesFromThePhiItIsGiven) {
           std::vector<double> last(K);
           double* a[] = {phi->data(), nk->data(), last.data(), norm->data()};
           if (vec) {
-            return width == 2 ? lda::Cvb0SweepsT<2, true>(beta.data(), a[0], a[1], a[2], a[3], counts.data(), T, K, 0.0,
-                                                          n, 0.0, av.data())
-                              : lda::Cvb0SweepsT<4, true>(beta.data(), a[0], a[1], a[2], a[3], counts.data(), T, K, 0.0,
-                                                          n, 0.0, av.data());
+            return width == 2 ? lda::Cvb0SweepsAnyK<2, true>(beta.data(), a[0], a[1], a[2], a[3], counts.data(), T, K,
+                                                             0.0, n, 0.0, av.data())
+                              : lda::Cvb0SweepsAnyK<4, true>(beta.data(), a[0], a[1], a[2], a[3], counts.data(), T, K,
+                                                             0.0, n, 0.0, av.data());
           }
-          return width == 2
-                     ? lda::Cvb0SweepsT<2>(beta.data(), a[0], a[1], a[2], a[3], counts.data(), T, K, 0.1, n, 0.0)
-                     : lda::Cvb0SweepsT<4>(beta.data(), a[0], a[1], a[2], a[3], counts.data(), T, K, 0.1, n, 0.0);
+          return width == 2 ? lda::Cvb0SweepsAnyK<2, false>(beta.data(), a[0], a[1], a[2], a[3], counts.data(), T, K,
+                                                            0.1, n, 0.0, nullptr)
+                            : lda::Cvb0SweepsAnyK<4, false>(beta.data(), a[0], a[1], a[2], a[3], counts.data(), T, K,
+                                                            0.1, n, 0.0, nullptr);
         };
         std::vector<double> p1(beta.size(), 0.0), n1(K, 0.0), z1(T, 0.0);
         std::vector<double> p2 = p1, n2 = n1, z2 = z1;

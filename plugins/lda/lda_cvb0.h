@@ -55,7 +55,13 @@ struct VecOf<4> {
 // kVec (the supervised-LDA family, eq. 7 with the class's alpha row): the
 // prior is the K-vector `av` instead of the scalar `alpha` (which is then
 // unused); the same arithmetic with alpha_k in place of alpha.
-template <int W, bool kVec = false>
+//
+// NV > 0: the first K4 = NV W entries of N_dk live in registers across the
+// sweep (NV vectors; stored back to nk at the end of each sweep). In memory,
+// each pair's first read of N_dk waited on the store of the pair before,
+// twice per pair on the sweep's chain; the arithmetic is the same, so the
+// same bits. NV = 0: N_dk in memory (any K).
+template <int W, bool kVec = false, int NV = 0>
 __attribute__((always_inline)) inline uint32_t Cvb0SweepsT(const double* beta, double* phi, double* nk, double* last,
                                                            double* norm, const double* counts, uint32_t T, uint32_t K,
                                                            double alpha, uint32_t max_iter, double tol,
@@ -64,11 +70,32 @@ __attribute__((always_inline)) inline uint32_t Cvb0SweepsT(const double* beta, d
   constexpr int H = 4 / W;  // vectors per chunk of 4 topics
   const V vz = {};
   const V va = vz + alpha;
-  const uint32_t K4 = K & ~3u;
+  const uint32_t K4 = NV > 0 ? static_cast<uint32_t>(NV * W) : K & ~3u;
+  V nr[NV > 0 ? NV : 1];
+  // N_dk's vector at k (a multiple of W below K4): a register, or memory.
+  // (Through pointers: a vector returned by value from a lambda compiled
+  // outside the AVX2 clone would change its ABI.)
+  auto load_n = [&](uint32_t k, V* n) {
+    if constexpr (NV > 0) {
+      *n = nr[k / W];
+    } else {
+      std::memcpy(n, nk + k, sizeof(V));
+    }
+  };
+  auto store_n = [&](uint32_t k, const V* n) {
+    if constexpr (NV > 0) {
+      nr[k / W] = *n;
+    } else {
+      std::memcpy(nk + k, n, sizeof(V));
+    }
+  };
   uint32_t it = 0;
   while (it < max_iter) {
     ++it;
     std::memcpy(last, nk, K * sizeof(double));
+    if constexpr (NV > 0) {
+      for (int v = 0; v < NV; ++v) std::memcpy(&nr[v], nk + v * W, sizeof(V));
+    }
     // Terms two at a time: both read the same N_dk (each without its own
     // share), then both update it. The two chains of sums and divisions are
     // independent, so the CPU overlaps them (one term at a time waits on the
@@ -89,7 +116,7 @@ __attribute__((always_inline)) inline uint32_t Cvb0SweepsT(const double* beta, d
           V o0, o1, n, bb0, bb1;
           std::memcpy(&o0, p0 + k + h * W, sizeof(V));
           std::memcpy(&o1, p1 + k + h * W, sizeof(V));
-          std::memcpy(&n, nk + k + h * W, sizeof(V));
+          load_n(k + h * W, &n);
           std::memcpy(&bb0, b0 + k + h * W, sizeof(V));
           std::memcpy(&bb1, b1 + k + h * W, sizeof(V));
           V a = va;
@@ -97,7 +124,7 @@ __attribute__((always_inline)) inline uint32_t Cvb0SweepsT(const double* beta, d
           const V q0 = bb0 * ((n - vu0 * o0) + a);
           const V q1 = bb1 * ((n - vu1 * o1) + a);
           n = (n - vc0 * o0) - vc1 * o1;
-          std::memcpy(nk + k + h * W, &n, sizeof(V));
+          store_n(k + h * W, &n);
           std::memcpy(p0 + k + h * W, &q0, sizeof(V));
           std::memcpy(p1 + k + h * W, &q1, sizeof(V));
           acc0[h] += q0;
@@ -129,13 +156,13 @@ __attribute__((always_inline)) inline uint32_t Cvb0SweepsT(const double* beta, d
         V q0, q1, n;
         std::memcpy(&q0, p0 + k, sizeof(V));
         std::memcpy(&q1, p1 + k, sizeof(V));
-        std::memcpy(&n, nk + k, sizeof(V));
+        load_n(k, &n);
         q0 = q0 * vi0;
         q1 = q1 * vi1;
         n = (n + vc0 * q0) + vc1 * q1;
         std::memcpy(p0 + k, &q0, sizeof(V));
         std::memcpy(p1 + k, &q1, sizeof(V));
-        std::memcpy(nk + k, &n, sizeof(V));
+        store_n(k, &n);
       }
       for (uint32_t k = K4; k < K; ++k) {
         p0[k] = p0[k] * inv0;
@@ -155,13 +182,13 @@ __attribute__((always_inline)) inline uint32_t Cvb0SweepsT(const double* beta, d
         for (int h = 0; h < H; ++h) {
           V old, n, bb;
           std::memcpy(&old, ph + k + h * W, sizeof(V));
-          std::memcpy(&n, nk + k + h * W, sizeof(V));
+          load_n(k + h * W, &n);
           std::memcpy(&bb, b + k + h * W, sizeof(V));
           V a = va;
           if constexpr (kVec) std::memcpy(&a, av + k + h * W, sizeof(V));
           const V p = bb * ((n - vu * old) + a);
           n = n - vc * old;
-          std::memcpy(nk + k + h * W, &n, sizeof(V));
+          store_n(k + h * W, &n);
           std::memcpy(ph + k + h * W, &p, sizeof(V));
           acc[h] += p;
         }
@@ -183,16 +210,19 @@ __attribute__((always_inline)) inline uint32_t Cvb0SweepsT(const double* beta, d
       for (uint32_t k = 0; k < K4; k += W) {
         V p, n;
         std::memcpy(&p, ph + k, sizeof(V));
-        std::memcpy(&n, nk + k, sizeof(V));
+        load_n(k, &n);
         p = p * vi;
         n = n + vc * p;
         std::memcpy(ph + k, &p, sizeof(V));
-        std::memcpy(nk + k, &n, sizeof(V));
+        store_n(k, &n);
       }
       for (uint32_t k = K4; k < K; ++k) {
         ph[k] = ph[k] * inv;
         nk[k] = nk[k] + c * ph[k];
       }
+    }
+    if constexpr (NV > 0) {
+      for (int v = 0; v < NV; ++v) std::memcpy(nk + v * W, &nr[v], sizeof(V));
     }
     double change = 0;
     for (uint32_t k = 0; k < K; ++k) change = std::max(change, std::fabs(nk[k] - last[k]));
@@ -201,12 +231,42 @@ __attribute__((always_inline)) inline uint32_t Cvb0SweepsT(const double* beta, d
   return it;
 }
 
+// Cvb0SweepsT with N_dk in registers when its K4 = K & ~3 entries fit in
+// eight vectors (K < 36 at four lanes, K < 20 at two), in memory otherwise.
+template <int W, bool kVec>
+__attribute__((always_inline)) inline uint32_t Cvb0SweepsAnyK(const double* beta, double* phi, double* nk, double* last,
+                                                              double* norm, const double* counts, uint32_t T,
+                                                              uint32_t K, double alpha, uint32_t max_iter, double tol,
+                                                              const double* av) {
+  // (n W is K4, a multiple of four: at two lanes only even n occur.)
+#define TRIB_CVB0_CASE(n)                                                                                \
+  case n:                                                                                                \
+    if constexpr (n * W % 4 == 0) {                                                                      \
+      return Cvb0SweepsT<W, kVec, n>(beta, phi, nk, last, norm, counts, T, K, alpha, max_iter, tol, av); \
+    }                                                                                                    \
+    break;
+  switch ((K & ~3u) / W) {
+    TRIB_CVB0_CASE(1)
+    TRIB_CVB0_CASE(2)
+    TRIB_CVB0_CASE(3)
+    TRIB_CVB0_CASE(4)
+    TRIB_CVB0_CASE(5)
+    TRIB_CVB0_CASE(6)
+    TRIB_CVB0_CASE(7)
+    TRIB_CVB0_CASE(8)
+    default:
+      break;
+  }
+#undef TRIB_CVB0_CASE
+  return Cvb0SweepsT<W, kVec, 0>(beta, phi, nk, last, norm, counts, T, K, alpha, max_iter, tol, av);
+}
+
 using Cvb0SweepsFn = uint32_t (*)(const double*, double*, double*, double*, double*, const double*, uint32_t, uint32_t,
                                   double, uint32_t, double);
 inline uint32_t Cvb0SweepsSse2(const double* beta, double* phi, double* nk, double* last, double* norm,
                                const double* counts, uint32_t T, uint32_t K, double alpha, uint32_t max_iter,
                                double tol) {
-  return Cvb0SweepsT<2>(beta, phi, nk, last, norm, counts, T, K, alpha, max_iter, tol);
+  return Cvb0SweepsAnyK<2, false>(beta, phi, nk, last, norm, counts, T, K, alpha, max_iter, tol, nullptr);
 }
 // The vector-alpha kernel (kVec): alpha_k from av.
 using Cvb0SweepsVecFn = uint32_t (*)(const double*, double*, double*, double*, double*, const double*, uint32_t,
@@ -214,7 +274,7 @@ using Cvb0SweepsVecFn = uint32_t (*)(const double*, double*, double*, double*, d
 inline uint32_t Cvb0SweepsVecSse2(const double* beta, double* phi, double* nk, double* last, double* norm,
                                   const double* counts, uint32_t T, uint32_t K, const double* av, uint32_t max_iter,
                                   double tol) {
-  return Cvb0SweepsT<2, true>(beta, phi, nk, last, norm, counts, T, K, 0.0, max_iter, tol, av);
+  return Cvb0SweepsAnyK<2, true>(beta, phi, nk, last, norm, counts, T, K, 0.0, max_iter, tol, av);
 }
 #if defined(__x86_64__) && defined(__GNUC__)
 #define TRIB_LDA_HAVE_AVX2 1
@@ -222,13 +282,13 @@ __attribute__((target("avx2"))) inline uint32_t Cvb0SweepsVecAvx2(const double* 
                                                                   double* last, double* norm, const double* counts,
                                                                   uint32_t T, uint32_t K, const double* av,
                                                                   uint32_t max_iter, double tol) {
-  return Cvb0SweepsT<4, true>(beta, phi, nk, last, norm, counts, T, K, 0.0, max_iter, tol, av);
+  return Cvb0SweepsAnyK<4, true>(beta, phi, nk, last, norm, counts, T, K, 0.0, max_iter, tol, av);
 }
 __attribute__((target("avx2"))) inline uint32_t Cvb0SweepsAvx2(const double* beta, double* phi, double* nk,
                                                                double* last, double* norm, const double* counts,
                                                                uint32_t T, uint32_t K, double alpha, uint32_t max_iter,
                                                                double tol) {
-  return Cvb0SweepsT<4>(beta, phi, nk, last, norm, counts, T, K, alpha, max_iter, tol);
+  return Cvb0SweepsAnyK<4, false>(beta, phi, nk, last, norm, counts, T, K, alpha, max_iter, tol, nullptr);
 }
 #endif
 }  // namespace tributary::lda
