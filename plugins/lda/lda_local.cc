@@ -210,6 +210,44 @@ void FastLocal(const Model& m, const trib_stats& s, const trib_document& d, Stat
 
 }  // namespace
 
+namespace {
+
+// The document's rows of E[beta]: row_j[k] = Positive(a raw_wk + b) inv_k,
+// the rows scattered over the model (prefetched kAhead rows ahead). The same
+// lane-wise operations in the AVX2 clone (no FMA), so the same bits;
+// chosen with the CVB0 kernel (SelectCvb0Kernel).
+#define TRIB_MEAN_BETA_BODY                                                                                   \
+  constexpr uint32_t kAhead = 4;                                                                              \
+  const uint32_t lines = (K + 7) / 8; /* 64-byte lines per row */                                             \
+  for (uint32_t j = 0; j < T && j < kAhead; ++j) {                                                            \
+    for (uint32_t l = 0; l < lines; ++l) __builtin_prefetch(raw + static_cast<uint64_t>(ids[j]) * K + 8 * l); \
+  }                                                                                                           \
+  for (uint32_t j = 0; j < T; ++j) {                                                                          \
+    if (j + kAhead < T) {                                                                                     \
+      const double* next = raw + static_cast<uint64_t>(ids[j + kAhead]) * K;                                  \
+      for (uint32_t l = 0; l < lines; ++l) __builtin_prefetch(next + 8 * l);                                  \
+    }                                                                                                         \
+    const double* r = raw + static_cast<uint64_t>(ids[j]) * K;                                                \
+    double* row = rows + static_cast<size_t>(j) * K;                                                          \
+    for (uint32_t k = 0; k < K; ++k) row[k] = Positive(a * r[k] + b) * inv[k];                                \
+  }
+void MeanBetaRowsSse2(double* __restrict rows, const double* __restrict raw, const uint32_t* ids, uint32_t T,
+                      uint32_t K, double a, double b, const double* __restrict inv) {
+  TRIB_MEAN_BETA_BODY
+}
+#ifdef TRIB_LDA_HAVE_AVX2
+__attribute__((target("avx2"))) void MeanBetaRowsAvx2(double* __restrict rows, const double* __restrict raw,
+                                                      const uint32_t* ids, uint32_t T, uint32_t K, double a, double b,
+                                                      const double* __restrict inv) {
+  TRIB_MEAN_BETA_BODY
+}
+#endif
+#undef TRIB_MEAN_BETA_BODY
+void (*g_mean_beta_rows)(double*, const double*, const uint32_t*, uint32_t, uint32_t, double, double,
+                         const double*) = MeanBetaRowsSse2;
+
+}  // namespace
+
 // Fills st->rows with E[beta_kw] = lambda_kw / lambda_k.
 void MeanBeta(const Model& m, const trib_stats& s, const uint32_t* ids, uint32_t T, State* st) {
   const uint32_t K = m.K;
@@ -219,20 +257,7 @@ void MeanBeta(const Model& m, const trib_stats& s, const uint32_t* ids, uint32_t
     st->inv_total[k] = 1.0 / Positive(f.a * m.raw_total[k] + f.b * static_cast<double>(m.V));
   }
   st->rows.resize(static_cast<size_t>(T) * K);
-  constexpr uint32_t kAhead = 4;       // rows are scattered over the model: prefetch
-  const uint32_t lines = (K + 7) / 8;  // 64-byte lines per row
-  for (uint32_t j = 0; j < T && j < kAhead; ++j) {
-    for (uint32_t l = 0; l < lines; ++l) __builtin_prefetch(s.raw + static_cast<uint64_t>(ids[j]) * K + 8 * l);
-  }
-  for (uint32_t j = 0; j < T; ++j) {
-    if (j + kAhead < T) {
-      const double* next = s.raw + static_cast<uint64_t>(ids[j + kAhead]) * K;
-      for (uint32_t l = 0; l < lines; ++l) __builtin_prefetch(next + 8 * l);
-    }
-    const double* raw = s.raw + static_cast<uint64_t>(ids[j]) * K;
-    double* row = st->rows.data() + static_cast<size_t>(j) * K;
-    for (uint32_t k = 0; k < K; ++k) row[k] = Positive(f.a * raw[k] + f.b) * st->inv_total[k];
-  }
+  g_mean_beta_rows(st->rows.data(), s.raw, ids, T, K, f.a, f.b, st->inv_total.data());
 }
 
 namespace {
@@ -372,6 +397,7 @@ void SelectCvb0Kernel() {
     g_cvb0_sweeps = Cvb0SweepsAvx2;
     g_cvb0_sweeps_vec = Cvb0SweepsVecAvx2;
     g_log_gamma_sum = LogGammaSumAvx2;
+    g_mean_beta_rows = MeanBetaRowsAvx2;
   }
 #endif
 }
