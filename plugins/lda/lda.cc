@@ -644,12 +644,14 @@ int Commit(trib_family_model* mm, trib_stats* s, const uint64_t* idx, const doub
 // so every width gives the bits of the scalar expressions): dv_k = c row_k
 // (vi: (c et_k) row_k, Accumulate's order), old_k = r_k, r_k = old_k + dv_k
 // mult. Returns the non-finite bits of the dv_k; *feasible = every
-// scale r_k + prior > 0 (NaN fails it).
+// scale r_k + prior > 0 (NaN fails it). When feasible, the row's change joins
+// the totals here, total_k += r_k - old_k (the caller's scalar loop's
+// bits); otherwise the caller clamps the row first and adds it itself.
 template <int W>
 __attribute__((always_inline)) inline uint64_t FusedRowT(double* __restrict r, double* __restrict old,
-                                                         const double* __restrict row, const double* __restrict et,
-                                                         double c, double mult, double scale, double prior, uint32_t K,
-                                                         bool* feasible) {
+                                                         double* __restrict total, const double* __restrict row,
+                                                         const double* __restrict et, double c, double mult,
+                                                         double scale, double prior, uint32_t K, bool* feasible) {
   using V = typename tributary::lda::VecOf<W>::type;
   using L = typename tributary::lda::VecOf<W>::mask;
   const V vz = {};
@@ -695,21 +697,33 @@ __attribute__((always_inline)) inline uint64_t FusedRowT(double* __restrict r, d
     all &= scale * v + prior > 0;
   }
   *feasible = all;
+  if (all) {
+    uint32_t q = 0;
+    for (; q + W <= K; q += W) {
+      V t, v, o;
+      std::memcpy(&t, total + q, sizeof(V));
+      std::memcpy(&v, r + q, sizeof(V));
+      std::memcpy(&o, old + q, sizeof(V));
+      t += v - o;
+      std::memcpy(total + q, &t, sizeof(V));
+    }
+    for (; q < K; ++q) total[q] += r[q] - old[q];
+  }
   return nonfinite;
 }
 
-using FusedRowFn = uint64_t (*)(double*, double*, const double*, const double*, double, double, double, double,
+using FusedRowFn = uint64_t (*)(double*, double*, double*, const double*, const double*, double, double, double, double,
                                 uint32_t, bool*);
-TRIB_KEEP_LOOPS uint64_t FusedRowSse2(double* r, double* old, const double* row, const double* et, double c,
-                                      double mult, double scale, double prior, uint32_t K, bool* feasible) {
-  return FusedRowT<2>(r, old, row, et, c, mult, scale, prior, K, feasible);
+TRIB_KEEP_LOOPS uint64_t FusedRowSse2(double* r, double* old, double* total, const double* row, const double* et,
+                                      double c, double mult, double scale, double prior, uint32_t K, bool* feasible) {
+  return FusedRowT<2>(r, old, total, row, et, c, mult, scale, prior, K, feasible);
 }
 #ifdef TRIB_LDA_HAVE_AVX2
-TRIB_KEEP_LOOPS __attribute__((target("avx2"))) uint64_t FusedRowAvx2(double* r, double* old, const double* row,
-                                                                      const double* et, double c, double mult,
-                                                                      double scale, double prior, uint32_t K,
-                                                                      bool* feasible) {
-  return FusedRowT<4>(r, old, row, et, c, mult, scale, prior, K, feasible);
+TRIB_KEEP_LOOPS __attribute__((target("avx2"))) uint64_t FusedRowAvx2(double* r, double* old, double* total,
+                                                                      const double* row, const double* et, double c,
+                                                                      double mult, double scale, double prior,
+                                                                      uint32_t K, bool* feasible) {
+  return FusedRowT<4>(r, old, total, row, et, c, mult, scale, prior, K, feasible);
 }
 #endif
 const FusedRowFn g_fused_row =
@@ -822,14 +836,14 @@ int FusedStep(trib_family_model* mm, trib_stats* s, trib_family_state* ss, const
         const double* __restrict row = st->rows.data() + static_cast<size_t>(j) * K;
         const double c = st->phi_ready ? wsum * d->term_counts[j] : wsum * d->term_counts[j] / st->phinorm[j];
         bool feasible = true;
-        nonfinite |=
-            g_fused_row(r, old, row, st->phi_ready ? nullptr : st->et.data(), c, mult, scale, prior, K, &feasible);
+        nonfinite |= g_fused_row(r, old, total, row, st->phi_ready ? nullptr : st->et.data(), c, mult, scale, prior, K,
+                                 &feasible);
         if (!feasible) {  // (NLL steps only add: rounding, or a loss with negative weights)
           for (uint32_t k = 0; k < K; ++k) {
             if (!(scale * r[k] + prior > 0)) r[k] = RawForFloor(blk, floor);
           }
+          for (uint32_t k = 0; k < K; ++k) total[k] += r[k] - old[k];
         }
-        for (uint32_t k = 0; k < K; ++k) total[k] += r[k] - old[k];
       }
       if ((nonfinite >> 63) != 0) {
         return Fail(err, TRIB_ERR_NUMERIC, "expected statistics are not finite (a topic row of the document)");
