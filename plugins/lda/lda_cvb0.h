@@ -71,7 +71,7 @@ __attribute__((always_inline)) inline uint32_t Cvb0SweepsT(const double* beta, d
   const V vz = {};
   const V va = vz + alpha;
   const uint32_t K4 = NV > 0 ? static_cast<uint32_t>(NV * W) : K & ~3u;
-  V nr[NV > 0 ? NV : 1];
+  V nr[NV > 0 ? NV : 1] = {};
   // N_dk's vector at k (a multiple of W below K4): a register, or memory.
   // (Through pointers: a vector returned by value from a lambda compiled
   // outside the AVX2 clone would change its ABI.)

@@ -578,7 +578,7 @@ void FrozenDestroy(trib_frozen* f) { delete reinterpret_cast<Frozen*>(f); }
   for (int i = 0; i < N; ++i) std::memcpy(&a[i], acc + i * W, sizeof(V)); \
   for (uint32_t j = 0; j < T; ++j) {                                      \
     const double* row = table + static_cast<uint64_t>(ids[j]) * stride;   \
-    V n;                                                                  \
+    V n = {};                                                             \
     for (uint32_t l = 0; l < W; ++l) n[l] = counts[j];                    \
     for (int i = 0; i < N; ++i) {                                         \
       V r;                                                                \
