@@ -11,6 +11,21 @@
 
 namespace tributary::lda {
 
+// W doubles in one vector (`type`), and what comparing two of them gives
+// (`mask`: -1 true, 0 false, per lane).
+template <int W>
+struct VecOf;
+template <>
+struct VecOf<2> {
+  typedef double type __attribute__((vector_size(16)));
+  typedef int64_t mask __attribute__((vector_size(16)));
+};
+template <>
+struct VecOf<4> {
+  typedef double type __attribute__((vector_size(32)));
+  typedef int64_t mask __attribute__((vector_size(32)));
+};
+
 // Stochastic CVB0 (Foulds et al. 2013; the zero-order collapsed update, eq. 7
 // of the supervised-LDA paper with one class): with the topics fixed at their
 // point estimate beta_kw = lambda_kw / lambda_k (lda_local.cc, MeanBeta),
@@ -36,21 +51,6 @@ namespace tributary::lda {
 // supervised-LDA family steps them so; test
 // LdaMathTest.Cvb0KernelContinuesFromThePhiItIsGiven). Returns the number
 // of sweeps run.
-// W doubles in one vector (`type`), and what comparing two of them gives
-// (`mask`: -1 true, 0 false, per lane).
-template <int W>
-struct VecOf;
-template <>
-struct VecOf<2> {
-  typedef double type __attribute__((vector_size(16)));
-  typedef int64_t mask __attribute__((vector_size(16)));
-};
-template <>
-struct VecOf<4> {
-  typedef double type __attribute__((vector_size(32)));
-  typedef int64_t mask __attribute__((vector_size(32)));
-};
-
 //
 // kVec (the supervised-LDA family, eq. 7 with the class's alpha row): the
 // prior is the K-vector `av` instead of the scalar `alpha` (which is then
