@@ -209,6 +209,118 @@ TEST(LdaMathTest, Cvb0KernelSameBitsInEveryWidth) {
 #endif
 }
 
+// The float group kernel (lda's local step with a scalar alpha): the same
+// bits in its SSE2 and AVX2 builds, for K a multiple of 8 and not (the
+// padding), N_dk in registers (K <= 32 at both widths, <= 64 at AVX2) and in
+// memory (K = 70), T a multiple of the group of four and not.
+TEST(LdaMathTest, Cvb0FloatKernelSameBitsInEveryWidth) {
+#ifdef TRIB_LDA_HAVE_AVX2
+  if (!__builtin_cpu_supports("avx2")) {
+    std::printf("no AVX2 on this CPU: only the SSE2 kernel runs here\n");
+    return;
+  }
+  std::mt19937_64 rng(15);
+  for (uint32_t K : {1u, 3u, 8u, 20u, 40u, 70u}) {
+    for (uint32_t T : {1u, 6u, 37u}) {
+      const uint32_t Kp = lda::Cvb0Stride(K);
+      std::vector<float> beta(static_cast<size_t>(T) * Kp, 0.0f), counts(T);
+      for (uint32_t j = 0; j < T; ++j) {
+        for (uint32_t k = 0; k < K; ++k) beta[j * Kp + k] = 1e-4f + static_cast<float>(rng() % 10000) * 1e-4f;
+        counts[j] = j % 5 == 0 ? 0.25f : static_cast<float>(1 + rng() % 4);
+      }
+      auto run = [&](lda::Cvb0FloatSweepsFn fn) {
+        std::vector<float> phi(beta.size(), 0.0f), nk(Kp, 0.0f), last(Kp), norm(T);
+        EXPECT_EQ(
+            fn(beta.data(), phi.data(), nk.data(), last.data(), norm.data(), counts.data(), T, Kp, 0.1f, 25, 0.0f),
+            25u);
+        phi.insert(phi.end(), nk.begin(), nk.end());
+        phi.insert(phi.end(), norm.begin(), norm.end());
+        return phi;
+      };
+      const std::vector<float> sse2 = run(lda::Cvb0FloatSweepsSse2);
+      EXPECT_EQ(sse2, run(lda::Cvb0FloatSweepsAvx2)) << "K = " << K << ", T = " << T;
+    }
+  }
+#else
+  std::printf("not an x86-64 GCC/Clang build: only the SSE2 kernel exists\n");
+#endif
+}
+
+// What the float group kernel computes: per sweep, groups of four terms
+// (the last group the rest) that each read N_dk less their own share, then
+// update it (a double reference written from the equations, lda_cvb0.h),
+// the padding inert (phi and N_dk stay 0 there), phi rows distributions, N_dk
+// summing to the document's length; the tolerance stops it early.
+TEST(LdaMathTest, Cvb0FloatKernelIsTheGroupedUpdateOfItsComment) {
+  std::mt19937_64 rng(21);
+  for (uint32_t K : {3u, 20u, 70u}) {
+    const uint32_t T = 31, Kp = lda::Cvb0Stride(K);
+    std::vector<double> beta(static_cast<size_t>(T) * K), counts(T);
+    for (auto& b : beta) b = 1e-3 + static_cast<double>(rng() % 1000) * 1e-3;
+    for (uint32_t j = 0; j < T; ++j) counts[j] = j % 7 == 3 ? 0.5 : static_cast<double>(1 + rng() % 3);
+    const double alpha = 0.2;
+    const uint32_t sweeps = 6;
+    // The reference, in double.
+    std::vector<double> phi(beta.size(), 0.0), nk(K, 0.0), q(K);
+    for (uint32_t it = 0; it < sweeps; ++it) {
+      for (uint32_t j0 = 0; j0 < T; j0 += 4) {
+        const uint32_t j1 = std::min(T, j0 + 4);
+        std::vector<double> fresh(static_cast<size_t>(j1 - j0) * K);
+        for (uint32_t j = j0; j < j1; ++j) {
+          const double u = std::min(counts[j], 1.0);
+          double s = 0;
+          for (uint32_t k = 0; k < K; ++k) s += q[k] = beta[j * K + k] * (nk[k] - u * phi[j * K + k] + alpha);
+          for (uint32_t k = 0; k < K; ++k) fresh[(j - j0) * K + k] = q[k] / s;
+        }
+        for (uint32_t j = j0; j < j1; ++j) {
+          for (uint32_t k = 0; k < K; ++k) {
+            nk[k] += counts[j] * (fresh[(j - j0) * K + k] - phi[j * K + k]);
+            phi[j * K + k] = fresh[(j - j0) * K + k];
+          }
+        }
+      }
+    }
+    std::vector<float> fb(static_cast<size_t>(T) * Kp, 0.0f), fc(T), fphi(fb.size(), 0.0f), fnk(Kp, 0.0f), last(Kp),
+        norm(T);
+    for (uint32_t j = 0; j < T; ++j) {
+      fc[j] = static_cast<float>(counts[j]);
+      for (uint32_t k = 0; k < K; ++k) fb[j * Kp + k] = static_cast<float>(beta[j * K + k]);
+    }
+    EXPECT_EQ(lda::Cvb0FloatSweepsSse2(fb.data(), fphi.data(), fnk.data(), last.data(), norm.data(), fc.data(), T, Kp,
+                                       static_cast<float>(alpha), sweeps, 0.0f),
+              sweeps);
+    double len = 0, total = 0;
+    for (double c : counts) len += c;
+    for (uint32_t k = 0; k < Kp; ++k) {
+      if (k < K) {
+        EXPECT_NEAR(fnk[k], nk[k], 2e-5 * len) << "K = " << K << ", k = " << k;
+        total += fnk[k];
+      } else {
+        EXPECT_EQ(fnk[k], 0.0f) << "padding, K = " << K;
+      }
+    }
+    EXPECT_NEAR(total, len, 1e-5 * len);
+    for (uint32_t j = 0; j < T; ++j) {
+      double row = 0;
+      for (uint32_t k = 0; k < Kp; ++k) {
+        if (k < K) {
+          EXPECT_NEAR(fphi[j * Kp + k], phi[j * K + k], 2e-5) << "K = " << K << ", term " << j << ", k = " << k;
+          row += fphi[j * Kp + k];
+        } else {
+          EXPECT_EQ(fphi[j * Kp + k], 0.0f);
+        }
+      }
+      EXPECT_NEAR(row, 1.0, 1e-5);
+    }
+    // A tolerance above any change stops it after the second sweep (the first never counts).
+    std::fill(fphi.begin(), fphi.end(), 0.0f);
+    std::fill(fnk.begin(), fnk.end(), 0.0f);
+    EXPECT_EQ(lda::Cvb0FloatSweepsSse2(fb.data(), fphi.data(), fnk.data(), last.data(), norm.data(), fc.data(), T, Kp,
+                                       static_cast<float>(alpha), 50, 1e9f),
+              2u);
+  }
+}
+
 // A call continues from the phi and N_dk it is given (the first call's zeros
 // make its first sweep the sequential start): one call of N sweeps is a call
 // of one sweep then calls of one sweep each, bit for bit. The supervised-LDA

@@ -5,7 +5,10 @@
 // that build's `convert`, stream format 1) and that build's own `predict` /
 // `infer` output. The current program must read every file and print the
 // same classes, and the same probabilities to 1e-9 (scoring kernels and the
-// host's special functions may differ in the last bits between versions).
+// host's special functions may differ in the last bits between versions) -
+// except lda's topic proportions, a CVB0 estimate stopped at cvb0_tol = 0.5
+// tokens, whose sweeps run in single precision since 2026-11-28: to 5e-4
+// (the fixture's largest change was 1e-4; its dominant topics all stay).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -39,11 +42,14 @@ std::vector<json> ReadJsonLines(const std::string& text) {
 using testing::ReadFile;
 
 // "" when `now` equals `then`: the same keys and strings, numbers within
-// 1e-9 (absolute, or relative for large values).
-std::string Differ(const json& then, const json& now, const std::string& at) {
+// `tol` (absolute, or relative for large values); integers exactly.
+std::string Differ(const json& then, const json& now, const std::string& at, double tol) {
+  if (then.is_number_integer() && now.is_number_integer()) {
+    return then == now ? "" : at + ": " + then.dump() + " then, " + now.dump() + " now";
+  }
   if (then.is_number() && now.is_number()) {
     const double a = then.get<double>(), b = now.get<double>();
-    if (std::abs(a - b) <= 1e-9 * std::max(1.0, std::abs(a))) return "";
+    if (std::abs(a - b) <= tol * std::max(1.0, std::abs(a))) return "";
     return at + ": " + then.dump() + " then, " + now.dump() + " now";
   }
   if (then.type() != now.type()) return at + ": " + then.dump() + " then, " + now.dump() + " now";
@@ -51,7 +57,7 @@ std::string Differ(const json& then, const json& now, const std::string& at) {
     if (then.size() != now.size()) return at + ": " + then.dump() + " then, " + now.dump() + " now";
     for (auto it = then.begin(); it != then.end(); ++it) {
       if (!now.contains(it.key())) return at + ": no '" + it.key() + "' now";
-      std::string d = Differ(it.value(), now[it.key()], at + "." + it.key());
+      std::string d = Differ(it.value(), now[it.key()], at + "." + it.key(), tol);
       if (!d.empty()) return d;
     }
     return "";
@@ -59,7 +65,7 @@ std::string Differ(const json& then, const json& now, const std::string& at) {
   if (then.is_array()) {
     if (then.size() != now.size()) return at + ": " + then.dump() + " then, " + now.dump() + " now";
     for (size_t i = 0; i < then.size(); ++i) {
-      std::string d = Differ(then[i], now[i], at + "[" + std::to_string(i) + "]");
+      std::string d = Differ(then[i], now[i], at + "[" + std::to_string(i) + "]", tol);
       if (!d.empty()) return d;
     }
     return "";
@@ -71,6 +77,7 @@ struct Fixture {
   std::string model;    // file name without .trib
   std::string command;  // predict or infer
   std::string stream;   // text.pb or reals.pb
+  double tol = 1e-9;    // of the numbers (see the top)
 };
 
 TEST(SnapshotCompatTest, ModelsWrittenByTheFirstReleasePredictAsTheyDid) {
@@ -80,12 +87,9 @@ TEST(SnapshotCompatTest, ModelsWrittenByTheFirstReleasePredictAsTheyDid) {
   }
   ASSERT_FALSE(sets.empty()) << "no fixture set under " << kFixtures;
   const std::vector<Fixture> fixtures = {
-      {"multinomial_ncll", "predict", "text.pb"},
-      {"multinomial_hinge", "predict", "text.pb"},
-      {"gaussian_ncll", "predict", "reals.pb"},
-      {"lda_classifier_nll", "predict", "text.pb"},
-      {"lda", "infer", "text.pb"},
-      {"emsd_mixture_sep", "infer", "text.pb"},
+      {"multinomial_ncll", "predict", "text.pb"}, {"multinomial_hinge", "predict", "text.pb"},
+      {"gaussian_ncll", "predict", "reals.pb"},   {"lda_classifier_nll", "predict", "text.pb"},
+      {"lda", "infer", "text.pb", 5e-4},          {"emsd_mixture_sep", "infer", "text.pb"},
   };
   for (const std::string& set : sets) {
     SCOPED_TRACE(set + " (" + ReadFile(set + "/VERSION") + ")");
@@ -103,7 +107,7 @@ TEST(SnapshotCompatTest, ModelsWrittenByTheFirstReleasePredictAsTheyDid) {
       ASSERT_GT(then.size(), 50u);
       ASSERT_EQ(now.size(), then.size());
       for (size_t i = 0; i < then.size(); ++i) {
-        const std::string d = Differ(then[i], now[i], "document " + std::to_string(i));
+        const std::string d = Differ(then[i], now[i], "document " + std::to_string(i), f.tol);
         ASSERT_TRUE(d.empty()) << d;
       }
     }

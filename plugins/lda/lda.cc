@@ -28,9 +28,10 @@
 //         lambda_k = (n mu_kw) / (n M_k), i.e. (N_kw + eta) / (N_k + V eta)
 //         in the expected counts N = lambda - eta:
 //           phi_wk propto beta_kw (N_dk^{-w} + alpha),  N_dk = sum_w n_w phi_wk,
-//         Gauss-Seidel sweeps over the distinct terms (lda_cvb0.h) from a
-//         sequential first sweep, until max_k |change of N_dk| < cvb0_tol or
-//         cvb0_max_iter sweeps. E_z[s] = n_w phi_wk (Table 2). No special
+//         Gauss-Seidel sweeps over the distinct terms, four at a time, in
+//         single precision (lda_cvb0.h; alpha_shape=asymmetric: two at a
+//         time, double) from a sequential first sweep, until max_k |change of
+//         N_dk| < cvb0_tol or cvb0_max_iter sweeps. E_z[s] = n_w phi_wk (Table 2). No special
 //         function: beta for the document's terms costs one multiply by the
 //         per-topic reciprocal total. score() writes log theta_k, theta_k =
 //         (N_dk + alpha) / (L + K alpha), + a plug-in estimate of log p(x):
@@ -147,6 +148,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "../shared/dirichlet_fit.h"
@@ -563,10 +565,18 @@ int Accumulate(const trib_family_model* mm, const trib_stats* s, trib_family_sta
     uint64_t* index = delta->index;
     double* value = delta->value;
     size_t p = delta->size;
+    const uint32_t Kp = tributary::lda::Cvb0Stride(K);
     for (uint32_t j = 0; j < d->num_terms; ++j) {
       const uint64_t base = static_cast<uint64_t>(d->term_ids[j]) * K;
       const double* row = st->rows.data() + static_cast<size_t>(j) * K;
-      if (st->phi_ready) {  // gibbs: rows are phi
+      if (st->phi_float) {  // cvb0: phi in fphi
+        const double c = wsum * d->term_counts[j];
+        const float* f = st->fphi.data() + static_cast<size_t>(j) * Kp;
+        for (uint32_t k = 0; k < K; ++k) {
+          index[p + k] = base + k;
+          value[p + k] = c * static_cast<double>(f[k]);
+        }
+      } else if (st->phi_ready) {  // gibbs, asymmetric cvb0: rows are phi
         const double c = wsum * d->term_counts[j];
         for (uint32_t k = 0; k < K; ++k) {
           index[p + k] = base + k;
@@ -647,9 +657,9 @@ int Commit(trib_family_model* mm, trib_stats* s, const uint64_t* idx, const doub
 // scale r_k + prior > 0 (NaN fails it). When feasible, the row's change joins
 // the totals here, total_k += r_k - old_k (the caller's scalar loop's
 // bits); otherwise the caller clamps the row first and adds it itself.
-template <int W>
+template <int W, typename R = double>
 __attribute__((always_inline)) inline uint64_t FusedRowT(double* __restrict r, double* __restrict old,
-                                                         double* __restrict total, const double* __restrict row,
+                                                         double* __restrict total, const R* __restrict row,
                                                          const double* __restrict et, double c, double mult,
                                                          double scale, double prior, uint32_t K, bool* feasible) {
   using V = typename tributary::lda::VecOf<W>::type;
@@ -663,7 +673,14 @@ __attribute__((always_inline)) inline uint64_t FusedRowT(double* __restrict r, d
   uint32_t k = 0;
   for (; k + W <= K; k += W) {
     V x, o;
-    std::memcpy(&x, row + k, sizeof(V));
+    if constexpr (std::is_same_v<R, float>) {  // (float to double: exact)
+      typedef float F __attribute__((vector_size(4 * W)));
+      F f;
+      std::memcpy(&f, row + k, sizeof(F));
+      x = __builtin_convertvector(f, V);
+    } else {
+      std::memcpy(&x, row + k, sizeof(V));
+    }
     std::memcpy(&o, r + k, sizeof(V));
     V dv;
     if (et != nullptr) {
@@ -688,7 +705,8 @@ __attribute__((always_inline)) inline uint64_t FusedRowT(double* __restrict r, d
     all &= ok[l] != 0;
   }
   for (; k < K; ++k) {
-    const double dv = et != nullptr ? c * et[k] * row[k] : c * row[k];
+    const double x = row[k];
+    const double dv = et != nullptr ? c * et[k] * x : c * x;
     const double o = r[k];
     const double v = o + dv * mult;
     old[k] = o;
@@ -731,6 +749,26 @@ const FusedRowFn g_fused_row =
     tributary::simd::MaxLevel() >= tributary::simd::kAvx2 ? FusedRowAvx2 :
 #endif
                                                           FusedRowSse2;
+// The same with phi as floats (cvb0's float kernel; et unused).
+using FusedRowFloatFn = uint64_t (*)(double*, double*, double*, const float*, double, double, double, double, uint32_t,
+                                     bool*);
+TRIB_KEEP_LOOPS uint64_t FusedRowFloatSse2(double* r, double* old, double* total, const float* row, double c,
+                                           double mult, double scale, double prior, uint32_t K, bool* feasible) {
+  return FusedRowT<2, float>(r, old, total, row, nullptr, c, mult, scale, prior, K, feasible);
+}
+#ifdef TRIB_LDA_HAVE_AVX2
+TRIB_KEEP_LOOPS __attribute__((target("avx2"))) uint64_t FusedRowFloatAvx2(double* r, double* old, double* total,
+                                                                           const float* row, double c, double mult,
+                                                                           double scale, double prior, uint32_t K,
+                                                                           bool* feasible) {
+  return FusedRowT<4, float>(r, old, total, row, nullptr, c, mult, scale, prior, K, feasible);
+}
+#endif
+const FusedRowFloatFn g_fused_row_float =
+#ifdef TRIB_LDA_HAVE_AVX2
+    tributary::simd::MaxLevel() >= tributary::simd::kAvx2 ? FusedRowFloatAvx2 :
+#endif
+                                                          FusedRowFloatSse2;
 
 int GrowFusedDelta(trib_delta* d, size_t min_capacity) {
   auto* st = static_cast<State*>(d->host);
@@ -826,6 +864,7 @@ int FusedStep(trib_family_model* mm, trib_stats* s, trib_family_state* ss, const
       double* __restrict total = st->fused_total.data();
       double* __restrict raw = s->raw;
       uint64_t nonfinite = 0;
+      const uint32_t Kp = tributary::lda::Cvb0Stride(K);
       for (uint32_t j = 0; j < T; ++j) {
         const uint64_t base = static_cast<uint64_t>(d->term_ids[j]) * K;
         log->start[log->runs] = base;
@@ -833,11 +872,16 @@ int FusedStep(trib_family_model* mm, trib_stats* s, trib_family_state* ss, const
         double* __restrict old = log->old_raw + log->values;
         log->values += K;
         double* __restrict r = raw + base;
-        const double* __restrict row = st->rows.data() + static_cast<size_t>(j) * K;
-        const double c = st->phi_ready ? wsum * d->term_counts[j] : wsum * d->term_counts[j] / st->phinorm[j];
         bool feasible = true;
-        nonfinite |= g_fused_row(r, old, total, row, st->phi_ready ? nullptr : st->et.data(), c, mult, scale, prior, K,
-                                 &feasible);
+        if (st->phi_float) {  // cvb0: phi in fphi
+          nonfinite |= g_fused_row_float(r, old, total, st->fphi.data() + static_cast<size_t>(j) * Kp,
+                                         wsum * d->term_counts[j], mult, scale, prior, K, &feasible);
+        } else {
+          const double* __restrict row = st->rows.data() + static_cast<size_t>(j) * K;
+          const double c = st->phi_ready ? wsum * d->term_counts[j] : wsum * d->term_counts[j] / st->phinorm[j];
+          nonfinite |= g_fused_row(r, old, total, row, st->phi_ready ? nullptr : st->et.data(), c, mult, scale, prior,
+                                   K, &feasible);
+        }
         if (!feasible) {  // (NLL steps only add: rounding, or a loss with negative weights)
           for (uint32_t k = 0; k < K; ++k) {
             if (!(scale * r[k] + prior > 0)) r[k] = RawForFloor(blk, floor);

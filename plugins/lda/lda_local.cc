@@ -10,6 +10,7 @@
 #include <cstring>
 #include <random>
 #include <stdexcept>
+#include <type_traits>
 #include <vector>
 
 #include "lda_cvb0.h"
@@ -213,51 +214,101 @@ void FastLocal(const Model& m, const trib_stats& s, const trib_document& d, Stat
 namespace {
 
 // The document's rows of E[beta]: row_j[k] = Positive(a raw_wk + b) inv_k,
-// the rows scattered over the model (prefetched kAhead rows ahead). The same
-// lane-wise operations in the AVX2 clone (no FMA), so the same bits;
+// the rows scattered over the model (prefetched kAhead rows ahead), row j at
+// rows + j stride. Out = float (the float CVB0 kernel's rows): rounded to
+// float, floored at 1e-30, the padding up to the stride zero. The same
+// lane-wise operations in the AVX2 clones (no FMA), so the same bits;
 // chosen with the CVB0 kernel (SelectCvb0Kernel).
-#define TRIB_MEAN_BETA_BODY                                                                                   \
-  constexpr uint32_t kAhead = 4;                                                                              \
-  const uint32_t lines = (K + 7) / 8; /* 64-byte lines per row */                                             \
-  for (uint32_t j = 0; j < T && j < kAhead; ++j) {                                                            \
-    for (uint32_t l = 0; l < lines; ++l) __builtin_prefetch(raw + static_cast<uint64_t>(ids[j]) * K + 8 * l); \
-  }                                                                                                           \
-  for (uint32_t j = 0; j < T; ++j) {                                                                          \
-    if (j + kAhead < T) {                                                                                     \
-      const double* next = raw + static_cast<uint64_t>(ids[j + kAhead]) * K;                                  \
-      for (uint32_t l = 0; l < lines; ++l) __builtin_prefetch(next + 8 * l);                                  \
-    }                                                                                                         \
-    const double* r = raw + static_cast<uint64_t>(ids[j]) * K;                                                \
-    double* row = rows + static_cast<size_t>(j) * K;                                                          \
-    for (uint32_t k = 0; k < K; ++k) row[k] = Positive(a * r[k] + b) * inv[k];                                \
+template <typename Out, int W>
+__attribute__((always_inline)) inline void MeanBetaRowsT(Out* __restrict rows, uint32_t stride,
+                                                         const double* __restrict raw, const uint32_t* ids, uint32_t T,
+                                                         uint32_t K, double a, double b, const double* __restrict inv) {
+  constexpr uint32_t kAhead = 4;
+  const uint32_t lines = (K + 7) / 8;  // 64-byte lines per row
+  for (uint32_t j = 0; j < T && j < kAhead; ++j) {
+    for (uint32_t l = 0; l < lines; ++l) __builtin_prefetch(raw + static_cast<uint64_t>(ids[j]) * K + 8 * l);
   }
-void MeanBetaRowsSse2(double* __restrict rows, const double* __restrict raw, const uint32_t* ids, uint32_t T,
-                      uint32_t K, double a, double b, const double* __restrict inv) {
-  TRIB_MEAN_BETA_BODY
+  for (uint32_t j = 0; j < T; ++j) {
+    if (j + kAhead < T) {
+      const double* next = raw + static_cast<uint64_t>(ids[j + kAhead]) * K;
+      for (uint32_t l = 0; l < lines; ++l) __builtin_prefetch(next + 8 * l);
+    }
+    const double* r = raw + static_cast<uint64_t>(ids[j]) * K;
+    Out* row = rows + static_cast<size_t>(j) * stride;
+    uint32_t k = 0;
+    if constexpr (std::is_same_v<Out, float>) {  // (by hand: GCC leaves the clamp and rounding scalar)
+      using V = VecOf<W>::type;
+      typedef float F __attribute__((vector_size(4 * W)));
+      const V vz = {};
+      const V va = vz + a, vb = vz + b, lo = vz + 1e-300, flo = vz + 1e-30;
+      for (; k + W <= K; k += W) {
+        V x, iv;
+        std::memcpy(&x, r + k, sizeof(V));
+        std::memcpy(&iv, inv + k, sizeof(V));
+        x = va * x + vb;
+        x = (x > lo ? x : lo) * iv;
+        x = x > flo ? x : flo;
+        const F f = __builtin_convertvector(x, F);
+        std::memcpy(row + k, &f, sizeof(F));
+      }
+    }
+    for (; k < K; ++k) {
+      const double x = Positive(a * r[k] + b) * inv[k];
+      if constexpr (std::is_same_v<Out, float>) {
+        row[k] = x > 1e-30 ? static_cast<float>(x) : 1e-30f;
+      } else {
+        row[k] = x;
+      }
+    }
+    for (k = K; k < stride; ++k) row[k] = 0;
+  }
+}
+template <typename Out>
+using MeanBetaRowsFn = void (*)(Out*, uint32_t, const double*, const uint32_t*, uint32_t, uint32_t, double, double,
+                                const double*);
+template <typename Out>
+void MeanBetaRowsSse2(Out* rows, uint32_t stride, const double* raw, const uint32_t* ids, uint32_t T, uint32_t K,
+                      double a, double b, const double* inv) {
+  MeanBetaRowsT<Out, 2>(rows, stride, raw, ids, T, K, a, b, inv);
 }
 #ifdef TRIB_LDA_HAVE_AVX2
-__attribute__((target("avx2"))) void MeanBetaRowsAvx2(double* __restrict rows, const double* __restrict raw,
+template <typename Out>
+__attribute__((target("avx2"))) void MeanBetaRowsAvx2(Out* rows, uint32_t stride, const double* raw,
                                                       const uint32_t* ids, uint32_t T, uint32_t K, double a, double b,
-                                                      const double* __restrict inv) {
-  TRIB_MEAN_BETA_BODY
+                                                      const double* inv) {
+  MeanBetaRowsT<Out, 4>(rows, stride, raw, ids, T, K, a, b, inv);
 }
 #endif
-#undef TRIB_MEAN_BETA_BODY
-void (*g_mean_beta_rows)(double*, const double*, const uint32_t*, uint32_t, uint32_t, double, double,
-                         const double*) = MeanBetaRowsSse2;
+MeanBetaRowsFn<double> g_mean_beta_rows = MeanBetaRowsSse2<double>;
+MeanBetaRowsFn<float> g_mean_beta_rows_float = MeanBetaRowsSse2<float>;
 
-}  // namespace
-
-// Fills st->rows with E[beta_kw] = lambda_kw / lambda_k.
-void MeanBeta(const Model& m, const trib_stats& s, const uint32_t* ids, uint32_t T, State* st) {
+// 1 / lambda_k into st->inv_total.
+LambdaMap InverseTotals(const Model& m, const trib_stats& s, State* st) {
   const uint32_t K = m.K;
   const LambdaMap f = MapOf(m, s);
   st->inv_total.resize(K);
   for (uint32_t k = 0; k < K; ++k) {
     st->inv_total[k] = 1.0 / Positive(f.a * m.raw_total[k] + f.b * static_cast<double>(m.V));
   }
-  st->rows.resize(static_cast<size_t>(T) * K);
-  g_mean_beta_rows(st->rows.data(), s.raw, ids, T, K, f.a, f.b, st->inv_total.data());
+  return f;
+}
+
+}  // namespace
+
+// Fills st->rows with E[beta_kw] = lambda_kw / lambda_k.
+void MeanBeta(const Model& m, const trib_stats& s, const uint32_t* ids, uint32_t T, State* st) {
+  const LambdaMap f = InverseTotals(m, s, st);
+  st->rows.resize(static_cast<size_t>(T) * m.K);
+  g_mean_beta_rows(st->rows.data(), m.K, s.raw, ids, T, m.K, f.a, f.b, st->inv_total.data());
+}
+
+// The same into st->fbeta as floats, rows padded to Cvb0Stride(K) with zeros
+// (the float CVB0 kernel's layout).
+void MeanBetaFloat(const Model& m, const trib_stats& s, const uint32_t* ids, uint32_t T, State* st) {
+  const LambdaMap f = InverseTotals(m, s, st);
+  const uint32_t Kp = Cvb0Stride(m.K);
+  st->fbeta.resize(static_cast<size_t>(T) * Kp);
+  g_mean_beta_rows_float(st->fbeta.data(), Kp, s.raw, ids, T, m.K, f.a, f.b, st->inv_total.data());
 }
 
 namespace {
@@ -349,32 +400,50 @@ void GibbsLocal(const Model& m, const trib_document& d, State* st) {
 
 Cvb0SweepsFn g_cvb0_sweeps = Cvb0SweepsSse2;            // chosen at plugin init (SelectCvb0Kernel)
 Cvb0SweepsVecFn g_cvb0_sweeps_vec = Cvb0SweepsVecSse2;  // (the same, alpha a vector)
+Cvb0FloatSweepsFn g_cvb0_float = Cvb0FloatSweepsSse2;   // (the float group kernel, a scalar alpha)
 
-// Runs the sweeps on st->rows (beta); leaves phi in st->phi, N_dk in st->nk,
+// Runs the sweeps; leaves phi in st->fphi (scalar alpha, phi_float) or
+// st->rows (T x K doubles, asymmetric), N_dk in st->nk,
 // theta_k = (N_dk + alpha) / (L + K alpha) in st->theta and, per term, the
 // last sweep's normaliser sum_k beta_kw (N_dk^{-w} + alpha) in st->phinorm.
+// A scalar alpha: the float group kernel on st->fbeta (MeanBetaFloat);
+// alpha_k per topic (asymmetric): the double vector kernel on st->rows (MeanBeta).
 void Cvb0Local(const Model& m, const trib_document& d, bool predict, State* st) {
   const uint32_t K = m.K, T = d.num_terms;
-  st->phi.assign(static_cast<size_t>(T) * K, 0.0);
-  st->nk.assign(K, 0.0);
-  st->last_nk.resize(K);
-  st->phinorm.resize(T);
   const uint32_t iters = predict ? m.cvb0_predict_iter : m.cvb0_max_iter;
   const double tol = predict ? m.cvb0_predict_tol : m.cvb0_tol;
+  st->nk.resize(K);
+  st->phinorm.resize(T);
   st->theta.resize(K);
   if (m.asymmetric) {  // alpha_k per topic: the vector kernel (the same arithmetic)
+    st->phi.assign(static_cast<size_t>(T) * K, 0.0);
+    st->nk.assign(K, 0.0);
+    st->last_nk.resize(K);
     const double* a = st->local_alpha_vec.data();
     g_cvb0_sweeps_vec(st->rows.data(), st->phi.data(), st->nk.data(), st->last_nk.data(), st->phinorm.data(),
                       d.term_counts, T, K, a, iters, tol);
     const double denom = 1.0 / (st->local_alpha_sum + d.total_count);
     for (uint32_t k = 0; k < K; ++k) st->theta[k] = (std::max(st->nk[k], 0.0) + a[k]) * denom;
+    st->rows.swap(st->phi);  // rows = phi, as for gibbs
     return;
   }
+  const uint32_t Kp = Cvb0Stride(K);
+  st->fphi.assign(static_cast<size_t>(T) * Kp, 0.0f);
+  st->fnk.assign(Kp, 0.0f);
+  st->flast.resize(Kp);
+  st->fnorm.resize(T);
+  st->fcounts.resize(T);
+  for (uint32_t j = 0; j < T; ++j) st->fcounts[j] = static_cast<float>(d.term_counts[j]);
   const double alpha = st->local_alpha;
-  g_cvb0_sweeps(st->rows.data(), st->phi.data(), st->nk.data(), st->last_nk.data(), st->phinorm.data(), d.term_counts,
-                T, K, alpha, iters, tol);
+  g_cvb0_float(st->fbeta.data(), st->fphi.data(), st->fnk.data(), st->flast.data(), st->fnorm.data(),
+               st->fcounts.data(), T, Kp, static_cast<float>(alpha), iters, static_cast<float>(tol));
   const double denom = 1.0 / (K * alpha + d.total_count);
-  for (uint32_t k = 0; k < K; ++k) st->theta[k] = (std::max(st->nk[k], 0.0) + alpha) * denom;
+  for (uint32_t k = 0; k < K; ++k) {
+    st->nk[k] = st->fnk[k];
+    st->theta[k] = (std::max(st->nk[k], 0.0) + alpha) * denom;
+  }
+  for (uint32_t j = 0; j < T; ++j) st->phinorm[j] = st->fnorm[j];
+  st->phi_float = true;  // (phi stays in fphi: accumulate and the fused step read it there)
 }
 
 }  // namespace
@@ -397,7 +466,9 @@ void SelectCvb0Kernel() {
     g_cvb0_sweeps = Cvb0SweepsAvx2;
     g_cvb0_sweeps_vec = Cvb0SweepsVecAvx2;
     g_log_gamma_sum = LogGammaSumAvx2;
-    g_mean_beta_rows = MeanBetaRowsAvx2;
+    g_mean_beta_rows = MeanBetaRowsAvx2<double>;
+    g_mean_beta_rows_float = MeanBetaRowsAvx2<float>;
+    g_cvb0_float = Cvb0FloatSweepsAvx2;
   }
 #endif
 }
@@ -618,6 +689,7 @@ void LabelledLocalSteps(const Model& m, const trib_stats& s, const trib_document
 // Runs the configured local step on `d`; results stay in `st`.
 void LocalStep(const Model& m, const trib_stats& s, const trib_document& d, State* st, bool predict) {
   st->scored.valid = false;
+  st->phi_float = false;
   st->local_alpha = LocalAlpha(m, predict);
   st->burn = st->local_alpha != m.alpha;
   if (m.asymmetric) {  // alpha_k, during the burn-in moved towards burnin_alpha as the scalar is
@@ -650,9 +722,12 @@ void LocalStep(const Model& m, const trib_stats& s, const trib_document& d, Stat
     for (uint32_t k = 0; k < m.K; ++k) st->theta[k] = st->gamma[k] / gsum;
     st->phi_ready = true;
   } else if (m.inference == Inference::kCvb0) {
-    MeanBeta(m, s, d.term_ids, d.num_terms, st);
+    if (m.asymmetric) {
+      MeanBeta(m, s, d.term_ids, d.num_terms, st);
+    } else {
+      MeanBetaFloat(m, s, d.term_ids, d.num_terms, st);
+    }
     Cvb0Local(m, d, predict, st);
-    st->rows.swap(st->phi);  // rows = phi, as for gibbs
     st->phi_ready = true;
   } else {
     MeanBeta(m, s, d.term_ids, d.num_terms, st);

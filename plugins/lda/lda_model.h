@@ -106,6 +106,10 @@ struct State {
   std::vector<double> tok_w, ndk, ndk_sum, cdf;
   // cvb0: phi (|d| x K), the topic counts N_dk and their value one sweep ago.
   std::vector<double> phi, nk, last_nk;
+  // cvb0 with a scalar alpha (the float group kernel, rows of Cvb0Stride(K)):
+  // E[beta] (|d| x Kp), phi (|d| x Kp), N_dk and its last value (Kp), the
+  // normalisers and the counts (|d|).
+  std::vector<float> fbeta, fphi, fnk, flast, fnorm, fcounts;
   // fast (Shan & Banerjee's Fast LDA): the document's one phi (K), and
   // sum_w n_w E[log beta_kw] per topic (K).
   std::vector<double> fast_phi, fast_sum;
@@ -115,6 +119,7 @@ struct State {
   double local_alpha_sum = 0;
   bool burn = false;
   bool phi_ready = false;  // rows hold phi (gibbs) instead of exp(E log beta) (vi)
+  bool phi_float = false;  // cvb0 with a scalar alpha: phi is in fphi (rows of Cvb0Stride(K)), not in rows
 
   // DLDA: the label parameters of the current statistics (eta, exp(eta),
   // sum_h exp(eta_hc)) and, per class slot y, the local step conditioned on
@@ -182,13 +187,15 @@ double Cvb0LogPx(const Model& m, const trib_document& d, const State& st);
 // (|ids| x K; st->inv_total = 1 / lambda_k), the topics' point estimate of
 // the cvb0 and gibbs steps.
 void MeanBeta(const Model& m, const trib_stats& s, const uint32_t* ids, uint32_t T, State* st);
+// The same into st->fbeta, floats in rows of Cvb0Stride(K) (zero padding).
+void MeanBetaFloat(const Model& m, const trib_stats& s, const uint32_t* ids, uint32_t T, State* st);
 
 // The CVB0 sweeps of lda_cvb0.h with a K-vector alpha (the supervised family:
 // eq. 7 with the class's alpha row), on this CPU's kernel.
 uint32_t Cvb0SweepsVec(const double* beta, double* phi, double* nk, double* last, double* norm, const double* counts,
                        uint32_t T, uint32_t K, const double* alpha, uint32_t max_iter, double tol);
 
-// Picks the CVB0 sweep kernel and LogGammaSum's for this CPU (AVX2 where
+// Picks the CVB0 sweep kernels, MeanBeta's and LogGammaSum's for this CPU (AVX2 where
 // available; both give the same bits, lda_cvb0.h, lda_math.h). Called once,
 // at plugin init.
 void SelectCvb0Kernel();
