@@ -444,13 +444,20 @@ int Score(const trib_family_model* mm, const trib_stats* s, trib_family_state* s
     if (m->inference == Inference::kVi) {
       logpx = DocumentElbo(*m, *d, *st);
     } else if (m->inference == Inference::kCvb0) {
-      logpx = Cvb0LogPx(*m, *d, *st);
+      logpx = Cvb0LogPx(*m, *d, st);
     } else if (m->inference == Inference::kFast) {
       logpx = FastElbo(*m, *d, *st);
     } else {
       for (uint32_t j = 0; j < d->num_terms; ++j) logpx += d->term_counts[j] * std::log(st->phinorm[j]);
     }
-    for (uint32_t k = 0; k < m->K; ++k) out[k] = std::log(st->theta[k]) + logpx;
+    bool normal = true;  // (LogEach's domain; else, and for NaN, the library's log)
+    for (uint32_t k = 0; k < m->K; ++k) normal &= st->theta[k] >= 0x1p-1022 && st->theta[k] < 1e300;
+    if (normal) {
+      tributary::lda::LogEach(st->theta.data(), out, m->K);
+    } else {
+      for (uint32_t k = 0; k < m->K; ++k) out[k] = std::log(st->theta[k]);
+    }
+    for (uint32_t k = 0; k < m->K; ++k) out[k] += logpx;
     st->scored.Remember(*d, m->t);
     return TRIB_OK;
   });

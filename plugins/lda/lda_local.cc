@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <stdexcept>
 #include <type_traits>
@@ -458,6 +459,16 @@ __attribute__((target("avx2"))) double LogGammaSumAvx2(const double* a, const do
 }
 #endif
 double (*g_log_gamma_sum)(const double*, const double*, uint32_t) = LogGammaSumSse2;
+double WeightedLogSumSse2(const double* c, const double* x, uint32_t n) { return WeightedLogSumT<2>(c, x, n); }
+void LogEachSse2(const double* x, double* out, uint32_t n) { LogEachT<2>(x, out, n); }
+#ifdef TRIB_LDA_HAVE_AVX2
+__attribute__((target("avx2"))) double WeightedLogSumAvx2(const double* c, const double* x, uint32_t n) {
+  return WeightedLogSumT<4>(c, x, n);
+}
+__attribute__((target("avx2"))) void LogEachAvx2(const double* x, double* out, uint32_t n) { LogEachT<4>(x, out, n); }
+#endif
+double (*g_weighted_log_sum)(const double*, const double*, uint32_t) = WeightedLogSumSse2;
+void (*g_log_each)(const double*, double*, uint32_t) = LogEachSse2;
 }  // namespace
 
 void SelectCvb0Kernel() {
@@ -466,6 +477,8 @@ void SelectCvb0Kernel() {
     g_cvb0_sweeps = Cvb0SweepsAvx2;
     g_cvb0_sweeps_vec = Cvb0SweepsVecAvx2;
     g_log_gamma_sum = LogGammaSumAvx2;
+    g_weighted_log_sum = WeightedLogSumAvx2;
+    g_log_each = LogEachAvx2;
     g_mean_beta_rows = MeanBetaRowsAvx2<double>;
     g_mean_beta_rows_float = MeanBetaRowsAvx2<float>;
     g_cvb0_float = Cvb0FloatSweepsAvx2;
@@ -474,6 +487,7 @@ void SelectCvb0Kernel() {
 }
 
 double LogGammaSum(const double* a, const double* n, uint32_t K) { return g_log_gamma_sum(a, n, K); }
+void LogEach(const double* x, double* out, uint32_t n) { g_log_each(x, out, n); }
 
 uint32_t Cvb0SweepsVec(const double* beta, double* phi, double* nk, double* last, double* norm, const double* counts,
                        uint32_t T, uint32_t K, const double* alpha, uint32_t max_iter, double tol) {
@@ -483,8 +497,7 @@ uint32_t Cvb0SweepsVec(const double* beta, double* phi, double* nk, double* last
 // Plug-in estimate of log p(x) from the last CVB0 sweep: every token's
 // predictive probability given the rest of the document,
 //   sum_w n_w log( sum_k beta_kw (N_dk^{-w} + alpha) / (L - u_w + K alpha) ).
-// Terms seen once multiply into one running product (one log per ~100 terms
-// instead of one per term; flushed before it could underflow).
+// The logs in vectors (lda_math.h WeightedLogSumT: the same bits in every width).
 // eq. 60 with the terms of (55)-(59): E log p(pi | alpha) + E log p(z | pi)
 // + E log p(x | beta, z) - E log q(pi | gamma) - E log q(z | phi), where
 // E log p(z | pi) = m sum_k phi_k E log theta_k, E log p(x | beta, z) =
@@ -506,27 +519,19 @@ double FastElbo(const Model& m, const trib_document& d, const State& st) {
   return elbo;
 }
 
-double Cvb0LogPx(const Model& m, const trib_document& d, const State& st) {
-  double lp = 0, prod = 1;
-  const double ka = m.asymmetric ? st.local_alpha_sum : m.K * st.local_alpha;
-  const double inv_once = 1.0 / (d.total_count - 1 + ka);
-  for (uint32_t j = 0; j < d.num_terms; ++j) {
-    const double c = d.term_counts[j];
-    if (c == 1) {
-      const double r = st.phinorm[j] * inv_once;
-      if (r >= 1e-150) {
-        prod *= r;
-        if (prod < 1e-150) {
-          lp += std::log(prod);
-          prod = 1;
-        }
-        continue;
-      }
-    }
-    const double u = c < 1 ? c : 1.0;
-    lp += c * std::log(st.phinorm[j] / (d.total_count - u + ka));
+double Cvb0LogPx(const Model& m, const trib_document& d, State* st) {
+  const double ka = m.asymmetric ? st->local_alpha_sum : m.K * st->local_alpha;
+  const uint32_t T = d.num_terms;
+  st->logx.resize(T);
+  bool nan = false;
+  for (uint32_t j = 0; j < T; ++j) {
+    const double c = d.term_counts[j], u = c < 1 ? c : 1.0;
+    const double r = st->phinorm[j] / (d.total_count - u + ka);
+    nan |= std::isnan(r);
+    st->logx[j] = Positive(r);
   }
-  return lp + std::log(prod);
+  // (A NaN stays one: the learner refuses the score by name.)
+  return nan ? std::numeric_limits<double>::quiet_NaN() : g_weighted_log_sum(d.term_counts, st->logx.data(), T);
 }
 
 // ---- DLDA: the local step conditioned on a class (Shan & Banerjee 2010 §6) -------

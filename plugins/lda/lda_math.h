@@ -144,6 +144,59 @@ __attribute__((always_inline)) inline double LogGammaSumT(const double* a, const
   for (uint32_t k = K4; k < K; ++k) sum += LogGammaPositive(a[k] + n[k]);
   return sum;
 }
+
+// sum_j c_j log x_j (every x_j normal and positive), four partial sums
+// (j mod 4) added as (0 + 1) + (2 + 3), the rest after them one by one: the
+// same bits for W = 2 (SSE2) and W = 4 (AVX2).
+template <int W>
+__attribute__((always_inline)) inline double WeightedLogSumT(const double* c, const double* x, uint32_t n) {
+  using V = typename std::conditional<W == 2, LaneD2, LaneD4>::type;
+  using I = typename std::conditional<W == 2, LaneI2, LaneI4>::type;
+  constexpr int H = 4 / W;
+  V acc[H];
+  for (int h = 0; h < H; ++h) acc[h] = V{} + 0.0;
+  const uint32_t n4 = n & ~3u;
+  for (uint32_t j = 0; j < n4; j += 4) {
+    for (int h = 0; h < H; ++h) {
+      V vc, vx, l;
+      std::memcpy(&vc, c + j + h * W, sizeof(V));
+      std::memcpy(&vx, x + j + h * W, sizeof(V));
+      LogLanes<V, I>(vx, l);
+      acc[h] += vc * l;
+    }
+  }
+  double l[4];
+  std::memcpy(l, acc, sizeof l);
+  double sum = (l[0] + l[1]) + (l[2] + l[3]);
+  for (uint32_t j = n4; j < n; ++j) {
+    const LaneD1 v = {x[j]};
+    LaneD1 r;
+    LogLanes<LaneD1, LaneI1>(v, r);
+    sum += c[j] * r[0];
+  }
+  return sum;
+}
+
+// out_j = log x_j (every x_j normal and positive), W at a time, the rest one
+// by one: the same bits in every width.
+template <int W>
+__attribute__((always_inline)) inline void LogEachT(const double* x, double* out, uint32_t n) {
+  using V = typename std::conditional<W == 2, LaneD2, LaneD4>::type;
+  using I = typename std::conditional<W == 2, LaneI2, LaneI4>::type;
+  uint32_t j = 0;
+  for (; j + W <= n; j += W) {
+    V vx, l;
+    std::memcpy(&vx, x + j, sizeof(V));
+    LogLanes<V, I>(vx, l);
+    std::memcpy(out + j, &l, sizeof(V));
+  }
+  for (; j < n; ++j) {
+    const LaneD1 v = {x[j]};
+    LaneD1 r;
+    LogLanes<LaneD1, LaneI1>(v, r);
+    out[j] = r[0];
+  }
+}
 #pragma GCC diagnostic pop
 
 }  // namespace tributary::lda

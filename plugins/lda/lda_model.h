@@ -110,6 +110,7 @@ struct State {
   // E[beta] (|d| x Kp), phi (|d| x Kp), N_dk and its last value (Kp), the
   // normalisers and the counts (|d|).
   std::vector<float> fbeta, fphi, fnk, flast, fnorm, fcounts;
+  std::vector<double> logx;  // Cvb0LogPx's per-term ratios (|d|) and score's log theta (K)
   // fast (Shan & Banerjee's Fast LDA): the document's one phi (K), and
   // sum_w n_w E[log beta_kw] per topic (K).
   std::vector<double> fast_phi, fast_sum;
@@ -181,7 +182,11 @@ bool LabelParameters(const Model& m, const trib_stats& s, State* st, uint32_t* b
 void LabelledLocalSteps(const Model& m, const trib_stats& s, const trib_document& d, State* st);
 
 // Plug-in estimate of log p(x) from the last CVB0 sweep LocalStep ran.
-double Cvb0LogPx(const Model& m, const trib_document& d, const State& st);
+double Cvb0LogPx(const Model& m, const trib_document& d, State* st);
+
+// out_j = log x_j for x_j normal and positive (lda_math.h LogEachT, on this
+// CPU's widest lanes: the same bits in every width).
+void LogEach(const double* x, double* out, uint32_t n);
 
 // Fills st->rows with E[beta_kw] = lambda_kw / lambda_k for the terms `ids`
 // (|ids| x K; st->inv_total = 1 / lambda_k), the topics' point estimate of
