@@ -1006,6 +1006,78 @@ TEST(LdaFamilyTest, SameSeedSameModelBitForBit) {
   }
 }
 
+// The fused step's all-rows path (cvb0's float phi, K a multiple of the
+// lanes: the totals in registers) and its row-by-row path (K = 6) against
+// accumulate + apply + commit when the weights subtract: rows go below the
+// floor and are clamped, and the totals follow, bit for bit. The built-in
+// losses never subtract from lda's topics, so the family's vtable is called
+// here as the engine calls it.
+TEST(LdaFamilyTest, FusedStepClampsRowsAsCommitDoesWhenWeightsSubtract) {
+  Corpus c = Generate(17, 5, 300, 60, 140);
+  for (uint32_t K : {6u, 8u, 20u}) {
+    SCOPED_TRACE("K = " + std::to_string(K));
+    std::unique_ptr<Model> m[2];
+    for (auto& mi : m) {
+      mi = NewLda(c.V, Recommended({{"topics", std::to_string(K)}}), 400);
+      ASSERT_NE(mi, nullptr);
+      Train(mi.get(), c.docs, 0, 100);  // (a start away from the prior)
+    }
+    const trib_family_vtable& fam = m[0]->family().family();
+    ASSERT_NE(fam.fused_step, nullptr);
+    size_t clamped = 0;
+    for (size_t d = 100; d < c.docs.size(); ++d) {
+      const trib_document td = c.docs[d].View();
+      const double wk = -(d % 2 == 0 ? 50.0 : 0.01);  // deep below the floor, or barely
+      std::vector<double> w(K, wk);
+      const uint64_t t = 100 + (d - 100);
+      const trib_step step{0.5, 400.0, 0.0, t};
+      trib_error err{};
+      // 0: the fused step.
+      std::vector<double> bm0;
+      for (const trib_block& b : m[0]->stats().blocks()) bm0.push_back(step.rho / b.scale);
+      std::vector<uint64_t> start(td.num_terms), length(td.num_terms);
+      std::vector<double> old0(static_cast<size_t>(td.num_terms) * K);
+      trib_step_log log{start.data(), length.data(), 0,
+                        start.size(), old0.data(),   0,
+                        old0.size(),  nullptr,       [](trib_step_log*, size_t, size_t) { return -1; }};
+      auto st0 = m[0]->NewScoringState();
+      ASSERT_TRUE(st0.ok());
+      trib_stats v0 = m[0]->stats().View();
+      ASSERT_EQ(fam.fused_step(m[0]->family_model(), &v0, (*st0)->get(), &td, w.data(), bm0.data(), &step, &log, &err),
+                TRIB_OK)
+          << err.message;
+      EXPECT_EQ(log.runs, td.num_terms);
+      EXPECT_EQ(log.values, old0.size());
+      // 1: accumulate, the engine's apply, commit.
+      auto st1 = m[1]->NewScoringState();
+      ASSERT_TRUE(st1.ok());
+      trib_stats v1 = m[1]->stats().View();
+      std::vector<uint64_t> idx(static_cast<size_t>(td.num_terms) * K + K + 8);
+      std::vector<double> val(idx.size());
+      trib_delta delta{idx.data(), val.data(), 0, idx.size(), nullptr, [](trib_delta*, size_t) { return -1; }};
+      ASSERT_EQ(fam.accumulate(m[1]->family_model(), &v1, (*st1)->get(), &td, w.data(), &delta, &err), TRIB_OK)
+          << err.message;
+      std::vector<double> old1(delta.size);
+      const double mult = step.rho / v1.blocks[0].scale;
+      for (size_t e = 0; e < delta.size; ++e) {
+        ASSERT_LT(idx[e], v1.blocks[0].size);  // (topic rows only here)
+        old1[e] = v1.raw[idx[e]];
+        v1.raw[idx[e]] += val[e] * mult;
+      }
+      ASSERT_EQ(fam.commit(m[1]->family_model(), &v1, idx.data(), old1.data(), delta.size, &step, &err), TRIB_OK)
+          << err.message;
+      ASSERT_EQ(old0, old1) << "document " << d;
+      ASSERT_EQ(std::memcmp(v0.raw, v1.raw, v0.size * sizeof(double)), 0) << "raw differs after document " << d;
+      for (size_t e = 0; e < old0.size(); ++e) clamped += v0.raw[idx[e]] > old0[e] + val[e] * mult ? 1 : 0;
+    }
+    EXPECT_GT(clamped, 0u) << "no row went below the floor: the clamp was not exercised";
+    // The totals R_k (the family's cache) agree: the snapshots are the same bytes.
+    auto sa = m[0]->Serialize(), sb = m[1]->Serialize();
+    ASSERT_TRUE(sa.ok() && sb.ok());
+    EXPECT_TRUE(*sa == *sb) << "snapshots differ";
+  }
+}
+
 // The fused step (ABI 1.7: accumulate, the engine's apply and commit in one
 // pass) leaves the model as the three calls do, bit for bit, after every
 // document: every local step, learn_alpha (scalar and asymmetric, the general
@@ -1025,6 +1097,8 @@ TEST(LdaFamilyTest, FusedStepIsAccumulateApplyCommitBitForBit) {
       {{{"topics", "5"}, {"inference", "gibbs"}}, false, "nll"},
       {{{"topics", "5"}, {"inference", "fast"}}, false, "nll"},
       {{{"topics", "6"}, {"inference", "cvb0"}}, false, "nll"},  // K not a multiple of the lanes
+      {{{"topics", "8"}, {"inference", "cvb0"}}, false, "nll"},  // every row at once (totals in registers)
+      {{{"topics", "20"}, {"inference", "cvb0"}}, false, "nll"},
       {{{"topics", "5"}, {"learn_alpha", "1"}}, false, "nll"},
       {{{"topics", "5"}, {"learn_alpha", "1"}, {"alpha_shape", "asymmetric"}}, false, "nll"},
       {{{"topics", "3"}, {"discriminative", "1"}, {"inference", "vi"}}, true, "nll"},

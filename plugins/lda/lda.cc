@@ -777,6 +777,113 @@ const FusedRowFloatFn g_fused_row_float =
 #endif
                                                           FusedRowFloatSse2;
 
+// All T topic rows of a document whose phi is cvb0's floats (rows of Kp),
+// K = NV W: FusedRowT row after row (old values to old, T x K), with the
+// totals held in registers across the rows; an infeasible row is clamped
+// to clamp_raw where scale r + prior <= 0 and then added, as FusedStep's
+// scalar loop does. The same bits as FusedRowT and that loop.
+template <int W, int NV>
+__attribute__((always_inline)) inline uint64_t FusedRowsFloatT(double* __restrict raw, double* __restrict old,
+                                                               double* __restrict total, const uint32_t* ids,
+                                                               const double* counts, uint32_t T,
+                                                               const float* __restrict phi, uint32_t Kp, double wsum,
+                                                               double mult, double scale, double prior,
+                                                               double clamp_raw) {
+  using V = typename tributary::lda::VecOf<W>::type;
+  using L = typename tributary::lda::VecOf<W>::mask;
+  typedef float F __attribute__((vector_size(4 * W)));
+  constexpr uint32_t K = NV * W;
+  const V vz = {};
+  const L lz = {};
+  const V vm = vz + mult, vs = vz + scale, vp = vz + prior;
+  const L exp_bits = lz + static_cast<int64_t>(0x7ff0000000000000ull);
+  const L exp_one = lz + static_cast<int64_t>(0x0010000000000000ull);
+  L bad = lz;
+  V tot[NV];
+  for (int v = 0; v < NV; ++v) std::memcpy(&tot[v], total + v * W, sizeof(V));
+  for (uint32_t j = 0; j < T; ++j) {
+    double* r = raw + static_cast<uint64_t>(ids[j]) * K;
+    double* o = old + static_cast<size_t>(j) * K;
+    const float* x = phi + static_cast<size_t>(j) * Kp;
+    const V vc = vz + wsum * counts[j];
+    L ok = lz - 1;
+    V next[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) {
+      F f;
+      std::memcpy(&f, x + v * W, sizeof(F));
+      V was;
+      std::memcpy(&was, r + v * W, sizeof(V));
+      const V dv = vc * __builtin_convertvector(f, V);
+      const V now = was + dv * vm;
+      std::memcpy(o + v * W, &was, sizeof(V));
+      std::memcpy(r + v * W, &now, sizeof(V));
+      L bits;
+      std::memcpy(&bits, &dv, sizeof(V));
+      bad |= (bits & exp_bits) + exp_one;
+      ok &= (vs * now + vp) > vz;
+      next[v] = tot[v] + (now - was);
+    }
+    bool all = true;
+    for (int l = 0; l < W; ++l) all &= ok[l] != 0;
+    if (all) {
+      for (int v = 0; v < NV; ++v) tot[v] = next[v];
+    } else {  // (NLL steps only add: rounding, or a loss with negative weights)
+      double t[K];
+      std::memcpy(t, tot, sizeof t);
+      for (uint32_t k = 0; k < K; ++k) {
+        if (!(scale * r[k] + prior > 0)) r[k] = clamp_raw;
+      }
+      for (uint32_t k = 0; k < K; ++k) t[k] += r[k] - o[k];
+      std::memcpy(tot, t, sizeof t);
+    }
+  }
+  for (int v = 0; v < NV; ++v) std::memcpy(total + v * W, &tot[v], sizeof(V));
+  uint64_t nonfinite = 0;
+  for (int l = 0; l < W; ++l) nonfinite |= static_cast<uint64_t>(bad[l]);
+  return nonfinite;
+}
+
+#define TRIB_FUSED_ROWS_ARGS                                                                                        \
+  double *raw, double *old, double *total, const uint32_t *ids, const double *counts, uint32_t T, const float *phi, \
+      uint32_t Kp, double wsum, double mult, double scale, double prior, double clamp_raw
+#define TRIB_FUSED_ROWS_PASS raw, old, total, ids, counts, T, phi, Kp, wsum, mult, scale, prior, clamp_raw
+using FusedRowsFloatFn = uint64_t (*)(TRIB_FUSED_ROWS_ARGS);
+template <int NV>
+TRIB_KEEP_LOOPS uint64_t FusedRowsFloatSse2(TRIB_FUSED_ROWS_ARGS) {
+  return FusedRowsFloatT<2, NV>(TRIB_FUSED_ROWS_PASS);
+}
+#ifdef TRIB_LDA_HAVE_AVX2
+template <int NV>
+TRIB_KEEP_LOOPS __attribute__((target("avx2"))) uint64_t FusedRowsFloatAvx2(TRIB_FUSED_ROWS_ARGS) {
+  return FusedRowsFloatT<4, NV>(TRIB_FUSED_ROWS_PASS);
+}
+#endif
+#undef TRIB_FUSED_ROWS_ARGS
+#undef TRIB_FUSED_ROWS_PASS
+
+// FusedRowsFloatT for K topics on this CPU, or nullptr when K is not a
+// multiple of the lanes or its totals need more than eight vectors (then
+// FusedRowT row by row).
+FusedRowsFloatFn FusedRowsFloatFor(uint32_t K) {
+  static const FusedRowsFloatFn kSse2[8] = {FusedRowsFloatSse2<1>, FusedRowsFloatSse2<2>, FusedRowsFloatSse2<3>,
+                                            FusedRowsFloatSse2<4>, FusedRowsFloatSse2<5>, FusedRowsFloatSse2<6>,
+                                            FusedRowsFloatSse2<7>, FusedRowsFloatSse2<8>};
+  const FusedRowsFloatFn* table = kSse2;
+  uint32_t W = 2;
+#ifdef TRIB_LDA_HAVE_AVX2
+  static const FusedRowsFloatFn kAvx2[8] = {FusedRowsFloatAvx2<1>, FusedRowsFloatAvx2<2>, FusedRowsFloatAvx2<3>,
+                                            FusedRowsFloatAvx2<4>, FusedRowsFloatAvx2<5>, FusedRowsFloatAvx2<6>,
+                                            FusedRowsFloatAvx2<7>, FusedRowsFloatAvx2<8>};
+  if (tributary::simd::MaxLevel() >= tributary::simd::kAvx2) {
+    table = kAvx2;
+    W = 4;
+  }
+#endif
+  if (K == 0 || K % W != 0 || K / W > 8) return nullptr;
+  return table[K / W - 1];
+}
+
 int GrowFusedDelta(trib_delta* d, size_t min_capacity) {
   auto* st = static_cast<State*>(d->host);
   const size_t cap = std::max(min_capacity, d->capacity * 2);
@@ -872,7 +979,18 @@ int FusedStep(trib_family_model* mm, trib_stats* s, trib_family_state* ss, const
       double* __restrict raw = s->raw;
       uint64_t nonfinite = 0;
       const uint32_t Kp = tributary::lda::Cvb0Stride(K);
-      for (uint32_t j = 0; j < T; ++j) {
+      const FusedRowsFloatFn rows_fn = st->phi_float ? FusedRowsFloatFor(K) : nullptr;
+      if (rows_fn != nullptr) {  // every row at once, the totals in registers
+        for (uint32_t j = 0; j < T; ++j) {
+          log->start[log->runs] = static_cast<uint64_t>(d->term_ids[j]) * K;
+          log->length[log->runs++] = K;
+        }
+        double* __restrict old = log->old_raw + log->values;
+        log->values += static_cast<size_t>(T) * K;
+        nonfinite |= rows_fn(raw, old, total, d->term_ids, d->term_counts, T, st->fphi.data(), Kp, wsum, mult, scale,
+                             prior, RawForFloor(blk, floor));
+      }
+      for (uint32_t j = 0; j < T && rows_fn == nullptr; ++j) {
         const uint64_t base = static_cast<uint64_t>(d->term_ids[j]) * K;
         log->start[log->runs] = base;
         log->length[log->runs++] = K;
