@@ -212,7 +212,8 @@ TEST(LdaMathTest, Cvb0KernelSameBitsInEveryWidth) {
 // The float group kernel (lda's local step with a scalar alpha): the same
 // bits in its SSE2 and AVX2 builds, for K a multiple of 8 and not (the
 // padding), N_dk in registers (K <= 32 at both widths, <= 64 at AVX2) and in
-// memory (K = 70), T a multiple of the group of four and not.
+// memory (K = 70), T a multiple of the group of four and not; and with
+// `fresh` from phi and N_dk full of NaN (the first sweep must read neither).
 TEST(LdaMathTest, Cvb0FloatKernelSameBitsInEveryWidth) {
 #ifdef TRIB_LDA_HAVE_AVX2
   if (!__builtin_cpu_supports("avx2")) {
@@ -228,17 +229,22 @@ TEST(LdaMathTest, Cvb0FloatKernelSameBitsInEveryWidth) {
         for (uint32_t k = 0; k < K; ++k) beta[j * Kp + k] = 1e-4f + static_cast<float>(rng() % 10000) * 1e-4f;
         counts[j] = j % 5 == 0 ? 0.25f : static_cast<float>(1 + rng() % 4);
       }
-      auto run = [&](lda::Cvb0FloatSweepsFn fn) {
-        std::vector<float> phi(beta.size(), 0.0f), nk(Kp, 0.0f), last(Kp), norm(T);
-        EXPECT_EQ(
-            fn(beta.data(), phi.data(), nk.data(), last.data(), norm.data(), counts.data(), T, Kp, 0.1f, 25, 0.0f),
-            25u);
+      // fresh: phi and N_dk hold NaN, which the first sweep must not read.
+      auto run = [&](lda::Cvb0FloatSweepsFn fn, bool fresh) {
+        const float fill = fresh ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
+        std::vector<float> phi(beta.size(), fill), nk(Kp, fill), last(Kp), norm(T);
+        EXPECT_EQ(fn(beta.data(), phi.data(), nk.data(), last.data(), norm.data(), counts.data(), T, Kp, 0.1f, 25, 0.0f,
+                     fresh),
+                  25u);
         phi.insert(phi.end(), nk.begin(), nk.end());
         phi.insert(phi.end(), norm.begin(), norm.end());
         return phi;
       };
-      const std::vector<float> sse2 = run(lda::Cvb0FloatSweepsSse2);
-      EXPECT_EQ(sse2, run(lda::Cvb0FloatSweepsAvx2)) << "K = " << K << ", T = " << T;
+      const std::vector<float> sse2 = run(lda::Cvb0FloatSweepsSse2, false);
+      for (float x : sse2) ASSERT_FALSE(std::isnan(x));
+      EXPECT_EQ(sse2, run(lda::Cvb0FloatSweepsAvx2, false)) << "K = " << K << ", T = " << T;
+      EXPECT_EQ(sse2, run(lda::Cvb0FloatSweepsSse2, true)) << "fresh, K = " << K << ", T = " << T;
+      EXPECT_EQ(sse2, run(lda::Cvb0FloatSweepsAvx2, true)) << "fresh, K = " << K << ", T = " << T;
     }
   }
 #else

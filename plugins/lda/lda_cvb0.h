@@ -316,8 +316,9 @@ __attribute__((target("avx2"))) inline uint32_t Cvb0SweepsAvx2(const double* bet
 // 0 x (N + alpha) = 0, so phi and N_dk stay 0 there and sums are unchanged.
 // nk and last are Kp floats, norm T. Like Cvb0SweepsT: the sweeps continue
 // from the phi and N_dk given (zeros: the first sweep is the sequential
-// start); stop when max_k |change of N_dk| over a sweep < tol (after the
-// second sweep) or after max_iter sweeps; returns the sweeps run.
+// start), or, with `fresh`, start as from zeros whatever phi and nk hold (the
+// first sweep neither reads phi nor needs it cleared: the same bits); stop when max_k |change of N_dk| over a sweep <
+// tol (after the second sweep) or after max_iter sweeps; returns the sweeps run.
 //
 // Same bits at every width: each of the eight lanes of a chunk of topics
 // sums its q over the chunks in order (W = 4: two vectors per chunk), the
@@ -337,7 +338,7 @@ struct FloatVecOf<8> {
 
 // One group of G terms from j. NV > 0: N_dk is the NV vectors nr
 // (Kp = NV W); NV = 0: N_dk is nk in memory, Kp / W vectors.
-template <int W, int NV, int G>
+template <int W, int NV, int G, bool kFresh>
 __attribute__((always_inline)) inline void Cvb0FloatGroup(const float* beta, float* phi, float* norm,
                                                           const float* counts, uint32_t j, uint32_t Kp, float alpha,
                                                           typename FloatVecOf<W>::type* nr, float* nk) {
@@ -379,15 +380,24 @@ __attribute__((always_inline)) inline void Cvb0FloatGroup(const float* beta, flo
     V out[G];
 #pragma GCC unroll 8
     for (int g = 0; g < G; ++g) {
-      V o, bb;
-      std::memcpy(&o, p + g * Kp + v * W, sizeof(V));
+      V bb;
       std::memcpy(&bb, b + g * Kp + v * W, sizeof(V));
+      if constexpr (kFresh) {  // phi = 0: (n - u 0) + alpha = n + alpha and n - c 0 = n, bit for bit
+        const V q = bb * (n + va);
+        std::memcpy(p + g * Kp + v * W, &q, sizeof(V));
+        acc[g][v % H] += q;
+        continue;
+      }
+      V o;
+      std::memcpy(&o, p + g * Kp + v * W, sizeof(V));
       const V q = bb * ((n - vu[g] * o) + va);
       std::memcpy(p + g * Kp + v * W, &q, sizeof(V));
       acc[g][v % H] += q;
       out[g] = vc[g] * o;
     }
-    if constexpr (G == 4) {
+    if constexpr (kFresh) {
+      continue;
+    } else if constexpr (G == 4) {
       n = n - ((out[0] + out[1]) + (out[2] + out[3]));
     } else {
 #pragma GCC unroll 8
@@ -429,13 +439,36 @@ __attribute__((always_inline)) inline void Cvb0FloatGroup(const float* beta, flo
   }
 }
 
+// One sweep: the groups of four, then the last one to three terms as one group.
+template <int W, int NV, bool kFresh>
+__attribute__((always_inline)) inline void Cvb0FloatSweep(const float* beta, float* phi, float* norm,
+                                                          const float* counts, uint32_t T, uint32_t Kp, float alpha,
+                                                          typename FloatVecOf<W>::type* nr, float* nk) {
+  uint32_t j = 0;
+  for (; j + 4 <= T; j += 4) Cvb0FloatGroup<W, NV, 4, kFresh>(beta, phi, norm, counts, j, Kp, alpha, nr, nk);
+  switch (T - j) {
+    case 3:
+      Cvb0FloatGroup<W, NV, 3, kFresh>(beta, phi, norm, counts, j, Kp, alpha, nr, nk);
+      break;
+    case 2:
+      Cvb0FloatGroup<W, NV, 2, kFresh>(beta, phi, norm, counts, j, Kp, alpha, nr, nk);
+      break;
+    case 1:
+      Cvb0FloatGroup<W, NV, 1, kFresh>(beta, phi, norm, counts, j, Kp, alpha, nr, nk);
+      break;
+    default:
+      break;
+  }
+}
+
 template <int W, int NV>
 __attribute__((always_inline)) inline uint32_t Cvb0FloatSweepsT(const float* beta, float* phi, float* nk, float* last,
                                                                 float* norm, const float* counts, uint32_t T,
-                                                                uint32_t Kp, float alpha, uint32_t max_iter,
-                                                                float tol) {
+                                                                uint32_t Kp, float alpha, uint32_t max_iter, float tol,
+                                                                bool fresh) {
   using V = typename FloatVecOf<W>::type;
   V nr[NV > 0 ? NV : 1] = {};
+  if (fresh) std::memset(nk, 0, Kp * sizeof(float));
   uint32_t it = 0;
   while (it < max_iter) {
     ++it;
@@ -443,20 +476,10 @@ __attribute__((always_inline)) inline uint32_t Cvb0FloatSweepsT(const float* bet
     if constexpr (NV > 0) {
       for (int v = 0; v < NV; ++v) std::memcpy(&nr[v], nk + v * W, sizeof(V));
     }
-    uint32_t j = 0;
-    for (; j + 4 <= T; j += 4) Cvb0FloatGroup<W, NV, 4>(beta, phi, norm, counts, j, Kp, alpha, nr, nk);
-    switch (T - j) {  // the last one to three terms, as one group
-      case 3:
-        Cvb0FloatGroup<W, NV, 3>(beta, phi, norm, counts, j, Kp, alpha, nr, nk);
-        break;
-      case 2:
-        Cvb0FloatGroup<W, NV, 2>(beta, phi, norm, counts, j, Kp, alpha, nr, nk);
-        break;
-      case 1:
-        Cvb0FloatGroup<W, NV, 1>(beta, phi, norm, counts, j, Kp, alpha, nr, nk);
-        break;
-      default:
-        break;
+    if (fresh && it == 1) {
+      Cvb0FloatSweep<W, NV, true>(beta, phi, norm, counts, T, Kp, alpha, nr, nk);
+    } else {
+      Cvb0FloatSweep<W, NV, false>(beta, phi, norm, counts, T, Kp, alpha, nr, nk);
     }
     if constexpr (NV > 0) {
       for (int v = 0; v < NV; ++v) std::memcpy(nk + v * W, &nr[v], sizeof(V));
@@ -474,13 +497,13 @@ template <int W>
 __attribute__((always_inline)) inline uint32_t Cvb0FloatSweepsAnyK(const float* beta, float* phi, float* nk,
                                                                    float* last, float* norm, const float* counts,
                                                                    uint32_t T, uint32_t Kp, float alpha,
-                                                                   uint32_t max_iter, float tol) {
+                                                                   uint32_t max_iter, float tol, bool fresh) {
   // (Kp is a multiple of 8: at four lanes only even n occur.)
-#define TRIB_CVB0F_CASE(n)                                                                           \
-  case n:                                                                                            \
-    if constexpr (n * W % 8 == 0) {                                                                  \
-      return Cvb0FloatSweepsT<W, n>(beta, phi, nk, last, norm, counts, T, Kp, alpha, max_iter, tol); \
-    }                                                                                                \
+#define TRIB_CVB0F_CASE(n)                                                                                  \
+  case n:                                                                                                   \
+    if constexpr (n * W % 8 == 0) {                                                                         \
+      return Cvb0FloatSweepsT<W, n>(beta, phi, nk, last, norm, counts, T, Kp, alpha, max_iter, tol, fresh); \
+    }                                                                                                       \
     break;
   switch (Kp / W) {
     TRIB_CVB0F_CASE(1)
@@ -495,22 +518,22 @@ __attribute__((always_inline)) inline uint32_t Cvb0FloatSweepsAnyK(const float* 
       break;
   }
 #undef TRIB_CVB0F_CASE
-  return Cvb0FloatSweepsT<W, 0>(beta, phi, nk, last, norm, counts, T, Kp, alpha, max_iter, tol);
+  return Cvb0FloatSweepsT<W, 0>(beta, phi, nk, last, norm, counts, T, Kp, alpha, max_iter, tol, fresh);
 }
 
 using Cvb0FloatSweepsFn = uint32_t (*)(const float*, float*, float*, float*, float*, const float*, uint32_t, uint32_t,
-                                       float, uint32_t, float);
+                                       float, uint32_t, float, bool);
 inline uint32_t Cvb0FloatSweepsSse2(const float* beta, float* phi, float* nk, float* last, float* norm,
                                     const float* counts, uint32_t T, uint32_t Kp, float alpha, uint32_t max_iter,
-                                    float tol) {
-  return Cvb0FloatSweepsAnyK<4>(beta, phi, nk, last, norm, counts, T, Kp, alpha, max_iter, tol);
+                                    float tol, bool fresh = false) {
+  return Cvb0FloatSweepsAnyK<4>(beta, phi, nk, last, norm, counts, T, Kp, alpha, max_iter, tol, fresh);
 }
 #ifdef TRIB_LDA_HAVE_AVX2
 __attribute__((target("avx2"))) inline uint32_t Cvb0FloatSweepsAvx2(const float* beta, float* phi, float* nk,
                                                                     float* last, float* norm, const float* counts,
                                                                     uint32_t T, uint32_t Kp, float alpha,
-                                                                    uint32_t max_iter, float tol) {
-  return Cvb0FloatSweepsAnyK<8>(beta, phi, nk, last, norm, counts, T, Kp, alpha, max_iter, tol);
+                                                                    uint32_t max_iter, float tol, bool fresh = false) {
+  return Cvb0FloatSweepsAnyK<8>(beta, phi, nk, last, norm, counts, T, Kp, alpha, max_iter, tol, fresh);
 }
 #endif
 }  // namespace tributary::lda

@@ -429,15 +429,15 @@ void Cvb0Local(const Model& m, const trib_document& d, bool predict, State* st) 
     return;
   }
   const uint32_t Kp = Cvb0Stride(K);
-  st->fphi.assign(static_cast<size_t>(T) * Kp, 0.0f);
-  st->fnk.assign(Kp, 0.0f);
+  st->fphi.resize(static_cast<size_t>(T) * Kp);  // (not cleared: the kernel's fresh start)
+  st->fnk.resize(Kp);
   st->flast.resize(Kp);
   st->fnorm.resize(T);
   st->fcounts.resize(T);
   for (uint32_t j = 0; j < T; ++j) st->fcounts[j] = static_cast<float>(d.term_counts[j]);
   const double alpha = st->local_alpha;
   g_cvb0_float(st->fbeta.data(), st->fphi.data(), st->fnk.data(), st->flast.data(), st->fnorm.data(),
-               st->fcounts.data(), T, Kp, static_cast<float>(alpha), iters, static_cast<float>(tol));
+               st->fcounts.data(), T, Kp, static_cast<float>(alpha), iters, static_cast<float>(tol), /*fresh=*/true);
   const double denom = 1.0 / (K * alpha + d.total_count);
   for (uint32_t k = 0; k < K; ++k) {
     st->nk[k] = st->fnk[k];
