@@ -53,6 +53,34 @@ TEST(DecoderTest, RepeatedTermCountsThatAddUpToInfinityAreRefused) {
   EXPECT_EQ(buf.term_counts[0], 1e308 + 2.0);
 }
 
+// A stream's term ids become the model's: the same term at the same id (a
+// model made from the stream) or elsewhere (a stream converted on its own),
+// or unseen (dropped), whichever the order of the two vocabularies.
+TEST(DecoderTest, StreamTermIdsMapToTheModelsWhateverTheOrder) {
+  v1::Schema model_proto = testing::TextSchema(4, 2);  // w0 w1 w2 w3
+  auto schema = ModelSchema::FromProto(model_proto);
+  ASSERT_TRUE(schema.ok());
+  ASSERT_EQ(schema->vocabulary().size(), 4u);
+  const std::vector<std::string>& mv = schema->vocabulary();
+  v1::Schema stream = model_proto;
+  stream.clear_vocabulary();
+  // ids 0, 1 as in the model, 2 unknown, 3 as in the model, 4 the model's 2.
+  for (const std::string& t : {mv[0], mv[1], std::string("zz-unknown"), mv[3], mv[2]}) stream.add_vocabulary(t);
+  auto dec = DocumentDecoder::Create(*schema, stream);
+  ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+  v1::Document d;
+  d.set_label("c0");
+  for (uint32_t id : {4u, 0u, 2u, 3u, 1u}) {
+    d.add_term_ids(id);
+    d.add_term_counts(1.0 + id);
+  }
+  DocumentBuffer buf;
+  ASSERT_TRUE(dec->Decode(d, 3, *schema, kGrowNothing, &buf, nullptr, nullptr).ok());
+  // (sorted by model id; the unknown term's count is gone)
+  EXPECT_EQ(buf.term_ids, (std::vector<uint32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(buf.term_counts, (std::vector<double>{1.0, 2.0, 5.0, 4.0}));
+}
+
 class TokenCountsTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -329,8 +329,15 @@ Result<DocumentDecoder> DocumentDecoder::Create(const ModelSchema& model, const 
   } else {
     d.stream_vocab_size_ = static_cast<uint64_t>(stream.vocabulary_size());
     d.remap_.resize(stream.vocabulary_size());
+    // A model made from this stream (or one it extends) has the stream's
+    // term at the same id: a string compare instead of a hash lookup (the
+    // vocabulary's terms are distinct, so the lookup would give that id).
+    const std::vector<std::string>& known = model.vocabulary();
     for (int i = 0; i < stream.vocabulary_size(); ++i) {
-      const int64_t m = model.TermIndex(stream.vocabulary(i));
+      const std::string& term = stream.vocabulary(i);
+      const int64_t m = static_cast<size_t>(i) < known.size() && known[static_cast<size_t>(i)] == term
+                            ? static_cast<int64_t>(i)
+                            : model.TermIndex(term);
       if (m >= static_cast<int64_t>(kUnseen)) {
         return Status::InvalidArgument("the model's vocabulary has more than 2^32-1 terms: term ids are 32 bits");
       }
