@@ -93,9 +93,9 @@ TEST_F(SnapshotTest, RoundTripIsExact) {
   EXPECT_EQ(copy->stats().raw(), model_->stats().raw());
 }
 
-// Serialize writes the statistics and the family's cache as packed fields
-// after the rest of the message, straight from the model's arrays: the
-// payload must still parse, with protobuf's own parser, as the ModelSnapshot
+// Serialize writes the vocabulary, the statistics and the family's cache
+// after the rest of the message, straight from the model's strings and
+// arrays: the payload must still parse, with protobuf's own parser, as the ModelSnapshot
 // it stands for (every field, the arrays bit for bit), and protobuf's own
 // encoding of that message must load as the same model.
 TEST_F(SnapshotTest, ThePayloadIsTheModelSnapshotProtobufWouldWrite) {
@@ -114,11 +114,22 @@ TEST_F(SnapshotTest, ThePayloadIsTheModelSnapshotProtobufWouldWrite) {
   EXPECT_EQ(snap.loss().name(), "hinge");
   EXPECT_EQ(snap.blocks_size(), static_cast<int>(model_->stats().blocks().size()));
   EXPECT_EQ(snap.learner().updates(), model_->learner_state().updates);
+  // The vocabulary, written as a second occurrence of `schema`, merges into
+  // the first: every term in order, next to the classes.
+  const std::vector<std::string>& vocab = model_->schema().vocabulary();
+  ASSERT_GT(vocab.size(), 1u);
+  ASSERT_EQ(static_cast<size_t>(snap.schema().vocabulary_size()), vocab.size());
+  for (size_t i = 0; i < vocab.size(); ++i) EXPECT_EQ(snap.schema().vocabulary(static_cast<int>(i)), vocab[i]);
+  EXPECT_EQ(static_cast<size_t>(snap.schema().class_names_size()), model_->schema().classes().size());
   // Protobuf's canonical encoding of the same message, resealed, loads as
   // the same model.
   std::string canonical;
   ASSERT_TRUE(snap.SerializeToString(&canonical));
-  EXPECT_EQ(canonical.size(), payload.size());  // the same fields, in another order
+  // The same fields in another order, plus the second schema field's tag
+  // and length (a few bytes; the first schema field's length shrinks by
+  // the terms' share).
+  EXPECT_GE(payload.size(), canonical.size() + 1);
+  EXPECT_LE(payload.size(), canonical.size() + 6);
   const std::string p = dir_ + "/canonical.trib";
   WriteFile(p, testing::ResealSnapshot(file, [&](v1::ModelSnapshot* s) { *s = snap; }));
   auto r = Model::Load(p, testing::BuiltinRegistry());

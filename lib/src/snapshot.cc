@@ -169,6 +169,36 @@ char* PutPackedDoubles(char* out, int field, const double* v, size_t n) {
   return reinterpret_cast<char*>(p);
 }
 
+// The schema's vocabulary as a second occurrence of ModelSnapshot.schema
+// holding only the terms: a parser merges the two occurrences of a message
+// field (repeated fields concatenate, in order), so it reads one Schema
+// whose vocabulary is these terms. *body gets the inner message's size.
+size_t VocabularyFieldSize(const std::vector<std::string>& terms, size_t* body) {
+  using google::protobuf::io::CodedOutputStream;
+  *body = 0;
+  if (terms.empty()) return 0;
+  const size_t tag = CodedOutputStream::VarintSize32(static_cast<uint32_t>(v1::Schema::kVocabularyFieldNumber) << 3);
+  for (const std::string& t : terms) *body += tag + CodedOutputStream::VarintSize64(t.size()) + t.size();
+  return CodedOutputStream::VarintSize32(static_cast<uint32_t>(v1::ModelSnapshot::kSchemaFieldNumber) << 3) +
+         CodedOutputStream::VarintSize64(*body) + *body;
+}
+char* PutVocabularyField(char* out, const std::vector<std::string>& terms, size_t body) {
+  if (terms.empty()) return out;
+  using google::protobuf::io::CodedOutputStream;
+  uint8_t* p = reinterpret_cast<uint8_t*>(out);
+  p = CodedOutputStream::WriteVarint32ToArray((static_cast<uint32_t>(v1::ModelSnapshot::kSchemaFieldNumber) << 3) | 2u,
+                                              p);
+  p = CodedOutputStream::WriteVarint64ToArray(body, p);
+  const uint32_t tag = (static_cast<uint32_t>(v1::Schema::kVocabularyFieldNumber) << 3) | 2u;
+  for (const std::string& t : terms) {
+    p = CodedOutputStream::WriteVarint32ToArray(tag, p);
+    p = CodedOutputStream::WriteVarint64ToArray(t.size(), p);
+    std::memcpy(p, t.data(), t.size());
+    p += t.size();
+  }
+  return reinterpret_cast<char*>(p);
+}
+
 char* PutLEAt(char* out, uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i) *out++ = static_cast<char>((v >> (8 * i)) & 0xff);
   return out;
@@ -191,7 +221,7 @@ Status Model::SerializeTo(const SnapshotOptions& options, const std::string& pat
     o->set_key(k);
     o->set_value(v);
   }
-  schema_.ToProto(snap.mutable_schema());
+  schema_.ToProto(snap.mutable_schema(), /*with_vocabulary=*/false);  // (the terms follow the message, below)
   auto* ls = snap.mutable_learner();
   ls->set_updates(learner_.updates);
   ls->set_effective_size(learner_.effective_size);
@@ -227,13 +257,16 @@ Status Model::SerializeTo(const SnapshotOptions& options, const std::string& pat
   snap.set_training_report(training_report_);
   if (class_capacity_ > num_classes()) snap.set_class_capacity(class_capacity_);
   if (schema_.open_vocabulary()) snap.set_vocab_capacity(vocab_capacity());
-  // The statistics (raw) and the family's cache, the bulk of the file, are
-  // not copied into the message: their packed encodings follow the rest of
-  // it, written straight from the model's arrays. A field's place in the
-  // payload does not matter to a parser (protobuf merges fields in any
-  // order), so the file parses as the same ModelSnapshot.
+  // The statistics (raw), the family's cache and the vocabulary, the bulk
+  // of the file, are not copied into the message: their encodings follow
+  // the rest of it, written straight from the model's arrays and strings. A
+  // field's place in the payload does not matter to a parser (protobuf
+  // merges fields in any order, and two occurrences of the schema into
+  // one), so the file parses as the same ModelSnapshot.
   const size_t meta = snap.ByteSizeLong();
-  const size_t payload = meta + PackedDoublesSize(v1::ModelSnapshot::kRawFieldNumber, stats_.raw().size()) +
+  size_t vocab_body = 0;
+  const size_t vocab = VocabularyFieldSize(schema_.vocabulary(), &vocab_body);
+  const size_t payload = meta + vocab + PackedDoublesSize(v1::ModelSnapshot::kRawFieldNumber, stats_.raw().size()) +
                          PackedDoublesSize(v1::ModelSnapshot::kFamilyCacheFieldNumber, cache.size());
   char* out = allocate(kHeaderSize + payload + 4);
   char* p = out;
@@ -244,7 +277,8 @@ Status Model::SerializeTo(const SnapshotOptions& options, const std::string& pat
   if (!snap.SerializeToArray(p, static_cast<int>(meta))) {
     return Status::Internal("cannot serialize snapshot for '" + path + "'");
   }
-  p = PutPackedDoubles(p + meta, v1::ModelSnapshot::kRawFieldNumber, stats_.raw().data(), stats_.raw().size());
+  p = PutVocabularyField(p + meta, schema_.vocabulary(), vocab_body);
+  p = PutPackedDoubles(p, v1::ModelSnapshot::kRawFieldNumber, stats_.raw().data(), stats_.raw().size());
   p = PutPackedDoubles(p, v1::ModelSnapshot::kFamilyCacheFieldNumber, cache.data(), cache.size());
   PutLEAt(p, tributary::Crc32(body, payload), 4);
   return Status::OK();
