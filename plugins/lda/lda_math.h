@@ -118,63 +118,67 @@ __attribute__((always_inline)) inline double LogGammaPositive(double x) {
   return r[0];
 }
 
-// sum_k log G(a_k + n_k), four partial sums (k mod 4) added as (0 + 1) + (2 + 3):
-// the same bits for W = 2 (SSE2) and W = 4 (AVX2).
-template <int W>
-__attribute__((always_inline)) inline double LogGammaSumT(const double* a, const double* n, uint32_t K) {
+// sum_j term_j over j < n with four partial sums (j mod 4) added as
+// (0 + 1) + (2 + 3), then the rest one by one: the same bits for W = 2
+// (SSE2) and W = 4 (AVX2). lanes(j, &out) writes the W terms from j into
+// out (a V), one(j) returns term j.
+template <int W, typename Lanes, typename One>
+__attribute__((always_inline)) inline double FourLaneSumT(uint32_t n, Lanes lanes, One one) {
   using V = typename std::conditional<W == 2, LaneD2, LaneD4>::type;
-  using I = typename std::conditional<W == 2, LaneI2, LaneI4>::type;
-  constexpr int H = 4 / W;
-  V acc[H];
-  for (int h = 0; h < H; ++h) acc[h] = V{} + 0.0;
-  const uint32_t K4 = K & ~3u;
-  for (uint32_t k = 0; k < K4; k += 4) {
-    for (int h = 0; h < H; ++h) {
-      V va, vn;
-      std::memcpy(&va, a + k + h * W, sizeof(V));
-      std::memcpy(&vn, n + k + h * W, sizeof(V));
-      V lg;
-      LogGammaLanes<V, I>(va + vn, lg);
-      acc[h] += lg;
-    }
-  }
-  double l[4];
-  std::memcpy(l, acc, sizeof l);
-  double sum = (l[0] + l[1]) + (l[2] + l[3]);
-  for (uint32_t k = K4; k < K; ++k) sum += LogGammaPositive(a[k] + n[k]);
-  return sum;
-}
-
-// sum_j c_j log x_j (every x_j normal and positive), four partial sums
-// (j mod 4) added as (0 + 1) + (2 + 3), the rest after them one by one: the
-// same bits for W = 2 (SSE2) and W = 4 (AVX2).
-template <int W>
-__attribute__((always_inline)) inline double WeightedLogSumT(const double* c, const double* x, uint32_t n) {
-  using V = typename std::conditional<W == 2, LaneD2, LaneD4>::type;
-  using I = typename std::conditional<W == 2, LaneI2, LaneI4>::type;
   constexpr int H = 4 / W;
   V acc[H];
   for (int h = 0; h < H; ++h) acc[h] = V{} + 0.0;
   const uint32_t n4 = n & ~3u;
   for (uint32_t j = 0; j < n4; j += 4) {
     for (int h = 0; h < H; ++h) {
-      V vc, vx, l;
-      std::memcpy(&vc, c + j + h * W, sizeof(V));
-      std::memcpy(&vx, x + j + h * W, sizeof(V));
-      LogLanes<V, I>(vx, l);
-      acc[h] += vc * l;
+      V t;
+      lanes(j + h * W, &t);
+      acc[h] += t;
     }
   }
   double l[4];
   std::memcpy(l, acc, sizeof l);
   double sum = (l[0] + l[1]) + (l[2] + l[3]);
-  for (uint32_t j = n4; j < n; ++j) {
-    const LaneD1 v = {x[j]};
-    LaneD1 r;
-    LogLanes<LaneD1, LaneI1>(v, r);
-    sum += c[j] * r[0];
-  }
+  for (uint32_t j = n4; j < n; ++j) sum += one(j);
   return sum;
+}
+
+// sum_k log G(a_k + n_k).
+template <int W>
+__attribute__((always_inline)) inline double LogGammaSumT(const double* a, const double* n, uint32_t K) {
+  using V = typename std::conditional<W == 2, LaneD2, LaneD4>::type;
+  using I = typename std::conditional<W == 2, LaneI2, LaneI4>::type;
+  return FourLaneSumT<W>(
+      K,
+      [&](uint32_t k, V* out) {
+        V va, vn;
+        std::memcpy(&va, a + k, sizeof(V));
+        std::memcpy(&vn, n + k, sizeof(V));
+        LogGammaLanes<V, I>(va + vn, *out);
+      },
+      [&](uint32_t k) { return LogGammaPositive(a[k] + n[k]); });
+}
+
+// sum_j c_j log x_j (every x_j normal and positive).
+template <int W>
+__attribute__((always_inline)) inline double WeightedLogSumT(const double* c, const double* x, uint32_t n) {
+  using V = typename std::conditional<W == 2, LaneD2, LaneD4>::type;
+  using I = typename std::conditional<W == 2, LaneI2, LaneI4>::type;
+  return FourLaneSumT<W>(
+      n,
+      [&](uint32_t j, V* out) {
+        V vc, vx, l;
+        std::memcpy(&vc, c + j, sizeof(V));
+        std::memcpy(&vx, x + j, sizeof(V));
+        LogLanes<V, I>(vx, l);
+        *out = vc * l;
+      },
+      [&](uint32_t j) {
+        const LaneD1 v = {x[j]};
+        LaneD1 r;
+        LogLanes<LaneD1, LaneI1>(v, r);
+        return c[j] * r[0];
+      });
 }
 
 // out_j = log x_j (every x_j normal and positive), W at a time, the rest one
