@@ -268,15 +268,15 @@ template <typename Out>
 using MeanBetaRowsFn = void (*)(Out*, uint32_t, const double*, const uint32_t*, uint32_t, uint32_t, double, double,
                                 const double*);
 template <typename Out>
-void MeanBetaRowsSse2(Out* rows, uint32_t stride, const double* raw, const uint32_t* ids, uint32_t T, uint32_t K,
-                      double a, double b, const double* inv) {
+TRIB_KEEP_LOOPS void MeanBetaRowsSse2(Out* rows, uint32_t stride, const double* raw, const uint32_t* ids, uint32_t T,
+                                      uint32_t K, double a, double b, const double* inv) {
   MeanBetaRowsT<Out, 2>(rows, stride, raw, ids, T, K, a, b, inv);
 }
 #ifdef TRIB_LDA_HAVE_AVX2
 template <typename Out>
-__attribute__((target("avx2"))) void MeanBetaRowsAvx2(Out* rows, uint32_t stride, const double* raw,
-                                                      const uint32_t* ids, uint32_t T, uint32_t K, double a, double b,
-                                                      const double* inv) {
+TRIB_KEEP_LOOPS __attribute__((target("avx2"))) void MeanBetaRowsAvx2(Out* rows, uint32_t stride, const double* raw,
+                                                                      const uint32_t* ids, uint32_t T, uint32_t K,
+                                                                      double a, double b, const double* inv) {
   MeanBetaRowsT<Out, 4>(rows, stride, raw, ids, T, K, a, b, inv);
 }
 #endif
