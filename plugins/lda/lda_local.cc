@@ -238,7 +238,7 @@ __attribute__((always_inline)) inline void MeanBetaRowsT(Out* __restrict rows, u
     Out* row = rows + static_cast<size_t>(j) * stride;
     uint32_t k = 0;
     if constexpr (std::is_same_v<Out, float>) {  // (by hand: GCC leaves the clamp and rounding scalar)
-      using V = VecOf<W>::type;
+      using V = typename VecOf<W>::type;
       typedef float F __attribute__((vector_size(4 * W)));
       const V vz = {};
       const V va = vz + a, vb = vz + b, lo = vz + 1e-300, flo = vz + 1e-30;
