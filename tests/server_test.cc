@@ -166,7 +166,7 @@ std::unique_ptr<Model> LoadSnapshot(const std::string& path) {
 
 // ---- A synchronous client over a POSIX socket ----------------------------------------
 
-std::string FrameOf(const google::protobuf::Message& m) {
+std::string FrameOf(const google::protobuf::MessageLite& m) {
   std::string body;
   m.SerializeToString(&body);
   uint8_t hdr[10];

@@ -6,8 +6,9 @@
 // a different document -- the reason for the option. Plain streams still
 // read, and a version 1 reader is kept out by the format_version.
 #include <gmock/gmock.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/stubs/logging.h>
-#include <google/protobuf/util/delimited_message_util.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -26,6 +27,18 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
+
+// protobuf's delimited framing, written independently of the library's
+// writer: a varint length, then the message. False if `out` failed.
+bool SerializeDelimited(const google::protobuf::MessageLite& m, std::ostream* out) {
+  const std::string bytes = m.SerializeAsString();
+  uint8_t len[10];
+  const uint8_t* end =
+      google::protobuf::io::CodedOutputStream::WriteVarint64ToArray(static_cast<uint64_t>(bytes.size()), len);
+  out->write(reinterpret_cast<const char*>(len), end - len);
+  out->write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  return static_cast<bool>(*out);
+}
 
 std::string ReadAll(const std::string& p) {
   std::ifstream in(p, std::ios::binary);
@@ -209,10 +222,15 @@ TEST_F(StreamChecksumTest, WriterSetsTheVersionFromTheChecksumOption) {
 // reading each frame's CRC as the start of a Document.
 TEST_F(StreamChecksumTest, AVersionOneReaderSeesVersionTwo) {
   const std::string data = ReadAll(Write("checked.tds", true));
-  google::protobuf::io::ArrayInputStream in(data.data(), static_cast<int>(data.size()));
+  // (protobuf's delimited framing: a varint length, then the message)
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(data.data()),
+                                            static_cast<int>(data.size()));
+  uint32_t size = 0;
+  ASSERT_TRUE(in.ReadVarint32(&size));
+  const auto limit = in.PushLimit(static_cast<int>(size));
   v1::StreamHeader h;
-  bool clean = false;
-  ASSERT_TRUE(google::protobuf::util::ParseDelimitedFromZeroCopyStream(&h, &in, &clean));
+  ASSERT_TRUE(h.ParseFromCodedStream(&in));
+  in.PopLimit(limit);
   EXPECT_EQ(h.magic(), kStreamMagic);
   EXPECT_EQ(h.format_version(), 2u);
   EXPECT_EQ(h.frame_checksum(), v1::StreamHeader::FRAME_CHECKSUM_CRC32);
@@ -246,7 +264,7 @@ TEST_F(StreamChecksumTest, EveryFlippedBitInADocumentFrameIsRefused) {
         ++cases;
         ASSERT_TRUE(res.open.ok()) << res.open.ToString();
         ASSERT_FALSE(res.errors.empty());
-        for (const auto& d : res.docs) EXPECT_TRUE(IsOriginal(d)) << d.DebugString();
+        for (const auto& d : res.docs) EXPECT_TRUE(IsOriginal(d)) << "document '" << d.id() << "'";
         for (size_t k = 0; k < i; ++k) {
           ASSERT_GT(res.docs.size(), k);
           EXPECT_EQ(res.docs[k].id(), Doc(static_cast<int>(k)).id());
@@ -376,8 +394,8 @@ TEST_F(StreamChecksumTest, PlainStreamsStillRead) {
     h.set_magic(kStreamMagic);
     h.set_format_version(1);
     *h.mutable_schema() = testing::TextSchema(50, 2);
-    ASSERT_TRUE(google::protobuf::util::SerializeDelimitedToOstream(h, &out));
-    for (int i = 0; i < kDocs; ++i) ASSERT_TRUE(google::protobuf::util::SerializeDelimitedToOstream(Doc(i), &out));
+    ASSERT_TRUE(SerializeDelimited(h, &out));
+    for (int i = 0; i < kDocs; ++i) ASSERT_TRUE(SerializeDelimited(Doc(i), &out));
   }
   ReadResult res = ReadSkippingBad(path);
   ASSERT_TRUE(res.open.ok()) << res.open.ToString();
@@ -408,7 +426,7 @@ TEST_F(StreamChecksumTest, InconsistentOrUnknownHeadersAreRefused) {
       h.set_magic(kStreamMagic);
       h.set_format_version(c.version);
       h.set_frame_checksum(static_cast<v1::StreamHeader::FrameChecksum>(c.checksum));
-      ASSERT_TRUE(google::protobuf::util::SerializeDelimitedToOstream(h, &out));
+      ASSERT_TRUE(SerializeDelimited(h, &out));
     }
     auto r = DocumentReader::Open(path);
     ASSERT_FALSE(r.ok());

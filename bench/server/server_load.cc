@@ -74,7 +74,7 @@ struct Options {
   std::exit(2);
 }
 
-std::string Frame(const google::protobuf::Message& m) {
+std::string Frame(const google::protobuf::MessageLite& m) {
   std::string body = m.SerializeAsString();
   uint8_t hdr[10];
   uint8_t* end = CodedOutputStream::WriteVarint32ToArray(static_cast<uint32_t>(body.size()), hdr);

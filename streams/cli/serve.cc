@@ -269,19 +269,20 @@ int RunClient(const ClientFlags& f) {
     }
     if (f.action == "stats") {
       const auto& s = resp.stats();
+      const json j{{"documents_learned", s.documents_learned()},
+                   {"model_version", s.model_version()},
+                   {"predictions", s.predictions()},
+                   {"queue_depth", s.queue_depth()},
+                   {"wal_sequence", s.wal_sequence()},
+                   {"errors", s.errors()},
+                   {"learning_enabled", s.learning_enabled()},
+                   {"family", s.family()},
+                   {"loss", s.loss()}};
       if (f.json) {
-        json j{{"documents_learned", s.documents_learned()},
-               {"model_version", s.model_version()},
-               {"predictions", s.predictions()},
-               {"queue_depth", s.queue_depth()},
-               {"wal_sequence", s.wal_sequence()},
-               {"errors", s.errors()},
-               {"learning_enabled", s.learning_enabled()},
-               {"family", s.family()},
-               {"loss", s.loss()}};
         std::cout << j.dump() << std::endl;
-      } else {
-        std::cout << s.DebugString();
+      } else {  // one "name: value" line each, by name
+        for (const auto& [name, value] : j.items()) std::cout << name << ": " << value.dump() << "\n";
+        std::cout << std::flush;
       }
     } else if (f.action == "snapshot") {
       std::cout

@@ -1,10 +1,11 @@
 #include "tributary/stream_io.h"
 
 #include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/util/delimited_message_util.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 
 #include "tributary/checksum.h"
 
@@ -319,16 +320,27 @@ Status DocumentWriter::WriteFrame(const std::string& bytes) {
   return sink_->error();
 }
 
-Status DocumentWriter::Write(const google::protobuf::Message& msg) {
+Status DocumentWriter::Write(const google::protobuf::MessageLite& msg) {
   if (!output_) return Status::Internal("writing '" + path_ + "': the writer is closed");
   if (checksummed_) {
     if (!msg.SerializeToString(&frame_)) return Status::IOError("writing '" + path_ + "': serialization failed");
     return WriteFrame(frame_);
   }
-  if (!google::protobuf::util::SerializeDelimitedToZeroCopyStream(msg, output_.get())) {
-    return sink_->error().ok() ? Status::IOError("writing '" + path_ + "': serialization failed") : sink_->error();
+  // A frame without checksum: varint length, then the message.
+  const size_t size = msg.ByteSizeLong();
+  if (size > static_cast<size_t>(std::numeric_limits<int>::max())) {
+    return Status::InvalidArgument("writing '" + path_ + "': a message of " + std::to_string(size) +
+                                   " bytes exceeds protobuf's 2 GiB limit");
   }
-  return Status::OK();
+  {
+    pbio::CodedOutputStream coded(output_.get());
+    coded.WriteVarint32(static_cast<uint32_t>(size));
+    msg.SerializeWithCachedSizes(&coded);
+    if (coded.HadError()) {
+      return sink_->error().ok() ? Status::IOError("writing '" + path_ + "': serialization failed") : sink_->error();
+    }
+  }
+  return sink_->error();
 }
 
 Status DocumentWriter::Flush() {

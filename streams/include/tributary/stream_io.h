@@ -120,7 +120,7 @@ class DocumentWriter {
   ~DocumentWriter();
   /// Appends `msg` as one frame (a Document, after Create); buffered until
   /// Flush or Close. Errors: IOError (a failed write); Internal after Close.
-  Status Write(const google::protobuf::Message& msg);
+  Status Write(const google::protobuf::MessageLite& msg);
   /// Hands everything written so far to the file (a reader at the other end
   /// of a pipe sees it); no fsync.
   Status Flush();

@@ -17,7 +17,7 @@ using server_internal::FrameParse;
 
 namespace {
 
-std::string Frame(const google::protobuf::Message& msg) { return server_internal::FrameMessage(msg); }
+std::string Frame(const google::protobuf::MessageLite& msg) { return server_internal::FrameMessage(msg); }
 
 }  // namespace
 

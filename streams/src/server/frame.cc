@@ -88,7 +88,7 @@ std::string LearnRequestError(const v1::LearnRequest& lr) {
   return "";
 }
 
-std::string FrameMessage(const google::protobuf::Message& msg) {
+std::string FrameMessage(const google::protobuf::MessageLite& msg) {
   std::string body;
   msg.SerializeToString(&body);
   uint8_t hdr[kMaxFrameHeaderBytes];

@@ -83,7 +83,7 @@ constexpr char kNoKindMessage[] = "request has no kind (learn, predict, ...)";
 std::string LearnRequestError(const v1::LearnRequest& lr);
 
 // `msg` serialized and framed (varint length, then the bytes).
-std::string FrameMessage(const google::protobuf::Message& msg);
+std::string FrameMessage(const google::protobuf::MessageLite& msg);
 
 }  // namespace tributary::server_internal
 
