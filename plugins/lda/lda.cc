@@ -101,7 +101,10 @@
 // snapshots of 1.0.0 (whose default local step was vi) are refused.
 // Version 1.2.0: inference=fast, discriminative=1 and learn_alpha=1 (without
 // them the statistics are unchanged: 1.1.0 snapshots load). Version 1.3.0:
-// alpha_shape=asymmetric (1.2.0 snapshots load).
+// alpha_shape=asymmetric (1.2.0 snapshots load). Version 1.4.0: cvb0 with a
+// scalar alpha sweeps in single precision, four terms per group (the same
+// statistics and options; models learn to within a local step's rounding of
+// what 1.3.0 learned, not bit for bit; 1.3.0 snapshots load).
 // Only the terms of a document are used: its reals and categoricals are
 // ignored. The schema's classes only label documents for evaluation, except
 // under discriminative=1:
@@ -1098,7 +1101,7 @@ int ImportCache(trib_family_model* mm, const double* in, size_t size, trib_error
 }  // namespace
 
 #ifndef TRIB_LDA_VERSION
-#define TRIB_LDA_VERSION "1.3.0"
+#define TRIB_LDA_VERSION "1.4.0"
 #endif
 TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_FAMILY, "lda", TRIB_LDA_VERSION,
                              "latent Dirichlet allocation, online (sdEM; local step CVB0, VI or collapsed Gibbs)");
