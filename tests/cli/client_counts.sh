@@ -48,6 +48,10 @@ port=$(cut -d' ' -f1 "$dir/port")
   fail "client learn failed"
 grep -q "acknowledged $N documents" "$dir/learn.out" || fail "client: $(cat "$dir/learn.out")"
 wait_learned $N
+# The text form of the same stats: one "name: value" line per field.
+"$T" client stats --connect "127.0.0.1:$port" >"$dir/stats.txt" || fail "client stats (text) failed"
+grep -qx "documents_learned: $N" "$dir/stats.txt" || fail "client stats (text): $(cat "$dir/stats.txt")"
+grep -qx 'loss: "ncll"' "$dir/stats.txt" || fail "client stats (text) without the loss: $(cat "$dir/stats.txt")"
 snap=$("$T" client snapshot --connect "127.0.0.1:$port")
 digest() { "$T" inspect --model "$1" --json | sed -n 's/.*"stats_digest":"\([0-9a-f]*\)".*/\1/p'; }
 updates() { "$T" inspect --model "$1" --json | sed -n 's/.*"updates":\([0-9]*\).*/\1/p'; }
