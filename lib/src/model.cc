@@ -285,7 +285,7 @@ Status Model::LossWeights(const double* scores, int64_t label, double* w, double
 }
 
 Result<std::unique_ptr<Model>> Model::Create(std::shared_ptr<const Plugin> family, std::shared_ptr<const Plugin> loss,
-                                             ModelSchema schema, Options family_options, uint64_t seed) {
+                                             ModelSchema schema, Options family_options, uint64_t seed, double n) {
   // Open classes: room for more classes than declared, one always kept spare
   // (see AddClass), so the first new class already has a never-seen class to
   // start from.
@@ -303,7 +303,7 @@ Result<std::unique_ptr<Model>> Model::Create(std::shared_ptr<const Plugin> famil
     if (rc != TRIB_OK) return PluginStatus(rc, err, *m->family_, "init_stats");
   }
   if (m->loss_) m->learner_.schedule.lambda = m->loss_->loss().default_lambda;
-  trib_step step{0.0, 1.0, 0.0, 0};
+  trib_step step{0.0, n, 0.0, 0};
   TRIB_RETURN_IF_ERROR(m->Rebuild(step));
   return m;
 }

@@ -52,7 +52,12 @@ Result<std::unique_ptr<Model>> NewModel(const ModelConfig& c, const PluginRegist
   if (gradient && fv.gradient_prior != nullptr && !HasOption(family_options, "prior")) {
     family_options.emplace_back("prior", fv.gradient_prior);
   }
-  auto model = Model::Create(*fam, nullptr, std::move(schema).value(), std::move(family_options), c.seed);
+  // The effective corpus size n: given, the stream's length, or the live
+  // default. Families that derive their parameters from n (e.g. LDA's
+  // lambda = n mu) see it from the first rebuild, Create's (one pass over the
+  // statistics, not two).
+  const double n = c.n > 0 ? c.n : stream_documents > 0 ? static_cast<double>(stream_documents) : kLiveDefaultN;
+  auto model = Model::Create(*fam, nullptr, std::move(schema).value(), std::move(family_options), c.seed, n);
   if (!model.ok()) return in_source(model.status());
   if (Status st = (*model)->SetLoss(*loss, c.loss_options); !st.ok()) return in_source(st);
   LearnerState& ls = (*model)->learner_state();
@@ -72,16 +77,7 @@ Result<std::unique_ptr<Model>> NewModel(const ModelConfig& c, const PluginRegist
     ls.schedule.kappa = kLatentKappa;
   }
   TRIB_RETURN_IF_ERROR(ls.schedule.Validate());
-  if (c.n > 0) {
-    ls.effective_size = c.n;
-  } else if (stream_documents > 0) {
-    ls.effective_size = static_cast<double>(stream_documents);
-  } else {
-    ls.effective_size = kLiveDefaultN;  // a live stream: its length is unknown
-  }
-  // Families that derive theta from n (e.g. LDA's lambda = n mu) see the
-  // configured n before the first document.
-  if (Status st = (*model)->Rebuild(trib_step{0.0, ls.effective_size, 0.0, 0}); !st.ok()) return in_source(st);
+  ls.effective_size = n;  // (kLiveDefaultN for a live stream: its length is unknown)
   return model;
 }
 

@@ -207,11 +207,15 @@ class ScoringState {
 class Model {
  public:
   /// Creates a model with statistics at the prior (mu_0 = abar). `loss` may be
-  /// null for a model that is only used for prediction.
+  /// null for a model that is only used for prediction. `n` is the effective
+  /// corpus size the family's first rebuild sees (trib_step.n; families such
+  /// as LDA derive their parameters from it); the learner state's
+  /// effective_size is left for the caller to set (NewModel sets both alike).
   /// Errors: the family refuses the options or the schema (message names the
   /// option), or the family's layout is inconsistent.
   static Result<std::unique_ptr<Model>> Create(std::shared_ptr<const Plugin> family, std::shared_ptr<const Plugin> loss,
-                                               ModelSchema schema, Options family_options, uint64_t seed = 1);
+                                               ModelSchema schema, Options family_options, uint64_t seed = 1,
+                                               double n = 1.0);
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
