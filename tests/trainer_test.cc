@@ -276,5 +276,38 @@ TEST(TrainerTest, ThreadsDoNotChangeTheResult) {
   EXPECT_EQ(reports[0], reports[2]);
 }
 
+// The defaults' candidates search the prior only for a family that takes
+// one: slda (no `prior` option) got "ncll prior=3", which it refused, so
+// `train --family slda --loss ncll` without flags failed.
+TEST(TrainerTest, DefaultCandidatesSearchThePriorOnlyWhereTheFamilyTakesOne) {
+  ModelConfig base;
+  base.loss = "ncll";
+  auto priors = [](const std::vector<CandidateSpec>& cs) {
+    std::vector<std::string> out;
+    for (const CandidateSpec& c : cs) {
+      for (const auto& [k, v] : c.family_options) {
+        if (k == "prior") out.push_back(c.loss + " " + v);
+      }
+    }
+    return out;
+  };
+  const auto mnb = testing::BuiltinFamily("multinomial");
+  ASSERT_NE(mnb->FindOption("prior"), nullptr);
+  EXPECT_EQ(priors(DefaultCandidates(base, false, mnb.get())), (std::vector<std::string>{"ncll 3", "ncll 10"}));
+  EXPECT_EQ(priors(DefaultCandidates(base, true, mnb.get())), (std::vector<std::string>{"ncll 3"}));
+  EXPECT_EQ(priors(DefaultCandidates(base, false)), (std::vector<std::string>{"ncll 3", "ncll 10"}));  // (unknown)
+  const auto slda = testing::BuiltinFamily("slda");
+  ASSERT_TRUE(slda->has_option_table());
+  ASSERT_EQ(slda->FindOption("prior"), nullptr);
+  const std::vector<CandidateSpec> cs = DefaultCandidates(base, false, slda.get());
+  EXPECT_TRUE(priors(cs).empty());
+  ASSERT_EQ(cs.size(), 2u);  // ncll, then the generative nll
+  EXPECT_EQ(cs[0].label, "ncll");
+  EXPECT_TRUE(cs[1].generative);
+  // hinge keeps its margin search there.
+  base.loss = "hinge";
+  EXPECT_EQ(DefaultCandidates(base, false, slda.get()).size(), 3u);
+}
+
 }  // namespace
 }  // namespace tributary

@@ -617,8 +617,10 @@ Result<std::unique_ptr<Model>> Trainer::Finish(TrainReport* report) {
   return std::move(k.model);
 }
 
-std::vector<CandidateSpec> DefaultCandidates(const ModelConfig& base, bool streaming) {
-  const bool prior_fixed = HasOption(base.family_options, "prior");
+std::vector<CandidateSpec> DefaultCandidates(const ModelConfig& base, bool streaming, const Plugin* family) {
+  // (A family without a `prior` option: nothing to search, as if fixed.)
+  const bool takes_prior = family == nullptr || !family->has_option_table() || family->FindOption("prior") != nullptr;
+  const bool prior_fixed = HasOption(base.family_options, "prior") || !takes_prior;
   const bool margin_search = base.loss == "hinge" && !HasOption(base.loss_options, "margin");
   std::vector<std::string> priors = {""};
   if (!prior_fixed) priors = streaming ? std::vector<std::string>{"", "3"} : std::vector<std::string>{"", "3", "10"};

@@ -683,7 +683,7 @@ std::pair<std::shared_ptr<Handle>, std::string> TrainOffline(const std::string& 
   }
   if (set.empty()) Throw(Status::InvalidArgument("fit: no document to learn from"));
   TrainerConfig cfg;
-  cfg.candidates = DefaultCandidates(base, /*streaming=*/false);
+  cfg.candidates = DefaultCandidates(base, /*streaming=*/false, &schema_model->family());
   cfg.epochs = epochs;
   cfg.seed = seed;
   cfg.threads = threads;

@@ -72,8 +72,10 @@ struct CandidateSpec {
 /// under a small grid of priors ("", 3, 10; streaming "", 3) wherever `base`
 /// fixes no prior, and of hinge margins (1, 10) wherever it fixes none, then
 /// the generative NLL learner. Streaming pairs them (at most three learners)
-/// instead of taking the product.
-std::vector<CandidateSpec> DefaultCandidates(const ModelConfig& base, bool streaming);
+/// instead of taking the product. `family` (may be null): a family whose
+/// option table has no `prior` gets no prior grid (slda, lda-classifier, ...:
+/// each candidate would be refused by the family).
+std::vector<CandidateSpec> DefaultCandidates(const ModelConfig& base, bool streaming, const Plugin* family = nullptr);
 
 /// `base` as candidate `c` sets it: c's loss, c's options over base's (a key
 /// both give takes c's value); the generative candidate uses NLL's own

@@ -48,7 +48,7 @@ int RunTrainSelect(const LearnFlags& f, const std::string& in, const std::string
   auto base = ConfigFromFlags(f);
   if (!base.ok()) return ReportError(base.status());
   TrainerConfig cfg;
-  cfg.candidates = DefaultCandidates(*base, streaming);
+  cfg.candidates = DefaultCandidates(*base, streaming, &schema_model->family());
   cfg.epochs = f.epochs;
   cfg.shuffle = !f.no_shuffle;
   cfg.seed = f.seed;
