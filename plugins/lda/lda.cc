@@ -992,29 +992,30 @@ int FusedStep(trib_family_model* mm, trib_stats* s, trib_family_state* ss, const
         log->values += static_cast<size_t>(T) * K;
         nonfinite |= rows_fn(raw, old, total, d->term_ids, d->term_counts, T, st->fphi.data(), Kp, wsum, mult, scale,
                              prior, RawForFloor(blk, floor));
-      }
-      for (uint32_t j = 0; j < T && rows_fn == nullptr; ++j) {
-        const uint64_t base = static_cast<uint64_t>(d->term_ids[j]) * K;
-        log->start[log->runs] = base;
-        log->length[log->runs++] = K;
-        double* __restrict old = log->old_raw + log->values;
-        log->values += K;
-        double* __restrict r = raw + base;
-        bool feasible = true;
-        if (st->phi_float) {  // cvb0: phi in fphi
-          nonfinite |= g_fused_row_float(r, old, total, st->fphi.data() + static_cast<size_t>(j) * Kp,
-                                         wsum * d->term_counts[j], mult, scale, prior, K, &feasible);
-        } else {
-          const double* __restrict row = st->rows.data() + static_cast<size_t>(j) * K;
-          const double c = st->phi_ready ? wsum * d->term_counts[j] : wsum * d->term_counts[j] / st->phinorm[j];
-          nonfinite |= g_fused_row(r, old, total, row, st->phi_ready ? nullptr : st->et.data(), c, mult, scale, prior,
-                                   K, &feasible);
-        }
-        if (!feasible) {  // (NLL steps only add: rounding, or a loss with negative weights)
-          for (uint32_t k = 0; k < K; ++k) {
-            if (!(scale * r[k] + prior > 0)) r[k] = RawForFloor(blk, floor);
+      } else {  // row by row
+        for (uint32_t j = 0; j < T; ++j) {
+          const uint64_t base = static_cast<uint64_t>(d->term_ids[j]) * K;
+          log->start[log->runs] = base;
+          log->length[log->runs++] = K;
+          double* __restrict old = log->old_raw + log->values;
+          log->values += K;
+          double* __restrict r = raw + base;
+          bool feasible = true;
+          if (st->phi_float) {  // cvb0: phi in fphi
+            nonfinite |= g_fused_row_float(r, old, total, st->fphi.data() + static_cast<size_t>(j) * Kp,
+                                           wsum * d->term_counts[j], mult, scale, prior, K, &feasible);
+          } else {
+            const double* __restrict row = st->rows.data() + static_cast<size_t>(j) * K;
+            const double c = st->phi_ready ? wsum * d->term_counts[j] : wsum * d->term_counts[j] / st->phinorm[j];
+            nonfinite |= g_fused_row(r, old, total, row, st->phi_ready ? nullptr : st->et.data(), c, mult, scale, prior,
+                                     K, &feasible);
           }
-          for (uint32_t k = 0; k < K; ++k) total[k] += r[k] - old[k];
+          if (!feasible) {  // (NLL steps only add: rounding, or a loss with negative weights)
+            for (uint32_t k = 0; k < K; ++k) {
+              if (!(scale * r[k] + prior > 0)) r[k] = RawForFloor(blk, floor);
+            }
+            for (uint32_t k = 0; k < K; ++k) total[k] += r[k] - old[k];
+          }
         }
       }
       if ((nonfinite >> 63) != 0) {

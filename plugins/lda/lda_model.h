@@ -104,13 +104,14 @@ struct State {
   // gibbs
   std::vector<uint32_t> tok_term, tok_z;
   std::vector<double> tok_w, ndk, ndk_sum, cdf;
-  // cvb0: phi (|d| x K), the topic counts N_dk and their value one sweep ago.
+  // cvb0: N_dk (K); alpha_shape=asymmetric (the double kernel): phi (|d| x K)
+  // and N_dk's value one sweep ago.
   std::vector<double> phi, nk, last_nk;
   // cvb0 with a scalar alpha (the float group kernel, rows of Cvb0Stride(K)):
   // E[beta] (|d| x Kp), phi (|d| x Kp), N_dk and its last value (Kp), the
   // normalisers and the counts (|d|).
   std::vector<float> fbeta, fphi, fnk, flast, fnorm, fcounts;
-  std::vector<double> logx;  // Cvb0LogPx's per-term ratios (|d|) and score's log theta (K)
+  std::vector<double> logx;  // Cvb0LogPx's per-term ratios (|d|)
   // fast (Shan & Banerjee's Fast LDA): the document's one phi (K), and
   // sum_w n_w E[log beta_kw] per topic (K).
   std::vector<double> fast_phi, fast_sum;
