@@ -56,6 +56,44 @@ TEST(EnvTest, DefaultEnvRoundTripsAndNamesMissingFiles) {
   EXPECT_TRUE(env->RemoveFile(dir + "/g").IsNotFound());
 }
 
+// A file written from pieces (a snapshot's head, the model's statistics
+// where they lie, its tail) is their concatenation, empty pieces and more
+// pieces than one writev takes included; the pieces count as one write.
+TEST(EnvTest, PiecesAreWrittenAsTheirConcatenation) {
+  Env* env = Env::Default();
+  const std::string dir = testing::TempDir("env_pieces");
+  for (size_t n : {size_t{0}, size_t{1}, size_t{3}, size_t{16}, size_t{17}, size_t{40}}) {
+    std::vector<std::string> data;
+    std::vector<std::string_view> pieces;
+    std::string all;
+    for (size_t i = 0; i < n; ++i) {
+      data.push_back(i % 3 == 1 ? std::string() : std::string(1000 * i + 7, static_cast<char>('a' + i % 26)));
+    }
+    for (const auto& d : data) {
+      pieces.push_back(d);
+      all += d;
+    }
+    const std::string path = dir + "/f" + std::to_string(n);
+    ASSERT_TRUE(env->WriteFileAtomically(path, pieces).ok()) << n;
+    std::string back;
+    ASSERT_TRUE(env->ReadFileToString(path, &back).ok());
+    EXPECT_EQ(back, all) << n << " pieces";
+  }
+  // Through a wrapper that fails the second write: the first (all of a
+  // file's pieces) succeeds.
+  FaultEnv faults;
+  faults.Add({FaultEnv::Op::kAppend, "g", /*after=*/1, ENOSPC});
+  const std::string a(5000, 'a'), b(3, 'b'), c(70000, 'c');
+  const std::string_view three[] = {a, b, c};
+  ASSERT_TRUE(faults.WriteFileAtomically(dir + "/g1", three).ok());
+  std::string back;
+  ASSERT_TRUE(env->ReadFileToString(dir + "/g1", &back).ok());
+  EXPECT_EQ(back, a + b + c);
+  Status st = faults.WriteFileAtomically(dir + "/g2", three);
+  EXPECT_THAT(st.message(), HasSubstr("No space left on device"));
+  EXPECT_FALSE(env->FileExists(dir + "/g2"));
+}
+
 // A snapshot whose fsync or rename fails: the error names the operation and
 // the file, the previous snapshot is still there and loads, and no
 // temporary file is left in the directory.

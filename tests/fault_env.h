@@ -124,6 +124,21 @@ class FaultEnv : public EnvWrapper {
       }
       return inner_->Append(data);
     }
+    // One write, as the Posix file's writev: one fault, a torn one writing
+    // the first half of the concatenation.
+    Status AppendPieces(std::span<const std::string_view> pieces) override {
+      bool torn = false;
+      Status st = env_->Check(Op::kAppend, inner_->name(), "write", &torn);
+      if (!st.ok()) {
+        if (torn) {
+          std::string all;
+          for (std::string_view p : pieces) all.append(p);
+          inner_->Append(std::string_view(all).substr(0, all.size() / 2));
+        }
+        return st;
+      }
+      return inner_->AppendPieces(pieces);
+    }
     Status Sync() override {
       TRIB_RETURN_IF_ERROR(env_->Check(Op::kSync, inner_->name(), "fdatasync"));
       return inner_->Sync();

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -61,6 +62,39 @@ class PosixWritableFile : public WritableFile {
         return PosixError("write", name_, errno);
       }
       off += static_cast<size_t>(n);
+    }
+    return Status::OK();
+  }
+  Status AppendPieces(std::span<const std::string_view> pieces) override {
+    // One writev for up to kMax pieces (retrying short and interrupted
+    // writes from where they stopped).
+    constexpr size_t kMax = 16;
+    if (pieces.size() > kMax) return WritableFile::AppendPieces(pieces);
+    iovec iov[kMax];
+    size_t n = 0;
+    for (std::string_view p : pieces) {
+      if (p.empty()) continue;
+      iov[n].iov_base = const_cast<char*>(p.data());
+      iov[n].iov_len = p.size();
+      ++n;
+    }
+    iovec* at = iov;
+    while (n > 0) {
+      ssize_t w = ::writev(fd_, at, static_cast<int>(n));
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        return PosixError("write", name_, errno);
+      }
+      size_t done = static_cast<size_t>(w);
+      while (n > 0 && done >= at->iov_len) {
+        done -= at->iov_len;
+        ++at;
+        --n;
+      }
+      if (n > 0) {
+        at->iov_base = static_cast<char*>(at->iov_base) + done;
+        at->iov_len -= done;
+      }
     }
     return Status::OK();
   }
@@ -187,13 +221,17 @@ Status Env::ReadFileToString(const std::string& path, std::string* out) {
 }
 
 Status Env::WriteFileAtomically(const std::string& path, std::string_view data) {
+  return WriteFileAtomically(path, std::span<const std::string_view>(&data, 1));
+}
+
+Status Env::WriteFileAtomically(const std::string& path, std::span<const std::string_view> pieces) {
   // Unique per process and call, so concurrent writers of one path never
   // share a temporary.
   static std::atomic<uint64_t> counter{0};
   const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
   auto f = NewWritableFile(tmp);
   if (!f.ok()) return f.status();
-  Status st = (*f)->Append(data);
+  Status st = (*f)->AppendPieces(pieces);
   if (st.ok()) st = (*f)->Sync();
   Status closed = (*f)->Close();
   if (st.ok()) st = closed;

@@ -12,7 +12,6 @@
 
 #include "tributary/checksum.h"
 #include "tributary/env.h"
-#include "tributary/huge_pages.h"
 #include "tributary/model.h"
 #include "tributary/v1/tributary.pb.h"
 
@@ -116,30 +115,35 @@ Result<uint64_t> LayoutSize(const Plugin& family, const ModelSchema& schema, con
 
 }  // namespace
 
+// A snapshot file in three pieces: `head` (magic, version, length, the
+// message without its bulk, the vocabulary, the key and length of the raw
+// statistics), `raw` (their bytes: on a little-endian host the model's own
+// array, not a copy) and `tail` (the family's cache, the CRC-32).
+struct Model::SnapshotPieces {
+  std::string head;
+  std::string_view raw;
+  std::string raw_copy;  ///< (the bytes `raw` points at on a big-endian host)
+  std::string tail;
+};
+
 Status Model::Save(const std::string& path, const SnapshotOptions& options) const {
-  // The file is written from one buffer of whole 2 MiB pages, advised as huge
-  // pages when it is large: a model of a few MB in 4 KiB pages costs a page
-  // fault per page, which on a virtual machine dominated a short `train`
-  // (bench/LDA_RESULTS.md, "Start-up").
-  std::unique_ptr<char, huge_pages::Free> buffer;
-  size_t size = 0;
-  Status st = SerializeTo(options, path, [&](size_t n) {
-    buffer.reset(static_cast<char*>(huge_pages::Allocate(n, n >= huge_pages::kLargeBytes)));
-    size = n;
-    return buffer.get();
-  });
-  if (!st.ok()) return st;
+  // The statistics, the bulk of the file, go from the model's array to the
+  // file: no copy of the file in memory (for a model of some GB, as much
+  // memory again; for a few MB, a huge page zeroed and filled, ~0.5 ms of a
+  // short `train` here).
+  SnapshotPieces pieces;
+  TRIB_RETURN_IF_ERROR(SerializePieces(options, path, &pieces));
   Env* env = options.env ? options.env : Env::Default();
-  return env->WriteFileAtomically(path, std::string_view(buffer.get(), size));
+  const std::string_view parts[] = {pieces.head, pieces.raw, pieces.tail};
+  return env->WriteFileAtomically(path, parts);
 }
 
 Result<std::string> Model::Serialize(const SnapshotOptions& options, const std::string& path) const {
+  SnapshotPieces pieces;
+  TRIB_RETURN_IF_ERROR(SerializePieces(options, path, &pieces));
   std::string file;
-  Status st = SerializeTo(options, path, [&](size_t n) {
-    file.resize(n);
-    return file.data();
-  });
-  if (!st.ok()) return st;
+  file.reserve(pieces.head.size() + pieces.raw.size() + pieces.tail.size());
+  file.append(pieces.head).append(pieces.raw).append(pieces.tail);
   return file;
 }
 
@@ -154,19 +158,27 @@ size_t PackedDoublesSize(int field, size_t n) {
   return CodedOutputStream::VarintSize32(static_cast<uint32_t>(field) << 3) +
          CodedOutputStream::VarintSize64(uint64_t{n} * 8) + n * 8;
 }
-char* PutPackedDoubles(char* out, int field, const double* v, size_t n) {
+// The key and length of a packed repeated double field of n values (none
+// for n = 0), whose n * 8 bytes follow.
+char* PutPackedDoublesKey(char* out, int field, size_t n) {
   if (n == 0) return out;
   using google::protobuf::io::CodedOutputStream;
   uint8_t* p = reinterpret_cast<uint8_t*>(out);
   p = CodedOutputStream::WriteVarint32ToArray((static_cast<uint32_t>(field) << 3) | 2u, p);
   p = CodedOutputStream::WriteVarint64ToArray(uint64_t{n} * 8, p);
-  if constexpr (std::endian::native == std::endian::little) {
-    std::memcpy(p, v, n * 8);
-    p += n * 8;
-  } else {
-    for (size_t i = 0; i < n; ++i) p = CodedOutputStream::WriteLittleEndian64ToArray(std::bit_cast<uint64_t>(v[i]), p);
-  }
   return reinterpret_cast<char*>(p);
+}
+// The n values as little-endian IEEE doubles.
+char* PutDoubles(char* out, const double* v, size_t n) {
+  if constexpr (std::endian::native == std::endian::little) {
+    if (n > 0) std::memcpy(out, v, n * 8);
+    return out + n * 8;
+  } else {
+    uint8_t* p = reinterpret_cast<uint8_t*>(out);
+    using google::protobuf::io::CodedOutputStream;
+    for (size_t i = 0; i < n; ++i) p = CodedOutputStream::WriteLittleEndian64ToArray(std::bit_cast<uint64_t>(v[i]), p);
+    return reinterpret_cast<char*>(p);
+  }
 }
 
 // The schema's vocabulary as a second occurrence of ModelSnapshot.schema
@@ -206,8 +218,7 @@ char* PutLEAt(char* out, uint64_t v, int bytes) {
 
 }  // namespace
 
-Status Model::SerializeTo(const SnapshotOptions& options, const std::string& path,
-                          const std::function<char*(size_t)>& allocate) const {
+Status Model::SerializePieces(const SnapshotOptions& options, const std::string& path, SnapshotPieces* out) const {
   v1::ModelSnapshot snap;
   FillPluginRef(*family_, snap.mutable_family());
   if (loss_) FillPluginRef(*loss_, snap.mutable_loss());
@@ -268,19 +279,39 @@ Status Model::SerializeTo(const SnapshotOptions& options, const std::string& pat
   const size_t vocab = VocabularyFieldSize(schema_.vocabulary(), &vocab_body);
   const size_t payload = meta + vocab + PackedDoublesSize(v1::ModelSnapshot::kRawFieldNumber, stats_.raw().size()) +
                          PackedDoublesSize(v1::ModelSnapshot::kFamilyCacheFieldNumber, cache.size());
-  char* out = allocate(kHeaderSize + payload + 4);
-  char* p = out;
+  const size_t raw_key =
+      PackedDoublesSize(v1::ModelSnapshot::kRawFieldNumber, stats_.raw().size()) - stats_.raw().size() * 8;
+  const size_t raw_bytes = stats_.raw().size() * 8;
+  // head: everything before the raw values.
+  std::string& head = out->head;
+  head.resize(kHeaderSize + meta + vocab + raw_key);
+  char* p = head.data();
   std::memcpy(p, kMagic, sizeof(kMagic));
   p = PutLEAt(p + sizeof(kMagic), kFormatVersion, 4);
   p = PutLEAt(p, payload, 8);
-  char* body = p;
   if (!snap.SerializeToArray(p, static_cast<int>(meta))) {
     return Status::Internal("cannot serialize snapshot for '" + path + "'");
   }
   p = PutVocabularyField(p + meta, schema_.vocabulary(), vocab_body);
-  p = PutPackedDoubles(p, v1::ModelSnapshot::kRawFieldNumber, stats_.raw().data(), stats_.raw().size());
-  p = PutPackedDoubles(p, v1::ModelSnapshot::kFamilyCacheFieldNumber, cache.data(), cache.size());
-  PutLEAt(p, tributary::Crc32(body, payload), 4);
+  PutPackedDoublesKey(p, v1::ModelSnapshot::kRawFieldNumber, stats_.raw().size());
+  // raw: the model's array itself where its bytes are the file's.
+  if constexpr (std::endian::native == std::endian::little) {
+    out->raw = std::string_view(reinterpret_cast<const char*>(stats_.raw().data()), raw_bytes);
+  } else {
+    out->raw_copy.resize(raw_bytes);
+    PutDoubles(out->raw_copy.data(), stats_.raw().data(), stats_.raw().size());
+    out->raw = out->raw_copy;
+  }
+  // tail: the cache, then the CRC-32 of the payload (everything after the
+  // fixed header), continued piece by piece.
+  std::string& tail = out->tail;
+  tail.resize(PackedDoublesSize(v1::ModelSnapshot::kFamilyCacheFieldNumber, cache.size()) + 4);
+  p = PutPackedDoublesKey(tail.data(), v1::ModelSnapshot::kFamilyCacheFieldNumber, cache.size());
+  p = PutDoubles(p, cache.data(), cache.size());
+  uint32_t crc = tributary::Crc32(head.data() + kHeaderSize, head.size() - kHeaderSize);
+  crc = tributary::Crc32(out->raw.data(), out->raw.size(), crc);
+  crc = tributary::Crc32(tail.data(), tail.size() - 4, crc);
+  PutLEAt(p, crc, 4);
   return Status::OK();
 }
 

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,6 +43,13 @@ class WritableFile {
   /// Writes all of `data` at the end of the file (retrying short and interrupted writes); not durable until
   /// Sync.
   virtual Status Append(std::string_view data) = 0;
+  /// Writes `pieces` in order at the end of the file, as one Append of their
+  /// concatenation would (a wrapper that injects faults counts it as one
+  /// write). The default appends them one by one.
+  virtual Status AppendPieces(std::span<const std::string_view> pieces) {
+    for (std::string_view p : pieces) TRIB_RETURN_IF_ERROR(Append(p));
+    return Status::OK();
+  }
   /// Makes everything appended durable (fdatasync). After a failed Sync the
   /// file's contents can no longer be trusted: callers treat it as fatal for
   /// what they had not yet made durable.
@@ -91,6 +99,10 @@ class Env {
   /// same directory, Sync, rename over `path`, SyncDir. A crash leaves the old
   /// file or the new one, never a mix; on error the temporary is removed.
   Status WriteFileAtomically(const std::string& path, std::string_view data);
+  /// The same for a file made of `pieces` in order (each appended as it
+  /// lies in memory: a snapshot's statistics are written from the model's
+  /// own array, with no copy of the file in between).
+  Status WriteFileAtomically(const std::string& path, std::span<const std::string_view> pieces);
 };
 
 /// An Env that forwards everything to another (for tests and embedders that

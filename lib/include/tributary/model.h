@@ -381,9 +381,11 @@ class Model {
  private:
   Model() = default;
   Status QueryOutputs();
-  /// Serialize's bytes written into allocate(n) (called once, with the file's size), for Save and Serialize.
-  Status SerializeTo(const SnapshotOptions& options, const std::string& path,
-                     const std::function<char*(size_t)>& allocate) const;
+  /// A snapshot file as three pieces, in order (snapshot.cc).
+  struct SnapshotPieces;
+  /// Serialize's bytes as pieces, for Save (which writes them where they
+  /// lie) and Serialize (which joins them).
+  Status SerializePieces(const SnapshotOptions& options, const std::string& path, SnapshotPieces* out) const;
   /// `class_capacity` (0: the schema's classes) is passed to families with
   /// add_class only (trib_schema.class_capacity).
   /// `vocab_capacity` (0: the default room, TermRoom) is passed to families
