@@ -302,7 +302,31 @@ void SplitForCompletion(const trib_document& doc, DocumentBuffer* observed, Docu
   }
 }
 
+namespace {
+// A v1::Schema's own terms, or a vector of them, by index.
+struct ProtoTerms {
+  const v1::Schema& s;
+  size_t size() const { return static_cast<size_t>(s.vocabulary_size()); }
+  const std::string& operator[](size_t i) const { return s.vocabulary(static_cast<int>(i)); }
+};
+}  // namespace
+
 Result<DocumentDecoder> DocumentDecoder::Create(const ModelSchema& model, const v1::Schema& stream) {
+  return CreateWith(model, stream, ProtoTerms{stream});
+}
+
+Result<DocumentDecoder> DocumentDecoder::Create(const ModelSchema& model, const v1::Schema& stream,
+                                                const std::vector<std::string>& vocabulary) {
+  if (stream.vocabulary_size() > 0) {
+    return Status::InvalidArgument("stream schema: the terms are given apart, but the message has " +
+                                   std::to_string(stream.vocabulary_size()) + " of its own; expected none");
+  }
+  return CreateWith(model, stream, vocabulary);
+}
+
+template <typename Terms>
+Result<DocumentDecoder> DocumentDecoder::CreateWith(const ModelSchema& model, const v1::Schema& stream,
+                                                    const Terms& terms) {
   DocumentDecoder d;
   // A stream with an open vocabulary names its terms (tokens, text): a
   // hashed model hashes them. Term ids in such a stream are refused below
@@ -327,23 +351,34 @@ Result<DocumentDecoder> DocumentDecoder::Create(const ModelSchema& model, const 
     d.hashed_dim_ = model.hashed_dim();
     d.stream_vocab_size_ = model.hashed_dim();
   } else {
-    d.stream_vocab_size_ = static_cast<uint64_t>(stream.vocabulary_size());
-    d.remap_.resize(stream.vocabulary_size());
-    // A model made from this stream (or one it extends) has the stream's
-    // term at the same id: a string compare instead of a hash lookup (the
-    // vocabulary's terms are distinct, so the lookup would give that id).
-    const std::vector<std::string>& known = model.vocabulary();
-    for (int i = 0; i < stream.vocabulary_size(); ++i) {
-      const std::string& term = stream.vocabulary(i);
-      const int64_t m = static_cast<size_t>(i) < known.size() && known[static_cast<size_t>(i)] == term
-                            ? static_cast<int64_t>(i)
-                            : model.TermIndex(term);
-      if (m >= static_cast<int64_t>(kUnseen)) {
-        return Status::InvalidArgument("the model's vocabulary has more than 2^32-1 terms: term ids are 32 bits");
-      }
-      d.remap_[i] = m < 0 ? kUnseen : static_cast<uint32_t>(m);
+    const size_t n = terms.size();
+    d.stream_vocab_size_ = n;
+    if (n >= kUnseen) {
+      return Status::InvalidArgument("the stream's vocabulary has more than 2^32-1 terms: term ids are 32 bits");
     }
-    if (model.open_vocabulary()) d.stream_terms_.assign(stream.vocabulary().begin(), stream.vocabulary().end());
+    d.remap_.resize(n);
+    const std::vector<std::string>& known = model.vocabulary();
+    bool own = false;  // the model's own vocabulary: every id is itself
+    if constexpr (std::is_same_v<Terms, std::vector<std::string>>) own = &terms == &known;
+    if (own) {
+      for (size_t i = 0; i < n; ++i) d.remap_[i] = static_cast<uint32_t>(i);
+    } else {
+      // A model made from this stream (or one it extends) has the stream's
+      // term at the same id: a string compare instead of a hash lookup (the
+      // vocabulary's terms are distinct, so the lookup would give that id).
+      for (size_t i = 0; i < n; ++i) {
+        const std::string& term = terms[i];
+        const int64_t m = i < known.size() && known[i] == term ? static_cast<int64_t>(i) : model.TermIndex(term);
+        if (m >= static_cast<int64_t>(kUnseen)) {
+          return Status::InvalidArgument("the model's vocabulary has more than 2^32-1 terms: term ids are 32 bits");
+        }
+        d.remap_[i] = m < 0 ? kUnseen : static_cast<uint32_t>(m);
+      }
+    }
+    if (model.open_vocabulary()) {
+      d.stream_terms_.reserve(n);
+      for (size_t i = 0; i < n; ++i) d.stream_terms_.push_back(terms[i]);
+    }
   }
   // Dense features are matched by position and kind; categories by name.
   const auto& mf = model.features();

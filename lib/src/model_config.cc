@@ -20,6 +20,12 @@ bool GradientLoss(const Plugin& loss) {
 Result<std::unique_ptr<Model>> NewModel(const ModelConfig& c, const PluginRegistry& registry,
                                         const v1::Schema& schema_proto, uint64_t stream_documents,
                                         const std::string& source) {
+  return NewModel(c, registry, ModelSchema::FromProto(schema_proto), stream_documents, source);
+}
+
+Result<std::unique_ptr<Model>> NewModel(const ModelConfig& c, const PluginRegistry& registry,
+                                        const Result<ModelSchema>& made, uint64_t stream_documents,
+                                        const std::string& source) {
   // The settings alone first: their errors name the setting or the plugin.
   auto fam = registry.Find(c.family, TRIB_KIND_FAMILY);
   if (!fam.ok()) return fam.status();
@@ -41,8 +47,7 @@ Result<std::unique_ptr<Model>> NewModel(const ModelConfig& c, const PluginRegist
     if (source.empty() || st.message().find("'" + source + "'") != std::string::npos) return st;
     return st.WithContext("'" + source + "'");
   };
-  auto schema = ModelSchema::FromProto(schema_proto);
-  if (!schema.ok()) return in_source(schema.status());
+  if (!made.ok()) return in_source(made.status());
   // A family's defaults under a gradient loss (ABI 1.6 gradient_lambda,
   // gradient_prior), for what the user left unset; the prior goes into the
   // model's options, so its snapshots record it.
@@ -57,7 +62,7 @@ Result<std::unique_ptr<Model>> NewModel(const ModelConfig& c, const PluginRegist
   // lambda = n mu) see it from the first rebuild, Create's (one pass over the
   // statistics, not two).
   const double n = c.n > 0 ? c.n : stream_documents > 0 ? static_cast<double>(stream_documents) : kLiveDefaultN;
-  auto model = Model::Create(*fam, nullptr, std::move(schema).value(), std::move(family_options), c.seed, n);
+  auto model = Model::Create(*fam, nullptr, made.value(), std::move(family_options), c.seed, n);
   if (!model.ok()) return in_source(model.status());
   if (Status st = (*model)->SetLoss(*loss, c.loss_options); !st.ok()) return in_source(st);
   LearnerState& ls = (*model)->learner_state();

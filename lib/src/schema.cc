@@ -8,9 +8,22 @@
 namespace tributary {
 
 Result<ModelSchema> ModelSchema::FromProto(const v1::Schema& proto) {
+  std::vector<std::string> terms(proto.vocabulary().begin(), proto.vocabulary().end());
+  return FromFields(proto, &terms);
+}
+
+Result<ModelSchema> ModelSchema::FromProto(const v1::Schema& proto, std::vector<std::string>* terms) {
+  if (proto.vocabulary_size() > 0) {
+    return Status::InvalidArgument("schema: the terms are given apart, but the message has " +
+                                   std::to_string(proto.vocabulary_size()) + " of its own; expected none");
+  }
+  return FromFields(proto, terms);
+}
+
+Result<ModelSchema> ModelSchema::FromFields(const v1::Schema& proto, std::vector<std::string>* terms) {
   ModelSchema s;
-  if (proto.hashed_dim() > 0 && proto.vocabulary_size() > 0) {
-    return Status::InvalidArgument("schema: both a vocabulary (" + std::to_string(proto.vocabulary_size()) +
+  if (proto.hashed_dim() > 0 && !terms->empty()) {
+    return Status::InvalidArgument("schema: both a vocabulary (" + std::to_string(terms->size()) +
                                    " terms) and hashed_dim (" + std::to_string(proto.hashed_dim()) +
                                    ") are set; expected one of them");
   }
@@ -26,7 +39,6 @@ Result<ModelSchema> ModelSchema::FromProto(const v1::Schema& proto) {
   }
   s.hashed_dim_ = proto.hashed_dim();
   s.open_vocabulary_ = proto.open_vocabulary();
-  s.vocab_->terms.assign(proto.vocabulary().begin(), proto.vocabulary().end());
   s.classes_.assign(proto.class_names().begin(), proto.class_names().end());
   s.open_classes_ = proto.open_classes();
   for (const auto& f : proto.features()) {
@@ -51,19 +63,25 @@ Result<ModelSchema> ModelSchema::FromProto(const v1::Schema& proto) {
   }
   // No classes at all is a valid schema (unlabelled streams for latent
   // families); a classifier family refuses it when the model is created.
+  s.vocab_->terms = std::move(*terms);
   s.Index();
-  const Vocabulary& v = *s.vocab_;
+  Vocabulary& v = *s.vocab_;
+  Status bad;
   if (v.indexed != v.terms.size()) {
-    for (size_t i = 0; i < v.terms.size(); ++i) {
+    for (size_t i = 0; i < v.terms.size() && bad.ok(); ++i) {
       const int64_t first = v.Find(v.terms[i]);
       if (first != static_cast<int64_t>(i)) {
-        return Status::InvalidArgument("schema: vocabulary term '" + v.terms[i] + "' appears twice (ids " +
-                                       std::to_string(first) + " and " + std::to_string(i) + ")");
+        bad = Status::InvalidArgument("schema: vocabulary term '" + v.terms[i] + "' appears twice (ids " +
+                                      std::to_string(first) + " and " + std::to_string(i) + ")");
       }
     }
   }
-  if (s.class_index_.size() != s.classes_.size()) {
-    return Status::InvalidArgument("schema: duplicate class names");
+  if (bad.ok() && s.class_index_.size() != s.classes_.size()) {
+    bad = Status::InvalidArgument("schema: duplicate class names");
+  }
+  if (!bad.ok()) {
+    *terms = std::move(v.terms);  // (the caller's again)
+    return bad;
   }
   return s;
 }

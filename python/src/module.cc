@@ -747,7 +747,7 @@ py::dict LearnFile(Handle& h, const std::string& path, bool skip_bad, uint32_t m
     py::gil_scoped_release nogil;
     std::lock_guard<std::mutex> lock(h.mu());
     auto reader = Take(DocumentReader::Open(path, max_frame_bytes));
-    auto decoder = Take(DocumentDecoder::Create(h.model().schema(), reader->header().schema()));
+    auto decoder = Take(DocumentDecoder::Create(h.model().schema(), reader->fields().schema(), reader->vocabulary()));
     v1::Document doc;
     DocumentBuffer b;
     DecodeCounters counters;
@@ -773,11 +773,11 @@ class StreamIter {
     reader_ = Take(DocumentReader::Open(path, max_frame_bytes));
   }
   py::dict header() const {
-    const auto& h = reader_->header();
+    const auto& h = reader_->fields();
     py::dict d;
     d["document_count"] = h.document_count();
     d["source"] = h.source();
-    d["vocabulary_size"] = h.schema().vocabulary_size();
+    d["vocabulary_size"] = reader_->vocabulary().size();
     d["hashed_dim"] = h.schema().hashed_dim();
     d["open_vocabulary"] = h.schema().open_vocabulary();
     d["open_classes"] = h.schema().open_classes();
@@ -802,7 +802,8 @@ class StreamIter {
       Check(reader_->Next(&doc, &eof));
     }
     if (eof) throw py::stop_iteration();
-    const auto& schema = reader_->header().schema();
+    const auto& schema = reader_->fields().schema();
+    const std::vector<std::string>& vocab = reader_->vocabulary();
     py::object x;
     if (!doc.text().empty()) {
       x = py::str(doc.text());
@@ -836,9 +837,7 @@ class StreamIter {
       for (int i = 0; i < doc.term_ids_size(); ++i) {
         const uint32_t id = doc.term_ids(i);
         const double c = i < doc.term_counts_size() ? doc.term_counts(i) : 1.0;
-        add(id < static_cast<uint32_t>(schema.vocabulary_size()) ? schema.vocabulary(static_cast<int>(id))
-                                                                 : "#" + std::to_string(id),
-            c);
+        add(id < vocab.size() ? vocab[id] : "#" + std::to_string(id), c);
       }
       for (int i = 0; i < doc.tokens_size(); ++i)
         add(doc.tokens(i), i < doc.token_counts_size() ? doc.token_counts(i) : 1.0);

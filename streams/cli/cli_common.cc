@@ -171,8 +171,16 @@ Result<std::unique_ptr<Model>> NewModelFromFlags(const LearnFlags& f, const Plug
   return NewModel(*c, registry, header.schema(), stream_documents, source);
 }
 
+Result<std::unique_ptr<Model>> NewModelFromFlags(const LearnFlags& f, const PluginRegistry& registry,
+                                                 const DocumentReader& reader, uint64_t stream_documents,
+                                                 const std::string& source) {
+  auto c = ConfigFromFlags(f);
+  if (!c.ok()) return c.status();
+  return NewModel(*c, registry, reader.schema(), stream_documents, source);
+}
+
 Result<uint64_t> StreamLength(const DocumentReader& r, const std::string& path, const LearnFlags& f) {
-  if (f.n > 0 || r.header().document_count() > 0) return r.header().document_count();
+  if (f.n > 0 || r.fields().document_count() > 0) return r.fields().document_count();
   if (path == "-") return uint64_t{0};
   auto n = DocumentReader::CountDocuments(path, f.max_frame_bytes);
   if (!n.ok() && !(f.skip_bad && n.status().IsCorruption())) return n.status();

@@ -113,6 +113,11 @@ Result<ModelConfig> ConfigFromFlags(const LearnFlags& flags);
 Result<std::unique_ptr<Model>> NewModelFromFlags(const LearnFlags& flags, const PluginRegistry& registry,
                                                  const v1::StreamHeader& header, uint64_t stream_documents,
                                                  const std::string& source);
+// The same for the stream `reader` reads: the model is made from
+// reader.schema() and shares its vocabulary (no term copied).
+Result<std::unique_ptr<Model>> NewModelFromFlags(const LearnFlags& flags, const PluginRegistry& registry,
+                                                 const DocumentReader& reader, uint64_t stream_documents,
+                                                 const std::string& source);
 
 // n by default: the header's document_count, else a counting pass over the
 // file (0 for standard input). A damaged stream fails here, before learning.

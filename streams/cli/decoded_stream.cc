@@ -16,7 +16,7 @@ Result<std::unique_ptr<DecodedStream>> DecodedStream::Open(const std::string& pa
 }
 
 Result<std::unique_ptr<DecodedStream>> DecodedStream::Open(std::unique_ptr<DocumentReader> r, const Model& model) {
-  auto d = DocumentDecoder::Create(model.schema(), r->header().schema());
+  auto d = DocumentDecoder::Create(model.schema(), r->fields().schema(), r->vocabulary());
   if (!d.ok()) return d.status().WithContext("stream '" + r->path() + "'");
   std::unique_ptr<DecodedStream> s(new DecodedStream(std::move(r), std::move(d).value()));
   return s;

@@ -95,7 +95,7 @@ int RunServe(const ServeFlags& f) {
         auto fam = Registry().Find(learn.family, TRIB_KIND_FAMILY);
         if (fam.ok() && SepLearner::Supports(**fam)) learn.loss = "nll";
       }
-      auto m = NewModelFromFlags(learn, Registry(), (*r)->header(), 0, f.schema);
+      auto m = NewModelFromFlags(learn, Registry(), **r, 0, f.schema);
       if (!m.ok()) return ReportError(m.status());
       initial = std::move(m).value();
     } else {
@@ -220,7 +220,7 @@ Status CheckResponse(const v1::Response& r) {
 // range) by tokens: one per distinct term, after the tokens it has, with its
 // count unchanged in token_counts (the counts of a repeated id summed in the
 // order the decoder sums them, DocumentBuffer::Canonicalize).
-void TermIdsToTokens(const google::protobuf::RepeatedPtrField<std::string>& vocab, v1::Document* d) {
+void TermIdsToTokens(const std::vector<std::string>& vocab, v1::Document* d) {
   if (d->term_ids_size() == 0) return;
   std::vector<int> order(static_cast<size_t>(d->term_ids_size()));
   std::iota(order.begin(), order.end(), 0);
@@ -234,7 +234,7 @@ void TermIdsToTokens(const google::protobuf::RepeatedPtrField<std::string>& voca
     for (; k < order.size() && d->term_ids(order[k]) == id; ++k) {
       count += d->term_counts_size() ? d->term_counts(order[k]) : 1.0;
     }
-    d->add_tokens(vocab[static_cast<int>(id)]);
+    d->add_tokens(vocab[id]);
     d->add_token_counts(count);
   }
   d->clear_term_ids();
@@ -301,17 +301,17 @@ int RunClient(const ClientFlags& f) {
   if (f.in.empty()) return ReportError(Status::InvalidArgument("client " + f.action + ": --in is required"));
   auto reader = DocumentReader::Open(f.in, f.max_frame_bytes);
   if (!reader.ok()) return ReportError(reader.status());
-  const v1::Schema& stream_schema = (*reader)->header().schema();
+  const DocumentReader& stream = **reader;
   // Each document is checked here, by the rule the server applies to it
   // (DocumentDecoder::DecodeForLearning for learn, Decode for predict), in
   // the stream's own id space, before its batch is sent: a bad document is
   // refused naming the file and the document, and nothing of its batch goes
   // out. Labels are the model's business (it may have classes the stream
   // lacks): the local schema takes any.
-  auto local = ModelSchema::FromProto(stream_schema);
+  auto local = stream.schema();
   if (!local.ok()) return ReportError(local.status().WithContext("'" + f.in + "'"));
   local->set_open_classes(true);
-  auto local_decoder = DocumentDecoder::Create(*local, stream_schema);
+  auto local_decoder = DocumentDecoder::Create(*local, stream.fields().schema(), stream.vocabulary());
   if (!local_decoder.ok()) return ReportError(local_decoder.status().WithContext("'" + f.in + "'"));
   std::string label_required_by;  // the server's loss, when it needs labels
   if (f.action == "learn") {
@@ -327,7 +327,7 @@ int RunClient(const ClientFlags& f) {
   }
   // Term ids of a stream with a vocabulary are the stream's own; the server
   // speaks the model's ids, so send them as tokens unless told otherwise.
-  const auto& vocab = stream_schema.vocabulary();
+  const std::vector<std::string>& vocab = stream.vocabulary();
   const bool to_tokens = !f.ids_as_is && vocab.size() > 0;
   uint64_t acknowledged = 0, predicted = 0, requests = 0;
   v1::Request req = base();

@@ -1,6 +1,7 @@
 #include "tributary/stream_io.h"
 
 #include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/stubs/common.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -140,6 +141,148 @@ Status DocumentReader::ReadFrame(bool* eof, uint32_t* size, bool in_place) {
   return Status::OK();
 }
 
+namespace {
+
+// A varint at *p (before end) into *v, *p moved past it; false when it is
+// cut off or longer than 10 bytes.
+bool ReadVarint(const char** p, const char* end, uint64_t* v) {
+  uint64_t x = 0;
+  for (int shift = 0; shift < 70 && *p < end; shift += 7) {
+    const auto b = static_cast<uint8_t>(*(*p)++);
+    x |= static_cast<uint64_t>(b & 0x7f) << shift;
+    if (b < 0x80) {
+      *v = x;
+      return true;
+    }
+  }
+  return false;
+}
+
+// Moves *p past the payload of a field of wire type `wt` (its tag read);
+// false when it is cut off, or a group (which no Tributary message has).
+bool SkipPayload(const char** p, const char* end, uint32_t wt) {
+  uint64_t n = 0;
+  switch (wt) {
+    case 0:
+      return ReadVarint(p, end, &n);
+    case 1:
+      n = 8;
+      break;
+    case 2:
+      if (!ReadVarint(p, end, &n)) return false;
+      break;
+    case 5:
+      n = 4;
+      break;
+    default:
+      return false;
+  }
+  if (n > static_cast<uint64_t>(end - *p)) return false;
+  *p += n;
+  return true;
+}
+
+void PutVarint(uint64_t v, std::string* out) {
+  uint8_t b[10];
+  const uint8_t* e = pbio::CodedOutputStream::WriteVarint64ToArray(v, b);
+  out->append(reinterpret_cast<const char*>(b), static_cast<size_t>(e - b));
+}
+
+// The header's bytes with every schema.vocabulary entry taken out into
+// *terms (in order; invalid UTF-8 refused as protobuf refuses it) and the
+// schema's other fields gathered into one schema field at the end (a parser
+// merges the occurrences of a message field, and the other fields keep
+// their order). False for what this scan does not take (cut-off or group
+// fields, invalid UTF-8): protobuf then parses the frame itself.
+bool StripVocabulary(std::string_view frame, std::string* rest, std::vector<std::string>* terms) {
+  const char* p = frame.data();
+  const char* const end = p + frame.size();
+  std::string schema;
+  bool has_schema = false;
+  rest->clear();
+  terms->clear();
+  while (p < end) {
+    const char* field = p;
+    uint64_t tag = 0;
+    if (!ReadVarint(&p, end, &tag) || (tag >> 3) == 0) return false;
+    if ((tag >> 3) != v1::StreamHeader::kSchemaFieldNumber || (tag & 7) != 2) {
+      if (!SkipPayload(&p, end, static_cast<uint32_t>(tag & 7))) return false;
+      rest->append(field, p);
+      continue;
+    }
+    uint64_t len = 0;
+    if (!ReadVarint(&p, end, &len) || len > static_cast<uint64_t>(end - p)) return false;
+    const char* q = p;
+    const char* const qend = p + len;
+    p = qend;
+    has_schema = true;
+    while (q < qend) {
+      const char* inner = q;
+      uint64_t t = 0;
+      if (!ReadVarint(&q, qend, &t) || (t >> 3) == 0) return false;
+      if ((t >> 3) == v1::Schema::kVocabularyFieldNumber && (t & 7) == 2) {
+        uint64_t n = 0;
+        if (!ReadVarint(&q, qend, &n) || n > static_cast<uint64_t>(qend - q)) return false;
+        if (!google::protobuf::internal::IsStructurallyValidUTF8(q, static_cast<int>(n))) return false;
+        terms->emplace_back(q, n);
+        q += n;
+      } else {
+        if (!SkipPayload(&q, qend, static_cast<uint32_t>(t & 7))) return false;
+        schema.append(inner, q);
+      }
+    }
+  }
+  if (has_schema) {
+    PutVarint((uint64_t{v1::StreamHeader::kSchemaFieldNumber} << 3) | 2u, rest);
+    PutVarint(schema.size(), rest);
+    rest->append(schema);
+  }
+  return true;
+}
+
+}  // namespace
+
+bool DocumentReader::ParseHeader(std::string_view frame) {
+  if (frame.size() > static_cast<size_t>(std::numeric_limits<int>::max())) return false;
+  std::string rest;
+  if (StripVocabulary(frame, &rest, &terms_) && fields_.ParseFromString(rest)) return true;
+  // What the scan leaves to protobuf: the whole message, then its terms
+  // moved out.
+  terms_.clear();
+  if (!fields_.ParseFromArray(frame.data(), static_cast<int>(frame.size()))) return false;
+  auto* vocabulary = fields_.mutable_schema()->mutable_vocabulary();
+  terms_.reserve(static_cast<size_t>(vocabulary->size()));
+  for (std::string& t : *vocabulary) terms_.push_back(std::move(t));
+  fields_.mutable_schema()->clear_vocabulary();
+  return true;
+}
+
+const v1::StreamHeader& DocumentReader::header() const {
+  if (!full_) {
+    full_ = std::make_unique<v1::StreamHeader>(fields_);
+    const std::vector<std::string>& terms = vocabulary();
+    if (!terms.empty()) {  // (a header without a schema stays without one)
+      auto* v = full_->mutable_schema()->mutable_vocabulary();
+      v->Reserve(static_cast<int>(terms.size()));
+      for (const std::string& t : terms) v->Add()->assign(t);
+    }
+  }
+  return *full_;
+}
+
+const std::vector<std::string>& DocumentReader::vocabulary() const {
+  if (schema_ && schema_->ok()) return (*schema_)->vocabulary();
+  return terms_;
+}
+
+Result<ModelSchema> DocumentReader::schema() const {
+  if (!schema_) {
+    // The terms move into the schema (they stay in terms_ when it fails).
+    schema_ = std::make_unique<Result<ModelSchema>>(ModelSchema::FromProto(fields_.schema(), &terms_));
+  }
+  return *schema_;
+}
+
 Result<std::unique_ptr<DocumentReader>> DocumentReader::Open(const std::string& path, uint32_t max_frame_bytes,
                                                              Env* env) {
   if (env == nullptr) env = Env::Default();
@@ -155,13 +298,13 @@ Result<std::unique_ptr<DocumentReader>> DocumentReader::Open(const std::string& 
   Status st = r->ReadFrame(&eof, &len);
   if (!st.ok()) return Status::Corruption(st.message() + " (reading the stream header)");
   if (eof) return Status::Corruption("'" + r->path_ + "': empty stream: expected a StreamHeader frame, found nothing");
-  if (!r->header_.ParseFromString(r->buf_) || r->header_.magic() != kStreamMagic) {
+  if (!r->ParseHeader(r->buf_) || r->fields_.magic() != kStreamMagic) {
     return Status::Corruption("'" + r->path_ +
                               "': not a Tributary document stream (expected a StreamHeader with magic \"" +
                               kStreamMagic + "\" in the first frame)");
   }
-  const uint32_t version = r->header_.format_version();
-  const int checksum = r->header_.frame_checksum();
+  const uint32_t version = r->fields_.format_version();
+  const int checksum = r->fields_.frame_checksum();
   if (version != kStreamFormatVersion && version != kStreamFormatVersionChecksummed) {
     return Status::Corruption("'" + r->path_ + "': stream format_version " + std::to_string(version) +
                               " is not supported (expected 1, or 2 with frame checksums)");

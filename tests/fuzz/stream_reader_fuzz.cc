@@ -8,7 +8,9 @@
 //   bits 1..3  the largest chunk one read of the file returns: 2^(2k) bytes
 //              (1, 4, ... 16384), so frames straddle the reader's buffers
 //
-// Checks: no crash or sanitizer report; documents_read() counts the frames
+// Checks: no crash or sanitizer report; the header read is protobuf's parse
+// of the first frame (the reader reads its vocabulary itself);
+// documents_read() counts the frames
 // read; bytes_read() never passes the file's size; a stream read to a clean
 // end is counted the same by CountDocuments.
 #include <cstddef>
@@ -41,6 +43,27 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!reader.ok()) return 0;
   DocumentReader& r = **reader;
   FUZZ_CHECK(r.bytes_read() <= file_size, "header read past the end of the file");
+  {
+    // The reader takes the vocabulary out of the header frame itself: what
+    // it answers is protobuf's parse of that frame (the bytes after the
+    // first length varint).
+    const uint8_t* p = data + 1;
+    const uint8_t* end = data + size;
+    uint64_t len = 0;
+    int shift = 0;
+    while (p < end && shift < 64) {
+      len |= static_cast<uint64_t>(*p & 0x7f) << shift;
+      shift += 7;
+      if (*p++ < 0x80) break;
+    }
+    tributary::v1::StreamHeader want;
+    FUZZ_CHECK(len <= static_cast<uint64_t>(end - p) && want.ParseFromArray(p, static_cast<int>(len)),
+               "the reader opened a stream whose header protobuf does not parse");
+    FUZZ_CHECK(r.vocabulary().size() == static_cast<size_t>(want.schema().vocabulary_size()),
+               "vocabulary of " + std::to_string(r.vocabulary().size()) + " terms, protobuf parses " +
+                   std::to_string(want.schema().vocabulary_size()));
+    FUZZ_CHECK(r.header().SerializeAsString() == want.SerializeAsString(), "header() differs from protobuf's parse");
+  }
   tributary::v1::Document doc;
   uint64_t frames = 0;
   bool clean_end = false;

@@ -148,6 +148,12 @@ class DocumentDecoder {
   /// Fails when the stream's schema cannot be mapped onto the model (hashed vs
   /// vocabulary, different hashed_dim, feature kinds that do not match).
   static Result<DocumentDecoder> Create(const ModelSchema& model, const v1::Schema& stream);
+  /// The same for a stream whose vocabulary was read apart from its schema
+  /// (DocumentReader::fields() and vocabulary()): `stream` has no vocabulary
+  /// of its own. When `vocabulary` is the model's own (a model made from the
+  /// reader's schema shares it), every term keeps its id without a look.
+  static Result<DocumentDecoder> Create(const ModelSchema& model, const v1::Schema& stream,
+                                        const std::vector<std::string>& vocabulary);
   /// A decoder of documents in the model's own id space (what the server's
   /// clients and its log speak): term ids are the model's, checked against
   /// the vocabulary of the schema passed to Decode (with an open vocabulary:
@@ -194,6 +200,9 @@ class DocumentDecoder {
   /// size stays in cache twice as well).
   std::vector<uint32_t> remap_;
   static constexpr uint32_t kUnseen = 0xffffffffu;
+  /// Create's work over the stream's terms (a v1::Schema's, or a vector).
+  template <typename Terms>
+  static Result<DocumentDecoder> CreateWith(const ModelSchema& model, const v1::Schema& stream, const Terms& terms);
   /// The stream's term names, kept when the model's vocabulary is open: a
   /// term unseen when the decoder was made may have been added since.
   std::vector<std::string> stream_terms_;

@@ -83,6 +83,12 @@ struct ModelConfig {
 Result<std::unique_ptr<Model>> NewModel(const ModelConfig& config, const PluginRegistry& registry,
                                         const v1::Schema& schema, uint64_t stream_documents,
                                         const std::string& source = "");
+/// The same for a schema already made (DocumentReader::schema(): the model
+/// shares its vocabulary, no term is copied); its error, if it is one, is
+/// reported as the schema's above, after the settings'.
+Result<std::unique_ptr<Model>> NewModel(const ModelConfig& config, const PluginRegistry& registry,
+                                        const Result<ModelSchema>& schema, uint64_t stream_documents,
+                                        const std::string& source = "");
 
 /// The schema of a stream of raw text: an open vocabulary (terms are added as
 /// documents bring them), the classes `classes` and, when `open_classes`,

@@ -43,6 +43,12 @@ class ModelSchema {
   /// Validates: unique non-empty term names, unique class names, categorical
   /// features with >= 1 category. Zero classes is valid (unlabelled streams).
   static Result<ModelSchema> FromProto(const v1::Schema& proto);
+  /// The same for a schema whose terms were read apart from the message
+  /// (DocumentReader keeps a stream's vocabulary out of its header): `proto`
+  /// has no vocabulary of its own (else InvalidArgument), and the terms are
+  /// *terms, moved into the schema on success and left where they are on
+  /// error.
+  static Result<ModelSchema> FromProto(const v1::Schema& proto, std::vector<std::string>* terms);
   /// `with_vocabulary` false leaves the vocabulary out (a decoder of the
   /// model's own ids needs only the rest).
   void ToProto(v1::Schema* out, bool with_vocabulary = true) const;
@@ -112,6 +118,9 @@ class ModelSchema {
   void Index();
   /// The vocabulary to change: this schema's own (copied first when shared).
   Vocabulary& MutableVocabulary();
+  /// FromProto's work: the schema of proto's fields other than its
+  /// vocabulary, with *terms as the terms (moved in on success only).
+  static Result<ModelSchema> FromFields(const v1::Schema& proto, std::vector<std::string>* terms);
   std::shared_ptr<Vocabulary> vocab_ = std::make_shared<Vocabulary>();
   uint64_t hashed_dim_ = 0;
   std::vector<std::string> classes_;

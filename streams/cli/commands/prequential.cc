@@ -33,7 +33,7 @@ int RunPrequential(const LearnFlags& f, const std::string& in, uint64_t every, b
   if (!first.ok()) return refuse(first.status());
   auto length = StreamLength(**first, in, f);
   if (!length.ok()) return refuse(length.status());
-  auto mr = NewModelFromFlags(f, Registry(), (*first)->header(), *length, in);
+  auto mr = NewModelFromFlags(f, Registry(), **first, *length, in);
   if (!mr.ok()) return ReportError(mr.status());  // names the file where it is about the file
   auto model = std::move(mr).value();
   if (model->latent_outputs()) {

@@ -44,7 +44,7 @@ int RunTrainSelect(const LearnFlags& f, const std::string& in, const std::string
   const bool streaming = in == "-" || f.epochs == 1;
   // Every refusal names the training stream (cli_common.h NameFile).
   auto refuse = [&in](const Status& st) { return ReportError(NameFile(st, in)); };
-  const v1::StreamHeader header = reader->header();
+  const Result<ModelSchema> stream_schema = reader->schema();  // (copies share the vocabulary)
   auto base = ConfigFromFlags(f);
   if (!base.ok()) return ReportError(base.status());
   TrainerConfig cfg;
@@ -58,7 +58,7 @@ int RunTrainSelect(const LearnFlags& f, const std::string& in, const std::string
   if (f.skip_bad) cfg.on_bad = [&bad](const Status& st) { bad.Record(st); };
   Model* classes_from = schema_model.get();
   ModelFactory factory = [&](const CandidateSpec& c) -> Result<std::unique_ptr<Model>> {
-    auto m = NewModel(CandidateConfig(*base, c), Registry(), header.schema(), length, in);
+    auto m = NewModel(CandidateConfig(*base, c), Registry(), stream_schema, length, in);
     if (!m.ok()) return m.status();
     // The documents were decoded into classes_from's ids: classes and terms
     // (an open vocabulary) it gained while reading mean the same here.
@@ -199,7 +199,7 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
     if (f.n > 0) model->learner_state().effective_size = f.n;
     f.select = "off";
   } else {
-    auto mr = NewModelFromFlags(f, Registry(), (*first)->header(), *length, in);
+    auto mr = NewModelFromFlags(f, Registry(), **first, *length, in);
     if (!mr.ok()) return ReportError(mr.status());  // names the file where it is about the file
     model = std::move(mr).value();
   }
@@ -258,7 +258,7 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
       } else {
         LearnFlags fr = f;
         fr.seed = rep.seed;
-        auto mr2 = NewModelFromFlags(fr, Registry(), reader->header(), *length, in);
+        auto mr2 = NewModelFromFlags(fr, Registry(), *reader, *length, in);
         if (!mr2.ok()) return ReportError(mr2.status());
         rep.model = std::move(mr2).value();
       }

@@ -16,8 +16,10 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "tributary/env.h"
+#include "tributary/schema.h"
 #include "tributary/status.h"
 #include "tributary/v1/tributary.pb.h"
 
@@ -45,8 +47,23 @@ class DocumentReader {
                                                       Env* env = nullptr);
   ~DocumentReader();
 
-  const v1::StreamHeader& header() const { return header_; }  ///< the stream's header, as read by Open
-  const std::string& path() const { return path_; }           ///< as given to Open ("-": standard input)
+  /// The stream's header, as read by Open. Open keeps the vocabulary apart
+  /// (vocabulary()): the first call copies it into this message, so callers
+  /// that need the other fields only use fields(), and a model's schema
+  /// comes from schema().
+  const v1::StreamHeader& header() const;
+  /// The header without its vocabulary (schema().vocabulary() is empty):
+  /// magic, versions, the schema's classes and features, document_count,
+  /// source.
+  const v1::StreamHeader& fields() const { return fields_; }
+  /// The header's vocabulary, term by term in id order.
+  const std::vector<std::string>& vocabulary() const;
+  /// The header's schema as a ModelSchema (ModelSchema::FromProto's checks
+  /// and errors), made on the first call: copies share its vocabulary (a
+  /// model made from it, and DocumentDecoder::Create given vocabulary(),
+  /// copy no term).
+  Result<ModelSchema> schema() const;
+  const std::string& path() const { return path_; }  ///< as given to Open ("-": standard input)
   /// True when every frame carries a CRC that Next() verifies.
   bool frame_checksum() const { return checksummed_; }
 
@@ -98,7 +115,14 @@ class DocumentReader {
   uint32_t max_frame_ = 0;
   std::unique_ptr<Source> source_;
   std::unique_ptr<google::protobuf::io::CopyingInputStreamAdaptor> input_;
-  v1::StreamHeader header_;
+  /// Reads the header frame's bytes into fields_ and terms_ (the
+  /// vocabulary's strings straight from the wire, not through a message's
+  /// string objects); false when they do not parse as a StreamHeader.
+  bool ParseHeader(std::string_view frame);
+  v1::StreamHeader fields_;
+  mutable std::vector<std::string> terms_;               ///< the vocabulary until schema() takes it
+  mutable std::unique_ptr<v1::StreamHeader> full_;       ///< header(), made on demand
+  mutable std::unique_ptr<Result<ModelSchema>> schema_;  ///< schema(), made on demand
   uint64_t docs_ = 0;
   bool recoverable_ = false;
   bool checksummed_ = false;
