@@ -104,6 +104,8 @@ TEST_F(StreamHeaderTest, TheReaderAnswersWhatProtobufParses) {
   // left to protobuf, with the same answers.
   OpenAndCompare("group", magic + version + Varint((7u << 3) | 3u) + VarintField(1, 5) + Varint((7u << 3) | 4u) +
                               Field(3, Field(1, "one") + Varint((8u << 3) | 3u) + Varint((8u << 3) | 4u)));
+  // A group and no schema (the fallback must not add an empty schema).
+  OpenAndCompare("group-no-schema", magic + version + Varint((14u << 3) | 3u) + Varint((14u << 3) | 4u));
   // No schema at all, and a schema without terms.
   OpenAndCompare("no-schema", magic + version);
   OpenAndCompare("no-terms", magic + version + Field(3, Field(3, "c0")));

@@ -250,6 +250,7 @@ bool DocumentReader::ParseHeader(std::string_view frame) {
   // moved out.
   terms_.clear();
   if (!fields_.ParseFromArray(frame.data(), static_cast<int>(frame.size()))) return false;
+  if (!fields_.has_schema()) return true;  // (mutable_schema() would add an empty one)
   auto* vocabulary = fields_.mutable_schema()->mutable_vocabulary();
   terms_.reserve(static_cast<size_t>(vocabulary->size()));
   for (std::string& t : *vocabulary) terms_.push_back(std::move(t));
