@@ -443,7 +443,7 @@ TEST_F(CliTest, PluginsOptionsShowsTheOptionTable) {
   ASSERT_EQ(Run("plugins --options hinge", &out), 0) << out;
   EXPECT_THAT(out, HasSubstr("\nweights\tchoice\ttable1\ttable1|algorithm4\t"));
   ASSERT_EQ(Run("plugins --options nll", &out), 0) << out;
-  EXPECT_THAT(out, HasSubstr("loss nll 1.0.0"));
+  EXPECT_THAT(out, HasSubstr("loss nll 1.1.0"));
   EXPECT_THAT(out, HasSubstr("takes no options"));
   // A third-party plugin without a table (built for ABI 1.3 all the same).
   ASSERT_EQ(testing::RunCommand("TRIBUTARY_PLUGIN_PATH=" TRIBUTARY_FIXTURE_PLUGIN_DIR " " + testing::ProgramPath() +

@@ -81,6 +81,33 @@ TEST(DecoderTest, StreamTermIdsMapToTheModelsWhateverTheOrder) {
   EXPECT_EQ(buf.term_counts, (std::vector<double>{1.0, 2.0, 5.0, 4.0}));
 }
 
+// A stream whose vocabulary is the model's first terms (converted with the
+// model's vocabulary, or before the model grew) keeps its ids; an id past
+// the stream's vocabulary is still refused, naming the stream's size.
+TEST(DecoderTest, AStreamWithTheModelsFirstTermsKeepsItsIds) {
+  v1::Schema model_proto = testing::TextSchema(6, 2);
+  auto schema = ModelSchema::FromProto(model_proto);
+  ASSERT_TRUE(schema.ok());
+  v1::Schema stream = model_proto;
+  stream.clear_vocabulary();
+  for (int i = 0; i < 4; ++i) stream.add_vocabulary(model_proto.vocabulary(i));
+  auto dec = DocumentDecoder::Create(*schema, stream);
+  ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+  v1::Document d;
+  for (uint32_t id : {3u, 0u, 2u, 0u}) {
+    d.add_term_ids(id);
+    d.add_term_counts(2.0);
+  }
+  DocumentBuffer buf;
+  ASSERT_TRUE(dec->Decode(d, 0, *schema, kGrowNothing, &buf, nullptr, nullptr).ok());
+  EXPECT_EQ(buf.term_ids, (std::vector<uint32_t>{0, 2, 3}));
+  EXPECT_EQ(buf.term_counts, (std::vector<double>{4.0, 2.0, 2.0}));
+  d.add_term_ids(4);  // the model's term 4, but not the stream's
+  d.add_term_counts(1.0);
+  Status st = dec->Decode(d, 0, *schema, kGrowNothing, &buf, nullptr, nullptr);
+  EXPECT_THAT(st.message(), HasSubstr("term id 4 out of range: the stream's vocabulary size is 4"));
+}
+
 class TokenCountsTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -132,7 +132,7 @@ const RankSortFn kRankSort =
 
 }  // namespace
 
-void DocumentBuffer::Canonicalize() {
+bool DocumentBuffer::Canonicalize() {
   const size_t n = term_ids.size();
   bool sorted = true;
   for (size_t i = 1; i < n; ++i) {
@@ -141,7 +141,7 @@ void DocumentBuffer::Canonicalize() {
       break;
     }
   }
-  if (sorted) return;
+  if (sorted) return false;
   // A stable sort of the (id, count) pairs, then repeats summed in place in
   // their order of occurrence (the sums' rounding is part of the result).
   // Neither allocates once the thread's buffers are warm:
@@ -187,8 +187,10 @@ void DocumentBuffer::Canonicalize() {
       ++w;
     }
   }
+  const bool merged = w < n;
   term_ids.resize(w);
   term_counts.resize(w);
+  return merged;
 }
 
 double DocumentBuffer::TotalCount() const {
@@ -362,6 +364,7 @@ Result<DocumentDecoder> DocumentDecoder::CreateWith(const ModelSchema& model, co
     if constexpr (std::is_same_v<Terms, std::vector<std::string>>) own = &terms == &known;
     if (own) {
       for (size_t i = 0; i < n; ++i) d.remap_[i] = static_cast<uint32_t>(i);
+      d.identity_ = true;
     } else {
       // A model made from this stream (or one it extends) has the stream's
       // term at the same id: a string compare instead of a hash lookup (the
@@ -374,6 +377,8 @@ Result<DocumentDecoder> DocumentDecoder::CreateWith(const ModelSchema& model, co
         }
         d.remap_[i] = m < 0 ? kUnseen : static_cast<uint32_t>(m);
       }
+      d.identity_ = true;  // (a stream converted with the model's vocabulary, or a prefix of it)
+      for (size_t i = 0; i < n && d.identity_; ++i) d.identity_ = d.remap_[i] == i;
     }
     if (model.open_vocabulary()) {
       d.stream_terms_.reserve(n);
@@ -515,7 +520,7 @@ Status DocumentDecoder::Decode(const v1::Document& doc, uint64_t index, const Mo
   const int num_ids = doc.term_ids_size();
   const uint32_t* sids = doc.term_ids().data();
   const double* sid_counts = doc.term_counts_size() ? doc.term_counts().data() : nullptr;
-  if (!remap_.empty()) {  // the remap is read at random: its entries fetched together
+  if (!remap_.empty() && !identity_) {  // the remap is read at random: its entries fetched together
     for (int i = 0; i < num_ids; ++i) {
       if (sids[i] < remap_.size()) __builtin_prefetch(remap_.data() + sids[i]);
     }
@@ -546,7 +551,7 @@ Status DocumentDecoder::Decode(const v1::Document& doc, uint64_t index, const Mo
         return bad("term id " + std::to_string(sid) + " out of range: the stream's " +
                    (hashed_ ? "hashed_dim" : "vocabulary size") + " is " + std::to_string(stream_vocab_size_));
       }
-      mid = hashed_ ? sid : remap_[sid];
+      mid = hashed_ || identity_ ? sid : remap_[sid];
       if (mid == kUnseen) {
         if (stream_terms_.empty()) {
           add_term(-1, c, nullptr);
@@ -581,9 +586,10 @@ Status DocumentDecoder::Decode(const v1::Document& doc, uint64_t index, const Mo
       add_term(hashed_ ? static_cast<int64_t>(HashToken(tok, hashed_dim_)) : model.TermIndex(tok), 1.0, &tok);
     }
   }
-  out->Canonicalize();
-  // Repeated terms are summed: finite counts can add up to infinity.
-  for (size_t i = 0; i < out->term_counts.size(); ++i) {
+  // Repeated terms are summed: finite counts can add up to infinity (each
+  // count was checked on its own above).
+  const bool merged = out->Canonicalize();
+  for (size_t i = 0; merged && i < out->term_counts.size(); ++i) {
     if (!std::isfinite(out->term_counts[i])) {
       return bad("the counts of term id " + std::to_string(out->term_ids[i]) +
                  " (repeated in term_ids or tokens) add up to " + Num(out->term_counts[i]) +

@@ -6,19 +6,10 @@
 #include "tributary/vector_exp.h"
 
 namespace {
-// sdk::LogSumExp's sums, with the vector exp (within 1 ulp of std::exp; w is
-// the scratch), then p(k | x) = exp(s_k - lse).
+// p(k | x) = exp(s_k - lse) by the vector exp (vector_exp.h SoftmaxBest).
 int Weights(const double* s, uint32_t K, int64_t y, double* w, double* c, double* loss, trib_error* err) {
   if (y < 0) return tributary::sdk::Fail(err, TRIB_ERR_INVALID_DOCUMENT, "ncll needs a labelled document");
-  double lse = -INFINITY;
-  for (uint32_t k = 0; k < K; ++k) lse = s[k] > lse ? s[k] : lse;
-  if (std::isfinite(lse)) {
-    tributary::vector_exp::ExpShiftedBest(s, lse, K, w);
-    double sum = 0;
-    for (uint32_t k = 0; k < K; ++k) sum += w[k];
-    lse += std::log(sum);
-  }
-  tributary::vector_exp::ExpShiftedBest(s, lse, K, w);
+  const double lse = tributary::vector_exp::SoftmaxBest(s, K, w);
   for (uint32_t k = 0; k < K; ++k) w[k] = -w[k];
   w[y] += 1.0;
   *c = 0.0;

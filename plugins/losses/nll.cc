@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "tributary/plugin_sdk.h"
+#include "tributary/vector_exp.h"
 
 namespace {
 int Weights(const double* s, uint32_t K, int64_t y, double* w, double* c, double* loss, trib_error*) {
@@ -15,9 +16,9 @@ int Weights(const double* s, uint32_t K, int64_t y, double* w, double* c, double
     *loss = -s[y];
     return TRIB_OK;
   }
-  double lse = tributary::sdk::LogSumExp(s, K);
-  for (uint32_t k = 0; k < K; ++k) w[k] = std::exp(s[k] - lse);
-  *loss = -lse;
+  // p(k | x) by the vector exp (vector_exp.h SoftmaxBest; 1.0.0 called
+  // std::exp 2K times: 1.5 % of an LDA `train`, whose 20 topics are its K).
+  *loss = -tributary::vector_exp::SoftmaxBest(s, K, w);
   return TRIB_OK;
 }
 // No options: the empty table says so to the host (`tributary plugins --options`).
@@ -25,7 +26,7 @@ constexpr trib_option_spec kOptions[] = {{}};
 }  // namespace
 
 TRIBUTARY_DEFINE_PLUGIN_OPTIONS(kOptions);
-TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_LOSS, "nll", "1.0.0", "negative log-likelihood (online EM, MAP)");
+TRIBUTARY_DEFINE_PLUGIN_INFO(TRIB_KIND_LOSS, "nll", "1.1.0", "negative log-likelihood (online EM, MAP)");
 extern "C" TRIB_PLUGIN_EXPORT int tributary_plugin_init(const trib_host_api* host, trib_plugin_vtable* out,
                                                         trib_error* err) {
   return tributary::sdk::BeginLossVtable(host, out, err,

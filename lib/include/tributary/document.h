@@ -42,8 +42,9 @@ struct DocumentBuffer {
 
   /// Resets every field to its default, keeping the vectors' capacity.
   void Clear();
-  /// Sorts term ids and merges duplicates (summing counts).
-  void Canonicalize();
+  /// Sorts term ids and merges duplicates (summing counts). Returns true
+  /// when some were merged (only then can a count have changed).
+  bool Canonicalize();
   /// The sum of term_counts (trib_document::total_count).
   double TotalCount() const;
   /// A view valid while this buffer is unchanged.
@@ -207,6 +208,8 @@ class DocumentDecoder {
   /// term unseen when the decoder was made may have been added since.
   std::vector<std::string> stream_terms_;
   bool model_ids_ = false;  ///< ForModel (not hashed)
+  /// Every stream id is the model's own (remap_[i] == i): no lookup.
+  bool identity_ = false;
   uint64_t stream_vocab_size_ = 0;
   bool hashed_ = false;
   uint64_t hashed_dim_ = 0;

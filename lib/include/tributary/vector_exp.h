@@ -138,6 +138,24 @@ inline void ExpShiftedBest(const double* x, double shift, uint32_t n, double* ou
   ExpShifted(x, shift, n, out);
 }
 
+/// The softmax of the log-scores s (n of them) into p, p_k = exp(s_k - lse),
+/// with lse = log sum_k exp(s_k) (sdk::LogSumExp's sums, through the vector
+/// exp above: within an ulp or so of std::exp's), which it returns. With no
+/// finite score, lse is the largest score (-inf or NaN) and p follows from it.
+/// For the losses' p(k | x) (ncll, nll on unlabelled documents).
+inline double SoftmaxBest(const double* s, uint32_t n, double* p) {
+  double lse = -INFINITY;
+  for (uint32_t k = 0; k < n; ++k) lse = s[k] > lse ? s[k] : lse;
+  if (std::isfinite(lse)) {
+    ExpShiftedBest(s, lse, n, p);
+    double sum = 0;
+    for (uint32_t k = 0; k < n; ++k) sum += p[k];
+    lse += std::log(sum);
+  }
+  ExpShiftedBest(s, lse, n, p);
+  return lse;
+}
+
 }  // namespace tributary::vector_exp
 
 #endif  // TRIBUTARY_VECTOR_EXP_H_
