@@ -343,18 +343,45 @@ TEST(LdaMathTest, VectorLogsMatchTheLibraryAndEveryWidth) {
     lda::LogEachT<2>(x.data(), l2.data(), n);
     lda::LogEachT<4>(x.data(), l4.data(), n);
     EXPECT_EQ(l2, l4) << "n = " << n;
-    double want = 0;
     for (uint32_t j = 0; j < n; ++j) {
       const double ref = std::log(x[j]);
       EXPECT_NEAR(l2[j], ref, 4 * std::numeric_limits<double>::epsilon() * std::max(1.0, std::fabs(ref)))
           << "x = " << x[j];
-      want += c[j] * ref;
     }
-    const double s2 = lda::WeightedLogSumT<2>(c.data(), x.data(), n);
-    EXPECT_EQ(s2, lda::WeightedLogSumT<4>(c.data(), x.data(), n)) << "n = " << n;
+    // The plug-in estimate's sum: c_j log of x_j = max(p_j / ((t - min(c_j, 1)) + a), 1e-300),
+    // made with p_j = x_j ((t - u) + a), exactly: (t - u) + a is 1/2 (c_j >= 1) or 1 (c_j = 1/2).
+    const double t = 1.0, a = 0.5;
+    std::vector<double> p(n);
+    double want_ratio = 0;
+    for (uint32_t j = 0; j < n; ++j) {
+      p[j] = x[j] * ((t - std::min(c[j], 1.0)) + a);
+      ASSERT_EQ(p[j] / ((t - std::min(c[j], 1.0)) + a), x[j]);
+      want_ratio += c[j] * std::log(std::max(x[j], 1e-300));
+    }
+    bool nan2 = false, nan4 = false;
+    const double s2 = lda::WeightedLogRatioSumT<2>(c.data(), p.data(), t, a, n, &nan2);
+    EXPECT_EQ(s2, lda::WeightedLogRatioSumT<4>(c.data(), p.data(), t, a, n, &nan4)) << "n = " << n;
+    EXPECT_FALSE(nan2 || nan4);
     double scale = 0;
     for (uint32_t j = 0; j < n; ++j) scale += c[j] * std::max(1.0, std::fabs(std::log(x[j])));
-    EXPECT_NEAR(s2, want, 1e-14 * scale) << "n = " << n;
+    EXPECT_NEAR(s2, want_ratio, 1e-14 * scale) << "n = " << n;
+    // A ratio below 1e-300 counts as 1e-300; a NaN one is reported, in the
+    // vector lanes and in the tail alike.
+    for (uint32_t at : {0u, n - 1}) {
+      std::vector<double> q = p;
+      q[at] = 0.0;
+      bool nan = false;
+      const double with_zero = lda::WeightedLogRatioSumT<4>(c.data(), q.data(), t, a, n, &nan);
+      EXPECT_FALSE(nan);
+      EXPECT_NEAR(with_zero - (s2 - c[at] * std::log(std::max(x[at], 1e-300))), c[at] * std::log(1e-300), 1e-12 * scale)
+          << at;
+      q[at] = std::nan("");
+      lda::WeightedLogRatioSumT<2>(c.data(), q.data(), t, a, n, &nan);
+      EXPECT_TRUE(nan) << "n = " << n << ", NaN at " << at;
+      nan = false;
+      lda::WeightedLogRatioSumT<4>(c.data(), q.data(), t, a, n, &nan);
+      EXPECT_TRUE(nan) << "n = " << n << ", NaN at " << at;
+    }
   }
 }
 

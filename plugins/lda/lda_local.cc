@@ -459,15 +459,19 @@ __attribute__((target("avx2"))) double LogGammaSumAvx2(const double* a, const do
 }
 #endif
 double (*g_log_gamma_sum)(const double*, const double*, uint32_t) = LogGammaSumSse2;
-double WeightedLogSumSse2(const double* c, const double* x, uint32_t n) { return WeightedLogSumT<2>(c, x, n); }
+double WeightedLogRatioSumSse2(const double* c, const double* p, double t, double a, uint32_t n, bool* nan) {
+  return WeightedLogRatioSumT<2>(c, p, t, a, n, nan);
+}
 void LogEachSse2(const double* x, double* out, uint32_t n) { LogEachT<2>(x, out, n); }
 #ifdef TRIB_LDA_HAVE_AVX2
-__attribute__((target("avx2"))) double WeightedLogSumAvx2(const double* c, const double* x, uint32_t n) {
-  return WeightedLogSumT<4>(c, x, n);
+__attribute__((target("avx2"))) double WeightedLogRatioSumAvx2(const double* c, const double* p, double t, double a,
+                                                               uint32_t n, bool* nan) {
+  return WeightedLogRatioSumT<4>(c, p, t, a, n, nan);
 }
 __attribute__((target("avx2"))) void LogEachAvx2(const double* x, double* out, uint32_t n) { LogEachT<4>(x, out, n); }
 #endif
-double (*g_weighted_log_sum)(const double*, const double*, uint32_t) = WeightedLogSumSse2;
+double (*g_weighted_log_ratio_sum)(const double*, const double*, double, double, uint32_t,
+                                   bool*) = WeightedLogRatioSumSse2;
 void (*g_log_each)(const double*, double*, uint32_t) = LogEachSse2;
 }  // namespace
 
@@ -477,7 +481,7 @@ void SelectCvb0Kernel() {
     g_cvb0_sweeps = Cvb0SweepsAvx2;
     g_cvb0_sweeps_vec = Cvb0SweepsVecAvx2;
     g_log_gamma_sum = LogGammaSumAvx2;
-    g_weighted_log_sum = WeightedLogSumAvx2;
+    g_weighted_log_ratio_sum = WeightedLogRatioSumAvx2;
     g_log_each = LogEachAvx2;
     g_mean_beta_rows = MeanBetaRowsAvx2<double>;
     g_mean_beta_rows_float = MeanBetaRowsAvx2<float>;
@@ -521,17 +525,10 @@ double FastElbo(const Model& m, const trib_document& d, const State& st) {
 
 double Cvb0LogPx(const Model& m, const trib_document& d, State* st) {
   const double ka = m.asymmetric ? st->local_alpha_sum : m.K * st->local_alpha;
-  const uint32_t T = d.num_terms;
-  st->logx.resize(T);
   bool nan = false;
-  for (uint32_t j = 0; j < T; ++j) {
-    const double c = d.term_counts[j], u = c < 1 ? c : 1.0;
-    const double r = st->phinorm[j] / (d.total_count - u + ka);
-    nan |= std::isnan(r);
-    st->logx[j] = Positive(r);
-  }
+  const double s = g_weighted_log_ratio_sum(d.term_counts, st->phinorm.data(), d.total_count, ka, d.num_terms, &nan);
   // (A NaN stays one: the learner refuses the score by name.)
-  return nan ? std::numeric_limits<double>::quiet_NaN() : g_weighted_log_sum(d.term_counts, st->logx.data(), T);
+  return nan ? std::numeric_limits<double>::quiet_NaN() : s;
 }
 
 // ---- DLDA: the local step conditioned on a class (Shan & Banerjee 2010 §6) -------

@@ -159,26 +159,43 @@ __attribute__((always_inline)) inline double LogGammaSumT(const double* a, const
       [&](uint32_t k) { return LogGammaPositive(a[k] + n[k]); });
 }
 
-// sum_j c_j log x_j (every x_j normal and positive).
+// sum_j c_j log x_j with x_j = max(p_j / ((t - min(c_j, 1)) + a), 1e-300):
+// the CVB0 plug-in estimate of log p(x) (Cvb0LogPx: p_j a token's unnormalised
+// probability given the rest of the document, t the document's length, a =
+// K alpha), the ratios made in the lanes that take their logs (IEEE division
+// lane by lane: the same bits as one by one). *nan is set when a ratio is
+// NaN (then the sum means nothing). Every ratio must be < 1e300 (finite).
 template <int W>
-__attribute__((always_inline)) inline double WeightedLogSumT(const double* c, const double* x, uint32_t n) {
+__attribute__((always_inline)) inline double WeightedLogRatioSumT(const double* c, const double* p, double t, double a,
+                                                                  uint32_t n, bool* nan) {
   using V = typename std::conditional<W == 2, LaneD2, LaneD4>::type;
   using I = typename std::conditional<W == 2, LaneI2, LaneI4>::type;
-  return FourLaneSumT<W>(
+  I bad{};
+  const double s = FourLaneSumT<W>(
       n,
       [&](uint32_t j, V* out) {
-        V vc, vx, l;
+        V vc, vp, l;
         std::memcpy(&vc, c + j, sizeof(V));
-        std::memcpy(&vx, x + j, sizeof(V));
-        LogLanes<V, I>(vx, l);
+        std::memcpy(&vp, p + j, sizeof(V));
+        const V zero = vc - vc, one = zero + 1.0, tiny = zero + 1e-300;
+        const V u = vc < one ? vc : one;
+        const V r = vp / ((t - u) + a);
+        bad |= r != r;
+        const V x = r > tiny ? r : tiny;
+        LogLanes<V, I>(x, l);
         *out = vc * l;
       },
       [&](uint32_t j) {
-        const LaneD1 v = {x[j]};
-        LaneD1 r;
-        LogLanes<LaneD1, LaneI1>(v, r);
-        return c[j] * r[0];
+        const double u = c[j] < 1 ? c[j] : 1.0;
+        const double r = p[j] / ((t - u) + a);
+        bad[0] |= r != r ? -1 : 0;
+        const LaneD1 v = {r > 1e-300 ? r : 1e-300};
+        LaneD1 l;
+        LogLanes<LaneD1, LaneI1>(v, l);
+        return c[j] * l[0];
       });
+  for (int i = 0; i < W; ++i) *nan |= bad[i] != 0;
+  return s;
 }
 
 // out_j = log x_j (every x_j normal and positive), W at a time, the rest one

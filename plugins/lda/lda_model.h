@@ -111,7 +111,6 @@ struct State {
   // E[beta] (|d| x Kp), phi (|d| x Kp), N_dk and its last value (Kp), the
   // normalisers and the counts (|d|).
   std::vector<float> fbeta, fphi, fnk, flast, fnorm, fcounts;
-  std::vector<double> logx;  // Cvb0LogPx's per-term ratios (|d|)
   // fast (Shan & Banerjee's Fast LDA): the document's one phi (K), and
   // sum_w n_w E[log beta_kw] per topic (K).
   std::vector<double> fast_phi, fast_sum;
