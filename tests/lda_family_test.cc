@@ -19,6 +19,7 @@
 #include "../plugins/lda/lda_cvb0.h"
 #include "../plugins/lda/lda_math.h"
 #include "../plugins/lda/lda_synthetic.h"
+#include "../plugins/lda/lda_topics.h"
 #include "../plugins/shared/dirichlet_fit.h"
 #include "test_util.h"
 #include "tributary/document.h"
@@ -325,6 +326,36 @@ TEST(LdaMathTest, Cvb0FloatKernelIsTheGroupedUpdateOfItsComment) {
                                        static_cast<float>(alpha), 50, 1e9f),
               2u);
   }
+}
+
+// The random start of the topics in eight lanes (InitTopicsAvx512) is the
+// scalar one bit for bit, sizes not a multiple of eight included. (Skipped
+// where the CPU lacks AVX-512 DQ: the program then never runs it.)
+TEST(LdaMathTest, TheAvx512RandomStartIsTheScalarOne) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512dq")) {
+    GTEST_SKIP() << "no AVX-512 DQ on this CPU";
+  }
+  for (uint32_t K : {1u, 7u, 20u}) {
+    for (uint64_t V : {1u, 3u, 1001u}) {
+      lda::Model m;
+      m.K = K;
+      m.V = V;
+      m.eta = 1.0 / K;
+      m.init_mass = 3.5;
+      for (uint64_t seed : {uint64_t{0}, uint64_t{42}, ~uint64_t{0}}) {
+        std::vector<double> a(V * K), b(V * K);
+        lda::InitTopics(m, a.data(), seed);
+        lda::InitTopicsAvx512(m, b.data(), seed);
+        ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(double)), 0)
+            << "K = " << K << ", V = " << V << ", seed " << seed;
+      }
+    }
+  }
+#else
+  GTEST_SKIP() << "not x86-64";
+#endif
 }
 
 // The vector logs of score() and the log p(x) estimate (lda_math.h): within

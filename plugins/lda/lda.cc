@@ -324,12 +324,25 @@ int Outputs(const trib_family_model* mm, uint32_t* kind, uint32_t* count, trib_e
   return TRIB_OK;
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+const bool kInitTopicsAvx512 =
+    tributary::simd::MaxLevel() >= tributary::simd::kAvx512 && __builtin_cpu_supports("avx512dq");
+#endif
+
 // The random start of the topics (InitTopics, lda_topics.h); DLDA's A and B
 // and learn_alpha's statistic start at their prior (raw 0).
 int InitStats(trib_family_model* mm, trib_stats* s, uint64_t seed, trib_error* err) {
   return Guard(err, [&] {
     const Model* m = M(mm);
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (kInitTopicsAvx512) {
+      tributary::lda::InitTopicsAvx512(*m, s->raw, seed);
+    } else {
+      tributary::lda::InitTopics(*m, s->raw, seed);
+    }
+#else
     tributary::lda::InitTopics(*m, s->raw, seed);
+#endif
     for (uint64_t i = m->V * m->K; i < s->size; ++i) s->raw[i] = 0.0;
     return TRIB_OK;
   });
