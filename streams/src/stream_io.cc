@@ -188,26 +188,23 @@ void PutVarint(uint64_t v, std::string* out) {
   out->append(reinterpret_cast<const char*>(b), static_cast<size_t>(e - b));
 }
 
-// The header's bytes with every schema.vocabulary entry taken out into
-// *terms (in order; invalid UTF-8 refused as protobuf refuses it) and the
-// schema's other fields gathered into one schema field at the end (a parser
-// merges the occurrences of a message field, and the other fields keep
-// their order). False for what this scan does not take (cut-off or group
-// fields, invalid UTF-8): protobuf then parses the frame itself.
-bool StripVocabulary(std::string_view frame, std::string* rest, std::vector<std::string>* terms) {
+// Walks a StreamHeader's fields: other(bytes) for each field outside the
+// schema, schema_other(bytes) for each field of a schema other than its
+// vocabulary, term(bytes) for each vocabulary entry (in order, over every
+// occurrence of the schema; on_schema() once per occurrence). False for
+// what this walk does not take: cut-off fields, groups (no Tributary
+// message has one), or a callback's refusal.
+template <typename Other, typename SchemaOther, typename Term>
+bool WalkHeader(std::string_view frame, Other other, SchemaOther schema_other, Term term) {
   const char* p = frame.data();
   const char* const end = p + frame.size();
-  std::string schema;
-  bool has_schema = false;
-  rest->clear();
-  terms->clear();
   while (p < end) {
     const char* field = p;
     uint64_t tag = 0;
     if (!ReadVarint(&p, end, &tag) || (tag >> 3) == 0) return false;
     if ((tag >> 3) != v1::StreamHeader::kSchemaFieldNumber || (tag & 7) != 2) {
       if (!SkipPayload(&p, end, static_cast<uint32_t>(tag & 7))) return false;
-      rest->append(field, p);
+      other(std::string_view(field, static_cast<size_t>(p - field)));
       continue;
     }
     uint64_t len = 0;
@@ -215,7 +212,7 @@ bool StripVocabulary(std::string_view frame, std::string* rest, std::vector<std:
     const char* q = p;
     const char* const qend = p + len;
     p = qend;
-    has_schema = true;
+    schema_other(std::string_view());  // (an occurrence, even an empty one)
     while (q < qend) {
       const char* inner = q;
       uint64_t t = 0;
@@ -223,15 +220,46 @@ bool StripVocabulary(std::string_view frame, std::string* rest, std::vector<std:
       if ((t >> 3) == v1::Schema::kVocabularyFieldNumber && (t & 7) == 2) {
         uint64_t n = 0;
         if (!ReadVarint(&q, qend, &n) || n > static_cast<uint64_t>(qend - q)) return false;
-        if (!google::protobuf::internal::IsStructurallyValidUTF8(q, static_cast<int>(n))) return false;
-        terms->emplace_back(q, n);
+        if (!term(std::string_view(q, n))) return false;
         q += n;
       } else {
         if (!SkipPayload(&q, qend, static_cast<uint32_t>(t & 7))) return false;
-        schema.append(inner, q);
+        schema_other(std::string_view(inner, static_cast<size_t>(q - inner)));
       }
     }
   }
+  return true;
+}
+
+// The header's bytes with every schema.vocabulary entry taken out into
+// *terms (in order; invalid UTF-8 refused as protobuf refuses it) and the
+// schema's other fields gathered into one schema field at the end (a parser
+// merges the occurrences of a message field, and the other fields keep
+// their order). False for what this scan does not take (WalkHeader's, and
+// invalid UTF-8): protobuf then parses the frame itself. The terms are
+// counted first, so the vector is allocated once (11,554 terms: 370 KB,
+// where growing it by doubling touched as much again in fresh pages).
+bool StripVocabulary(std::string_view frame, std::string* rest, std::vector<std::string>* terms) {
+  size_t count = 0;
+  const auto skip = [](std::string_view) {};
+  if (!WalkHeader(frame, skip, skip, [&](std::string_view) { return ++count, true; })) return false;
+  rest->clear();
+  terms->clear();
+  terms->reserve(count);
+  std::string schema;
+  bool has_schema = false;
+  const bool ok = WalkHeader(
+      frame, [&](std::string_view f) { rest->append(f); },
+      [&](std::string_view f) {
+        has_schema = true;
+        schema.append(f);
+      },
+      [&](std::string_view t) {
+        if (!google::protobuf::internal::IsStructurallyValidUTF8(t.data(), static_cast<int>(t.size()))) return false;
+        terms->emplace_back(t);
+        return true;
+      });
+  if (!ok) return false;
   if (has_schema) {
     PutVarint((uint64_t{v1::StreamHeader::kSchemaFieldNumber} << 3) | 2u, rest);
     PutVarint(schema.size(), rest);
