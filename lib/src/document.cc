@@ -358,17 +358,15 @@ Result<DocumentDecoder> DocumentDecoder::CreateWith(const ModelSchema& model, co
     if (n >= kUnseen) {
       return Status::InvalidArgument("the stream's vocabulary has more than 2^32-1 terms: term ids are 32 bits");
     }
-    d.remap_.resize(n);
     const std::vector<std::string>& known = model.vocabulary();
-    bool own = false;  // the model's own vocabulary: every id is itself
-    if constexpr (std::is_same_v<Terms, std::vector<std::string>>) own = &terms == &known;
-    if (own) {
-      for (size_t i = 0; i < n; ++i) d.remap_[i] = static_cast<uint32_t>(i);
-      d.identity_ = true;
-    } else {
+    // The model's own vocabulary (shared with the reader): every id is itself.
+    if constexpr (std::is_same_v<Terms, std::vector<std::string>>) d.identity_ = &terms == &known;
+    if (!d.identity_) {
       // A model made from this stream (or one it extends) has the stream's
       // term at the same id: a string compare instead of a hash lookup (the
       // vocabulary's terms are distinct, so the lookup would give that id).
+      d.remap_.resize(n);
+      bool same = true;  // (a stream converted with the model's vocabulary, or a prefix of it)
       for (size_t i = 0; i < n; ++i) {
         const std::string& term = terms[i];
         const int64_t m = i < known.size() && known[i] == term ? static_cast<int64_t>(i) : model.TermIndex(term);
@@ -376,9 +374,12 @@ Result<DocumentDecoder> DocumentDecoder::CreateWith(const ModelSchema& model, co
           return Status::InvalidArgument("the model's vocabulary has more than 2^32-1 terms: term ids are 32 bits");
         }
         d.remap_[i] = m < 0 ? kUnseen : static_cast<uint32_t>(m);
+        same &= m == static_cast<int64_t>(i);
       }
-      d.identity_ = true;  // (a stream converted with the model's vocabulary, or a prefix of it)
-      for (size_t i = 0; i < n && d.identity_; ++i) d.identity_ = d.remap_[i] == i;
+      if (same) {  // then the map is not needed
+        d.identity_ = true;
+        d.remap_ = {};
+      }
     }
     if (model.open_vocabulary()) {
       d.stream_terms_.reserve(n);

@@ -208,7 +208,7 @@ class DocumentDecoder {
   /// term unseen when the decoder was made may have been added since.
   std::vector<std::string> stream_terms_;
   bool model_ids_ = false;  ///< ForModel (not hashed)
-  /// Every stream id is the model's own (remap_[i] == i): no lookup.
+  /// Every stream id is the model's own: no lookup (remap_ is then empty).
   bool identity_ = false;
   uint64_t stream_vocab_size_ = 0;
   bool hashed_ = false;
