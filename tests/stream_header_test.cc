@@ -100,11 +100,12 @@ TEST_F(StreamHeaderTest, TheReaderAnswersWhatProtobufParses) {
   const std::string unknown = VarintField(90, 7) + Varint((91u << 3) | 1u) + std::string(8, '\x01') +
                               Field(92, "opaque") + Varint((93u << 3) | 5u) + std::string(4, '\x02');
   OpenAndCompare("unknown", magic + version + unknown + Field(3, Field(1, "one") + unknown + Field(1, "two")));
-  // A group (no Tributary message has one; an unknown field to a parser):
-  // left to protobuf, with the same answers.
+  // A group (no Tributary message has one; an unknown field to a parser,
+  // skipped whole, inside the schema too).
   OpenAndCompare("group", magic + version + Varint((7u << 3) | 3u) + VarintField(1, 5) + Varint((7u << 3) | 4u) +
                               Field(3, Field(1, "one") + Varint((8u << 3) | 3u) + Varint((8u << 3) | 4u)));
-  // A group and no schema (the fallback must not add an empty schema).
+  // A group and no schema (fuzz finding group-without-schema: no empty
+  // schema may appear).
   OpenAndCompare("group-no-schema", magic + version + Varint((14u << 3) | 3u) + Varint((14u << 3) | 4u));
   // No schema at all, and a schema without terms.
   OpenAndCompare("no-schema", magic + version);

@@ -2,6 +2,7 @@
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/stubs/common.h>
+#include <google/protobuf/wire_format_lite.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -143,90 +144,55 @@ Status DocumentReader::ReadFrame(bool* eof, uint32_t* size, bool in_place) {
 
 namespace {
 
-// A varint at *p (before end) into *v, *p moved past it; false when it is
-// cut off or longer than 10 bytes.
-bool ReadVarint(const char** p, const char* end, uint64_t* v) {
-  uint64_t x = 0;
-  for (int shift = 0; shift < 70 && *p < end; shift += 7) {
-    const auto b = static_cast<uint8_t>(*(*p)++);
-    x |= static_cast<uint64_t>(b & 0x7f) << shift;
-    if (b < 0x80) {
-      *v = x;
-      return true;
-    }
-  }
-  return false;
-}
-
-// Moves *p past the payload of a field of wire type `wt` (its tag read);
-// false when it is cut off, or a group (which no Tributary message has).
-bool SkipPayload(const char** p, const char* end, uint32_t wt) {
-  uint64_t n = 0;
-  switch (wt) {
-    case 0:
-      return ReadVarint(p, end, &n);
-    case 1:
-      n = 8;
-      break;
-    case 2:
-      if (!ReadVarint(p, end, &n)) return false;
-      break;
-    case 5:
-      n = 4;
-      break;
-    default:
-      return false;
-  }
-  if (n > static_cast<uint64_t>(end - *p)) return false;
-  *p += n;
-  return true;
-}
-
 void PutVarint(uint64_t v, std::string* out) {
   uint8_t b[10];
   const uint8_t* e = pbio::CodedOutputStream::WriteVarint64ToArray(v, b);
   out->append(reinterpret_cast<const char*>(b), static_cast<size_t>(e - b));
 }
 
-// Walks a StreamHeader's fields: other(bytes) for each field outside the
-// schema, schema_other(bytes) for each field of a schema other than its
-// vocabulary, term(bytes) for each vocabulary entry (in order, over every
-// occurrence of the schema; on_schema() once per occurrence). False for
-// what this walk does not take: cut-off fields, groups (no Tributary
-// message has one), or a callback's refusal.
+// Walks a StreamHeader's fields with protobuf's reader: other(bytes) for
+// each field outside the schema, schema_other(bytes) for each field of a
+// schema other than its vocabulary (and once, empty, per occurrence of the
+// schema), term(bytes) for each vocabulary entry (in order, over every
+// occurrence). False for damage (a cut-off or malformed field, a field
+// number 0) or a callback's refusal.
 template <typename Other, typename SchemaOther, typename Term>
 bool WalkHeader(std::string_view frame, Other other, SchemaOther schema_other, Term term) {
-  const char* p = frame.data();
-  const char* const end = p + frame.size();
-  while (p < end) {
-    const char* field = p;
-    uint64_t tag = 0;
-    if (!ReadVarint(&p, end, &tag) || (tag >> 3) == 0) return false;
-    if ((tag >> 3) != v1::StreamHeader::kSchemaFieldNumber || (tag & 7) != 2) {
-      if (!SkipPayload(&p, end, static_cast<uint32_t>(tag & 7))) return false;
-      other(std::string_view(field, static_cast<size_t>(p - field)));
+  using WFL = google::protobuf::internal::WireFormatLite;
+  constexpr uint32_t kSchemaTag = WFL::MakeTag(v1::StreamHeader::kSchemaFieldNumber, WFL::WIRETYPE_LENGTH_DELIMITED);
+  constexpr uint32_t kTermTag = WFL::MakeTag(v1::Schema::kVocabularyFieldNumber, WFL::WIRETYPE_LENGTH_DELIMITED);
+  pbio::CodedInputStream in(reinterpret_cast<const uint8_t*>(frame.data()), static_cast<int>(frame.size()));
+  const auto since = [&](int from) {  // the bytes read since `from`
+    return std::string_view(frame.data() + from, static_cast<size_t>(in.CurrentPosition() - from));
+  };
+  while (in.CurrentPosition() < static_cast<int>(frame.size())) {
+    const int field = in.CurrentPosition();
+    const uint32_t tag = in.ReadTag();
+    if (WFL::GetTagFieldNumber(tag) == 0) return false;  // (0: damage)
+    if (tag != kSchemaTag) {
+      if (!WFL::SkipField(&in, tag)) return false;
+      other(since(field));
       continue;
     }
-    uint64_t len = 0;
-    if (!ReadVarint(&p, end, &len) || len > static_cast<uint64_t>(end - p)) return false;
-    const char* q = p;
-    const char* const qend = p + len;
-    p = qend;
-    schema_other(std::string_view());  // (an occurrence, even an empty one)
-    while (q < qend) {
-      const char* inner = q;
-      uint64_t t = 0;
-      if (!ReadVarint(&q, qend, &t) || (t >> 3) == 0) return false;
-      if ((t >> 3) == v1::Schema::kVocabularyFieldNumber && (t & 7) == 2) {
-        uint64_t n = 0;
-        if (!ReadVarint(&q, qend, &n) || n > static_cast<uint64_t>(qend - q)) return false;
-        if (!term(std::string_view(q, n))) return false;
-        q += n;
-      } else {
-        if (!SkipPayload(&q, qend, static_cast<uint32_t>(t & 7))) return false;
-        schema_other(std::string_view(inner, static_cast<size_t>(q - inner)));
+    uint32_t len = 0;
+    if (!in.ReadVarint32(&len) || len > static_cast<uint32_t>(frame.size() - in.CurrentPosition())) return false;
+    const auto limit = in.PushLimit(static_cast<int>(len));
+    schema_other(std::string_view());
+    while (in.BytesUntilLimit() > 0) {
+      const int inner = in.CurrentPosition();
+      const uint32_t t = in.ReadTag();
+      if (WFL::GetTagFieldNumber(t) == 0) return false;
+      if (t != kTermTag) {
+        if (!WFL::SkipField(&in, t)) return false;
+        schema_other(since(inner));
+        continue;
       }
+      uint32_t n = 0;
+      if (!in.ReadVarint32(&n) || n > static_cast<uint32_t>(in.BytesUntilLimit())) return false;
+      const char* at = frame.data() + in.CurrentPosition();
+      if (!term(std::string_view(at, n)) || !in.Skip(static_cast<int>(n))) return false;
     }
+    in.PopLimit(limit);
   }
   return true;
 }
