@@ -211,19 +211,21 @@ TEST(LdaMathTest, Cvb0KernelSameBitsInEveryWidth) {
 }
 
 // The float group kernel (lda's local step with a scalar alpha): the same
-// bits in its SSE2 and AVX2 builds, for K a multiple of 8 and not (the
-// padding), N_dk in registers (K <= 32 at both widths, <= 64 at AVX2) and in
-// memory (K = 70), T a multiple of the group of four and not; and with
-// `fresh` from phi and N_dk full of NaN (the first sweep must read neither).
+// bits in its SSE2, AVX2 and AVX-512 VL builds, for K a multiple of 8 and not
+// (the padding), N_dk in registers (K <= 32 at both widths, <= 64 at AVX2) and
+// in memory (K = 70), T a multiple of the groups (four in the first sweep,
+// eight after) and not; and with `fresh` from phi and N_dk full of NaN (the
+// first sweep must read neither).
 TEST(LdaMathTest, Cvb0FloatKernelSameBitsInEveryWidth) {
 #ifdef TRIB_LDA_HAVE_AVX2
   if (!__builtin_cpu_supports("avx2")) {
     std::printf("no AVX2 on this CPU: only the SSE2 kernel runs here\n");
     return;
   }
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
   std::mt19937_64 rng(15);
   for (uint32_t K : {1u, 3u, 8u, 20u, 40u, 70u}) {
-    for (uint32_t T : {1u, 6u, 37u}) {
+    for (uint32_t T : {1u, 6u, 8u, 15u, 37u}) {
       const uint32_t Kp = lda::Cvb0Stride(K);
       std::vector<float> beta(static_cast<size_t>(T) * Kp, 0.0f), counts(T);
       for (uint32_t j = 0; j < T; ++j) {
@@ -246,15 +248,21 @@ TEST(LdaMathTest, Cvb0FloatKernelSameBitsInEveryWidth) {
       EXPECT_EQ(sse2, run(lda::Cvb0FloatSweepsAvx2, false)) << "K = " << K << ", T = " << T;
       EXPECT_EQ(sse2, run(lda::Cvb0FloatSweepsSse2, true)) << "fresh, K = " << K << ", T = " << T;
       EXPECT_EQ(sse2, run(lda::Cvb0FloatSweepsAvx2, true)) << "fresh, K = " << K << ", T = " << T;
+      if (avx512) {
+        EXPECT_EQ(sse2, run(lda::Cvb0FloatSweepsAvx512, false)) << "AVX-512, K = " << K << ", T = " << T;
+        EXPECT_EQ(sse2, run(lda::Cvb0FloatSweepsAvx512, true)) << "AVX-512, fresh, K = " << K << ", T = " << T;
+      }
     }
   }
+  if (!avx512) std::printf("no AVX-512 VL on this CPU: its kernel (never chosen here) not compared\n");
 #else
   std::printf("not an x86-64 GCC/Clang build: only the SSE2 kernel exists\n");
 #endif
 }
 
-// What the float group kernel computes: per sweep, groups of four terms
-// (the last group the rest) that each read N_dk less their own share, then
+// What the float group kernel computes: per sweep, groups of terms (four in
+// the first sweep, eight in the later ones; at the end a group of four if
+// four are left, then the rest) that each read N_dk less their own share, then
 // update it (a double reference written from the equations, lda_cvb0.h),
 // the padding inert (phi and N_dk stay 0 there), phi rows distributions, N_dk
 // summing to the document's length; the tolerance stops it early.
@@ -270,8 +278,8 @@ TEST(LdaMathTest, Cvb0FloatKernelIsTheGroupedUpdateOfItsComment) {
     // The reference, in double.
     std::vector<double> phi(beta.size(), 0.0), nk(K, 0.0), q(K);
     for (uint32_t it = 0; it < sweeps; ++it) {
-      for (uint32_t j0 = 0; j0 < T; j0 += 4) {
-        const uint32_t j1 = std::min(T, j0 + 4);
+      for (uint32_t j0 = 0, j1 = 0; j0 < T; j0 = j1) {
+        j1 = std::min(T, j0 + (it > 0 && j0 + 8 <= T ? 8 : 4));
         std::vector<double> fresh(static_cast<size_t>(j1 - j0) * K);
         for (uint32_t j = j0; j < j1; ++j) {
           const double u = std::min(counts[j], 1.0);

@@ -9,6 +9,15 @@
 #include <cstdint>
 #include <cstring>
 
+#include "tributary/simd.h"
+
+// No kernel here is contracted into fused multiply-adds (the same bits at
+// every width): clang attaches the setting to expressions as it parses them.
+#if defined(__clang__)
+#pragma float_control(push)
+#pragma clang fp contract(off)
+#endif
+
 namespace tributary::lda {
 
 // W doubles in one vector (`type`), and what comparing two of them gives
@@ -302,14 +311,18 @@ __attribute__((target("avx2"))) inline uint32_t Cvb0SweepsAvx2(const double* bet
 // The same CVB0 update as Cvb0SweepsT, for throughput: single precision (a
 // local step needs phi to ~1e-6, far below what a document's evidence pins
 // down; the statistics it feeds stay double) and Gauss-Seidel by groups of
-// four terms: the four read the same N_dk, each less its own share, then all
-// four update it (Cvb0SweepsT's pairs are groups of two). A sweep's chain of
-// dependent operations (sum of a row, division, update of N_dk) is then paid
-// once per four terms instead of once per two, and a vector holds eight
-// topics instead of four: at K = 20 a sweep costs about half of Cvb0SweepsT's
-// (bench/LDA_RESULTS.md). Convergence per sweep is that of term-by-term
-// updates to within the run-to-run noise of a model (measured on the bible's
-// validation split, bench/LDA_RESULTS.md).
+// terms: the terms of a group read the same N_dk, each less its own share,
+// then all of them update it (Cvb0SweepsT's pairs are groups of two). A
+// sweep's chain of dependent operations (sum of a row, division, update of
+// N_dk) is then paid once per group instead of once per pair, and a vector
+// holds eight topics instead of four. The groups: four terms in a call's
+// first sweep (from zeros: the sequential start, where each term's
+// assignment should see the ones before it), eight in the later sweeps
+// (which refine an assignment that is already there); the last group of a
+// sweep takes what is left (1 to 7 terms: a group of four, then the rest).
+// On the bible's validation split (bench/LDA_RESULTS.md) groups of four
+// throughout and this schedule are within the run-to-run noise of a model,
+// eight throughout is a little worse (a sweep of eight is ~30 % cheaper).
 //
 // Layout: beta and phi are T x Kp floats, Kp = Cvb0Stride(K) (K rounded up
 // to a multiple of 8), the padding of beta zero: a padded topic's q is
@@ -322,7 +335,9 @@ __attribute__((target("avx2"))) inline uint32_t Cvb0SweepsAvx2(const double* bet
 //
 // Same bits at every width: each of the eight lanes of a chunk of topics
 // sums its q over the chunks in order (W = 4: two vectors per chunk), the
-// eight lane sums are added in one fixed tree, no fused multiply-add.
+// eight lane sums are added in one fixed tree (at W = 8 four rows' trees at
+// once, in vector lanes), the group's changes of N_dk in another, no fused
+// multiply-add.
 inline uint32_t Cvb0Stride(uint32_t K) { return (K + 7u) & ~7u; }
 
 template <int W>
@@ -399,6 +414,8 @@ __attribute__((always_inline)) inline void Cvb0FloatGroup(const float* beta, flo
       continue;
     } else if constexpr (G == 4) {
       n = n - ((out[0] + out[1]) + (out[2] + out[3]));
+    } else if constexpr (G == 8) {
+      n = n - (((out[0] + out[1]) + (out[2] + out[3])) + ((out[4] + out[5]) + (out[6] + out[7])));
     } else {
 #pragma GCC unroll 8
       for (int g = 0; g < G; ++g) n = n - out[g];
@@ -406,14 +423,41 @@ __attribute__((always_inline)) inline void Cvb0FloatGroup(const float* beta, flo
     store_n(v, &n);
   }
   float inv[G];
+  if constexpr (W == 8 && G % 4 == 0) {
+    // Four rows' sums at once, in the scalar loop's tree: lane pairs, pairs
+    // of pairs (two horizontal adds), then the two halves; one division.
+    typedef float V4 __attribute__((vector_size(16)));
+    // haddps: (a0+a1, a2+a3, b0+b1, b2+b3) in each 128-bit half.
+    auto hadd = [](const V& lhs, const V& rhs, V* out) {
+      *out = __builtin_shufflevector(lhs, rhs, 0, 2, 8, 10, 4, 6, 12, 14) +
+             __builtin_shufflevector(lhs, rhs, 1, 3, 9, 11, 5, 7, 13, 15);
+    };
+#pragma GCC unroll 2
+    for (int g = 0; g < G; g += 4) {
+      V x, y, z;
+      hadd(acc[g][0], acc[g + 1][0], &x);
+      hadd(acc[g + 2][0], acc[g + 3][0], &y);
+      hadd(x, y, &z);
+      V4 lo, hi;
+      std::memcpy(&lo, &z, sizeof lo);
+      std::memcpy(&hi, reinterpret_cast<const char*>(&z) + sizeof lo, sizeof hi);
+      const V4 floor = V4{} + 1e-30f;
+      V4 s = lo + hi;
+      s = s > floor ? s : floor;
+      std::memcpy(norm + j + g, &s, sizeof s);
+      const V4 r = (V4{} + 1.0f) / s;
+      std::memcpy(inv + g, &r, sizeof r);
+    }
+  } else {
 #pragma GCC unroll 8
-  for (int g = 0; g < G; ++g) {
-    float l[8];
-    std::memcpy(l, acc[g], sizeof l);
-    float s = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
-    s = s > 1e-30f ? s : 1e-30f;
-    norm[j + g] = s;
-    inv[g] = 1.0f / s;
+    for (int g = 0; g < G; ++g) {
+      float l[8];
+      std::memcpy(l, acc[g], sizeof l);
+      float s = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+      s = s > 1e-30f ? s : 1e-30f;
+      norm[j + g] = s;
+      inv[g] = 1.0f / s;
+    }
   }
   // phi_g = q_g / s_g; N_dk += sum_g c_g phi_gk.
 #pragma GCC unroll 8
@@ -431,6 +475,8 @@ __attribute__((always_inline)) inline void Cvb0FloatGroup(const float* beta, flo
     }
     if constexpr (G == 4) {
       n = n + ((in[0] + in[1]) + (in[2] + in[3]));
+    } else if constexpr (G == 8) {
+      n = n + (((in[0] + in[1]) + (in[2] + in[3])) + ((in[4] + in[5]) + (in[6] + in[7])));
     } else {
 #pragma GCC unroll 8
       for (int g = 0; g < G; ++g) n = n + in[g];
@@ -439,12 +485,16 @@ __attribute__((always_inline)) inline void Cvb0FloatGroup(const float* beta, flo
   }
 }
 
-// One sweep: the groups of four, then the last one to three terms as one group.
-template <int W, int NV, bool kFresh>
+// One sweep: groups of G8 (8 or 4) terms, then the rest, four and the last
+// one to three terms.
+template <int W, int NV, bool kFresh, int G8>
 __attribute__((always_inline)) inline void Cvb0FloatSweep(const float* beta, float* phi, float* norm,
                                                           const float* counts, uint32_t T, uint32_t Kp, float alpha,
                                                           typename FloatVecOf<W>::type* nr, float* nk) {
   uint32_t j = 0;
+  if constexpr (G8 == 8) {
+    for (; j + 8 <= T; j += 8) Cvb0FloatGroup<W, NV, 8, kFresh>(beta, phi, norm, counts, j, Kp, alpha, nr, nk);
+  }
   for (; j + 4 <= T; j += 4) Cvb0FloatGroup<W, NV, 4, kFresh>(beta, phi, norm, counts, j, Kp, alpha, nr, nk);
   switch (T - j) {
     case 3:
@@ -476,10 +526,12 @@ __attribute__((always_inline)) inline uint32_t Cvb0FloatSweepsT(const float* bet
     if constexpr (NV > 0) {
       for (int v = 0; v < NV; ++v) std::memcpy(&nr[v], nk + v * W, sizeof(V));
     }
-    if (fresh && it == 1) {
-      Cvb0FloatSweep<W, NV, true>(beta, phi, norm, counts, T, Kp, alpha, nr, nk);
+    if (it > 1) {
+      Cvb0FloatSweep<W, NV, false, 8>(beta, phi, norm, counts, T, Kp, alpha, nr, nk);
+    } else if (fresh) {
+      Cvb0FloatSweep<W, NV, true, 4>(beta, phi, norm, counts, T, Kp, alpha, nr, nk);
     } else {
-      Cvb0FloatSweep<W, NV, false>(beta, phi, norm, counts, T, Kp, alpha, nr, nk);
+      Cvb0FloatSweep<W, NV, false, 4>(beta, phi, norm, counts, T, Kp, alpha, nr, nk);
     }
     if constexpr (NV > 0) {
       for (int v = 0; v < NV; ++v) std::memcpy(nk + v * W, &nr[v], sizeof(V));
@@ -535,7 +587,20 @@ __attribute__((target("avx2"))) inline uint32_t Cvb0FloatSweepsAvx2(const float*
                                                                     uint32_t max_iter, float tol, bool fresh = false) {
   return Cvb0FloatSweepsAnyK<8>(beta, phi, nk, last, norm, counts, T, Kp, alpha, max_iter, tol, fresh);
 }
+// The AVX2 kernel where the CPU has AVX-512 VL: the same 256-bit vectors
+// and operations, with the 32 vector registers of AVX-512 (the sweep keeps
+// N_dk, a group's accumulators and its counts in registers; with AVX2's 16 it
+// spills) and no fused multiply-add (AVX-512 F implies FMA; contraction is off).
+__attribute__((target("avx2,avx512f,avx512vl") TRIB_NO_FP_CONTRACT)) inline uint32_t Cvb0FloatSweepsAvx512(
+    const float* beta, float* phi, float* nk, float* last, float* norm, const float* counts, uint32_t T, uint32_t Kp,
+    float alpha, uint32_t max_iter, float tol, bool fresh = false) {
+  return Cvb0FloatSweepsAnyK<8>(beta, phi, nk, last, norm, counts, T, Kp, alpha, max_iter, tol, fresh);
+}
 #endif
 }  // namespace tributary::lda
+
+#if defined(__clang__)
+#pragma float_control(pop)
+#endif
 
 #endif  // TRIBUTARY_PLUGINS_LDA_LDA_CVB0_H_

@@ -487,6 +487,9 @@ void SelectCvb0Kernel() {
     g_mean_beta_rows_float = MeanBetaRowsAvx2<float>;
     g_cvb0_float = Cvb0FloatSweepsAvx2;
   }
+  if (tributary::simd::MaxLevel() >= tributary::simd::kAvx512 && __builtin_cpu_supports("avx512vl")) {
+    g_cvb0_float = Cvb0FloatSweepsAvx512;  // (the AVX2 kernel with 32 registers)
+  }
 #endif
 }
 

@@ -14,6 +14,7 @@
 
 #include "lda_model.h"
 #include "tributary/plugin_sdk.h"
+#include "tributary/simd.h"
 
 namespace tributary::lda {
 
@@ -43,7 +44,12 @@ inline double RawForFloor(const trib_block& blk, double floor) {
 // terms the start weighs as much as init_mass tokens per document of the
 // whole corpus, whatever the vocabulary size.
 // (always inlined: lda.cc compiles it for AVX-512 as well, where eight lanes
-// of 64-bit multiplies and conversions make the same values.)
+// of 64-bit multiplies and conversions make the same values; not contracted
+// into FMA there, TRIB_NO_FP_CONTRACT, and for clang the pragma here.)
+#if defined(__clang__)
+#pragma float_control(push)
+#pragma clang fp contract(off)
+#endif
 __attribute__((always_inline)) inline void InitTopics(const Model& m, double* raw, uint64_t seed) {
   uint64_t x = seed ^ 0x6c6461u;  // "lda"
   const uint64_t size = m.V * m.K;
@@ -58,6 +64,9 @@ __attribute__((always_inline)) inline void InitTopics(const Model& m, double* ra
     raw[i] = unit * std::max(1.0 + half * (2 * u - 1), 1e-3) - m.eta;
   }
 }
+#if defined(__clang__)
+#pragma float_control(pop)
+#endif
 
 // InitTopics where the CPU has AVX-512 F and DQ (SplitMix64's 64-bit
 // multiplies and the integer-to-double conversions in eight lanes): lane by
@@ -65,17 +74,9 @@ __attribute__((always_inline)) inline void InitTopics(const Model& m, double* ra
 // (tests/lda_family_test.cc compares them bit for bit). The random start of
 // the K x V values was a tenth of a one-document `train`.
 #if defined(__x86_64__) && defined(__GNUC__)
-#if defined(__clang__)
-#define TRIB_LDA_NO_FP_CONTRACT
-#else
-#define TRIB_LDA_NO_FP_CONTRACT , optimize("fp-contract=off")
-#endif
-__attribute__((target("avx512f,avx512dq") TRIB_LDA_NO_FP_CONTRACT)) inline void InitTopicsAvx512(const Model& m,
-                                                                                                 double* raw,
-                                                                                                 uint64_t seed) {
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#endif
+__attribute__((target("avx512f,avx512dq") TRIB_NO_FP_CONTRACT)) inline void InitTopicsAvx512(const Model& m,
+                                                                                             double* raw,
+                                                                                             uint64_t seed) {
   InitTopics(m, raw, seed);
 }
 #endif

@@ -629,15 +629,8 @@ __attribute__((target("avx2"))) void ChunkAvx2(TRIB_SUM_CHUNK_ARGS) {
 __attribute__((target("avx2"))) void SumRowsAvx2(TRIB_SUM_CHUNK_ARGS) { TRIB_SUM_ROWS_BODY(ChunkAvx2, v4d) }
 
 // AVX-512 F implies FMA: a contracted a * b + c would change the last digit
-// of the sums (eval's hinge showed it), so contraction is off here. GCC takes
-// it as a function attribute; clang has no optimize attribute and its
-// -ffp-contract=on fuses within one expression, so there the pragma at the
-// top of this file switches it off.
-#if defined(__clang__)
-#define TRIB_NO_FP_CONTRACT
-#else
-#define TRIB_NO_FP_CONTRACT , optimize("fp-contract=off")
-#endif
+// of the sums (eval's hinge showed it), so contraction is off here
+// (TRIB_NO_FP_CONTRACT, simd.h; for clang the pragma at the top of this file).
 template <int N>
 __attribute__((target("avx512f") TRIB_NO_FP_CONTRACT)) void ChunkAvx512(TRIB_SUM_CHUNK_ARGS) {
   TRIB_SUM_CHUNK_BODY(v8d)

@@ -28,6 +28,20 @@
 #define TRIB_KEEP_LOOPS
 #endif
 
+// For a kernel compiled for AVX-512 F, which implies FMA: GCC would contract
+// a * b + c into one fused multiply-add, which rounds once instead of twice
+// and so changes the last digit (the same-bits-at-every-level promise above).
+// Put inside a target attribute: __attribute__((target("avx512f")
+// TRIB_NO_FP_CONTRACT)). Clang has no optimize attribute and its
+// -ffp-contract=on fuses within one expression: a file or header with such
+// kernels switches it off with `#pragma clang fp contract(off)` (or STDC
+// FP_CONTRACT OFF) around their definitions.
+#if defined(__clang__)
+#define TRIB_NO_FP_CONTRACT
+#else
+#define TRIB_NO_FP_CONTRACT , optimize("fp-contract=off")
+#endif
+
 namespace tributary::simd {
 
 enum Level : int {
