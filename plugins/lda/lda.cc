@@ -673,6 +673,12 @@ int Commit(trib_family_model* mm, trib_stats* s, const uint64_t* idx, const doub
 
 // ---- The fused step (ABI 1.7) ---------------------------------------------
 
+// (clang: no contraction in the fused step's kernels below, whose AVX-512
+// build could otherwise fuse; GCC: TRIB_NO_FP_CONTRACT on that build.)
+#if defined(__clang__)
+#pragma float_control(push)
+#pragma clang fp contract(off)
+#endif
 // One topic row of the fused step, W lanes at a time (no fused multiply-add,
 // so every width gives the bits of the scalar expressions): dv_k = c row_k
 // (vi: (c et_k) row_k, Accumulate's order), old_k = r_k, r_k = old_k + dv_k
@@ -874,9 +880,20 @@ template <int NV>
 TRIB_KEEP_LOOPS __attribute__((target("avx2"))) uint64_t FusedRowsFloatAvx2(TRIB_FUSED_ROWS_ARGS) {
   return FusedRowsFloatT<4, NV>(TRIB_FUSED_ROWS_PASS);
 }
+// The AVX2 build where the CPU has AVX-512 VL: the same 256-bit operations
+// with 32 vector registers (the totals, the row and its masks without
+// spilling), not contracted into FMA.
+template <int NV>
+TRIB_KEEP_LOOPS __attribute__((target("avx2,avx512f,avx512vl") TRIB_NO_FP_CONTRACT)) uint64_t FusedRowsFloatAvx512(
+    TRIB_FUSED_ROWS_ARGS) {
+  return FusedRowsFloatT<4, NV>(TRIB_FUSED_ROWS_PASS);
+}
 #endif
 #undef TRIB_FUSED_ROWS_ARGS
 #undef TRIB_FUSED_ROWS_PASS
+#if defined(__clang__)
+#pragma float_control(pop)
+#endif
 
 // FusedRowsFloatT for K topics on this CPU, or nullptr when K is not a
 // multiple of the lanes or its totals need more than eight vectors (then
@@ -891,10 +908,14 @@ FusedRowsFloatFn FusedRowsFloatFor(uint32_t K) {
   static const FusedRowsFloatFn kAvx2[8] = {FusedRowsFloatAvx2<1>, FusedRowsFloatAvx2<2>, FusedRowsFloatAvx2<3>,
                                             FusedRowsFloatAvx2<4>, FusedRowsFloatAvx2<5>, FusedRowsFloatAvx2<6>,
                                             FusedRowsFloatAvx2<7>, FusedRowsFloatAvx2<8>};
+  static const FusedRowsFloatFn kAvx512[8] = {FusedRowsFloatAvx512<1>, FusedRowsFloatAvx512<2>, FusedRowsFloatAvx512<3>,
+                                              FusedRowsFloatAvx512<4>, FusedRowsFloatAvx512<5>, FusedRowsFloatAvx512<6>,
+                                              FusedRowsFloatAvx512<7>, FusedRowsFloatAvx512<8>};
   if (tributary::simd::MaxLevel() >= tributary::simd::kAvx2) {
     table = kAvx2;
     W = 4;
   }
+  if (tributary::simd::MaxLevel() >= tributary::simd::kAvx512 && __builtin_cpu_supports("avx512vl")) table = kAvx512;
 #endif
   if (K == 0 || K % W != 0 || K / W > 8) return nullptr;
   return table[K / W - 1];

@@ -20,6 +20,16 @@
 
 namespace tributary::lda {
 
+// x in every lane of *v (a broadcast). `V{} + x` would be one too but costs
+// an addition (0 + x is not x for x = -0, so the compiler keeps it): for the
+// reciprocals on a sweep's chain of dependent operations. (Through a
+// pointer: a vector returned by value from code compiled outside the AVX2
+// clones would change its ABI.)
+template <typename V, typename S>
+__attribute__((always_inline)) inline void Splat(V* v, S x) {
+  for (size_t i = 0; i < sizeof(V) / sizeof(S); ++i) (*v)[i] = x;
+}
+
 // W doubles in one vector (`type`), and what comparing two of them gives
 // (`mask`: -1 true, 0 false, per lane).
 template <int W>
@@ -165,7 +175,9 @@ __attribute__((always_inline)) inline uint32_t Cvb0SweepsT(const double* beta, d
       norm[j] = s0;
       norm[j + 1] = s1;
       const double inv0 = 1.0 / s0, inv1 = 1.0 / s1;
-      const V vi0 = vz + inv0, vi1 = vz + inv1;
+      V vi0, vi1;  // (inv > 0: the bits of vz + inv)
+      Splat(&vi0, inv0);
+      Splat(&vi1, inv1);
       for (uint32_t k = 0; k < K4; k += W) {
         V q0, q1, n;
         std::memcpy(&q0, p0 + k, sizeof(V));
@@ -219,7 +231,8 @@ __attribute__((always_inline)) inline uint32_t Cvb0SweepsT(const double* beta, d
       s = s > 1e-300 ? s : 1e-300;
       norm[j] = s;
       const double inv = 1.0 / s;
-      const V vi = vz + inv;
+      V vi;
+      Splat(&vi, inv);
       // phi_wk = p_k / s; N_dk += c phi_wk.
       for (uint32_t k = 0; k < K4; k += W) {
         V p, n;
@@ -355,10 +368,13 @@ struct FloatVecOf<8> {
 // (Kp = NV W); NV = 0: N_dk is nk in memory, Kp / W vectors.
 template <int W, int NV, int G, bool kFresh>
 __attribute__((always_inline)) inline void Cvb0FloatGroup(const float* beta, float* phi, float* norm,
-                                                          const float* counts, uint32_t j, uint32_t Kp, float alpha,
+                                                          const float* counts, uint32_t j, uint32_t Kp_arg, float alpha,
                                                           typename FloatVecOf<W>::type* nr, float* nk) {
   using V = typename FloatVecOf<W>::type;
   constexpr int H = 8 / W;  // vectors per chunk of eight topics
+  // (With N_dk in registers the row stride is the constant NV W: the rows'
+  // addresses are then one pointer and constant offsets, none spilled.)
+  const uint32_t Kp = NV > 0 ? static_cast<uint32_t>(NV * W) : Kp_arg;
   const uint32_t nv = NV > 0 ? static_cast<uint32_t>(NV) : Kp / W;
   const V vz = {};
   const V va = vz + alpha;
@@ -469,7 +485,9 @@ __attribute__((always_inline)) inline void Cvb0FloatGroup(const float* beta, flo
     for (int g = 0; g < G; ++g) {
       V q;
       std::memcpy(&q, p + g * Kp + v * W, sizeof(V));
-      q = q * (vz + inv[g]);
+      V vi;
+      Splat(&vi, inv[g]);  // (inv > 0: the bits of vz + inv)
+      q = q * vi;
       std::memcpy(p + g * Kp + v * W, &q, sizeof(V));
       in[g] = vc[g] * q;
     }
