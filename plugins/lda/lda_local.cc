@@ -459,19 +459,11 @@ __attribute__((target("avx2"))) double LogGammaSumAvx2(const double* a, const do
 }
 #endif
 double (*g_log_gamma_sum)(const double*, const double*, uint32_t) = LogGammaSumSse2;
-double WeightedLogRatioSumSse2(const double* c, const double* p, double t, double a, uint32_t n, bool* nan) {
-  return WeightedLogRatioSumT<2>(c, p, t, a, n, nan);
-}
 void LogEachSse2(const double* x, double* out, uint32_t n) { LogEachT<2>(x, out, n); }
 #ifdef TRIB_LDA_HAVE_AVX2
-__attribute__((target("avx2"))) double WeightedLogRatioSumAvx2(const double* c, const double* p, double t, double a,
-                                                               uint32_t n, bool* nan) {
-  return WeightedLogRatioSumT<4>(c, p, t, a, n, nan);
-}
 __attribute__((target("avx2"))) void LogEachAvx2(const double* x, double* out, uint32_t n) { LogEachT<4>(x, out, n); }
 #endif
-double (*g_weighted_log_ratio_sum)(const double*, const double*, double, double, uint32_t,
-                                   bool*) = WeightedLogRatioSumSse2;
+WeightedLogRatioSumFn g_weighted_log_ratio_sum = WeightedLogRatioSumSse2;  // (lda_math.h)
 void (*g_log_each)(const double*, double*, uint32_t) = LogEachSse2;
 }  // namespace
 
@@ -488,7 +480,8 @@ void SelectCvb0Kernel() {
     g_cvb0_float = Cvb0FloatSweepsAvx2;
   }
   if (tributary::simd::MaxLevel() >= tributary::simd::kAvx512 && __builtin_cpu_supports("avx512vl")) {
-    g_cvb0_float = Cvb0FloatSweepsAvx512;  // (the AVX2 kernel with 32 registers)
+    g_cvb0_float = Cvb0FloatSweepsAvx512;  // (the AVX2 kernels with 32 registers)
+    g_weighted_log_ratio_sum = WeightedLogRatioSumAvx512;
   }
 #endif
 }

@@ -9,6 +9,15 @@
 #include <cstring>
 #include <type_traits>
 
+#include "tributary/simd.h"
+
+// No kernel here is contracted into fused multiply-adds (the same bits at
+// every width; clang attaches the setting to expressions as it parses them).
+#if defined(__clang__)
+#pragma float_control(push)
+#pragma clang fp contract(off)
+#endif
+
 namespace tributary::lda {
 
 // exp(digamma(x)) for x > 0 (x <= 0 or NaN: meaningless result).
@@ -197,6 +206,22 @@ __attribute__((always_inline)) inline double WeightedLogRatioSumT(const double* 
   for (int i = 0; i < W; ++i) *nan |= bad[i] != 0;
   return s;
 }
+using WeightedLogRatioSumFn = double (*)(const double*, const double*, double, double, uint32_t, bool*);
+inline double WeightedLogRatioSumSse2(const double* c, const double* p, double t, double a, uint32_t n, bool* nan) {
+  return WeightedLogRatioSumT<2>(c, p, t, a, n, nan);
+}
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) inline double WeightedLogRatioSumAvx2(const double* c, const double* p, double t,
+                                                                      double a, uint32_t n, bool* nan) {
+  return WeightedLogRatioSumT<4>(c, p, t, a, n, nan);
+}
+// The AVX2 build where the CPU has AVX-512 VL: its 32 registers, the same
+// operations (no FMA), so the same bits.
+__attribute__((target("avx2,avx512f,avx512vl") TRIB_NO_FP_CONTRACT)) inline double WeightedLogRatioSumAvx512(
+    const double* c, const double* p, double t, double a, uint32_t n, bool* nan) {
+  return WeightedLogRatioSumT<4>(c, p, t, a, n, nan);
+}
+#endif
 
 // out_j = log x_j (every x_j normal and positive), W at a time, the rest one
 // by one: the same bits in every width.
@@ -221,5 +246,9 @@ __attribute__((always_inline)) inline void LogEachT(const double* x, double* out
 #pragma GCC diagnostic pop
 
 }  // namespace tributary::lda
+
+#if defined(__clang__)
+#pragma float_control(pop)
+#endif
 
 #endif  // TRIBUTARY_PLUGINS_LDA_LDA_MATH_H_
