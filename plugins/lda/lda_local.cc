@@ -214,11 +214,32 @@ void FastLocal(const Model& m, const trib_stats& s, const trib_document& d, Stat
 
 namespace {
 
+// x > lo ? x : lo in every lane: what maxpd computes (its second operand
+// when either is NaN), in one instruction; GCC otherwise compares and blends.
+// (In place, through a pointer: a vector passed by value to or from code
+// compiled outside the AVX2 clones would change its ABI.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+template <typename V>
+__attribute__((always_inline)) inline void MaxLanes(V* x, const V& lo) {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+  if constexpr (sizeof(V) == 32) {
+    *x = __builtin_ia32_maxpd256(*x, lo);
+  } else {
+    *x = __builtin_ia32_maxpd(*x, lo);
+  }
+#else
+  *x = *x > lo ? *x : lo;
+#endif
+}
+#pragma GCC diagnostic pop
+
 // The document's rows of E[beta]: row_j[k] = Positive(a raw_wk + b) inv_k,
 // the rows scattered over the model (prefetched kAhead rows ahead), row j at
 // rows + j stride. Out = float (the float CVB0 kernel's rows): rounded to
-// float, floored at 1e-30, the padding up to the stride zero. The same
-// lane-wise operations in the AVX2 clones (no FMA), so the same bits;
+// float, floored at 1e-30; the padding up to the stride is not written
+// (MeanBetaFloat keeps it zero); Out = double: the padding set to zero. The
+// same lane-wise operations in the AVX2 clones (no FMA), so the same bits;
 // chosen with the CVB0 kernel (SelectCvb0Kernel).
 template <typename Out, int W>
 __attribute__((always_inline)) inline void MeanBetaRowsT(Out* __restrict rows, uint32_t stride,
@@ -247,8 +268,9 @@ __attribute__((always_inline)) inline void MeanBetaRowsT(Out* __restrict rows, u
         std::memcpy(&x, r + k, sizeof(V));
         std::memcpy(&iv, inv + k, sizeof(V));
         x = va * x + vb;
-        x = (x > lo ? x : lo) * iv;
-        x = x > flo ? x : flo;
+        MaxLanes(&x, lo);
+        x = x * iv;
+        MaxLanes(&x, flo);
         const F f = __builtin_convertvector(x, F);
         std::memcpy(row + k, &f, sizeof(F));
       }
@@ -261,7 +283,9 @@ __attribute__((always_inline)) inline void MeanBetaRowsT(Out* __restrict rows, u
         row[k] = x;
       }
     }
-    for (k = K; k < stride; ++k) row[k] = 0;
+    if constexpr (!std::is_same_v<Out, float>) {
+      for (k = K; k < stride; ++k) row[k] = 0;
+    }
   }
 }
 template <typename Out>
@@ -304,10 +328,16 @@ void MeanBeta(const Model& m, const trib_stats& s, const uint32_t* ids, uint32_t
 }
 
 // The same into st->fbeta as floats, rows padded to Cvb0Stride(K) with zeros
-// (the float CVB0 kernel's layout).
+// (the float CVB0 kernel's layout). The padding is written once: the
+// vector only grows with zeros, the rows' kernel writes the K entries of
+// each row and nothing else writes it (a new stride starts it afresh).
 void MeanBetaFloat(const Model& m, const trib_stats& s, const uint32_t* ids, uint32_t T, State* st) {
   const LambdaMap f = InverseTotals(m, s, st);
   const uint32_t Kp = Cvb0Stride(m.K);
+  if (st->fbeta_stride != Kp) {
+    st->fbeta.clear();
+    st->fbeta_stride = Kp;
+  }
   st->fbeta.resize(static_cast<size_t>(T) * Kp);
   g_mean_beta_rows_float(st->fbeta.data(), Kp, s.raw, ids, T, m.K, f.a, f.b, st->inv_total.data());
 }

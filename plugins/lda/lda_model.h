@@ -111,6 +111,7 @@ struct State {
   // E[beta] (|d| x Kp), phi (|d| x Kp), N_dk and its last value (Kp), the
   // normalisers and the counts (|d|).
   std::vector<float> fbeta, fphi, fnk, flast, fnorm, fcounts;
+  uint32_t fbeta_stride = 0;  // (fbeta's padding, K to Kp of each row, is zero for this stride)
   // fast (Shan & Banerjee's Fast LDA): the document's one phi (K), and
   // sum_w n_w E[log beta_kw] per topic (K).
   std::vector<double> fast_phi, fast_sum;
