@@ -4,6 +4,8 @@
 
 #include <array>
 
+#include "tributary/simd.h"
+
 namespace tributary {
 
 // The CRC-32 of gzip and zlib (reflected polynomial 0xEDB88320, initial
@@ -21,7 +23,7 @@ namespace {
 // bible verses 0.53 s -> 0.71 s with ISA-L until this was added). vzeroupper
 // clears them; only on CPUs with AVX, where it exists.
 __attribute__((target("avx"))) void ZeroUpper() { __builtin_ia32_vzeroupper(); }
-const bool kHaveAvx = __builtin_cpu_supports("avx");
+const bool kHaveAvx = tributary::simd::CpuHas(tributary::simd::Feature::kAvx);
 #endif
 
 // A byte at a time through a 256-entry table, for the few bytes ISA-L's

@@ -16,6 +16,13 @@
 #include <cstdlib>
 #include <cstring>
 
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__has_include)
+#if __has_include(<sys/platform/x86.h>)
+#include <sys/platform/x86.h>  // glibc >= 2.33: what ld.so found at start-up
+#define TRIB_SIMD_GLIBC_CPU_FEATURES 1
+#endif
+#endif
+
 // For a kernel that logs the values it overwrites (old[k] = r[k] in the
 // loop that updates r[k]): GCC splits such a copy out of the loop into a call
 // to memcpy (loop distribution), a second pass over the row and a library
@@ -44,6 +51,52 @@
 
 namespace tributary::simd {
 
+/// Instruction-set extensions the kernels ask about.
+enum class Feature { kAvx, kAvx2, kAvx512F, kAvx512Dq, kAvx512Vl };
+
+/// Whether the CPU has `f` and the OS keeps its registers (what
+/// __builtin_cpu_supports answers). Read from glibc's record of the CPU,
+/// made once by the dynamic loader at start-up, where glibc has one: GCC's
+/// __builtin_cpu_init runs a dozen cpuid instructions in every binary that
+/// asks (the program, each plugin), and under a hypervisor each cpuid traps
+/// (~3.5 us on the machine of bench/LDA_RESULTS.md: ~0.15 ms of a one-document
+/// `train`).
+inline bool CpuHas(Feature f) {
+#if defined(TRIB_SIMD_GLIBC_CPU_FEATURES)
+  switch (f) {
+    case Feature::kAvx:
+      return CPU_FEATURE_ACTIVE(AVX);
+    case Feature::kAvx2:
+      return CPU_FEATURE_ACTIVE(AVX2);
+    case Feature::kAvx512F:
+      return CPU_FEATURE_ACTIVE(AVX512F);
+    case Feature::kAvx512Dq:
+      return CPU_FEATURE_ACTIVE(AVX512DQ);
+    case Feature::kAvx512Vl:
+      return CPU_FEATURE_ACTIVE(AVX512VL);
+  }
+  return false;
+#elif defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();  // may run from a static initialiser, before the runtime's own
+  switch (f) {
+    case Feature::kAvx:
+      return __builtin_cpu_supports("avx");
+    case Feature::kAvx2:
+      return __builtin_cpu_supports("avx2");
+    case Feature::kAvx512F:
+      return __builtin_cpu_supports("avx512f");
+    case Feature::kAvx512Dq:
+      return __builtin_cpu_supports("avx512dq");
+    case Feature::kAvx512Vl:
+      return __builtin_cpu_supports("avx512vl");
+  }
+  return false;
+#else
+  (void)f;
+  return false;
+#endif
+}
+
 enum Level : int {
   kSse2 = 0,    ///< the x86-64 baseline (and every other architecture)
   kAvx2 = 1,    ///< AVX2 (without FMA)
@@ -54,11 +107,8 @@ enum Level : int {
 inline int MaxLevel() {
   static const int level = [] {
     int cpu = kSse2;
-#if defined(__x86_64__) && defined(__GNUC__)
-    __builtin_cpu_init();  // may run from a static initialiser, before the runtime's own
-    if (__builtin_cpu_supports("avx2")) cpu = kAvx2;
-    if (cpu == kAvx2 && __builtin_cpu_supports("avx512f")) cpu = kAvx512;
-#endif
+    if (CpuHas(Feature::kAvx2)) cpu = kAvx2;
+    if (cpu == kAvx2 && CpuHas(Feature::kAvx512F)) cpu = kAvx512;
     int cap = kAvx512;
     if (const char* e = std::getenv("TRIBUTARY_SIMD")) {
       if (std::strcmp(e, "sse2") == 0) cap = kSse2;
