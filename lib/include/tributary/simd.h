@@ -16,7 +16,9 @@
 #include <cstdlib>
 #include <cstring>
 
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__has_include)
+// (Not under clang: glibc's header spells bool as C's _Bool, which clang
+// refuses in C++; clang builds, the fuzz targets, ask GCC's way below.)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__has_include)
 #if __has_include(<sys/platform/x86.h>)
 #include <sys/platform/x86.h>  // glibc >= 2.33: what ld.so found at start-up
 #define TRIB_SIMD_GLIBC_CPU_FEATURES 1
