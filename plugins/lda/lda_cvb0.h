@@ -333,6 +333,9 @@ __attribute__((target("avx2"))) inline uint32_t Cvb0SweepsAvx2(const double* bet
 // assignment should see the ones before it), eight in the later sweeps
 // (which refine an assignment that is already there); the last group of a
 // sweep takes what is left (1 to 7 terms: a group of four, then the rest).
+// (So, unlike Cvb0SweepsT, N calls of one sweep are not one call of N
+// sweeps: each call's first sweep goes by fours. lda calls it once per
+// document.)
 // On the bible's validation split (bench/LDA_RESULTS.md) groups of four
 // throughout and this schedule are within the run-to-run noise of a model,
 // eight throughout is a little worse (a sweep of eight is ~30 % cheaper).
