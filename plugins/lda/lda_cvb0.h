@@ -25,9 +25,14 @@ namespace tributary::lda {
 // reciprocals on a sweep's chain of dependent operations. (Through a
 // pointer: a vector returned by value from code compiled outside the AVX2
 // clones would change its ABI.)
+// (From zeros: GCC at -O1, the ThreadSanitizer build, takes lane writes
+// into an uninitialised vector for a use of it; optimised builds drop the
+// zeros, every lane being written.)
 template <typename V, typename S>
 __attribute__((always_inline)) inline void Splat(V* v, S x) {
-  for (size_t i = 0; i < sizeof(V) / sizeof(S); ++i) (*v)[i] = x;
+  V t = {};
+  for (size_t i = 0; i < sizeof(V) / sizeof(S); ++i) t[i] = x;
+  *v = t;
 }
 
 // W doubles in one vector (`type`), and what comparing two of them gives
