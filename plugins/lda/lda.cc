@@ -325,8 +325,7 @@ int Outputs(const trib_family_model* mm, uint32_t* kind, uint32_t* count, trib_e
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-const bool kInitTopicsAvx512 = tributary::simd::MaxLevel() >= tributary::simd::kAvx512 &&
-                               tributary::simd::CpuHas(tributary::simd::Feature::kAvx512Dq);
+const bool kInitTopicsAvx512 = tributary::simd::Avx512With(tributary::simd::Feature::kAvx512Dq);
 #endif
 
 // The random start of the topics (InitTopics, lda_topics.h); DLDA's A and B
@@ -915,10 +914,7 @@ FusedRowsFloatFn FusedRowsFloatFor(uint32_t K) {
     table = kAvx2;
     W = 4;
   }
-  if (tributary::simd::MaxLevel() >= tributary::simd::kAvx512 &&
-      tributary::simd::CpuHas(tributary::simd::Feature::kAvx512Vl)) {
-    table = kAvx512;
-  }
+  if (tributary::simd::Avx512With(tributary::simd::Feature::kAvx512Vl)) table = kAvx512;
 #endif
   if (K == 0 || K % W != 0 || K / W > 8) return nullptr;
   return table[K / W - 1];

@@ -509,8 +509,7 @@ void SelectCvb0Kernel() {
     g_mean_beta_rows_float = MeanBetaRowsAvx2<float>;
     g_cvb0_float = Cvb0FloatSweepsAvx2;
   }
-  if (tributary::simd::MaxLevel() >= tributary::simd::kAvx512 &&
-      tributary::simd::CpuHas(tributary::simd::Feature::kAvx512Vl)) {
+  if (tributary::simd::Avx512With(tributary::simd::Feature::kAvx512Vl)) {
     g_cvb0_float = Cvb0FloatSweepsAvx512;  // (the AVX2 kernels with 32 registers)
     g_weighted_log_ratio_sum = WeightedLogRatioSumAvx512;
   }

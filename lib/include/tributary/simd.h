@@ -121,6 +121,11 @@ inline int MaxLevel() {
   return level;
 }
 
+/// For kernels built for AVX-512 F plus another extension (DQ, VL): the
+/// level allows AVX-512 (the CPU has F, TRIBUTARY_SIMD does not cap it) and
+/// the CPU has `f` too.
+inline bool Avx512With(Feature f) { return MaxLevel() >= kAvx512 && CpuHas(f); }
+
 }  // namespace tributary::simd
 
 #endif  // TRIBUTARY_SIMD_H_
