@@ -437,3 +437,94 @@ TEST(SchemaTermIndexTest, FindsEveryTermThroughGrowthAndRefusesDuplicates) {
 
 }  // namespace
 }  // namespace tributary
+
+namespace tributary {
+namespace {
+
+// Growth limits (Model::SetGrowthLimits): new terms past max_terms are left
+// out and the document is learned from the others; a label past max_classes
+// or longer than max_label_bytes is refused by Decode and by AddClass; a
+// statistics budget caps both; the room made when the model grows never
+// passes them, and the limits follow the model into its published copies.
+TEST(GrowthLimitsTest, TermsStopAtTheLimitClassesAreRefusedAndTheBudgetHolds) {
+  auto model = NewModel(OpenSchema({"a"}), "ncll");
+  ASSERT_TRUE(model);
+  model->mutable_schema()->set_open_classes(true);
+  model->SetGrowthLimits(GrowthLimits{3, 10, 16}, 0);
+  auto dec = DocumentDecoder::ForModel(model->schema());
+  ASSERT_TRUE(dec.ok());
+  v1::Document d;
+  d.set_label("a");
+  for (int i = 0; i < 25; ++i) d.add_tokens("t" + std::to_string(i));
+  DocumentBuffer buf;
+  ASSERT_TRUE(DecodeGrowing(*dec, d, 0, model.get(), kGrowClassesAndTerms, &buf, nullptr).ok());
+  EXPECT_EQ(model->schema().vocab_size(), 10u);
+  EXPECT_EQ(buf.term_ids.size(), 10u);  // learned from the terms it has
+  // The next document's new terms are all left out, counted.
+  v1::Document e = d;
+  e.clear_tokens();
+  e.add_tokens("t0");
+  e.add_tokens("fresh");
+  ASSERT_TRUE(dec->Decode(e, 1, model->schema(), kGrowClassesAndTerms, &buf, nullptr, nullptr).ok());
+  EXPECT_TRUE(buf.new_terms.empty());
+  EXPECT_EQ(buf.terms_over_limit, 1u);
+  // Classes: b and c fit (3), d does not; a long name never.
+  for (const char* c : {"b", "c"}) {
+    e.set_label(c);
+    ASSERT_TRUE(DecodeGrowing(*dec, e, 2, model.get(), kGrowClassesAndTerms, &buf, nullptr).ok()) << c;
+  }
+  EXPECT_EQ(model->num_classes(), 3u);
+  e.set_label("d");
+  std::string nc;
+  Status st = dec->Decode(e, 7, model->schema(), kGrowClassesAndTerms, &buf, &nc, nullptr);
+  ASSERT_TRUE(st.IsInvalidDocument()) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr("would be class 4, over the model's limit of 3 classes"));
+  EXPECT_EQ(buf.limit_refusal, DocumentBuffer::LimitRefusal::kClasses);
+  st = model->AddClass("d");  // the model's own check, for callers that skip Decode
+  ASSERT_TRUE(st.IsInvalidDocument()) << st.ToString();
+  EXPECT_EQ(model->num_classes(), 3u);
+  auto clone = model->Clone();  // a publication keeps the limits
+  ASSERT_TRUE(clone.ok());
+  EXPECT_EQ((*clone)->schema().limits().max_classes, 3u);
+
+  auto open = NewModel(OpenSchema({}), "ncll");
+  ASSERT_TRUE(open);
+  open->mutable_schema()->set_open_classes(true);
+  open->SetGrowthLimits(GrowthLimits{0, 0, 16}, 0);
+  auto dec2 = DocumentDecoder::ForModel(open->schema());
+  ASSERT_TRUE(dec2.ok());
+  e.set_label(std::string(17, 'L'));
+  st = dec2->Decode(e, 8, open->schema(), kGrowClassesAndTerms, &buf, &nc, nullptr);
+  ASSERT_TRUE(st.IsInvalidDocument());
+  EXPECT_THAT(st.message(), HasSubstr("label of 17 bytes, expected at most 16 bytes"));
+  EXPECT_EQ(buf.limit_refusal, DocumentBuffer::LimitRefusal::kLabelBytes);
+
+  // A 4 MiB budget: the vocabulary and the classes grow until the
+  // statistics would pass it, and no further.
+  const uint64_t budget = 4u << 20;
+  open->SetGrowthLimits(GrowthLimits{}, budget);
+  v1::Document big;
+  big.set_label("x");
+  for (int i = 0; i < 200000; ++i) big.add_tokens("w" + std::to_string(i));
+  ASSERT_TRUE(DecodeGrowing(*dec2, big, 9, open.get(), kGrowClassesAndTerms, &buf, nullptr).ok());
+  EXPECT_LE(open->statistics_bytes(), budget);
+  EXPECT_LT(open->schema().vocab_size(), 200000u);
+  EXPECT_GT(buf.terms_over_limit, 0u);
+  uint32_t refused = 0;
+  for (int k = 0; k < 100; ++k) {
+    v1::Document c;
+    c.add_tokens("w1");
+    c.set_label("class" + std::to_string(k));
+    Status s = DecodeGrowing(*dec2, c, 10, open.get(), kGrowClassesAndTerms, &buf, nullptr);
+    if (!s.ok()) {
+      ASSERT_TRUE(s.IsInvalidDocument()) << s.ToString();
+      ++refused;
+    }
+    ASSERT_LE(open->statistics_bytes(), budget) << k;
+  }
+  EXPECT_GT(refused, 0u);
+  EXPECT_EQ(open->schema().limits().max_classes, open->num_classes());
+}
+
+}  // namespace
+}  // namespace tributary

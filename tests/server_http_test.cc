@@ -6,6 +6,7 @@
 // plain POSIX socket writing HTTP/1.1 by hand, so malformed and oversized
 // requests can be sent as they are.
 #include <arpa/inet.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -38,6 +39,7 @@ namespace tributary {
 namespace {
 
 using json = nlohmann::json;
+using ::testing::HasSubstr;
 using Clock = std::chrono::steady_clock;
 
 constexpr char kToken[] = "s3cret-token";
@@ -276,9 +278,9 @@ TEST_F(ServerHttpTest, LearnsTextAndPredictsSeparableClasses) {
   ASSERT_EQ(p["predictions"].size(), 2u);
   EXPECT_EQ(p["predictions"][0]["id"], "s");
   EXPECT_EQ(p["predictions"][0]["predicted"], "sports");
-  EXPECT_GT(p["predictions"][0]["probabilities"]["sports"].get<double>(), 0.9);
+  EXPECT_GT(p["predictions"][0]["probabilities"][0].get<double>(), 0.9);  // in the order of "classes"
   EXPECT_EQ(p["predictions"][1]["predicted"], "cooking");
-  EXPECT_GT(p["predictions"][1]["probabilities"]["cooking"].get<double>(), 0.9);
+  EXPECT_GT(p["predictions"][1]["probabilities"][1].get<double>(), 0.9);
 
   // An unknown class on this closed-class model: refused whole, with the
   // document named; nothing of the request is logged.
@@ -598,6 +600,68 @@ TEST_F(ServerHttpTest, KillNineLosesNothingAcknowledgedOverHttp) {
   HttpClient c(srv->http_port());
   json p = PredictWhenLearned(c, Docs({{{"text", "t1"}}}), acked);
   EXPECT_GE(p["model_version"].get<uint64_t>(), acked);
+}
+
+// The probe's memory attacks on the quick-start server (open vocabulary,
+// open classes), at a 64 MiB statistics budget: a 1 MiB label, one document
+// of 100,000 distinct terms, 10,000 new labels in one request, and a predict
+// request whose answer would be far larger than its body. Each is refused
+// (or bounded) with a specific error, counted in /metrics, and the server
+// answers afterwards.
+TEST_F(ServerHttpTest, MemoryLimitsHoldAgainstHostileRequests) {
+  v1::Schema proto;
+  proto.set_open_vocabulary(true);
+  proto.set_open_classes(true);
+  auto schema = ModelSchema::FromProto(proto);
+  ASSERT_TRUE(schema.ok());
+  auto m = Model::Create(testing::BuiltinFamily("multinomial"), testing::BuiltinLoss("ncll"), *schema, {}, 1);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  (*m)->learner_state().effective_size = 200;
+  ServerOptions o = Options();
+  o.max_frame_bytes = 4u << 20;
+  o.max_model_bytes = 64u << 20;
+  o.max_answer_bytes = 256u << 10;
+  auto srv = Start(o, std::move(m).value());
+  ASSERT_TRUE(srv);
+  HttpClient c(srv->http_port());
+
+  HttpResponse r =
+      c.Call("POST", "/v1/learn", Docs({{{"text", "hello world"}, {"label", std::string(1 << 20, 'L')}}}).dump());
+  ASSERT_EQ(r.status, 400) << r.body.substr(0, 300);
+  EXPECT_THAT(r.Json()["error"]["message"].get<std::string>(), HasSubstr("expected at most 1024 bytes"));
+  EXPECT_LT(r.body.size(), 2000u);  // the label is not echoed
+
+  std::string text;
+  for (int i = 0; i < 100000; ++i) text += "w" + std::to_string(i) + " ";
+  r = c.Call("POST", "/v1/learn", Docs({{{"text", text}, {"label", "a"}}}).dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  PredictWhenLearned(c, Docs({{{"text", "w1"}}}), 1);
+
+  std::vector<json> labels;
+  for (int i = 0; i < 10000; ++i) labels.push_back({{"text", "w1 w2"}, {"label", "c" + std::to_string(i)}});
+  r = c.Call("POST", "/v1/learn", Docs(labels).dump());
+  ASSERT_EQ(r.status, 400) << r.body;
+  EXPECT_THAT(r.Json()["error"]["message"].get<std::string>(), HasSubstr("over the model's limit of"));
+
+  std::vector<json> many(4000, json{{"text", "w1"}});
+  r = c.Call("POST", "/v1/predict", Docs(many).dump());
+  ASSERT_EQ(r.status, 413) << r.body.substr(0, 300);
+  EXPECT_THAT(r.Json()["error"]["message"].get<std::string>(), HasSubstr("--max-answer-bytes): send at most"));
+  many.resize(10);
+  r = c.Call("POST", "/v1/predict", Docs(many).dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.Json()["predictions"][0]["probabilities"].size(), r.Json()["classes"].size());
+
+  const std::string metrics = MetricsText(srv->http_port());
+  EXPECT_LE(Metric(metrics, "tributary_model_statistics_bytes"), 64u << 20);
+  EXPECT_GT(Metric(metrics, "tributary_model_terms"), 1000);
+  EXPECT_EQ(Metric(metrics, "tributary_model_classes"), 1);
+  EXPECT_GE(Metric(metrics, "tributary_model_classes_limit"), 1);
+  EXPECT_LT(Metric(metrics, "tributary_model_classes_limit"), 10000);
+  EXPECT_EQ(Metric(metrics, "tributary_limit_refusals_total{limit=\"label_bytes\"}"), 1);
+  EXPECT_EQ(Metric(metrics, "tributary_limit_refusals_total{limit=\"classes\"}"), 1);
+  EXPECT_EQ(Metric(metrics, "tributary_limit_refusals_total{limit=\"answer_bytes\"}"), 1);
+  EXPECT_EQ(Metric(metrics, "tributary_documents_skipped_total"), 0);
 }
 
 }  // namespace

@@ -30,6 +30,7 @@
 #include "redis_server.h"
 #include "test_util.h"
 #include "tributary/model.h"
+#include "tributary/redis_source.h"
 #include "tributary/server.h"
 
 namespace tributary {
@@ -177,6 +178,69 @@ TEST_F(ServerSourceTest, LearnsEveryEntryOnceAndDeadLettersTheBadOnes) {
   EXPECT_EQ(std::count(reasons.begin(), reasons.end(), '\n'), 2) << reasons;
   (*s)->Shutdown();
   EXPECT_TRUE((*s)->Wait().ok());
+}
+
+// Entries whose text, label or id are not UTF-8 are dead-lettered with the
+// field named, never logged nor learned (before the one UTF-8 rule they were
+// acknowledged and logged, and the next start refused the data directory:
+// its records and snapshot no longer parsed).
+TEST_F(ServerSourceTest, InvalidUtf8IsDeadLetteredAndTheServerRestarts) {
+  ASSERT_TRUE(StartRedis());
+  for (int i = 0; i < 10; ++i) Add(i % 2 ? "odd" : "even", "first words " + std::to_string(i));
+  ASSERT_TRUE(Cmd({"XADD", "docs", "*", "label", std::string("bad\xff", 4), "text", "a label of latin-1"}));
+  ASSERT_TRUE(Cmd({"XADD", "docs", "*", "label", "odd", "text", std::string("caf\xc3 cut", 8)}));
+  ASSERT_TRUE(Cmd({"XADD", "docs", "*", "label", "odd", "text", "fine words", "id", "\xed\xa0\x80"}));
+  for (int i = 10; i < 20; ++i) Add(i % 2 ? "odd" : "even", "more words " + std::to_string(i));
+  ServerOptions o = Options();
+  const std::string url = Url("&dead_letter=bad");
+  o.sources = {url};
+  {
+    auto s = Server::Start(o, NewModel());
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    std::map<std::string, double> m;
+    EXPECT_TRUE(WaitFor(
+        (*s)->http_port(),
+        [&](auto& x) { return x[Entries(url, "dead_lettered")] >= 3 && x["tributary_documents_learned_total"] >= 20; },
+        &m));
+    EXPECT_EQ(m["tributary_documents_acknowledged_total"], 20);
+    EXPECT_EQ(m[Entries(url, "dead_lettered")], 3);
+    EXPECT_EQ(m["tributary_model_classes"], 2);
+    Reply bad = Cmd({"XRANGE", "bad", "-", "+"});
+    ASSERT_TRUE(bad && bad->type == REDIS_REPLY_ARRAY && bad->elements == 3);
+    std::string reasons;
+    for (size_t i = 0; i < bad->elements; ++i) {
+      const redisReply* fields = bad->element[i]->element[1];
+      for (size_t k = 0; k + 1 < fields->elements; k += 2) {
+        if (Str(fields->element[k]) == "error") reasons += Str(fields->element[k + 1]) + "\n";
+      }
+    }
+    for (const char* field : {"field 'label'", "field 'text'", "field 'id'"}) {
+      EXPECT_NE(reasons.find(field), std::string::npos) << field << " in " << reasons;
+    }
+    EXPECT_NE(reasons.find("expected UTF-8"), std::string::npos) << reasons;
+    (*s)->Shutdown();
+    EXPECT_TRUE((*s)->Wait().ok());
+  }
+  // The same data directory starts again, with nothing to report.
+  auto again = Server::Start(o, NewModel());
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE((*again)->recovery().damage.empty());
+  std::map<std::string, double> m;
+  EXPECT_TRUE(WaitFor((*again)->http_port(), [](auto& x) { return x["tributary_ready"] == 1; }, &m));
+  EXPECT_EQ(m["tributary_documents_learned_total"], 20);
+  EXPECT_EQ(m["tributary_damage_reports"], 0);
+  (*again)->Shutdown();
+  EXPECT_TRUE((*again)->Wait().ok());
+}
+
+// A stream or group name that is not UTF-8 once percent-decoded would be in
+// every log record's source position: refused at start.
+TEST_F(ServerSourceTest, RefusesANameThatIsNotUtf8) {
+  for (const char* url : {"redis://127.0.0.1:7000/docs%FF", "redis://127.0.0.1:7000/docs?group=g%C3"}) {
+    auto r = ParseRedisSourceUrl(url);
+    ASSERT_FALSE(r.ok()) << url;
+    EXPECT_NE(r.status().message().find("a UTF-8 name"), std::string::npos) << r.status().ToString();
+  }
 }
 
 TEST_F(ServerSourceTest, NothingIsAcknowledgedWhileTheLogFailsAndEverythingIsLearnedOnceAfter) {

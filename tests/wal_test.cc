@@ -4,6 +4,7 @@
 // byte-for-byte with a report while replay goes on past the damage; gaps in
 // the sequence are found; write faults take back what was not acknowledged.
 #include <gmock/gmock.h>
+#include <google/protobuf/stubs/logging.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -276,6 +277,50 @@ TEST_F(WalTest, FailedSyncTakesBackTheUnacknowledgedRecords) {
     EXPECT_EQ(seqs, Seq(1, 10));
     EXPECT_EQ(rep.torn_bytes, 0u);
   }
+}
+
+// A record that is whole but does not parse (a document with invalid UTF-8,
+// which an earlier version logged: protobuf serializes it with a complaint
+// and refuses to parse it back) is skipped under every policy, kept aside
+// byte for byte and reported; the records around it are read as usual
+// (before: "checksum mismatch", and the server refused to start).
+TEST_F(WalTest, AWholeRecordThatDoesNotParseIsSkippedKeptAndReported) {
+  {
+    google::protobuf::LogSilencer quiet;  // "String field ... contains invalid UTF-8 data when serializing"
+    auto w = WriteAheadLog::Open(dir_);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->StartSegment(1).ok());
+    for (uint64_t s = 1; s <= 6; ++s) {
+      v1::WalRecord r = Record(s);
+      if (s == 3 || s == 6) r.mutable_document()->set_label(std::string("bad\xff", 4));
+      ASSERT_TRUE((*w)->Append(r).ok());
+    }
+    ASSERT_TRUE((*w)->Sync().ok());
+  }
+  for (CorruptionPolicy policy : {CorruptionPolicy::kRefuse, CorruptionPolicy::kSkip}) {
+    std::vector<uint64_t> seqs;
+    WalReplayReport rep;
+    Status st = Replay(0, policy, &seqs, &rep);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_EQ(seqs, (std::vector<uint64_t>{1, 2, 4, 5}));
+    ASSERT_EQ(rep.unreadable.size(), 2u);
+    EXPECT_EQ(rep.unreadable[0].sequence, 3u);
+    EXPECT_EQ(rep.unreadable[1].sequence, 6u);
+    EXPECT_EQ(rep.last_sequence, 6u);
+    EXPECT_TRUE(rep.damage.empty());
+    EXPECT_EQ(rep.torn_bytes, 0u);  // the last record is not a torn tail: nothing cut
+    EXPECT_THAT(rep.unreadable[0].description, HasSubstr("record 3"));
+    EXPECT_THAT(ReadAll(rep.unreadable[0].report), HasSubstr("does not parse as a log record"));
+    const std::string kept = ReadAll(rep.unreadable[0].kept_as);
+    EXPECT_NE(ReadAll(Segment(1)).find(kept), std::string::npos);  // the frame, byte for byte
+    EXPECT_NE(kept.find(std::string("bad\xff", 4)), std::string::npos);
+  }
+  // Above `after`: nothing to report.
+  std::vector<uint64_t> seqs;
+  WalReplayReport rep;
+  ASSERT_TRUE(Replay(3, CorruptionPolicy::kRefuse, &seqs, &rep).ok());
+  EXPECT_EQ(seqs, (std::vector<uint64_t>{4, 5}));
+  EXPECT_EQ(rep.unreadable.size(), 1u);
 }
 
 TEST(WalPolicyTest, ParsesTheTwoPoliciesAndNamesTheBadOne) {

@@ -12,13 +12,16 @@
 
 #include "tributary/simd.h"
 #include "tributary/tokenizer.h"
+#include "tributary/utf8.h"
 #include "tributary/v1/tributary.pb.h"
 
 namespace tributary {
 
 std::string DocumentName(uint64_t index, const std::string& id) {
   std::string s = "document #" + std::to_string(index);
-  if (!id.empty()) s += " (id '" + id + "')";
+  // The id as given, escaped where it is not printable UTF-8 (an error
+  // message must not carry a client's terminal escapes or invalid bytes).
+  if (!id.empty()) s += " (id '" + Printable(id, 128) + "')";
   return s;
 }
 
@@ -34,6 +37,8 @@ void DocumentBuffer::Clear() {
   real_missing.clear();
   categorical_missing.clear();
   new_terms.clear();
+  terms_over_limit = 0;
+  limit_refusal = LimitRefusal::kNone;
 }
 
 namespace {
@@ -457,6 +462,20 @@ Status DocumentDecoder::Decode(const v1::Document& doc, uint64_t index, const Mo
       doc.categoricals_size() == 0) {
     return bad("empty document: expected terms, tokens, text or features, found none");
   }
+  // One UTF-8 rule for every way in (utf8.h): protobuf parses documents
+  // from files and frames with this check, but a front end that builds one
+  // (a broker's raw text, an embedding caller) could hand over bytes that
+  // would be logged and then never parse again.
+  const std::pair<const char*, const std::string*> utf8_fields[] = {
+      {"id", &doc.id()}, {"label", &doc.label()}, {"text", &doc.text()}};
+  for (const auto& [field, value] : utf8_fields) {
+    if (std::string why = Utf8Error(*value); !why.empty()) return bad("field '" + std::string(field) + "': " + why);
+  }
+  for (int i = 0; i < doc.tokens_size(); ++i) {
+    if (std::string why = Utf8Error(doc.tokens(i)); !why.empty()) {
+      return bad("tokens[" + std::to_string(i) + "]: " + why);
+    }
+  }
   // Missing features (their values are placeholders and not validated).
   for (int i = 0; i < doc.missing_features_size(); ++i) {
     const uint32_t f = doc.missing_features(i);
@@ -500,6 +519,7 @@ Status DocumentDecoder::Decode(const v1::Document& doc, uint64_t index, const Mo
   };
   uint64_t unseen = 0;
   const bool grow_terms = (growth & kGrowTerms) != 0 && model.open_vocabulary();
+  const uint64_t max_terms = model.limits().max_terms;
   thread_local std::unordered_set<std::string> listed;  // out->new_terms, for deduplication
   listed.clear();
   // `name` (null: not known) names a term the model lacks.
@@ -507,9 +527,17 @@ Status DocumentDecoder::Decode(const v1::Document& doc, uint64_t index, const Mo
     if (mid < 0) {
       // An empty name, or one longer than kMaxNewTermBytes (a hostile or
       // broken client would grow the vocabulary without bound), is not added.
-      if (grow_terms && name != nullptr && !name->empty() && name->size() <= kMaxNewTermBytes) {
-        if (listed.insert(*name).second) out->new_terms.push_back(*name);
-        return;
+      if (grow_terms && name != nullptr && !name->empty()) {
+        if (listed.count(*name) != 0) return;
+        // Within the limits (a hostile or broken client would grow the
+        // vocabulary without bound): else left out and counted as unseen,
+        // and the document is learned from the terms the model has.
+        if (name->size() <= kMaxNewTermBytes && (max_terms == 0 || model.vocab_size() + listed.size() < max_terms)) {
+          listed.insert(*name);
+          out->new_terms.push_back(*name);
+          return;
+        }
+        out->terms_over_limit++;
       }
       // Unknown to the model: counted in whole occurrences (saturating).
       unseen += c < 1e18 ? static_cast<uint64_t>(std::llround(c)) : uint64_t{1000000000000000000};
@@ -638,14 +666,29 @@ Status DocumentDecoder::Decode(const v1::Document& doc, uint64_t index, const Mo
     int64_t k = model.ClassIndex(doc.label());
     if (k < 0) {
       if ((growth & kGrowClasses) != 0 && model.open_classes() && new_class) {
+        // A new class within the model's limits (GrowthLimits): each class
+        // costs a share of the statistics, and its name is in every answer.
+        const GrowthLimits& lim = model.limits();
+        if (lim.max_label_bytes != 0 && doc.label().size() > lim.max_label_bytes) {
+          out->limit_refusal = DocumentBuffer::LimitRefusal::kLabelBytes;
+          return bad("label of " + std::to_string(doc.label().size()) + " bytes, expected at most " +
+                     std::to_string(lim.max_label_bytes) + " bytes for a new class (the model's max_label_bytes)");
+        }
+        if (lim.max_classes != 0 && model.classes().size() >= lim.max_classes) {
+          out->limit_refusal = DocumentBuffer::LimitRefusal::kClasses;
+          return bad("label '" + Printable(doc.label(), 128) + "' would be class " +
+                     std::to_string(model.classes().size() + 1) + ", over the model's limit of " +
+                     std::to_string(lim.max_classes) + " classes (max_classes, or what its statistics budget allows)");
+        }
         *new_class = doc.label();
       } else {
         std::string names;
         for (size_t i = 0; i < model.classes().size() && i < 10; ++i) {
-          names += (i ? ", " : "") + model.classes()[i];
+          names += (i ? ", " : "") + Printable(model.classes()[i], 64);
         }
         if (model.classes().size() > 10) names += ", ...";
-        return bad("label '" + doc.label() + "' is not a class of the model (expected one of: " + names + ")");
+        return bad("label '" + Printable(doc.label(), 128) +
+                   "' is not a class of the model (expected one of: " + names + ")");
       }
     }
     out->label = k;

@@ -1,4 +1,5 @@
 #include "tributary/model.h"
+#include "tributary/utf8.h"
 
 #include "tributary/checksum.h"
 
@@ -329,6 +330,8 @@ Result<std::unique_ptr<Model>> Model::Clone() const {
   m->num_outputs_ = num_outputs_;
   m->class_capacity_ = class_capacity_;
   m->vocab_capacity_ = vocab_capacity_;
+  m->user_limits_ = user_limits_;
+  m->stats_budget_ = stats_budget_;
   m->stats_ = stats_;
   m->learner_ = learner_;
   m->training_report_ = training_report_;
@@ -463,7 +466,46 @@ double Model::PerplexityTokens(const trib_document& doc) const {
   return doc.total_count;
 }
 
+void Model::SetGrowthLimits(const GrowthLimits& limits, uint64_t max_statistics_bytes) {
+  user_limits_ = limits;
+  stats_budget_ = max_statistics_bytes;
+  FoldGrowthBudget();
+}
+
+void Model::FoldGrowthBudget() {
+  GrowthLimits eff = user_limits_;
+  auto fold = [](uint64_t* limit, uint64_t cap) { *limit = *limit == 0 ? cap : std::min(*limit, cap); };
+  if (stats_budget_ != 0) {
+    // What one more class (term) costs: the statistics over the classes
+    // (terms) they have room for, the other dimension as it is now. Never
+    // below what the model already has (it is not shrunk).
+    const uint64_t bytes = std::max<uint64_t>(1, statistics_bytes());
+    if (schema_.open_classes() && !latent_outputs()) {
+      const uint64_t per_class = std::max<uint64_t>(1, bytes / std::max<uint64_t>(1, class_capacity()));
+      fold(&eff.max_classes, std::max<uint64_t>(stats_budget_ / per_class, num_classes()));
+    }
+    if (schema_.open_vocabulary()) {
+      const uint64_t per_term = std::max<uint64_t>(1, bytes / std::max<uint64_t>(1, vocab_capacity()));
+      fold(&eff.max_terms, std::max<uint64_t>(stats_budget_ / per_term, schema_.vocab_size()));
+    }
+  }
+  schema_.set_limits(eff);
+}
+
 Status Model::AddClass(const std::string& name) {
+  if (schema_.ClassIndex(name) < 0) {
+    const GrowthLimits& lim = schema_.limits();
+    if (lim.max_label_bytes != 0 && name.size() > lim.max_label_bytes) {
+      return Status::InvalidDocument("cannot add a class named by " + std::to_string(name.size()) +
+                                     " bytes: the model's max_label_bytes is " + std::to_string(lim.max_label_bytes));
+    }
+    if (lim.max_classes != 0 && num_classes() >= lim.max_classes) {
+      return Status::InvalidDocument("cannot add class '" + Printable(name, 128) + "': the model has " +
+                                     std::to_string(num_classes()) +
+                                     " classes, its limit (max_classes, or what its "
+                                     "statistics budget allows)");
+    }
+  }
   stats_.NoteAllWritten();  // add_class writes the new class's entries
   if (latent_outputs()) {   // classes only label documents for evaluation
     if (schema_.ClassIndex(name) < 0) schema_.AddClass(name);
@@ -489,6 +531,7 @@ Status Model::AddClass(const std::string& name) {
   schema_.AddClass(name);
   ++num_outputs_;
   ++layout_version_;
+  FoldGrowthBudget();
   return Status::OK();
 }
 
@@ -500,7 +543,11 @@ Status Model::GrowClasses(const std::string& name) {
   ModelSchema grown = schema_;
   grown.AddClass(name);
   const uint32_t k = num_classes() + 1;
-  const uint32_t room = fv.add_class ? std::max(k + k / 2, k + 1) : k;  // <= MaxClassRoom(k); one spare
+  uint32_t room = fv.add_class ? std::max(k + k / 2, k + 1) : k;  // <= MaxClassRoom(k); one spare
+  // Never more room than the limits allow.
+  if (const uint64_t max = schema_.limits().max_classes; max != 0 && room > max) {
+    room = static_cast<uint32_t>(std::max<uint64_t>(k, max));
+  }
   auto r = CreateInternal(family_, loss_, grown, options_, room, vocab_capacity_);
   if (!r.ok() && room > k) r = CreateInternal(family_, loss_, grown, options_, k, vocab_capacity_);
   if (!r.ok()) return r.status().WithContext("adding class '" + name + "'");
@@ -533,6 +580,7 @@ Status Model::TakeGrown(std::unique_ptr<Model> nm, GrowFn grow, const char* call
   vocab_capacity_ = nm->vocab_capacity_;
   schema_ = std::move(nm->schema_);
   ++layout_version_;
+  FoldGrowthBudget();
   return Status::OK();
 }
 
@@ -546,6 +594,11 @@ Status Model::AddTerms(const std::vector<std::string>& names) {
     }
   }
   if (fresh.empty()) return Status::OK();
+  if (const uint64_t max = schema_.limits().max_terms; max != 0 && schema_.vocab_size() + fresh.size() > max) {
+    return Status::InvalidDocument("cannot add " + std::to_string(fresh.size()) + " terms to the model's " +
+                                   std::to_string(schema_.vocab_size()) + ": its limit is " + std::to_string(max) +
+                                   " terms (max_terms, or what its statistics budget allows)");
+  }
   if (!schema_.open_vocabulary()) {
     return Status::InvalidArgument("cannot add term '" + fresh[0] + "': the model's vocabulary is not open");
   }
@@ -567,6 +620,7 @@ Status Model::AddTerms(const std::vector<std::string>& names) {
     return PluginStatus(rc, err, *family_, "add_terms").WithContext("adding term '" + fresh[0] + "'");
   }
   schema_.AddTerms(fresh);
+  FoldGrowthBudget();
   return Status::OK();
 }
 
@@ -578,7 +632,9 @@ Status Model::GrowTerms(const std::vector<std::string>& names) {
   ModelSchema grown = schema_;
   grown.AddTerms(names);
   const uint64_t v = grown.vocab_size();
-  auto r = CreateInternal(family_, loss_, grown, options_, class_capacity_, MaxTermRoom(v));
+  uint64_t room = MaxTermRoom(v);
+  if (const uint64_t max = schema_.limits().max_terms; max != 0) room = std::max(v, std::min(room, max));
+  auto r = CreateInternal(family_, loss_, grown, options_, class_capacity_, room);
   if (!r.ok()) r = CreateInternal(family_, loss_, grown, options_, class_capacity_, v);  // no memory to spare
   if (!r.ok()) return r.status().WithContext("adding term '" + names[0] + "'");
   return TakeGrown(std::move(r).value(), fv.grow_terms, "grow_terms", "adding terms");

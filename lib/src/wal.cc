@@ -32,10 +32,15 @@ uint64_t SegmentFirst(const std::string& path) {
   return first;
 }
 
-enum class Frame { kOk, kIncomplete, kBadLength, kBadChecksum };
+// kUnparseable: the frame and its checksum are whole (the bytes are as they
+// were written) but the payload does not parse as a WalRecord, e.g. a
+// document with invalid UTF-8 that a version before the one UTF-8 rule
+// (utf8.h) logged; *size and *sequence are set (the sequence read from the
+// payload's first field), *rec is not.
+enum class Frame { kOk, kIncomplete, kBadLength, kBadChecksum, kUnparseable };
 
 // Reads the record framed at `off` of `data`; *size gets the frame's bytes.
-Frame ReadFrameAt(const std::string& data, size_t off, v1::WalRecord* rec, size_t* size) {
+Frame ReadFrameAt(const std::string& data, size_t off, v1::WalRecord* rec, size_t* size, uint64_t* sequence = nullptr) {
   google::protobuf::io::CodedInputStream cin(reinterpret_cast<const uint8_t*>(data.data() + off),
                                              static_cast<int>(std::min<size_t>(data.size() - off, 10)));
   uint64_t len = 0;  // 64 bits: ReadVarint32 would read 2^32 + n as n
@@ -49,8 +54,18 @@ Frame ReadFrameAt(const std::string& data, size_t off, v1::WalRecord* rec, size_
   const char* payload = data.data() + off + hdr;
   uint32_t want = 0;
   for (int i = 0; i < 4; ++i) want |= static_cast<uint32_t>(static_cast<unsigned char>(payload[len + i])) << (8 * i);
-  if (Crc32(payload, len) != want || !rec->ParseFromArray(payload, static_cast<int>(len)) || rec->sequence() == 0) {
-    return Frame::kBadChecksum;
+  if (Crc32(payload, len) != want) return Frame::kBadChecksum;
+  if (!rec->ParseFromArray(payload, static_cast<int>(len)) || rec->sequence() == 0) {
+    // Whole but unparseable: a record serializes its sequence first (field
+    // 1, a varint); without one the bytes are not a record of this log.
+    google::protobuf::io::CodedInputStream pin(reinterpret_cast<const uint8_t*>(payload), static_cast<int>(len));
+    uint64_t seq = 0;
+    if (sequence == nullptr || pin.ReadTag() != 0x08 || !pin.ReadVarint64(&seq) || seq == 0) {
+      return Frame::kBadChecksum;
+    }
+    *sequence = seq;
+    *size = hdr + len + 4;
+    return Frame::kUnparseable;
   }
   *size = hdr + len + 4;
   return Frame::kOk;
@@ -264,7 +279,43 @@ Status WriteAheadLog::Replay(uint64_t after, const std::function<Status(const v1
     size_t off = 0;
     while (off < data.size()) {
       size_t size = 0;
-      Frame f = ReadFrameAt(data, off, &rec, &size);
+      uint64_t unparsed_seq = 0;
+      Frame f = ReadFrameAt(data, off, &rec, &size, &unparsed_seq);
+      if (f == Frame::kUnparseable) {
+        // Whole, as written, but not a record this version can read (see
+        // Frame). Not damage: under every policy the record is skipped, kept
+        // aside byte for byte and reported (never an abort, never silence).
+        const uint64_t want = prev == 0 ? std::max<uint64_t>(first, 1) : prev + 1;
+        if (unparsed_seq < want) {
+          return Status::Corruption("write-ahead log '" + seg + "': record at byte " + std::to_string(off) +
+                                    " has sequence " + std::to_string(unparsed_seq) + ", expected " +
+                                    std::to_string(want) + " or above (the log's order is broken)");
+        }
+        if (unparsed_seq > want) TRIB_RETURN_IF_ERROR(damaged(data, off, 0, want, unparsed_seq - 1, "missing records"));
+        prev = unparsed_seq;
+        report->last_sequence = std::max(report->last_sequence, unparsed_seq);
+        if (unparsed_seq <= after) {
+          report->skipped++;
+          off += size;
+          continue;
+        }
+        const std::string tag = ".record-" + std::to_string(unparsed_seq) + "." + stamp;
+        auto k = KeepAside(seg, tag, std::string_view(data).substr(off, size));
+        if (!k.ok()) return k.status().WithContext("keeping an unreadable log record aside");
+        const std::string what = "write-ahead log '" + seg + "': record " + std::to_string(unparsed_seq) + " at byte " +
+                                 std::to_string(off) +
+                                 " is whole (its checksum holds) but does not parse as a log record (a document "
+                                 "with invalid UTF-8, logged by an earlier version?)";
+        std::string text = "Tributary write-ahead log: a record that cannot be learned, found at unix time " + stamp +
+                           "\n" + what + ".\nIt was skipped: the document it holds is not in the model.\n" +
+                           "Its bytes (the frame as logged) are kept as: " + *k +
+                           "\nRemove this .report file once reviewed: /healthz fails while one exists.\n";
+        auto r = KeepAside(seg, tag + ".report", text);
+        if (!r.ok()) return r.status().WithContext("writing the report of an unreadable log record");
+        report->unreadable.push_back({unparsed_seq, what, *k, *r});
+        off += size;
+        continue;
+      }
       if (f == Frame::kOk) {
         const uint64_t seq = rec.sequence();
         const uint64_t want = prev == 0 ? std::max<uint64_t>(first, 1) : prev + 1;

@@ -139,6 +139,18 @@ int RunServe(const ServeFlags& f) {
             << rec.snapshot_sequence << ", replayed " << rec.replayed << " logged documents";
   if (rec.torn_bytes) std::cerr << ", dropped a torn tail of " << rec.torn_bytes << " bytes";
   std::cerr << ")" << std::endl;
+  {
+    // What the memory limits allow (docs/http-api.md "Memory limits").
+    const ServerOptions& so = o;
+    auto mib = [](uint64_t b) { return std::to_string((b + (1u << 20) - 1) >> 20) + " MiB"; };
+    std::cerr << "tributary serve: memory limits: model statistics "
+              << (so.max_model_bytes ? "at most " + mib(so.max_model_bytes) : std::string("unbounded"))
+              << " per copy (--max-model-bytes; the learner's model and each publication hold one), classes "
+              << (so.max_classes ? std::to_string(so.max_classes) : std::string("unbounded")) << ", terms "
+              << (so.max_terms ? std::to_string(so.max_terms) : std::string("unbounded")) << ", answers "
+              << mib(so.max_answer_bytes) << ", request bodies " << mib(so.max_frame_bytes) << " ("
+              << mib(so.max_buffered_bytes) << " buffered over all connections)" << std::endl;
+  }
   for (const auto& d : rec.damage) std::cerr << "tributary serve: DAMAGE: " << d << std::endl;
   if (rec.lost_records) {
     std::cerr << "tributary serve: DAMAGE: " << rec.lost_records
@@ -449,6 +461,23 @@ Runner SetUpServe(CLI::App* sv) {
   sv->add_option("--snapshot-interval-s", s->server.snapshot_interval_s, "... or every T seconds")
       ->capture_default_str();
   sv->add_option("--max-frame-bytes", s->server.max_frame_bytes, "largest request frame, and HTTP request body")
+      ->capture_default_str();
+  sv->add_option("--max-answer-bytes", s->server.max_answer_bytes,
+                 "largest prediction answer (its bound: class names once, per document its id, the predicted "
+                 "class and K probabilities); a request over it is refused whole, naming how many documents fit")
+      ->capture_default_str();
+  sv->add_option("--max-classes", s->server.max_classes,
+                 "classes an open model may grow to: a label past it is refused (0: no limit)")
+      ->capture_default_str();
+  sv->add_option("--max-terms", s->server.max_terms,
+                 "terms an open vocabulary may grow to: new terms past it are left out and the document learned "
+                 "from the others (0: no limit)")
+      ->capture_default_str();
+  sv->add_option("--max-label-bytes", s->server.max_label_bytes, "longest name of a new class (0: no limit)")
+      ->capture_default_str();
+  sv->add_option("--max-model-bytes", s->server.max_model_bytes,
+                 "the statistics' budget (one copy: the learner's model and each publication hold one); classes "
+                 "and terms past it are refused / left out as for --max-classes / --max-terms (0: no limit)")
       ->capture_default_str();
   sv->add_option("--max-connections", s->server.max_connections, "open connections")->capture_default_str();
   sv->add_option("--idle-timeout-s", s->server.idle_timeout_s, "close idle connections after (0: never)")

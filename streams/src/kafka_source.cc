@@ -2,7 +2,6 @@
 
 #include <dlfcn.h>
 #include <librdkafka/rdkafka.h>
-#include <utf8proc.h>
 
 #include <algorithm>
 #include <cctype>
@@ -11,6 +10,7 @@
 #include <cstring>
 #include <exception>
 
+#include "tributary/utf8.h"
 #include "url_parse.h"
 
 namespace tributary {
@@ -178,19 +178,6 @@ Status ParseBroker(std::string_view url, std::string_view b, std::string* out) {
 }
 
 // ---- messages ----
-
-// The byte position of the first invalid UTF-8 sequence in s, or npos.
-size_t InvalidUtf8At(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    utf8proc_int32_t cp = 0;
-    const utf8proc_ssize_t n = utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(s.data() + i),
-                                                static_cast<utf8proc_ssize_t>(s.size() - i), &cp);
-    if (n <= 0) return i;
-    i += static_cast<size_t>(n);
-  }
-  return std::string_view::npos;
-}
 
 std::string Lower(std::string_view s) {
   std::string out;
@@ -382,6 +369,9 @@ Result<KafkaSourceOptions> ParseKafkaSourceUrl(std::string_view url) {
     const std::string part = "parameter " + Quoted(name);
     if (name == "group" || name == "client_id") {
       if (value.empty()) return UrlError(url, part, "a non-empty name", "an empty value");
+      // The group goes into every log record's source position (a proto3
+      // string): one that is not UTF-8 would make the log unreadable.
+      if (std::string why = Utf8Error(value); !why.empty()) return UrlError(url, part, "a UTF-8 name", why);
       (name == "group" ? o.group : o.client_id) = value;
     } else if (name == "dead_letter") {
       if (!IsLegalTopic(value)) return UrlError(url, part, kTopicRule, Quoted(value));

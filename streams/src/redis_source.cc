@@ -9,6 +9,7 @@
 #include <climits>
 #include <limits>
 
+#include "tributary/utf8.h"
 #include "url_parse.h"
 
 namespace tributary {
@@ -128,6 +129,16 @@ SourceEntry ParseEntry(const std::string& stream, const redisReply* entry) {
   if (text != nullptr && doc != nullptr) {
     return fail("expected exactly one of the fields 'text' or 'doc', found both");
   }
+  // The one UTF-8 rule (utf8.h), at the door: an entry with invalid text is
+  // dead-lettered, never acknowledged as learned nor logged (its record
+  // would not parse back at the next start).
+  const std::pair<const char*, const redisReply*> utf8_fields[] = {{"text", text}, {"label", label}, {"id", id}};
+  for (const auto& [name, value] : utf8_fields) {
+    if (value == nullptr) continue;
+    if (std::string why = Utf8Error(ReplyString(value)); !why.empty()) {
+      return fail("field '" + std::string(name) + "': " + why);
+    }
+  }
   if (text != nullptr) {
     if (ReplyString(text).empty()) return fail("expected a non-empty 'text', found an empty one");
     e.doc.set_text(std::string(ReplyString(text)));
@@ -240,6 +251,9 @@ Result<RedisSourceOptions> ParseRedisSourceUrl(std::string_view url) {
   const std::string_view stream = path_and_query.substr(0, q);
   if (!PercentDecode(stream, &o.stream)) return UrlError(url, "stream", "valid %XX escapes", "a malformed escape");
   if (o.stream.empty()) return UrlError(url, "stream", "a stream name after '/'", "none");
+  // Names go into every log record's source position (a proto3 string):
+  // one that is not UTF-8 would make the log unreadable.
+  if (std::string why = Utf8Error(o.stream); !why.empty()) return UrlError(url, "stream", "a UTF-8 name", why);
 
   // ?PARAM=VALUE&...
   if (q == std::string_view::npos) return o;
@@ -264,6 +278,7 @@ Result<RedisSourceOptions> ParseRedisSourceUrl(std::string_view url) {
     const std::string part = "parameter " + Quoted(name);
     if (name == "group" || name == "consumer" || name == "dead_letter") {
       if (value.empty()) return UrlError(url, part, "a non-empty name", "an empty value");
+      if (std::string why = Utf8Error(value); !why.empty()) return UrlError(url, part, "a UTF-8 name", why);
       (name == "group" ? o.group : name == "consumer" ? o.consumer : o.dead_letter) = value;
     } else if (name == "batch") {
       if (!ParseUnsigned<uint32_t>(value, 1, 1000000, &o.batch)) {

@@ -101,7 +101,8 @@ acc = right / len(test)
 print("held-out accuracy %.3f on %d fortunes (chance 0.25)" % (acc, len(test)))
 assert acc >= 0.5, acc
 p = body["predictions"][0]
-assert abs(sum(p["probabilities"].values()) - 1) < 1e-6, p
+assert abs(sum(p["probabilities"]) - 1) < 1e-6, p
+assert len(p["probabilities"]) == len(body["classes"]), (p, body["classes"])
 
 status, body, headers = call("/v1/learn", {"documents": train[:1]}, token="wrong")
 assert status == 401 and body["error"]["code"] == "UNAUTHENTICATED", (status, body)

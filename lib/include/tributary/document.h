@@ -39,6 +39,13 @@ struct DocumentBuffer {
   /// are not in term_ids): the caller adds them (Model::AddTerms) and decodes
   /// again (DecodeGrowing in learner.h does both).
   std::vector<std::string> new_terms;
+  /// New terms left out because the model's vocabulary is at its limit
+  /// (GrowthLimits::max_terms) or they are longer than kMaxNewTermBytes:
+  /// counted as unseen terms, never added.
+  uint32_t terms_over_limit = 0;
+  /// Why Decode refused the document, when a growth limit did.
+  enum class LimitRefusal : uint8_t { kNone, kClasses, kLabelBytes };
+  LimitRefusal limit_refusal = LimitRefusal::kNone;
 
   /// Resets every field to its default, keeping the vectors' capacity.
   void Clear();

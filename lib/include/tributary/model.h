@@ -314,6 +314,17 @@ class Model {
   /// meaning as `reference` (a decoder made for one serves both). On error
   /// some may have been added.
   Status GrowTo(const ModelSchema& reference);
+  /// How far this model may grow (an open vocabulary, open classes): the
+  /// caller's `limits`, and a budget for the statistics' bytes
+  /// (`max_statistics_bytes`, 0: none) folded into the schema's effective
+  /// max_classes and max_terms from what a class and a term cost now; kept
+  /// up to date as the model grows (schema().limits()). Decode refuses a
+  /// label past them and leaves new terms out; AddClass and AddTerms refuse
+  /// (kInvalidDocument), and the room made when the model is re-created never
+  /// passes them. Not saved with the model: set again after every load.
+  void SetGrowthLimits(const GrowthLimits& limits, uint64_t max_statistics_bytes);
+  /// The statistics' bytes (what SetGrowthLimits's budget bounds).
+  uint64_t statistics_bytes() const { return stats_.size() * sizeof(double); }
   /// Changes whenever the statistics' layout changes (a class added, the model re-created to grow): scoring
   /// states and learners made before must then be made again. Starts at 0.
   uint64_t layout_version() const { return layout_version_; }
@@ -421,6 +432,10 @@ class Model {
   uint32_t num_outputs_ = 0;
   uint32_t class_capacity_ = 0;  ///< 0: num_classes()
   uint64_t vocab_capacity_ = 0;  ///< 0: the vocabulary size
+  GrowthLimits user_limits_;     ///< SetGrowthLimits's, before the budget
+  uint64_t stats_budget_ = 0;    ///< SetGrowthLimits's statistics budget (0: none)
+  /// schema_'s limits: user_limits_ with the budget folded in.
+  void FoldGrowthBudget();
   trib_family_model* fmodel_ = nullptr;
   SufficientStats stats_;
   LearnerState learner_;

@@ -38,6 +38,17 @@ inline constexpr uint64_t kMaxHashedDim = uint64_t{1} << 24;
 /// (the server's Publish, Model::Clone) therefore does not copy the
 /// vocabulary. Thread safety: a schema is a value; copies may be used and
 /// destroyed on different threads.
+/// How far an open model may grow while it learns (ModelSchema::limits();
+/// 0: no limit). Not part of the schema on the wire: the limits are the
+/// caller's (`serve --max-classes`, `--max-terms`, `--max-label-bytes`,
+/// `--max-model-bytes`), set again on every open. Model::SetGrowthLimits
+/// folds a statistics budget into max_classes / max_terms.
+struct GrowthLimits {
+  uint64_t max_classes = 0;      ///< a label that would be one class more is refused
+  uint64_t max_terms = 0;        ///< new terms past it are not added (counted as unseen)
+  uint64_t max_label_bytes = 0;  ///< a new class name longer than this is refused
+};
+
 class ModelSchema {
  public:
   /// Validates: unique non-empty term names, unique class names, categorical
@@ -92,6 +103,11 @@ class ModelSchema {
   /// Appends a class (open_classes only); returns its index.
   uint32_t AddClass(const std::string& name);
 
+  /// The growth limits Decode and Model::AddClass / AddTerms apply (not on
+  /// the wire; copied with the schema).
+  const GrowthLimits& limits() const { return limits_; }
+  void set_limits(const GrowthLimits& limits) { limits_ = limits; }
+
   /// The C view handed to families (valid while this schema is unchanged).
   trib_schema CView() const;
 
@@ -131,6 +147,7 @@ class ModelSchema {
   std::vector<uint32_t> cat_card_;
   std::vector<uint32_t> real_kinds_;
   std::unordered_map<std::string, uint32_t> class_index_;
+  GrowthLimits limits_;
 };
 
 /// 64-bit FNV-1a of a token, reduced to [0, dim): how raw tokens map to ids in

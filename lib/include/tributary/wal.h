@@ -82,6 +82,16 @@ struct WalDamage {
   std::string Describe() const;
 };
 
+/// A record that is whole (its checksum holds) but does not parse as a log
+/// record: skipped, kept aside and reported under every policy (a document
+/// with invalid UTF-8 logged by a version before the one UTF-8 rule).
+struct WalUnreadableRecord {
+  uint64_t sequence = 0;
+  std::string description;  ///< one line: segment, byte, sequence, why
+  std::string kept_as;      ///< the record's frame, byte for byte, in damaged/
+  std::string report;       ///< the .report file written
+};
+
 /// What WriteAheadLog::Replay found and did.
 struct WalReplayReport {
   uint64_t acknowledged_mark = 0;  ///< M read from wal.acked (0: none)
@@ -93,6 +103,7 @@ struct WalReplayReport {
   uint64_t last_sequence = 0;      ///< highest sequence seen (0 if none); at least M under kSkip
   uint64_t lost_records = 0;       ///< acknowledged records skipped under kSkip
   std::vector<WalDamage> damage;   ///< corruption found, in order, covered ranges included (not a torn tail)
+  std::vector<WalUnreadableRecord> unreadable;  ///< whole records that do not parse (above `after`), skipped
 };
 
 /// The write-ahead log in one directory (the format, the mark and the damage

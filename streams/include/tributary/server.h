@@ -75,10 +75,27 @@ struct ServerOptions {
   uint32_t publish_interval_ms = 10;      ///< publish a model copy this long after the last, if anything was learned
   uint64_t publish_every_updates = 1000;  ///< also publish after this many documents learned
   uint32_t max_frame_bytes = 16u << 20;   ///< also the largest HTTP request body
-  uint32_t max_connections = 1024;        ///< per port (protocol, HTTP)
-  uint32_t idle_timeout_s = 300;          ///< close connections idle (or not taking responses) this long; 0: never
-  uint32_t max_inflight = 128;            ///< requests read but not yet answered, per connection (HTTP: 1)
-  std::string auth_token;                 ///< empty: no authentication
+  /// The largest prediction answer, by its bound (the class names once; per
+  /// document its id, the predicted class's name and K probabilities),
+  /// checked before anything is scored: a request over it is refused whole
+  /// (HTTP 413, binary INVALID_REQUEST) with the number of documents that fit.
+  uint64_t max_answer_bytes = 64u << 20;
+  /// How far the model may grow (Model::SetGrowthLimits; 0: no limit), so
+  /// that the server's memory is a function of its flags: classes (a label
+  /// past it is refused), terms of an open vocabulary (new terms past it are
+  /// left out, the document learned from the others), the bytes of a new
+  /// class's name, and the statistics' bytes (one copy; the learner's model
+  /// and each publication hold one). Refusals are specific errors, counted
+  /// in /metrics (tributary_limit_refusals_total); documents the log holds
+  /// from before are skipped and counted when replayed, never an abort.
+  uint64_t max_classes = 1000;
+  uint64_t max_terms = 2000000;
+  uint64_t max_label_bytes = 1024;
+  uint64_t max_model_bytes = uint64_t{1} << 30;
+  uint32_t max_connections = 1024;  ///< per port (protocol, HTTP)
+  uint32_t idle_timeout_s = 300;    ///< close connections idle (or not taking responses) this long; 0: never
+  uint32_t max_inflight = 128;      ///< requests read but not yet answered, per connection (HTTP: 1)
+  std::string auth_token;           ///< empty: no authentication
   /// Strangers (only when auth_token is set): until a connection has shown
   /// the token, a frame over pre_auth_max_frame_bytes must carry the token in
   /// its first bytes (the protocol's field order puts it there) or the

@@ -7,9 +7,11 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "server/frame.h"
+#include "tributary/utf8.h"
 
 namespace tributary {
 
@@ -179,14 +181,31 @@ std::optional<LearnRefusal> Server::Impl::CheckLearn(const v1::LearnRequest& lr)
     const Plugin& loss = *pub.model->loss_plugin();
     const std::string label_required_by = loss.loss().requires_label ? loss.name : std::string();
     DocumentBuffer buf;
+    // New classes of the whole request count against the model's limit
+    // together (each document alone is checked against the model by Decode).
+    std::unordered_set<std::string> new_classes;
+    const uint64_t max_classes = pub.model->schema().limits().max_classes;
     for (int i = 0; i < lr.documents_size(); ++i) {
       std::string new_class;
       // The one learning rule, shared with `tributary client learn`.
       Status st = pub.decoder->DecodeForLearning(lr.documents(i), static_cast<uint64_t>(i), pub.model->schema(),
                                                  label_required_by, &buf, &new_class);
+      CountLimits(buf);
       if (!st.ok()) {
         refusal =
             refuse(v1::Response::INVALID_REQUEST, "learn (document index within the request): " + st.message(), i);
+        break;
+      }
+      if (!new_class.empty() && new_classes.insert(new_class).second && max_classes != 0 &&
+          pub.model->num_classes() + new_classes.size() > max_classes) {
+        counters.class_limit_refusals++;
+        refusal = refuse(v1::Response::INVALID_REQUEST,
+                         "learn (document index within the request): " + buf.Name() + ": label '" +
+                             Printable(new_class, 128) + "' would be class " +
+                             std::to_string(pub.model->num_classes() + new_classes.size()) +
+                             " with the request's other new classes, over the model's limit of " +
+                             std::to_string(max_classes) + " classes (--max-classes, or what --max-model-bytes allows)",
+                         i);
         break;
       }
     }
@@ -194,6 +213,12 @@ std::optional<LearnRefusal> Server::Impl::CheckLearn(const v1::LearnRequest& lr)
   });
   if (!read.ok()) return refuse(v1::Response::INTERNAL, read.ToString());
   return refusal;
+}
+
+void Server::Impl::CountLimits(const DocumentBuffer& buf) {
+  counters.terms_dropped += buf.terms_over_limit;
+  if (buf.limit_refusal == DocumentBuffer::LimitRefusal::kClasses) counters.class_limit_refusals++;
+  if (buf.limit_refusal == DocumentBuffer::LimitRefusal::kLabelBytes) counters.label_limit_refusals++;
 }
 
 bool Server::Impl::SubmitLearn(LearnJob& job) {

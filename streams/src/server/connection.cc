@@ -417,8 +417,10 @@ v1::Response Connection::Predict(uint64_t id, const v1::PredictRequest& pr, Cloc
   auto* out = r.mutable_predict();
   const Model* model = nullptr;
   int bad = -1;
+  // Protobuf: per Prediction its tags, lengths and index (32 bytes), a
+  // packed double 8 bytes, a string byte one.
   Status st = srv_->PredictDocuments(
-      pr.documents(),
+      pr.documents(), Server::Impl::AnswerShape{32, 8, 1},
       [&](const Server::Impl::PredictedOutputs& o) {
         model = o.model;
         out->set_model_version(o.version);
@@ -433,8 +435,9 @@ v1::Response Connection::Predict(uint64_t id, const v1::PredictRequest& pr, Cloc
       },
       &bad);
   if (!st.ok()) {
-    return bad >= 0 ? ErrorResponse(id, v1::Response::INVALID_REQUEST, "predict: " + st.message())
-                    : ErrorResponse(id, v1::Response::INTERNAL, st.ToString());
+    return bad >= 0 || bad == Server::Impl::kAnswerTooLarge
+               ? ErrorResponse(id, v1::Response::INVALID_REQUEST, "predict: " + st.message())
+               : ErrorResponse(id, v1::Response::INTERNAL, st.ToString());
   }
   srv_->counters.predictions += static_cast<uint64_t>(pr.documents_size());
   srv_->counters.predict_latency.Observe(std::chrono::duration<double>(Clock::now() - start).count());

@@ -398,22 +398,28 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     uint64_t version = 0;
     const Model* model = nullptr;
     int bad = -1;
+    // JSON: per document {"id":..,"index":..,"predicted":..,"probabilities":[..]}
+    // (96 bytes of keys, braces and an index); a double takes at most 24
+    // characters and a comma; a string byte at most 6 (\u00XX).
     Status st = srv_->PredictDocuments(
-        pr.documents(),
+        pr.documents(), Server::Impl::AnswerShape{96, 26, 6},
         [&](const Server::Impl::PredictedOutputs& o) {
           model = o.model;
           version = o.version;
           for (uint32_t k = 0; k < o.model->num_outputs(); ++k) classes.push_back(o.model->OutputName(k));
         },
         [&](int i, const std::vector<double>& probs, uint32_t best) {
-          json p = json::object();
-          for (uint32_t k = 0; k < probs.size(); ++k) p[model->OutputName(k)] = probs[k];
+          // In the order of "classes": each class name is sent once per
+          // answer, not once per prediction.
+          json p = json::array();
+          for (double x : probs) p.push_back(x);
           predictions.push_back({{"id", pr.documents(i).id()},
                                  {"index", i},
                                  {"predicted", model->OutputName(best)},
                                  {"probabilities", std::move(p)}});
         },
         &bad);
+    if (bad == Server::Impl::kAnswerTooLarge) return Error(413, "predict: " + st.message());
     if (!st.ok()) return bad >= 0 ? Error(400, "predict: " + st.message(), bad) : Error(500, st.ToString());
     json out = {{"model_version", version}, {"classes", std::move(classes)}, {"predictions", std::move(predictions)}};
     srv_->counters.predictions += static_cast<uint64_t>(pr.documents_size());

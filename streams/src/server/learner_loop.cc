@@ -167,6 +167,7 @@ Status Server::Impl::Read(const std::function<Status(const LiveView&)>& fn) {
 }
 
 Status Server::Impl::PredictDocuments(const google::protobuf::RepeatedPtrField<v1::Document>& docs,
+                                      const AnswerShape& shape,
                                       const std::function<void(const PredictedOutputs&)>& begin,
                                       const std::function<void(int, const std::vector<double>&, uint32_t)>& each,
                                       int* bad_index) {
@@ -174,6 +175,29 @@ Status Server::Impl::PredictDocuments(const google::protobuf::RepeatedPtrField<v
   return Read([&](const LiveView& pub) {
     const Model& model = *pub.model;
     const uint32_t K = model.num_outputs();
+    // The answer's bound, before anything is scored or built: a small
+    // request must not make a huge answer (ids and class names repeated per
+    // document, K probabilities each).
+    uint64_t names = 0, longest = 0;
+    for (uint32_t k = 0; k < K; ++k) {
+      const uint64_t n = model.OutputName(k).size();
+      names += shape.per_string_byte * n + 8;
+      longest = std::max(longest, n);
+    }
+    const uint64_t per_doc = shape.per_document + shape.per_string_byte * longest + shape.per_probability * K;
+    uint64_t bound = 1024 + names;
+    for (int i = 0; i < docs.size(); ++i) bound += per_doc + shape.per_string_byte * docs.Get(i).id().size();
+    if (bound > opt.max_answer_bytes) {
+      *bad_index = kAnswerTooLarge;
+      counters.answer_refusals++;
+      const uint64_t room = opt.max_answer_bytes > 1024 + names ? opt.max_answer_bytes - 1024 - names : 0;
+      return Status::InvalidArgument(
+          "the answer to " + std::to_string(docs.size()) + " documents would take up to " + std::to_string(bound) +
+          " bytes (" + std::to_string(K) + " classes each, the longest name " + std::to_string(longest) +
+          " bytes), over the limit of " + std::to_string(opt.max_answer_bytes) +
+          " bytes (--max-answer-bytes): send at most " + std::to_string(room / std::max<uint64_t>(1, per_doc)) +
+          " documents of short ids per request");
+    }
     std::vector<double> scores(K), probs(K);
     begin(PredictedOutputs{pub.version, &model});
     DocumentBuffer buf;

@@ -91,6 +91,36 @@ std::string Server::Impl::MetricsText() {
   os << "tributary_errors_total{kind=\"internal\"} " << counters.err_internal << "\n";
   os << "tributary_errors_total{kind=\"bad_frame\"} " << counters.err_frame << "\n";
   os << "tributary_errors_total{kind=\"wal\"} " << counters.err_wal << "\n";
+  os << "# HELP tributary_limit_refusals_total Requests or documents refused by a memory limit (answer_bytes: "
+        "a predict request whose answer would pass --max-answer-bytes; classes: a label past --max-classes or the "
+        "--max-model-bytes budget; label_bytes: a new class name over --max-label-bytes).\n"
+        "# TYPE tributary_limit_refusals_total counter\n";
+  os << "tributary_limit_refusals_total{limit=\"answer_bytes\"} " << counters.answer_refusals << "\n";
+  os << "tributary_limit_refusals_total{limit=\"classes\"} " << counters.class_limit_refusals << "\n";
+  os << "tributary_limit_refusals_total{limit=\"label_bytes\"} " << counters.label_limit_refusals << "\n";
+  counter("tributary_new_terms_dropped_total",
+          "New terms of learn requests left out of the open vocabulary: at --max-terms (or the --max-model-bytes "
+          "budget), or longer than 256 bytes.",
+          counters.terms_dropped);
+  if (ready) {
+    // The model's size against its limits (the publication's: what answers).
+    (void)Read([&](const LiveView& pub) {
+      const Model& m = *pub.model;
+      const GrowthLimits& lim = m.schema().limits();
+      gauge("tributary_model_classes", "Classes of the served model.", m.num_classes());
+      gauge("tributary_model_classes_limit", "Classes the model may grow to (0: no limit).",
+            static_cast<double>(lim.max_classes));
+      gauge("tributary_model_terms", "Terms of the served model's vocabulary (hash buckets if hashed).",
+            static_cast<double>(m.schema().vocab_size()));
+      gauge("tributary_model_terms_limit", "Terms an open vocabulary may grow to (0: no limit or not open).",
+            static_cast<double>(lim.max_terms));
+      gauge("tributary_model_statistics_bytes", "Bytes of the served model's statistics (one copy).",
+            static_cast<double>(m.statistics_bytes()));
+      return Status::OK();
+    });
+  }
+  gauge("tributary_model_statistics_bytes_limit", "--max-model-bytes: the statistics' budget (one copy; 0: none).",
+        static_cast<double>(opt.max_model_bytes));
   gauge("tributary_queue_depth", "Documents accepted but not yet learned.", static_cast<double>(QueueDepth()));
   gauge("tributary_model_version", "Version (documents learned) of the published model.",
         ready ? static_cast<double>(live->version()) : 0.0);

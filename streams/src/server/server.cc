@@ -294,6 +294,8 @@ Status Server::Impl::Recover(std::unique_ptr<Model> initial) {
     lo.learner.seed = s.opt.seed;  // N: the model's (effective_size 0 keeps it)
     lo.publish_every = 0;
     lo.max_readers = static_cast<uint32_t>(std::min<size_t>(4096, s.opt.io_threads + s.readers.size() + 16));
+    model->SetGrowthLimits(GrowthLimits{s.opt.max_classes, s.opt.max_terms, s.opt.max_label_bytes},
+                           s.opt.max_model_bytes);
     auto made = LiveModel::Create(std::move(model), lo);
     if (!made.ok()) return made.status();
     s.live = std::move(made).value();
@@ -320,6 +322,18 @@ Status Server::Impl::Recover(std::unique_ptr<Model> initial) {
   s.recovery.replayed = rep.records;
   s.recovery.torn_bytes = rep.torn_bytes;
   s.recovery.lost_records = rep.lost_records;
+  // Whole records that do not parse are skipped like a refused document
+  // (counted, the model's sequence past them) and reported.
+  for (const auto& u : rep.unreadable) {
+    s.recovery.damage.push_back(u.description + "; skipped, kept as " + u.kept_as);
+    s.recovery.reports.push_back(u.report);
+    s.counters.documents_skipped++;
+    s.applied_sequence = std::max(s.applied_sequence, u.sequence);
+    TRIB_RETURN_IF_ERROR(s.live->WithModel([](Model* m) {
+      m->learner_state().skipped_documents++;
+      return Status::OK();
+    }));
+  }
   for (const auto& d : rep.damage) {
     s.recovery.damage.push_back(d.Describe() + (d.kept_as.empty() ? "" : "; kept as " + d.kept_as));
     if (!d.report.empty()) s.recovery.reports.push_back(d.report);
@@ -344,7 +358,8 @@ Status Server::Impl::Recover(std::unique_ptr<Model> initial) {
   // A new data directory gets its base snapshot at once (so a damaged later
   // snapshot always has one before it); after a replay, or after damage, a
   // snapshot makes the recovered state the starting point.
-  if (rep.records > 0 || !s.recovery.from_snapshot || !damaged.empty() || !rep.damage.empty()) {
+  if (rep.records > 0 || !s.recovery.from_snapshot || !damaged.empty() || !rep.damage.empty() ||
+      !rep.unreadable.empty()) {
     TRIB_RETURN_IF_ERROR(s.SaveSnapshot());
   }
   s.recovery_phase = RecoveryPhase::kSnapshot;

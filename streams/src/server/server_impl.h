@@ -86,6 +86,10 @@ struct Counters {
   std::atomic<uint64_t> wal_recovery_attempts{0}, wal_recoveries{0};
   std::atomic<uint64_t> snapshot_failures{0};
   std::atomic<uint64_t> ack_mark_failures{0};
+  // Requests and documents refused by a memory limit (ServerOptions
+  // max_answer_bytes, max_classes, max_label_bytes), and new terms left out
+  // of an open vocabulary at max_terms or over kMaxNewTermBytes.
+  std::atomic<uint64_t> answer_refusals{0}, class_limit_refusals{0}, label_limit_refusals{0}, terms_dropped{0};
   // Errors by kind (the Response codes, plus framing and log errors).
   std::atomic<uint64_t> err_invalid{0}, err_unauthenticated{0}, err_overloaded{0}, err_unavailable{0}, err_internal{0},
       err_frame{0}, err_wal{0};
@@ -263,7 +267,21 @@ struct Server::Impl {
     uint64_t version;
     const Model* model;
   };
-  Status PredictDocuments(const google::protobuf::RepeatedPtrField<v1::Document>& docs,
+  // The most bytes an answer takes, by the protocol's encoding: the class
+  // names once, then per document a fixed part, its id and the predicted
+  // class's name (each string byte at most per_string_byte bytes: JSON's
+  // \u00XX escapes take 6), and K probabilities.
+  struct AnswerShape {
+    uint64_t per_document;
+    uint64_t per_probability;
+    uint64_t per_string_byte;
+  };
+  // Before anything is scored, the answer's bound (AnswerShape) is checked
+  // against opt.max_answer_bytes: over it, *bad_index is kAnswerTooLarge and
+  // the Status (InvalidArgument) says the bound, the limit and how many
+  // documents a request may hold; counted in counters.answer_refusals.
+  static constexpr int kAnswerTooLarge = -2;
+  Status PredictDocuments(const google::protobuf::RepeatedPtrField<v1::Document>& docs, const AnswerShape& shape,
                           const std::function<void(const PredictedOutputs&)>& begin,
                           const std::function<void(int, const std::vector<double>&, uint32_t)>& each, int* bad_index);
 
@@ -294,6 +312,8 @@ struct Server::Impl {
   // capacity still held) when the committer has stopped (shutdown).
   std::optional<LearnRefusal> CheckLearn(const v1::LearnRequest& lr);
   bool SubmitLearn(LearnJob& job);
+  // Counts what a growth limit did to a decoded document (Counters).
+  void CountLimits(const DocumentBuffer& buf);
 
   Status Recover(std::unique_ptr<Model> initial);  // server.cc
   void CommitterLoop();                            // committer.cc
