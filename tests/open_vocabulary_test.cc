@@ -487,9 +487,10 @@ TEST(GrowthLimitsTest, TermsStopAtTheLimitClassesAreRefusedAndTheBudgetHolds) {
   ASSERT_TRUE(clone.ok());
   EXPECT_EQ((*clone)->schema().limits().max_classes, 3u);
 
-  auto open = NewModel(OpenSchema({}), "ncll");
+  v1::Schema open_proto = OpenSchema({});
+  open_proto.set_open_classes(true);
+  auto open = NewModel(open_proto, "ncll");
   ASSERT_TRUE(open);
-  open->mutable_schema()->set_open_classes(true);
   open->SetGrowthLimits(GrowthLimits{0, 0, 16}, 0);
   auto dec2 = DocumentDecoder::ForModel(open->schema());
   ASSERT_TRUE(dec2.ok());

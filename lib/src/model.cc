@@ -477,15 +477,18 @@ void Model::FoldGrowthBudget() {
   auto fold = [](uint64_t* limit, uint64_t cap) { *limit = *limit == 0 ? cap : std::min(*limit, cap); };
   if (stats_budget_ != 0) {
     // What one more class (term) costs: the statistics over the classes
-    // (terms) they have room for, the other dimension as it is now. Never
-    // below what the model already has (it is not shrunk).
+    // (terms) they have room for, the other dimension as it is now, rounded
+    // up (the share of the parts that are not per class is counted in, so
+    // the grown statistics stay within the budget). Never below what the
+    // model already has (it is not shrunk).
+    auto CeilDiv = [](uint64_t a, uint64_t b) { return (a + b - 1) / b; };
     const uint64_t bytes = std::max<uint64_t>(1, statistics_bytes());
     if (schema_.open_classes() && !latent_outputs()) {
-      const uint64_t per_class = std::max<uint64_t>(1, bytes / std::max<uint64_t>(1, class_capacity()));
+      const uint64_t per_class = CeilDiv(bytes, std::max<uint64_t>(1, class_capacity()));
       fold(&eff.max_classes, std::max<uint64_t>(stats_budget_ / per_class, num_classes()));
     }
     if (schema_.open_vocabulary()) {
-      const uint64_t per_term = std::max<uint64_t>(1, bytes / std::max<uint64_t>(1, vocab_capacity()));
+      const uint64_t per_term = CeilDiv(bytes, std::max<uint64_t>(1, vocab_capacity()));
       fold(&eff.max_terms, std::max<uint64_t>(stats_budget_ / per_term, schema_.vocab_size()));
     }
   }

@@ -43,9 +43,13 @@ struct DocumentBuffer {
   /// (GrowthLimits::max_terms) or they are longer than kMaxNewTermBytes:
   /// counted as unseen terms, never added.
   uint32_t terms_over_limit = 0;
-  /// Why Decode refused the document, when a growth limit did.
-  enum class LimitRefusal : uint8_t { kNone, kClasses, kLabelBytes };
-  LimitRefusal limit_refusal = LimitRefusal::kNone;
+  /// Which growth limit made Decode refuse the document.
+  enum class LimitRefusal : uint8_t {
+    kNone,       ///< none did
+    kClasses,    ///< GrowthLimits::max_classes
+    kLabelBytes  ///< GrowthLimits::max_label_bytes
+  };
+  LimitRefusal limit_refusal = LimitRefusal::kNone;  ///< set when a growth limit refused the document
 
   /// Resets every field to its default, keeping the vectors' capacity.
   void Clear();

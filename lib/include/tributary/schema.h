@@ -31,13 +31,6 @@ struct FeatureSpecInfo {
 /// (2^30 in a few bytes) would make a reader allocate hundreds of GB.
 inline constexpr uint64_t kMaxHashedDim = uint64_t{1} << 24;
 
-/// Copies of a schema share its vocabulary (the term names and their index,
-/// the largest part of a big model's schema): a copy costs O(classes +
-/// features), and the first AddTerms on a shared vocabulary copies it
-/// (copy-on-write). A model published to readers while the learner goes on
-/// (the server's Publish, Model::Clone) therefore does not copy the
-/// vocabulary. Thread safety: a schema is a value; copies may be used and
-/// destroyed on different threads.
 /// How far an open model may grow while it learns (ModelSchema::limits();
 /// 0: no limit). Not part of the schema on the wire: the limits are the
 /// caller's (`serve --max-classes`, `--max-terms`, `--max-label-bytes`,
@@ -49,6 +42,13 @@ struct GrowthLimits {
   uint64_t max_label_bytes = 0;  ///< a new class name longer than this is refused
 };
 
+/// Copies of a schema share its vocabulary (the term names and their index,
+/// the largest part of a big model's schema): a copy costs O(classes +
+/// features), and the first AddTerms on a shared vocabulary copies it
+/// (copy-on-write). A model published to readers while the learner goes on
+/// (the server's Publish, Model::Clone) therefore does not copy the
+/// vocabulary. Thread safety: a schema is a value; copies may be used and
+/// destroyed on different threads.
 class ModelSchema {
  public:
   /// Validates: unique non-empty term names, unique class names, categorical
@@ -106,6 +106,7 @@ class ModelSchema {
   /// The growth limits Decode and Model::AddClass / AddTerms apply (not on
   /// the wire; copied with the schema).
   const GrowthLimits& limits() const { return limits_; }
+  /// Sets limits() (Model::SetGrowthLimits does, with its budget folded in).
   void set_limits(const GrowthLimits& limits) { limits_ = limits; }
 
   /// The C view handed to families (valid while this schema is unchanged).

@@ -86,7 +86,7 @@ struct WalDamage {
 /// record: skipped, kept aside and reported under every policy (a document
 /// with invalid UTF-8 logged by a version before the one UTF-8 rule).
 struct WalUnreadableRecord {
-  uint64_t sequence = 0;
+  uint64_t sequence = 0;    ///< the record's sequence (read from its first field)
   std::string description;  ///< one line: segment, byte, sequence, why
   std::string kept_as;      ///< the record's frame, byte for byte, in damaged/
   std::string report;       ///< the .report file written

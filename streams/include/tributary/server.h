@@ -88,10 +88,10 @@ struct ServerOptions {
   /// and each publication hold one). Refusals are specific errors, counted
   /// in /metrics (tributary_limit_refusals_total); documents the log holds
   /// from before are skipped and counted when replayed, never an abort.
-  uint64_t max_classes = 1000;
-  uint64_t max_terms = 2000000;
-  uint64_t max_label_bytes = 1024;
-  uint64_t max_model_bytes = uint64_t{1} << 30;
+  uint64_t max_classes = 1000;                   ///< --max-classes
+  uint64_t max_terms = 2000000;                  ///< --max-terms
+  uint64_t max_label_bytes = 1024;               ///< --max-label-bytes
+  uint64_t max_model_bytes = uint64_t{1} << 30;  ///< --max-model-bytes (one copy of the statistics)
   uint32_t max_connections = 1024;  ///< per port (protocol, HTTP)
   uint32_t idle_timeout_s = 300;    ///< close connections idle (or not taking responses) this long; 0: never
   uint32_t max_inflight = 128;      ///< requests read but not yet answered, per connection (HTTP: 1)
