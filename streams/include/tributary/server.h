@@ -92,10 +92,10 @@ struct ServerOptions {
   uint64_t max_terms = 2000000;                  ///< --max-terms
   uint64_t max_label_bytes = 1024;               ///< --max-label-bytes
   uint64_t max_model_bytes = uint64_t{1} << 30;  ///< --max-model-bytes (one copy of the statistics)
-  uint32_t max_connections = 1024;  ///< per port (protocol, HTTP)
-  uint32_t idle_timeout_s = 300;    ///< close connections idle (or not taking responses) this long; 0: never
-  uint32_t max_inflight = 128;      ///< requests read but not yet answered, per connection (HTTP: 1)
-  std::string auth_token;           ///< empty: no authentication
+  uint32_t max_connections = 1024;               ///< per port (protocol, HTTP)
+  uint32_t idle_timeout_s = 300;  ///< close connections idle (or not taking responses) this long; 0: never
+  uint32_t max_inflight = 128;    ///< requests read but not yet answered, per connection (HTTP: 1)
+  std::string auth_token;         ///< empty: no authentication
   /// Strangers (only when auth_token is set): until a connection has shown
   /// the token, a frame over pre_auth_max_frame_bytes must carry the token in
   /// its first bytes (the protocol's field order puts it there) or the
