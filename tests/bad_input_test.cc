@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "test_util.h"
+#include "tributary/model_config.h"
 #include "tributary/stream_io.h"
 
 namespace tributary {
@@ -182,6 +183,14 @@ TEST_F(BadInputTest, BadDocumentsNamedAndSkippableWithoutLoss) {
     d.set_weight(-1);
     cases.push_back({"negative_weight", d, "weight is -1"});
   }
+  {
+    // Finite but past what a step can scale (issue 41 item 7: the model
+    // written could not be read back, and the default train blamed another
+    // document).
+    v1::Document d = Doc(99, "c0", {1});
+    d.set_weight(1e308);
+    cases.push_back({"huge_weight", d, "weight is 1e+308, expected a finite number in [0, 1e6]"});
+  }
   auto good = GoodDocs(12);
   std::string clean = Write("clean.pb", Header(), good);
   std::string out;
@@ -348,6 +357,34 @@ TEST_F(BadInputTest, EvalRefusesUnknownLabelAndCountsUnseenTerms) {
   EXPECT_EQ(
       testing::RunCommand(testing::ProgramPath() + " eval --model " + dir_ + "/model.trib --in " + bad, &out, true), 1);
   EXPECT_THAT(out, HasSubstr("label 'c9' is not a class of the model"));
+}
+
+// The effective data-set size n is checked, never silently replaced (issue
+// 41 item 8): NaN, 0, negative and infinite values given by the caller, and a
+// stream header's document_count past kMaxEffectiveSize (an n of 1e18 made
+// every prediction exactly 0).
+TEST(EffectiveSizeTest, AnImpossibleNIsRefusedNamingIt) {
+  const v1::Schema schema = testing::TextSchema(20, 2);
+  for (double n :
+       {std::numeric_limits<double>::quiet_NaN(), -1.0, 0.5, std::numeric_limits<double>::infinity(), 1e18}) {
+    ModelConfig c;
+    c.n = n;
+    auto m = NewModel(c, testing::BuiltinRegistry(), schema, 100);
+    ASSERT_FALSE(m.ok()) << n;
+    EXPECT_THAT(m.status().message(), HasSubstr("n (the effective data-set size) is")) << n;
+    EXPECT_THAT(m.status().message(), HasSubstr("expected a finite number in [1, 1e12]")) << n;
+  }
+  ModelConfig c;
+  auto m = NewModel(c, testing::BuiltinRegistry(), schema, uint64_t{1000000000000000000}, "s.pb");
+  ASSERT_FALSE(m.ok());
+  EXPECT_THAT(m.status().message(), HasSubstr("'s.pb'"));
+  EXPECT_THAT(m.status().message(), HasSubstr("1000000000000000000 documents (document_count)"));
+  c.n = 1e12;  // the largest n, and a stream's own length, are fine
+  EXPECT_TRUE(NewModel(c, testing::BuiltinRegistry(), schema, 100).ok());
+  c.n = 0;
+  auto ok = NewModel(c, testing::BuiltinRegistry(), schema, 100);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ((*ok)->learner_state().effective_size, 100);
 }
 
 }  // namespace

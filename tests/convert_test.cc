@@ -308,6 +308,32 @@ TEST_F(ConvertTest, TsvLineWithoutTabIsAnError) {
   EXPECT_FALSE(std::filesystem::exists(o.out));
 }
 
+// Errors quote the input made printable: a terminal escape sequence or an
+// invalid byte in a bad line reaches the user's terminal as \xNN, never raw
+// (issue 41 item 13).
+TEST_F(ConvertTest, ErrorsNeverEchoRawControlBytes) {
+  ConvertOptions o = Tsv(std::string("a\tfine\n\x1b]0;pwned\x07 no tab \xff here\n", 32));
+  Status st = ConvertFile(o, nullptr);
+  ASSERT_TRUE(st.IsInvalidDocument()) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr("\\x1b]0;pwned\\x07 no tab \\xff here"));
+  for (char c : st.message()) EXPECT_TRUE(c != '\x1b' && c != '\x07' && c != '\xff') << st.message();
+}
+
+// A text input with no newline in sight (/dev/zero here) is refused at the
+// line limit instead of being read into memory until it fails (issue 41
+// item 10: `convert --in /dev/zero` grew to several GB).
+TEST_F(ConvertTest, AnEndlessLineIsRefusedAtTheLimit) {
+  for (const char* format : {"tsv", "svmlight"}) {
+    ConvertOptions o = Tsv("");
+    o.format = format;
+    o.in = "/dev/zero";
+    Status st = ConvertFile(o, nullptr);
+    ASSERT_TRUE(st.IsInvalidDocument()) << format << ": " << st.ToString();
+    EXPECT_THAT(st.message(), HasSubstr("'/dev/zero' line 1: longer than 64 MiB without a newline"));
+    EXPECT_FALSE(std::filesystem::exists(o.out));
+  }
+}
+
 TEST_F(ConvertTest, TsvSkipBad) {
   ConvertOptions o = Tsv("a\tfine\nno tab\nb\tfine too\nnor here\n");
   o.skip_bad = true;

@@ -4,6 +4,7 @@
 // leave what was durable before untouched.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -59,6 +60,39 @@ TEST(EnvTest, DefaultEnvRoundTripsAndNamesMissingFiles) {
 // A file written from pieces (a snapshot's head, the model's statistics
 // where they lie, its tail) is their concatenation, empty pieces and more
 // pieces than one writev takes included; the pieces count as one write.
+// WriteFileAtomically renames a new file over its path: anything but a
+// regular file or a new path is refused and left as it was (the probe ran
+// `train --out /dev/null` as root and /dev/null became a regular file; a
+// FIFO of the user's own is replaced the same way without root).
+TEST(EnvTest, AtomicWritesRefuseToReplaceAnythingButARegularFile) {
+  Env* env = Env::Default();
+  const std::string dir = testing::TempDir("env_kinds");
+  const std::string fifo = dir + "/fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(env->GetFileKind(fifo), Env::FileKind::kOther);
+  EXPECT_EQ(env->GetFileKind("/dev/null"), Env::FileKind::kOther);
+  EXPECT_EQ(env->GetFileKind(dir), Env::FileKind::kDirectory);
+  EXPECT_EQ(env->GetFileKind(dir + "/none"), Env::FileKind::kNone);
+  for (const std::string& path : {fifo, std::string("/dev/null"), dir}) {
+    Status st = env->WriteFileAtomically(path, "model bytes");
+    ASSERT_EQ(st.code(), Status::Code::kInvalidArgument) << path << ": " << st.ToString();
+    EXPECT_THAT(st.message(), HasSubstr("expected a regular file or a new path")) << path;
+    EXPECT_THAT(st.message(), HasSubstr(path));
+  }
+  EXPECT_EQ(env->GetFileKind(fifo), Env::FileKind::kOther);  // still the FIFO
+  EXPECT_EQ(env->GetFileKind("/dev/null"), Env::FileKind::kOther);
+  std::vector<std::string> names;
+  ASSERT_TRUE(env->GetChildren(dir, &names).ok());
+  EXPECT_EQ(names, std::vector<std::string>{"fifo"});  // no temporary left
+  // A regular file and a new path are written as before.
+  ASSERT_TRUE(env->WriteFileAtomically(dir + "/new", "a").ok());
+  EXPECT_EQ(env->GetFileKind(dir + "/new"), Env::FileKind::kRegular);
+  ASSERT_TRUE(env->WriteFileAtomically(dir + "/new", "b").ok());
+  std::string back;
+  ASSERT_TRUE(env->ReadFileToString(dir + "/new", &back).ok());
+  EXPECT_EQ(back, "b");
+}
+
 TEST(EnvTest, PiecesAreWrittenAsTheirConcatenation) {
   Env* env = Env::Default();
   const std::string dir = testing::TempDir("env_pieces");

@@ -13,6 +13,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -142,6 +143,18 @@ class HttpClient {
   }
 
   bool connected() const { return fd_ >= 0; }
+
+  // Reads until at least `n` bytes came (or the timeout passed); returns what
+  // came and forgets it.
+  std::string ReadAvailable(size_t n, int timeout_ms) {
+    const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (buf_.size() < n) {
+      if (!ReadSome(deadline)) break;
+    }
+    std::string out;
+    out.swap(buf_);
+    return out;
+  }
 
  private:
   bool ReadSome(Clock::time_point deadline) {
@@ -621,6 +634,7 @@ TEST_F(ServerHttpTest, MemoryLimitsHoldAgainstHostileRequests) {
   o.max_frame_bytes = 4u << 20;
   o.max_model_bytes = 64u << 20;
   o.max_answer_bytes = 256u << 10;
+  o.max_request_documents = 20000;
   auto srv = Start(o, std::move(m).value());
   ASSERT_TRUE(srv);
   HttpClient c(srv->http_port());
@@ -643,6 +657,11 @@ TEST_F(ServerHttpTest, MemoryLimitsHoldAgainstHostileRequests) {
   ASSERT_EQ(r.status, 400) << r.body;
   EXPECT_THAT(r.Json()["error"]["message"].get<std::string>(), HasSubstr("over the model's limit of"));
 
+  std::vector<json> too_many(20001, json{{"text", "w1"}});
+  r = c.Call("POST", "/v1/predict", Docs(too_many).dump());
+  ASSERT_EQ(r.status, 413) << r.body.substr(0, 300);
+  EXPECT_THAT(r.Json()["error"]["message"].get<std::string>(),
+              HasSubstr("request holds 20001 documents, over the limit of 20000 (--max-request-documents)"));
   std::vector<json> many(4000, json{{"text", "w1"}});
   r = c.Call("POST", "/v1/predict", Docs(many).dump());
   ASSERT_EQ(r.status, 413) << r.body.substr(0, 300);
@@ -661,7 +680,89 @@ TEST_F(ServerHttpTest, MemoryLimitsHoldAgainstHostileRequests) {
   EXPECT_EQ(Metric(metrics, "tributary_limit_refusals_total{limit=\"label_bytes\"}"), 1);
   EXPECT_EQ(Metric(metrics, "tributary_limit_refusals_total{limit=\"classes\"}"), 1);
   EXPECT_EQ(Metric(metrics, "tributary_limit_refusals_total{limit=\"answer_bytes\"}"), 1);
+  EXPECT_EQ(Metric(metrics, "tributary_limit_refusals_total{limit=\"request_documents\"}"), 1);
   EXPECT_EQ(Metric(metrics, "tributary_documents_skipped_total"), 0);
+}
+
+// One binary-protocol ping carrying the token, on a new connection: true
+// when the pong comes back.
+bool BinaryPing(uint16_t port) {
+  HttpClient c(port);  // a TCP connection; the bytes are the protocol's
+  if (!c.connected()) return false;
+  v1::Request req;
+  req.set_request_id(7);
+  req.set_auth_token(kToken);
+  req.mutable_ping();
+  std::string body = req.SerializeAsString(), frame;
+  for (uint64_t n = body.size();; n >>= 7) {
+    if (n < 0x80) {
+      frame += static_cast<char>(n);
+      break;
+    }
+    frame += static_cast<char>((n & 0x7f) | 0x80);
+  }
+  if (!c.SendRaw(frame + body)) return false;
+  const std::string got = c.ReadAvailable(2, 10000);
+  if (got.size() < 2) return false;
+  v1::Response r;
+  const size_t len = static_cast<unsigned char>(got[0]);
+  std::string rest = got.substr(1);
+  if (rest.size() < len) rest += c.ReadAvailable(len - rest.size(), 10000);
+  return r.ParseFromString(rest.substr(0, len)) && r.has_pong() && r.request_id() == 7;
+}
+
+// Strangers cannot crowd out clients with the token (issue 41 item 6): 300
+// idle connections to each port, three times max_connections, and every
+// authenticated request on either port is answered; the strangers hold at
+// most max_unauthenticated_connections slots (the oldest closed for the
+// newest). Before, the idle connections filled max_connections and
+// authenticated clients got 429 or a closed socket.
+TEST_F(ServerHttpTest, IdleStrangersCannotCrowdOutAuthenticatedClients) {
+  rlimit lim{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &lim), 0);
+  lim.rlim_cur = std::min<rlim_t>(lim.rlim_max, 8192);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &lim), 0);
+  ASSERT_GE(lim.rlim_cur, 1500u) << "too few file descriptors for this test";
+  ServerOptions o = Options();
+  o.max_connections = 100;
+  o.max_unauthenticated_connections = 16;
+  auto srv = Start(o, HashedTextModel());
+  ASSERT_TRUE(srv);
+  std::vector<std::unique_ptr<HttpClient>> idle;
+  for (int i = 0; i < 300; ++i) {
+    idle.push_back(std::make_unique<HttpClient>(srv->http_port()));
+    idle.push_back(std::make_unique<HttpClient>(srv->port()));
+  }
+  // Strangers were closed to make room for newer ones until 16 are left
+  // (or refused while the closed ones had not yet let go of their slots).
+  const auto deadline = Clock::now() + std::chrono::seconds(20);
+  std::string m;
+  while (Clock::now() < deadline) {
+    m = MetricsText(srv->http_port());
+    if (Metric(m, "tributary_unauthenticated_connections") <= 16 && Metric(m, "tributary_open_connections") <= 16 &&
+        Metric(m, "tributary_http_open_connections") <= 17) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_LE(Metric(m, "tributary_unauthenticated_connections"), 16) << m;
+  EXPECT_GT(Metric(m, "tributary_unauthenticated_evictions_total"), 200) << m;
+  std::vector<double> ms;
+  for (int i = 0; i < 100; ++i) {
+    const auto t0 = Clock::now();
+    HttpClient c(srv->http_port());
+    HttpResponse r = c.Call("POST", "/v1/predict", Docs({{{"text", "goal"}}}).dump());
+    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    ASSERT_EQ(r.status, 200) << i << ": " << r.body;
+    idle.push_back(std::make_unique<HttpClient>(srv->port()));  // the flood goes on meanwhile
+    ASSERT_TRUE(BinaryPing(srv->port())) << i;
+  }
+  std::sort(ms.begin(), ms.end());
+  std::printf("authenticated HTTP predictions under %zu idle strangers: p50 %.2f ms, p99 %.2f ms\n", idle.size(),
+              ms[ms.size() / 2], ms[ms.size() * 99 / 100]);
+  const std::string metrics = MetricsText(srv->http_port());
+  EXPECT_LE(Metric(metrics, "tributary_unauthenticated_connections"), 16);
+  EXPECT_LE(Metric(metrics, "tributary_open_connections"), 16 + 2);
 }
 
 }  // namespace

@@ -754,6 +754,35 @@ TEST_F(ServerTest, OversizedFrameIsRefusedNamingTheLimit) {
   EXPECT_EQ(s.wal_sequence(), 0u);
 }
 
+// A request of more documents than --max-request-documents is refused
+// whole, before its documents are parsed, with its request id; the
+// connection goes on (issue 41 item 2: a 15 MB frame of tiny documents took
+// 4.8 GB). The answer's bound (--max-answer-bytes) is refused the same way.
+TEST_F(ServerTest, RequestsOverTheDocumentAndAnswerLimitsAreRefusedWhole) {
+  ServerOptions o = Options();
+  o.max_request_documents = 50;
+  o.max_answer_bytes = 2048;
+  auto srv = Start(o);
+  ASSERT_TRUE(srv);
+  std::mt19937_64 rng(9);
+  Client c(srv->port());
+  for (const bool learn : {true, false}) {
+    v1::Request req = learn ? LearnRequest(RandomDocs(rng, 51)) : PredictRequest(RandomDocs(rng, 51));
+    v1::Response r = c.Call(req);
+    EXPECT_EQ(r.code(), v1::Response::INVALID_REQUEST) << r.ShortDebugString().substr(0, 300);
+    EXPECT_THAT(r.message(), HasSubstr("request holds 51 documents, over the limit of 50 (--max-request-documents)"));
+    EXPECT_NE(r.request_id(), 0u);
+  }
+  v1::Response big = c.Call(PredictRequest(RandomDocs(rng, 50)));  // within 50, but past 2 KiB of answer
+  EXPECT_EQ(big.code(), v1::Response::INVALID_REQUEST);
+  EXPECT_THAT(big.message(), HasSubstr("(--max-answer-bytes): send at most"));
+  v1::Response ok = c.Call(PredictRequest(RandomDocs(rng, 5)));
+  EXPECT_EQ(ok.code(), v1::Response::OK) << ok.message();
+  EXPECT_EQ(ok.predict().predictions_size(), 5);
+  v1::Response learned = c.Call(LearnRequest(RandomDocs(rng, 50)));
+  EXPECT_EQ(learned.code(), v1::Response::OK) << learned.message();
+}
+
 TEST_F(ServerTest, ClientsThatDisconnectOrStallMidFrameDoNotDisturbOthers) {
   auto srv = Start(Options());
   ASSERT_TRUE(srv);
@@ -1899,6 +1928,45 @@ TEST_F(ServerTest, AcknowledgedRecordsCutFromTheLogAreReportedByTheMark) {
   auto mark = (*wal)->ReadAcknowledgedMark();
   ASSERT_TRUE(mark.ok()) << mark.status().ToString();
   EXPECT_EQ(*mark, 30u);
+}
+
+// Without its acknowledgement mark a cut log's end reads as a torn write:
+// a data directory that lost its mark is reported, with a .report that
+// fails /healthz, whether or not the log was also cut (issue 41 item 11:
+// the probe deleted wal.acked and cut a segment in half, and /healthz said
+// 200 with half the acknowledged documents gone; deleting the mark alone was
+// not even logged).
+TEST_F(ServerTest, AMissingAcknowledgementMarkIsReported) {
+  std::mt19937_64 rng(44);
+  LogOrder order;
+  const uint64_t n = 200;
+  const std::string image = LearnAndTakeCrashImage(Options(), RandomDocs(rng, n), 10, &order);
+  for (const bool cut : {false, true}) {
+    SCOPED_TRACE(cut ? "mark deleted and the log cut" : "mark deleted");
+    const std::string copy = dir_ + (cut ? "/cut" : "/nomark");
+    CopyDataDir(image, copy);
+    ASSERT_TRUE(fs::remove(copy + "/wal/wal.acked"));
+    if (cut) {
+      const std::string seg = NewestSegment(copy);
+      const std::vector<size_t> offsets = RecordOffsets(ReadBytes(seg));
+      ASSERT_GT(offsets.size(), 100u);
+      fs::resize_file(seg, offsets[offsets.size() / 2] + 5);  // in the middle of a record
+    }
+    auto srv = Server::Start(Options(copy), nullptr);
+    ASSERT_TRUE(srv.ok()) << srv.status().ToString();
+    const RecoveryInfo& rec = (*srv)->recovery();
+    std::string damage;
+    for (const auto& d : rec.damage) damage += d + "\n";
+    EXPECT_THAT(damage, HasSubstr("acknowledgement mark"));
+    EXPECT_THAT(damage, HasSubstr("is missing although the log holds records"));
+    if (cut) {
+      EXPECT_THAT(damage, HasSubstr("may have held acknowledged documents"));
+    }
+    ASSERT_FALSE(rec.reports.empty());
+    EXPECT_TRUE(fs::exists(rec.reports.back()));
+    (*srv)->Shutdown();
+    EXPECT_TRUE((*srv)->Wait().ok());
+  }
 }
 
 TEST_F(ServerTest, CorruptLogIsRefusedByDefaultOrSkippedWithAReport) {

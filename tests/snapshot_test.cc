@@ -98,6 +98,27 @@ TEST_F(SnapshotTest, RoundTripIsExact) {
 // arrays: the payload must still parse, with protobuf's own parser, as the ModelSnapshot
 // it stands for (every field, the arrays bit for bit), and protobuf's own
 // encoding of that message must load as the same model.
+// A snapshot is read no further than its header says (issue 41 item 10:
+// `eval --model /dev/zero` grew to several GB): /dev/zero is refused after
+// its first bytes, and an extended file is refused without reading the rest.
+TEST_F(SnapshotTest, LoadReadsNoMoreThanTheHeaderSays) {
+  auto z = Model::Load("/dev/zero", testing::BuiltinRegistry());
+  ASSERT_TRUE(z.status().IsCorruption()) << z.status().ToString();
+  EXPECT_THAT(z.status().message(), HasSubstr("not a Tributary snapshot"));
+  auto m = Model::Create(testing::BuiltinFamily("multinomial"), testing::BuiltinLoss("ncll"),
+                         *ModelSchema::FromProto(testing::TextSchema(30, 2)), {}, 1);
+  ASSERT_TRUE(m.ok());
+  const std::string path = testing::TempDir("snapshot_bounded") + "/m.trib";
+  ASSERT_TRUE((*m)->Save(path).ok());
+  std::string bytes = ReadFile(path);
+  WriteFile(path, bytes + std::string(1 << 20, 'x'));  // a megabyte past its end
+  auto extended = Model::Load(path, testing::BuiltinRegistry());
+  ASSERT_TRUE(extended.status().IsCorruption()) << extended.status().ToString();
+  EXPECT_THAT(extended.status().message(), HasSubstr("truncated or extended"));
+  WriteFile(path, bytes);
+  EXPECT_TRUE(Model::Load(path, testing::BuiltinRegistry()).ok());
+}
+
 TEST_F(SnapshotTest, ThePayloadIsTheModelSnapshotProtobufWouldWrite) {
   const std::string file = ReadFile(path_);
   ASSERT_GT(file.size(), 24u);

@@ -510,7 +510,11 @@ Status DocumentDecoder::Decode(const v1::Document& doc, uint64_t index, const Mo
   }
   // Weight.
   double w = doc.weight();
-  if (!Finite(w) || w < 0) return bad("weight is " + Num(w) + ", expected a finite number >= 0");
+  // Bounded: a step scaled by a weight near the largest double overflows
+  // the statistics (a model written that way could not be read back).
+  if (!Finite(w) || w < 0 || w > kMaxDocumentWeight) {
+    return bad("weight is " + Num(w) + ", expected a finite number in [0, 1e6] (0 counts as 1)");
+  }
   out->weight = w == 0 ? 1.0 : w;
   // Terms: term ids and tokens, one rule for the counts of both.
   auto check_count = [&](const char* field, int i, double c) {

@@ -176,6 +176,13 @@ class PosixEnv : public Env {
     return Status::OK();
   }
   bool FileExists(const std::string& path) override { return ::access(path.c_str(), F_OK) == 0; }
+  FileKind GetFileKind(const std::string& path) override {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return FileKind::kNone;
+    if (S_ISREG(st.st_mode)) return FileKind::kRegular;
+    if (S_ISDIR(st.st_mode)) return FileKind::kDirectory;
+    return FileKind::kOther;
+  }
   Result<uint64_t> FileSize(const std::string& path) override {
     struct stat st;
     if (::stat(path.c_str(), &st) != 0) return PosixError("stat", path, errno);
@@ -225,6 +232,13 @@ Status Env::WriteFileAtomically(const std::string& path, std::string_view data) 
 }
 
 Status Env::WriteFileAtomically(const std::string& path, std::span<const std::string_view> pieces) {
+  // The rename below replaces whatever `path` names: only a regular file or
+  // nothing may be replaced.
+  if (const FileKind kind = GetFileKind(path); kind == FileKind::kDirectory || kind == FileKind::kOther) {
+    return Status::InvalidArgument("'" + path + "': expected a regular file or a new path to write, found " +
+                                   (kind == FileKind::kDirectory ? "a directory" : "a device, FIFO or socket") +
+                                   " (the file is written beside it and renamed over it)");
+  }
   // Unique per process and call, so concurrent writers of one path never
   // share a temporary.
   static std::atomic<uint64_t> counter{0};

@@ -1,5 +1,7 @@
 #include "tributary/model_config.h"
 
+#include <sstream>
+
 #include <utility>
 
 #include "tributary/v1/tributary.pb.h"
@@ -61,6 +63,17 @@ Result<std::unique_ptr<Model>> NewModel(const ModelConfig& c, const PluginRegist
   // default. Families that derive their parameters from n (e.g. LDA's
   // lambda = n mu) see it from the first rebuild, Create's (one pass over the
   // statistics, not two).
+  if (c.n != 0 && !(c.n >= 1 && c.n <= kMaxEffectiveSize)) {
+    std::ostringstream v;
+    v << c.n;
+    return Status::InvalidArgument("n (the effective data-set size) is " + v.str() +
+                                   ": expected a finite number in [1, 1e12], or none for the stream's length");
+  }
+  if (c.n == 0 && static_cast<double>(stream_documents) > kMaxEffectiveSize) {
+    return in_source(Status::InvalidArgument(
+        "the stream's header says it holds " + std::to_string(stream_documents) +
+        " documents (document_count), more than the largest effective data-set size n (1e12); pass --n"));
+  }
   const double n = c.n > 0 ? c.n : stream_documents > 0 ? static_cast<double>(stream_documents) : kLiveDefaultN;
   auto model = Model::Create(*fam, nullptr, made.value(), std::move(family_options), c.seed, n);
   if (!model.ok()) return in_source(model.status());

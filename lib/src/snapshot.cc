@@ -318,9 +318,35 @@ Status Model::SerializePieces(const SnapshotOptions& options, const std::string&
 Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const PluginRegistry& registry, Env* env,
                                            uint64_t* log_sequence) {
   if (env == nullptr) env = Env::Default();
+  // Read no more than the header says the file holds (and one byte more, to
+  // see an extended file): /dev/zero, or a FIFO that never ends, is refused
+  // after its first bytes instead of being read into memory until it fails.
+  auto f = env->NewSequentialFile(path);
+  if (!f.ok()) return f.status().WithContext("snapshot '" + path + "'");
   std::string file;
-  Status read = env->ReadFileToString(path, &file);
-  if (!read.ok()) return read.WithContext("snapshot '" + path + "'");
+  auto read_up_to = [&](uint64_t want) -> Status {
+    while (file.size() < want) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(want - file.size(), 1u << 20));
+      const size_t at = file.size();
+      file.resize(at + n);
+      size_t got = 0;
+      Status st = (*f)->Read(n, file.data() + at, &got);
+      file.resize(at + std::min(got, n));
+      if (!st.ok()) return st.WithContext("snapshot '" + path + "'");
+      if (got == 0) break;
+    }
+    return Status::OK();
+  };
+  TRIB_RETURN_IF_ERROR(read_up_to(kHeaderSize));
+  if (file.size() == kHeaderSize && std::memcmp(file.data(), kMagic, sizeof(kMagic)) == 0) {
+    const uint64_t len = GetLE(file.data() + 12, 8);
+    constexpr uint64_t kMaxPayload = uint64_t{1} << 44;  // 16 TiB: larger is a damaged length
+    if (len > kMaxPayload) {
+      return Status::Corruption("snapshot '" + path + "': header says " + std::to_string(len) +
+                                " payload bytes, more than any model (damaged length)");
+    }
+    TRIB_RETURN_IF_ERROR(read_up_to(kHeaderSize + len + 4 + 1));
+  }
   return Parse(file, path, registry, log_sequence);
 }
 

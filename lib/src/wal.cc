@@ -214,6 +214,7 @@ Status WriteAheadLog::Replay(uint64_t after, const std::function<Status(const v1
   // M: records up to it were acknowledged and must be there. A damaged mark
   // file proves nothing either way: read the log as if it had none.
   uint64_t mark = 0;
+  const bool mark_file = env_->FileExists(MarkPath());
   if (auto m = ReadAcknowledgedMark(); m.ok()) {
     mark = *m;
   } else {
@@ -395,6 +396,7 @@ Status WriteAheadLog::Replay(uint64_t after, const std::function<Status(const v1
                                      std::to_string(mark) + ")"));
   }
   if (policy == CorruptionPolicy::kSkip) report->last_sequence = std::max(report->last_sequence, mark);
+  report->mark_missing = !mark_file && (report->last_sequence > 0 || report->torn_bytes > 0 || !report->damage.empty());
   return Status::OK();
 }
 

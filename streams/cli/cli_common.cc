@@ -82,7 +82,8 @@ void AddLearnFlags(CLI::App* app, LearnFlags* f) {
   app->add_option("--kappa", f->kappa, "kappa of the poly schedule")->capture_default_str();
   app->add_option("--rho", f->rho, "step size of the constant schedule")->capture_default_str();
   app->add_option("--n", f->n,
-                  "effective data-set size n (default: the stream length; 10000 for a live stream of unknown length)");
+                  "effective data-set size n (default: the stream length; 10000 for a live stream of unknown length)")
+      ->check(EffectiveSizeCheck());
   app->add_option("--seed", f->seed, "random seed (shuffling, family sampling)")->capture_default_str();
   app->add_flag("--skip-bad", f->skip_bad, "skip and count bad documents instead of stopping");
   app->add_option("--max-frame-bytes", f->max_frame_bytes, "largest accepted frame")->capture_default_str();
@@ -177,6 +178,18 @@ Result<std::unique_ptr<Model>> NewModelFromFlags(const LearnFlags& f, const Plug
   auto c = ConfigFromFlags(f);
   if (!c.ok()) return c.status();
   return NewModel(*c, registry, reader.schema(), stream_documents, source);
+}
+
+CLI::Validator EffectiveSizeCheck() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        double v = 0;
+        if (!CLI::detail::lexical_cast(value, v) || !(v >= 1 && v <= kMaxEffectiveSize)) {
+          return "expected a finite effective data-set size n in [1, 1e12], found " + value;
+        }
+        return std::string();
+      },
+      "N in [1, 1e12]");
 }
 
 Result<uint64_t> StreamLength(const DocumentReader& r, const std::string& path, const LearnFlags& f) {

@@ -121,6 +121,11 @@ Result<std::unique_ptr<Model>> NewModelFromFlags(const LearnFlags& flags, const 
 
 // n by default: the header's document_count, else a counting pass over the
 // file (0 for standard input). A damaged stream fails here, before learning.
+// The check of an explicit --n: a finite effective data-set size in
+// [1, kMaxEffectiveSize] (NaN, 0, negative and infinite values are refused,
+// not replaced by the default).
+CLI::Validator EffectiveSizeCheck();
+
 Result<uint64_t> StreamLength(const DocumentReader& r, const std::string& path, const LearnFlags& f);
 
 // Counters of bad documents met while reading a stream.

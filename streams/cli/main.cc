@@ -3,6 +3,9 @@
 // subcommand lives in its own file (commands/commands.h); Main only parses
 // the command line and runs the subcommand given.
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <exception>
 #include <iostream>
 #include <utility>
@@ -52,10 +55,23 @@ int Main(int argc, char** argv) {
 }  // namespace tributary::cli
 
 int main(int argc, char** argv) {
+  int rc = tributary::cli::kExitError;
   try {
-    return tributary::cli::Main(argc, argv);
+    rc = tributary::cli::Main(argc, argv);
   } catch (const std::exception& ex) {
     std::cerr << "tributary: internal error: " << ex.what() << std::endl;
-    return tributary::cli::kExitError;
   }
+  // Standard output is the result of most commands (eval --json, predict,
+  // inspect, topics): a failure to write it - a full disk behind a
+  // redirection - is an error, never exit 0 with the output cut short.
+  errno = 0;
+  std::cout.flush();
+  const bool failed = !std::cout.good() || std::fflush(stdout) != 0 || std::ferror(stdout) != 0;
+  if (failed) {
+    const int e = errno;
+    std::cerr << "tributary: error: writing standard output failed"
+              << (e != 0 ? std::string(": ") + std::strerror(e) : "") << std::endl;
+    return rc == tributary::cli::kExitOk ? tributary::cli::kExitError : rc;
+  }
+  return rc;
 }

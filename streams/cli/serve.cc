@@ -418,7 +418,8 @@ Runner SetUpServe(CLI::App* sv) {
   sv->add_option("--components", s->learn.components, "number of mixture components (family option 'components')");
   sv->add_option("--lambda", s->learn.lambda, "step-size lambda (default: the loss's)");
   sv->add_option("--n", s->learn.n,
-                 "effective data-set size n of a new model (default 10000: a live stream has no length)");
+                 "effective data-set size n of a new model (default 10000: a live stream has no length)")
+      ->check(EffectiveSizeCheck());
   sv->add_option("--seed", s->learn.seed, "learner seed")->capture_default_str();
   sv->add_option("--engine", s->engine,
                  "learning engine: auto (SEP for families with SEP hooks, else sdEM), sdem, sep or adf")
@@ -466,6 +467,9 @@ Runner SetUpServe(CLI::App* sv) {
                  "largest prediction answer (its bound: class names once, per document its id, the predicted "
                  "class and K probabilities); a request over it is refused whole, naming how many documents fit")
       ->capture_default_str();
+  sv->add_option("--max-request-documents", s->server.max_request_documents,
+                 "documents one learn or predict request may hold; a request of more is refused whole (0: no limit)")
+      ->capture_default_str();
   sv->add_option("--max-classes", s->server.max_classes,
                  "classes an open model may grow to: a label past it is refused (0: no limit)")
       ->capture_default_str();
@@ -480,6 +484,10 @@ Runner SetUpServe(CLI::App* sv) {
                  "and terms past it are refused / left out as for --max-classes / --max-terms (0: no limit)")
       ->capture_default_str();
   sv->add_option("--max-connections", s->server.max_connections, "open connections")->capture_default_str();
+  sv->add_option("--max-unauthenticated-connections", s->server.max_unauthenticated_connections,
+                 "with --auth-token-file: connections (both ports) that have not shown the token; the oldest is "
+                 "closed when a newer one needs its slot, so authenticated clients always have room (0: no limit)")
+      ->capture_default_str();
   sv->add_option("--idle-timeout-s", s->server.idle_timeout_s, "close idle connections after (0: never)")
       ->capture_default_str();
   sv->add_option("--max-inflight", s->server.max_inflight, "unanswered requests per connection")->capture_default_str();

@@ -21,6 +21,7 @@
 #include "tributary/schema.h"
 #include "tributary/stream_io.h"
 #include "tributary/tokenizer.h"
+#include "tributary/utf8.h"
 #include "tributary/v1/tributary.pb.h"
 
 namespace tributary {
@@ -93,6 +94,9 @@ std::string ToValidUtf8(std::string_view s) {
   return out;
 }
 
+// The longest line a text input may have (tsv, svmlight).
+constexpr size_t kMaxLineBytes = size_t{64} << 20;
+
 // ---- Small string helpers --------------------------------------------------
 
 bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\v' || c == '\f' || c == '\r'; }
@@ -103,21 +107,10 @@ std::string_view Trim(std::string_view s) {
   return s;
 }
 
-// 's' quoted for an error message, shortened when long.
-std::string Quote(std::string_view s) {
-  constexpr size_t kMax = 60;
-  std::string out = "'";
-  if (s.size() > kMax) {
-    size_t cut = kMax;
-    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0u) == 0x80u) --cut;  // a character boundary
-    out += ToValidUtf8(s.substr(0, cut));
-    out += "...";
-  } else {
-    out += ToValidUtf8(s);
-  }
-  out += "'";
-  return out;
-}
+// 's' quoted for an error message, shortened when long: the input's bytes
+// made printable (utf8.h Printable: a control such as ESC or an invalid byte
+// is shown as \xNN; an error message must not drive the user's terminal).
+std::string Quote(std::string_view s) { return "'" + Printable(s, 60) + "'"; }
 
 // Parses a whole string as a double; a leading '+' is allowed. nullopt when it
 // is not a number (out-of-range values are not numbers either).
@@ -208,7 +201,6 @@ class LineSource {
 
   ~LineSource() {
     if (fp_ != nullptr && owns_fp_) std::fclose(fp_);
-    std::free(buf_);
   }
   LineSource(const LineSource&) = delete;
   LineSource& operator=(const LineSource&) = delete;
@@ -248,19 +240,32 @@ class LineSource {
       *line = std::string_view(data_).substr(pos_, end - pos_);
       pos_ = nl == std::string::npos ? data_.size() : nl + 1;
     } else {
+      // One line, bounded: a file with no newline in sight (/dev/zero, a
+      // binary file given by mistake) is refused at kMaxLineBytes instead
+      // of being read into memory until it fails.
       errno = 0;
-      const ssize_t n = ::getline(&buf_, &cap_, fp_);
-      if (n < 0) {
-        if (std::ferror(fp_)) {
-          return Status::IOError("reading '" + name_ + "' after line " + std::to_string(line_) + ": " +
-                                 std::strerror(errno));
+      line_buf_.clear();
+      int c = EOF;
+      bool any = false;
+      while ((c = getc_unlocked(fp_)) != EOF) {
+        any = true;
+        if (c == '\n') break;
+        if (line_buf_.size() >= kMaxLineBytes) {
+          return Status::InvalidDocument("'" + name_ + "' line " + std::to_string(line_ + 1) + ": longer than " +
+                                         std::to_string(kMaxLineBytes >> 20) +
+                                         " MiB without a newline (a binary file or a device?)");
         }
+        line_buf_.push_back(static_cast<char>(c));
+      }
+      if (c == EOF && std::ferror(fp_)) {
+        return Status::IOError("reading '" + name_ + "' after line " + std::to_string(line_) + ": " +
+                               std::strerror(errno));
+      }
+      if (!any) {
         *eof = true;
         return Status::OK();
       }
-      auto len = static_cast<size_t>(n);
-      if (len > 0 && buf_[len - 1] == '\n') --len;
-      *line = std::string_view(buf_, len);
+      *line = line_buf_;
     }
     ++line_;
     if (!line->empty() && line->back() == '\r') line->remove_suffix(1);
@@ -280,8 +285,7 @@ class LineSource {
   std::string data_;
   size_t pos_ = 0;
   FILE* fp_ = nullptr;
-  char* buf_ = nullptr;
-  size_t cap_ = 0;
+  std::string line_buf_;  // the line Next returned last (read from fp_)
   uint64_t line_ = 0;
 };
 

@@ -11,6 +11,8 @@
 //   bit 4      the stream schema comes from the input too: then bytes 1..2
 //              are its length n (little endian), bytes 3..3+n the
 //              serialized v1::Schema, and the Document follows
+//   bit 5      the Document is not parsed: its id, label and text are the
+//              (rest of the) input's thirds, raw bytes (invalid UTF-8 too)
 //
 // Checks: no crash or sanitizer report, and a decoded document is what the
 // decoder promises: term ids strictly increasing and in the model's range,
@@ -18,7 +20,9 @@
 // reals finite, categories in range, a finite weight > 0, a label known to
 // the model (or a new one only when allowed), new terms listed only for an
 // open vocabulary when allowed, each once, unknown to the model, non-empty
-// and at most kMaxNewTermBytes long. Then SplitForCompletion and a
+// and at most kMaxNewTermBytes long; an accepted document serializes to
+// bytes protobuf parses back (so it can be logged and replayed); an error
+// carries no control byte. Then SplitForCompletion and a
 // DocumentSet copy are made of it, and the copy must equal the original.
 #include <cmath>
 #include <cstddef>
@@ -186,7 +190,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
 
   tributary::v1::Document doc;
-  if (!doc.ParseFromArray(p, static_cast<int>(n))) return 0;
+  if (mode & 32) {
+    // Raw strings, as a broker's text or an embedding caller hands them over
+    // (protobuf's parse never lets invalid UTF-8 through): id, label and text
+    // are the input's thirds, byte for byte.
+    const size_t third = n / 3;
+    doc.set_id(std::string(p, third));
+    doc.set_label(std::string(p + third, third));
+    doc.set_text(std::string(p + 2 * third, n - 2 * third));
+  } else if (!doc.ParseFromArray(p, static_cast<int>(n))) {
+    return 0;
+  }
   tributary::DocumentBuffer out;
   std::string new_class;
   tributary::DecodeCounters counters;
@@ -197,7 +211,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!st.ok()) {
     FUZZ_CHECK(st.message().find("document #7") != std::string::npos,
                "the error does not name the document: " + st.ToString());
+    // Errors quote the input made printable: no control byte of the input
+    // reaches a terminal or a log line.
+    for (const char ch : st.message()) {
+      const auto b = static_cast<unsigned char>(ch);
+      FUZZ_CHECK(b >= 0x20 && b != 0x7f, "a control byte in the error: " + st.ToString());
+    }
     return 0;
+  }
+  // What the decoder accepts can be logged and read back: the write-ahead
+  // log's records are parsed by protobuf, which refuses invalid UTF-8.
+  {
+    tributary::v1::Document back;
+    FUZZ_CHECK(back.ParseFromString(doc.SerializeAsString()), "an accepted document does not parse back");
   }
   FUZZ_CHECK(counters.documents == 1, "counters.documents");
   CheckDecoded(out, c.model, allow_new, new_class);

@@ -140,6 +140,9 @@ std::string DocumentName(uint64_t index, const std::string& id);
 /// counted as unseen instead (no word is this long; a client that sends
 /// megabyte tokens must not grow the model by megabytes).
 inline constexpr size_t kMaxNewTermBytes = 256;
+/// The largest document weight Decode accepts: a step scaled by a weight
+/// near the largest double overflows the statistics.
+inline constexpr double kMaxDocumentWeight = 1e6;
 
 /// What Decode may report as new for the caller to add to the model: labels
 /// unknown to a schema with open classes, terms unknown to a schema with an

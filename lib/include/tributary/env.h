@@ -92,12 +92,26 @@ class Env {
   virtual bool FileExists(const std::string& path) = 0;
   /// The size of the file `path` in bytes.
   virtual Result<uint64_t> FileSize(const std::string& path) = 0;
+  /// What `path` names (following symbolic links).
+  enum class FileKind {
+    kNone,       ///< nothing (or it cannot be looked at)
+    kRegular,    ///< a regular file
+    kDirectory,  ///< a directory
+    kOther       ///< a device, FIFO or socket
+  };
+  /// Env::Default() asks stat(2); this default answers from FileExists
+  /// (kRegular or kNone), for Envs without special files.
+  virtual FileKind GetFileKind(const std::string& path) {
+    return FileExists(path) ? FileKind::kRegular : FileKind::kNone;
+  }
 
   /// Reads a whole file through NewSequentialFile.
   Status ReadFileToString(const std::string& path, std::string* out);
   /// Writes `data` to `path` atomically and durably: a temporary file in the
   /// same directory, Sync, rename over `path`, SyncDir. A crash leaves the old
   /// file or the new one, never a mix; on error the temporary is removed.
+  /// `path` must be a regular file or a new path (InvalidArgument otherwise:
+  /// renaming over /dev/null, run as root, would replace the device).
   Status WriteFileAtomically(const std::string& path, std::string_view data);
   /// The same for a file made of `pieces` in order (each appended as it
   /// lies in memory: a snapshot's statistics are written from the model's
@@ -128,6 +142,7 @@ class EnvWrapper : public Env {
   Status SyncDir(const std::string& d) override { return target_->SyncDir(d); }
   Status GetChildren(const std::string& d, std::vector<std::string>* n) override { return target_->GetChildren(d, n); }
   bool FileExists(const std::string& p) override { return target_->FileExists(p); }
+  FileKind GetFileKind(const std::string& p) override { return target_->GetFileKind(p); }
   Result<uint64_t> FileSize(const std::string& p) override { return target_->FileSize(p); }
 
  private:

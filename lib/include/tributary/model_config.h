@@ -69,9 +69,18 @@ struct ModelConfig {
   /// "poly": the exponent kappa, in (0, 1] (StepSchedule::kappa).
   /// \var rho
   /// "constant": the step, in (0, 1] (StepSchedule::rho).
-  double n = 0;       ///< 0: the stream's length, else kLiveDefaultN
+
+  /// The effective data-set size n of sdEM: 0 for the stream's length (or
+  /// kLiveDefaultN), else finite in [1, kMaxEffectiveSize] (NewModel refuses
+  /// anything else: a NaN or a negative was replaced by the default, and an
+  /// infinite n made every prediction 0).
+  double n = 0;
   uint64_t seed = 1;  ///< seeds the family's random initial statistics (latent families); same seed, same model
 };
+
+/// The largest effective data-set size n: far beyond any stream, and small
+/// enough that the statistics sdEM scales by n stay finite.
+inline constexpr double kMaxEffectiveSize = 1e12;
 
 /// A fresh model (statistics at the prior; schedule, n and loss set) for
 /// `schema` (a stream header's, validated here), from a stream of

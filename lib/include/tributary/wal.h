@@ -96,13 +96,17 @@ struct WalUnreadableRecord {
 struct WalReplayReport {
   uint64_t acknowledged_mark = 0;  ///< M read from wal.acked (0: none)
   std::string mark_error;          ///< the mark file exists but cannot be read (then M = 0)
-  uint64_t records = 0;            ///< records handed to the callback
-  uint64_t skipped = 0;            ///< records at or below `after`
-  uint64_t torn_bytes = 0;         ///< bytes of a torn tail dropped
-  std::string torn_kept_as;        ///< where the torn bytes were copied
-  uint64_t last_sequence = 0;      ///< highest sequence seen (0 if none); at least M under kSkip
-  uint64_t lost_records = 0;       ///< acknowledged records skipped under kSkip
-  std::vector<WalDamage> damage;   ///< corruption found, in order, covered ranges included (not a torn tail)
+  /// No mark file although the log holds records or bytes: a log written
+  /// with a mark (the server writes it from its first start) lost it, and a
+  /// cut at the log's end could not be told from a torn write.
+  bool mark_missing = false;
+  uint64_t records = 0;           ///< records handed to the callback
+  uint64_t skipped = 0;           ///< records at or below `after`
+  uint64_t torn_bytes = 0;        ///< bytes of a torn tail dropped
+  std::string torn_kept_as;       ///< where the torn bytes were copied
+  uint64_t last_sequence = 0;     ///< highest sequence seen (0 if none); at least M under kSkip
+  uint64_t lost_records = 0;      ///< acknowledged records skipped under kSkip
+  std::vector<WalDamage> damage;  ///< corruption found, in order, covered ranges included (not a torn tail)
   std::vector<WalUnreadableRecord> unreadable;  ///< whole records that do not parse (above `after`), skipped
 };
 

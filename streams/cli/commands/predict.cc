@@ -1,6 +1,8 @@
 // `tributary predict` (classes and probabilities) and `tributary infer`
 // (topic / component proportions) per document.
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -102,6 +104,9 @@ int RunPredict(const std::string& model_path, const std::string& in, const std::
         j["probabilities"] = p;
       }
       *text << j.dump() << '\n';
+      // A write that failed (a full disk) stops here: never a cut file and
+      // exit 0.
+      if (!*text) break;
     }
   }
   PrintBad(bad);
@@ -110,6 +115,13 @@ int RunPredict(const std::string& model_path, const std::string& in, const std::
     if (!st.ok()) return ReportError(st);
   }
   text->flush();
+  if (file != nullptr) file->close();
+  if (!*text) {
+    const int e = errno;
+    return ReportError(Status::IOError(std::string(infer ? "infer" : "predict") + ": writing '" +
+                                       (file != nullptr ? out : std::string("standard output")) + "' failed" +
+                                       (e != 0 ? std::string(": ") + std::strerror(e) : std::string())));
+  }
   return kExitOk;
 }
 

@@ -80,6 +80,11 @@ struct ServerOptions {
   /// checked before anything is scored: a request over it is refused whole
   /// (HTTP 413, binary INVALID_REQUEST) with the number of documents that fit.
   uint64_t max_answer_bytes = 64u << 20;
+  /// Documents one request (learn or predict) may hold: a request of more
+  /// is refused whole (binary INVALID_REQUEST, counted before its documents
+  /// are parsed; HTTP 413), since each document costs a few hundred bytes
+  /// once parsed however few bytes it takes on the wire. 0: no limit.
+  uint64_t max_request_documents = 100000;
   /// How far the model may grow (Model::SetGrowthLimits; 0: no limit), so
   /// that the server's memory is a function of its flags: classes (a label
   /// past it is refused), terms of an open vocabulary (new terms past it are
@@ -105,6 +110,13 @@ struct ServerOptions {
   /// pre-auth frame) of memory.
   uint32_t pre_auth_max_frame_bytes = 64u << 10;
   uint32_t auth_timeout_s = 10;  ///< see above; 0: no deadline to show the token
+  /// Strangers hold at most this many connections over both ports: when one
+  /// more arrives, the stranger connected longest ago is closed (a client
+  /// with the token shows it in its first request, so only an idle stranger
+  /// stays a stranger long enough to be the oldest). Authenticated clients
+  /// therefore always have max_connections minus this many slots, however
+  /// many idle connections a peer without the token opens. 0: no limit.
+  uint32_t max_unauthenticated_connections = 64;
   /// Slow peers: a frame being received must arrive at min_frame_bytes_per_s
   /// at least, measured once it has taken more than rate_grace_s; and only
   /// complete requests reset the idle timeout, not single bytes.

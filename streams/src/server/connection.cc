@@ -33,6 +33,7 @@ Connection::Connection(Server::Impl* srv, tcp::socket socket)
       authenticated_(srv->opt.auth_token.empty()) {}
 
 Connection::~Connection() {
+  srv_->ForgetStranger(stranger_id_);
   srv_->buffered_bytes -= accounted_;
   srv_->frame_reservations -= reserved_;
   srv_->open_connections--;
@@ -46,8 +47,33 @@ void Connection::Start() {
   });
 }
 
+void Connection::MarkAuthenticated() {
+  if (authenticated_) return;
+  authenticated_ = true;
+  auth_deadline_.cancel();
+  srv_->ForgetStranger(stranger_id_);
+  stranger_id_ = 0;
+}
+
 void Connection::ArmAuthDeadline() {
-  if (authenticated_ || srv_->opt.auth_timeout_s == 0) return;
+  if (authenticated_) return;
+  // A stranger's slot is among the few kept for strangers: the oldest is
+  // closed when a newer one needs it (ServerOptions::max_unauthenticated_connections).
+  stranger_id_ = srv_->AdmitStranger([weak = weak_from_this()] {
+    if (auto self = weak.lock()) {
+      asio::post(self->strand_, [self] {
+        if (self->authenticated_ || self->closing_) return;
+        self->peer_gone_ = true;  // nothing is owed to a stranger
+        self->closing_ = true;
+        self->buf_.clear();
+        self->Account();
+        boost::system::error_code ignored;
+        self->socket_.shutdown(tcp::socket::shutdown_both, ignored);
+        self->MaybeFinish();
+      });
+    }
+  });
+  if (srv_->opt.auth_timeout_s == 0) return;
   auth_deadline_.expires_after(std::chrono::seconds(srv_->opt.auth_timeout_s));
   auth_deadline_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
     if (ec || self->authenticated_) return;
@@ -202,10 +228,7 @@ bool Connection::ParseOne() {
   limits.pre_auth_max_frame_bytes = srv_->opt.pre_auth_max_frame_bytes;
   limits.auth_token = srv_->opt.auth_token;
   FrameParse f = server_internal::ParseFrame(buf_, limits);
-  if (f.token_shown) {
-    authenticated_ = true;
-    auth_deadline_.cancel();
-  }
+  if (f.token_shown) MarkAuthenticated();
   switch (f.kind) {
     case FrameParse::kBad:
       return BadFrame(f.error);
@@ -223,6 +246,27 @@ bool Connection::ParseOne() {
   const size_t hdr = f.header_bytes;
   const uint32_t len = f.body_bytes;
   ReleaseReservation();
+  // A request of more documents than a request may hold is refused before
+  // they are parsed (each parsed document costs ~200 bytes however small
+  // its bytes: a 15 MB frame of empty documents became 0.8 GB).
+  uint64_t frame_id = 0;
+  const size_t docs = authenticated_ && srv_->opt.max_request_documents != 0
+                          ? server_internal::CountRequestDocuments(std::string_view(buf_).substr(hdr, len), &frame_id)
+                          : 0;
+  if (docs > srv_->opt.max_request_documents) {
+    buf_.erase(0, hdr + len);
+    Account();
+    partial_since_ = Clock::now();
+    partial_bytes_ = buf_.size();
+    ArmIdle();
+    srv_->counters.requests++;
+    srv_->counters.document_limit_refusals++;
+    Fill(NewSlot(), Frame(ErrorResponse(frame_id, v1::Response::INVALID_REQUEST,
+                                        "request holds " + std::to_string(docs) + " documents, over the limit of " +
+                                            std::to_string(srv_->opt.max_request_documents) +
+                                            " (--max-request-documents): send them in smaller requests")));
+    return true;
+  }
   v1::Request req;
   bool ok = server_internal::ParseRequest(std::string_view(buf_).substr(hdr, len), &req);
   buf_.erase(0, hdr + len);
@@ -333,10 +377,7 @@ void Connection::Handle(v1::Request req) {
     RefuseUnauthenticated(slot, id);
     return;
   }
-  if (!srv_->opt.auth_token.empty()) {
-    authenticated_ = true;
-    auth_deadline_.cancel();
-  }
+  if (!srv_->opt.auth_token.empty()) MarkAuthenticated();
   switch (req.kind_case()) {
     case v1::Request::kPing: {
       v1::Response r;
@@ -484,6 +525,40 @@ void Connection::Enqueue(std::shared_ptr<LearnJob> job, uint64_t n) {
   r.set_code(v1::Response::UNAVAILABLE);
   r.set_message("server is shutting down");
   job->complete(std::move(r));
+}
+
+// ---- Strangers: connections that have not shown the token -------------------------
+
+uint64_t Server::Impl::AdmitStranger(std::function<void()> close) {
+  if (opt.auth_token.empty()) return 0;
+  std::function<void()> evict;
+  uint64_t id;
+  {
+    std::lock_guard<std::mutex> l(strangers_mu);
+    id = next_stranger++;
+    strangers.emplace(id, std::move(close));
+    if (opt.max_unauthenticated_connections != 0 && strangers.size() > opt.max_unauthenticated_connections) {
+      auto oldest = strangers.begin();
+      evict = std::move(oldest->second);
+      strangers.erase(oldest);
+    }
+  }
+  if (evict) {
+    counters.strangers_evicted++;
+    evict();
+  }
+  return id;
+}
+
+void Server::Impl::ForgetStranger(uint64_t id) {
+  if (id == 0) return;
+  std::lock_guard<std::mutex> l(strangers_mu);
+  strangers.erase(id);
+}
+
+size_t Server::Impl::StrangerCount() {
+  std::lock_guard<std::mutex> l(strangers_mu);
+  return strangers.size();
 }
 
 // ---- Accept loop -----------------------------------------------------------------

@@ -68,7 +68,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   uint64_t next_slot_ = 0;
   bool reading_ = false, parsing_ = false, writing_ = false, closing_ = false, paused_ = false, peer_gone_ = false;
   Clock::time_point write_started_{};
-  bool authenticated_ = false;      // no token configured, or the token was shown
+  bool authenticated_ = false;  // no token configured, or the token was shown
+  uint64_t stranger_id_ = 0;    // in srv_->strangers until the token is shown (0: not)
+  // The token was shown: no longer a stranger, no deadline.
+  void MarkAuthenticated();
   uint64_t accounted_ = 0;          // this connection's share of srv_->buffered_bytes
   uint64_t reserved_ = 0;           // this frame's reservation in srv_->frame_reservations
   uint64_t needs_reservation_ = 0;  // a frame of this size waits for one

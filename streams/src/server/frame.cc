@@ -1,6 +1,7 @@
 #include "server/frame.h"
 
 #include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/wire_format_lite.h>
 
 #include <algorithm>
 
@@ -71,6 +72,36 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
     diff |= static_cast<unsigned char>(x ^ y);
   }
   return diff == 0;
+}
+
+size_t CountRequestDocuments(std::string_view body, uint64_t* request_id) {
+  using google::protobuf::internal::WireFormatLite;
+  *request_id = 0;
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(body.data()),
+                                            static_cast<int>(body.size()));
+  size_t count = 0;
+  for (uint32_t tag; (tag = in.ReadTag()) != 0;) {
+    const uint32_t field = WireFormatLite::GetTagFieldNumber(tag);
+    if (field == 1 && WireFormatLite::GetTagWireType(tag) == WireFormatLite::WIRETYPE_VARINT) {
+      if (!in.ReadVarint64(request_id)) return 0;
+      continue;
+    }
+    if ((field == 3 || field == 4) &&
+        WireFormatLite::GetTagWireType(tag) == WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
+      // LearnRequest / PredictRequest: field 1 is `documents`.
+      uint32_t len = 0;
+      if (!in.ReadVarint32(&len)) return 0;
+      const auto limit = in.PushLimit(static_cast<int>(len));
+      for (uint32_t inner; (inner = in.ReadTag()) != 0;) {
+        if (WireFormatLite::GetTagFieldNumber(inner) == 1) ++count;
+        if (!WireFormatLite::SkipField(&in, inner)) return 0;
+      }
+      in.PopLimit(limit);
+      continue;
+    }
+    if (!WireFormatLite::SkipField(&in, tag)) return 0;
+  }
+  return count;
 }
 
 bool ParseRequest(std::string_view body, v1::Request* req) {

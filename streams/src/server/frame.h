@@ -66,6 +66,12 @@ bool TokenInPrefix(const char* data, size_t size, std::string* token);
 // Time depends only on the lengths, never on where the strings differ.
 bool ConstantTimeEquals(std::string_view a, std::string_view b);
 
+// The documents a Request's body holds (its learn or predict payload's
+// repeated `documents`), counted by walking the wire without parsing them,
+// and its request_id when it comes first (protobuf writes it first); 0 and
+// 0 for a body that is not a Request (the parse then says so).
+size_t CountRequestDocuments(std::string_view body, uint64_t* request_id);
+
 // Parses a frame's body; false when it is not a Request.
 bool ParseRequest(std::string_view body, v1::Request* req);
 

@@ -167,12 +167,27 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
         budget_wait_(stream_.get_executor()),
         authenticated_(srv->opt.auth_token.empty()) {}
   ~HttpSession() {
+    srv_->ForgetStranger(stranger_id_);
     srv_->frame_reservations -= reserved_;
     srv_->http_connections--;
   }
 
   void Start() {
-    asio::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->ReadHeader(); });
+    asio::dispatch(stream_.get_executor(), [self = shared_from_this()] {
+      if (!self->authenticated_) {
+        // Until it shows the token, one of the few slots kept for strangers
+        // (ServerOptions::max_unauthenticated_connections): the oldest is
+        // closed when a newer stranger needs it.
+        self->stranger_id_ = self->srv_->AdmitStranger([weak = self->weak_from_this()] {
+          if (auto s = weak.lock()) {
+            asio::post(s->stream_.get_executor(), [s] {
+              if (!s->authenticated_) s->Close();
+            });
+          }
+        });
+      }
+      self->ReadHeader();
+    });
   }
 
   // Refuses a connection over max_connections: 429, then closed.
@@ -260,6 +275,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
                                     : "wrong auth token; closing the connection");
       }
       authenticated_ = true;
+      srv_->ForgetStranger(stranger_id_);
+      stranger_id_ = 0;
     }
     if (req.method() != http::verb::post) {
       return Error(
@@ -350,6 +367,14 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     body.clear();
     body.shrink_to_fit();
     if (!why.empty()) return Error(400, (learn_ ? "learn: " : "predict: ") + why, index);
+    if (srv_->opt.max_request_documents != 0 &&
+        static_cast<uint64_t>(lr.documents_size()) > srv_->opt.max_request_documents) {
+      srv_->counters.document_limit_refusals++;
+      return Error(413, std::string(learn_ ? "learn: " : "predict: ") + "request holds " +
+                            std::to_string(lr.documents_size()) + " documents, over the limit of " +
+                            std::to_string(srv_->opt.max_request_documents) +
+                            " (--max-request-documents): send them in smaller requests");
+    }
     if (learn_) return Learn(std::move(lr));
     Predict(lr);
   }
@@ -520,6 +545,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::optional<http::request_parser<http::string_body>> parser_;
   http::response<http::string_body> res_;
   bool authenticated_;
+  uint64_t stranger_id_ = 0;  // in srv_->strangers until the token is shown (0: not)
   unsigned version_ = 11;
   bool close_ = false;           // close once the answer is written
   bool close_on_error_ = false;  // the body is unread: an error answer closes

@@ -92,10 +92,12 @@ std::string Server::Impl::MetricsText() {
   os << "tributary_errors_total{kind=\"bad_frame\"} " << counters.err_frame << "\n";
   os << "tributary_errors_total{kind=\"wal\"} " << counters.err_wal << "\n";
   os << "# HELP tributary_limit_refusals_total Requests or documents refused by a memory limit (answer_bytes: "
-        "a predict request whose answer would pass --max-answer-bytes; classes: a label past --max-classes or the "
+        "a predict request whose answer would pass --max-answer-bytes; request_documents: a request of more documents "
+        "than --max-request-documents; classes: a label past --max-classes or the "
         "--max-model-bytes budget; label_bytes: a new class name over --max-label-bytes).\n"
         "# TYPE tributary_limit_refusals_total counter\n";
   os << "tributary_limit_refusals_total{limit=\"answer_bytes\"} " << counters.answer_refusals << "\n";
+  os << "tributary_limit_refusals_total{limit=\"request_documents\"} " << counters.document_limit_refusals << "\n";
   os << "tributary_limit_refusals_total{limit=\"classes\"} " << counters.class_limit_refusals << "\n";
   os << "tributary_limit_refusals_total{limit=\"label_bytes\"} " << counters.label_limit_refusals << "\n";
   counter("tributary_new_terms_dropped_total",
@@ -125,6 +127,11 @@ std::string Server::Impl::MetricsText() {
   gauge("tributary_model_version", "Version (documents learned) of the published model.",
         ready ? static_cast<double>(live->version()) : 0.0);
   gauge("tributary_open_connections", "Open client connections.", open_connections.load());
+  gauge("tributary_unauthenticated_connections",
+        "Connections of both ports that have not shown the token (at most --max-unauthenticated-connections).",
+        static_cast<double>(StrangerCount()));
+  counter("tributary_unauthenticated_evictions_total",
+          "Connections without the token closed to make room for a newer one.", counters.strangers_evicted);
   gauge("tributary_buffered_bytes", "Bytes of partly received frames over all connections.",
         static_cast<double>(buffered_bytes.load()));
   gauge("tributary_learning_enabled", "1 while learn requests are accepted.", learning_enabled ? 1.0 : 0.0);

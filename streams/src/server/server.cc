@@ -349,10 +349,27 @@ Status Server::Impl::Recover(std::unique_ptr<Model> initial) {
   TRIB_RETURN_IF_ERROR(s.wal->StartSegment(s.next_sequence));
   // Everything before next_sequence is in the snapshot or the log now; the
   // mark says so (and replaces a damaged one, reported below).
-  if (!rep.mark_error.empty()) {
-    s.recovery.damage.push_back(rep.mark_error +
-                                "; the log was read without it (a torn tail could not be told from damage) and the "
-                                "mark is rewritten");
+  if (!rep.mark_error.empty() || rep.mark_missing) {
+    // The mark is written from a data directory's first start on: without
+    // it (damaged, or deleted) a cut at the log's end reads as a torn write,
+    // so what was cut may have been acknowledged. Reported with a .report
+    // file (/healthz fails until it is reviewed), never silent.
+    std::string line = (rep.mark_missing ? "write-ahead log acknowledgement mark '" + s.wal->MarkPath() +
+                                               "' is missing although the log holds records (deleted?)"
+                                         : rep.mark_error) +
+                       "; the log was read without it (a torn tail could not be told from damage) and the mark "
+                       "is rewritten";
+    if (rep.torn_bytes > 0) {
+      line += "; " + std::to_string(rep.torn_bytes) + " bytes cut from the end of the log (kept as " +
+              rep.torn_kept_as + ") may have held acknowledged documents";
+    }
+    TRIB_RETURN_IF_ERROR(s.env->CreateDirs(s.DamagedDir()));
+    const std::string report = s.DamagedDir() + "/wal.acked." + stamp + ".report";
+    TRIB_RETURN_IF_ERROR(s.env->WriteFileAtomically(
+        report, "Tributary write-ahead log damage, found at unix time " + stamp + "\n" + line +
+                    ".\nRemove this .report file once reviewed: /healthz fails while one exists.\n"));
+    s.recovery.damage.push_back(line);
+    s.recovery.reports.push_back(report);
   }
   TRIB_RETURN_IF_ERROR(s.wal->MarkAcknowledged(s.next_sequence - 1));
   // A new data directory gets its base snapshot at once (so a damaged later

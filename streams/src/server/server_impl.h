@@ -33,6 +33,7 @@
 #include <deque>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -90,6 +91,11 @@ struct Counters {
   // max_answer_bytes, max_classes, max_label_bytes), and new terms left out
   // of an open vocabulary at max_terms or over kMaxNewTermBytes.
   std::atomic<uint64_t> answer_refusals{0}, class_limit_refusals{0}, label_limit_refusals{0}, terms_dropped{0};
+  // Connections without the token closed to make room for a newer one
+  // (ServerOptions::max_unauthenticated_connections).
+  std::atomic<uint64_t> strangers_evicted{0};
+  // Requests of more documents than ServerOptions::max_request_documents.
+  std::atomic<uint64_t> document_limit_refusals{0};
   // Errors by kind (the Response codes, plus framing and log errors).
   std::atomic<uint64_t> err_invalid{0}, err_unauthenticated{0}, err_overloaded{0}, err_unavailable{0}, err_internal{0},
       err_frame{0}, err_wal{0};
@@ -164,7 +170,21 @@ struct Server::Impl {
   // Declared before the io_context: connections destroyed with it use it.
   std::atomic<uint32_t> open_connections{0};
   std::atomic<uint32_t> http_connections{0};  // open HTTP connections (also bounded by max_connections)
-  std::atomic<uint64_t> buffered_bytes{0};    // received, not yet parsed, over all connections
+  // Connections of both ports that have not shown the token yet, by the
+  // order they came (ids increase), each with the call that closes it on
+  // its own strand (connection.cc AdmitStranger).
+  std::mutex strangers_mu;
+  std::map<uint64_t, std::function<void()>> strangers;  // GUARDED_BY(strangers_mu)
+  uint64_t next_stranger = 1;                           // GUARDED_BY(strangers_mu)
+  // Registers a connection that has not shown the token (`close` closes it
+  // from any thread and must not block); over max_unauthenticated_connections
+  // the oldest is closed. Returns its id for Authenticated (0: no token is
+  // configured, nothing registered).
+  uint64_t AdmitStranger(std::function<void()> close);
+  // The connection `id` showed the token, or is gone: no longer a stranger.
+  void ForgetStranger(uint64_t id);
+  size_t StrangerCount();
+  std::atomic<uint64_t> buffered_bytes{0};  // received, not yet parsed, over all connections
   // Bytes reserved by connections receiving a frame larger than one read
   // chunk (ServerOptions::max_buffered_bytes bounds it).
   std::atomic<uint64_t> frame_reservations{0};
