@@ -59,7 +59,9 @@ void Connection::ArmAuthDeadline() {
   if (authenticated_) return;
   // A stranger's slot is among the few kept for strangers: the oldest is
   // closed when a newer one needs it (ServerOptions::max_unauthenticated_connections).
-  stranger_id_ = srv_->AdmitStranger([weak = weak_from_this()] {
+  boost::system::error_code peer_ec;
+  const auto remote = socket_.remote_endpoint(peer_ec);
+  stranger_id_ = srv_->AdmitStranger(peer_ec ? std::string() : remote.address().to_string(), [weak = weak_from_this()] {
     if (auto self = weak.lock()) {
       asio::post(self->strand_, [self] {
         if (self->authenticated_ || self->closing_) return;
@@ -529,18 +531,34 @@ void Connection::Enqueue(std::shared_ptr<LearnJob> job, uint64_t n) {
 
 // ---- Strangers: connections that have not shown the token -------------------------
 
-uint64_t Server::Impl::AdmitStranger(std::function<void()> close) {
+uint64_t Server::Impl::AdmitStranger(std::string peer, std::function<void()> close) {
   if (opt.auth_token.empty()) return 0;
   std::function<void()> evict;
   uint64_t id;
   {
     std::lock_guard<std::mutex> l(strangers_mu);
     id = next_stranger++;
-    strangers.emplace(id, std::move(close));
+    strangers.emplace(id, Stranger{std::move(peer), std::move(close)});
     if (opt.max_unauthenticated_connections != 0 && strangers.size() > opt.max_unauthenticated_connections) {
-      auto oldest = strangers.begin();
-      evict = std::move(oldest->second);
-      strangers.erase(oldest);
+      // The address with the most stranger slots (the earliest to reach that
+      // count on a tie), then its oldest connection: O(slots), a few dozen.
+      std::map<std::string_view, size_t> per_peer;
+      std::string_view busiest;
+      size_t most = 0;
+      for (const auto& [sid, st] : strangers) {
+        const size_t n = ++per_peer[st.peer];
+        if (n > most) {
+          most = n;
+          busiest = st.peer;
+        }
+      }
+      for (auto it = strangers.begin(); it != strangers.end(); ++it) {
+        if (it->second.peer == busiest) {
+          evict = std::move(it->second.close);
+          strangers.erase(it);
+          break;
+        }
+      }
     }
   }
   if (evict) {

@@ -171,16 +171,23 @@ struct Server::Impl {
   std::atomic<uint32_t> open_connections{0};
   std::atomic<uint32_t> http_connections{0};  // open HTTP connections (also bounded by max_connections)
   // Connections of both ports that have not shown the token yet, by the
-  // order they came (ids increase), each with the call that closes it on
-  // its own strand (connection.cc AdmitStranger).
+  // order they came (ids increase), each with its peer's address and the
+  // call that closes it on its own strand (connection.cc AdmitStranger).
+  struct Stranger {
+    std::string peer;
+    std::function<void()> close;
+  };
   std::mutex strangers_mu;
-  std::map<uint64_t, std::function<void()>> strangers;  // GUARDED_BY(strangers_mu)
-  uint64_t next_stranger = 1;                           // GUARDED_BY(strangers_mu)
-  // Registers a connection that has not shown the token (`close` closes it
-  // from any thread and must not block); over max_unauthenticated_connections
-  // the oldest is closed. Returns its id for Authenticated (0: no token is
+  std::map<uint64_t, Stranger> strangers;  // GUARDED_BY(strangers_mu)
+  uint64_t next_stranger = 1;              // GUARDED_BY(strangers_mu)
+  // Registers a connection from `peer` (its address) that has not shown the
+  // token (`close` closes it from any thread and must not block). Over
+  // max_unauthenticated_connections, the oldest stranger of the address
+  // holding the most stranger slots is closed: a flood from one address
+  // evicts its own connections, not a client elsewhere that is about to
+  // show its token. Returns its id for ForgetStranger (0: no token is
   // configured, nothing registered).
-  uint64_t AdmitStranger(std::function<void()> close);
+  uint64_t AdmitStranger(std::string peer, std::function<void()> close);
   // The connection `id` showed the token, or is gone: no longer a stranger.
   void ForgetStranger(uint64_t id);
   size_t StrangerCount();
