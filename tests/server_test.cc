@@ -1969,6 +1969,33 @@ TEST_F(ServerTest, AMissingAcknowledgementMarkIsReported) {
   }
 }
 
+// Before its first periodic snapshot a data directory has one snapshot, the
+// base one at sequence 0: one flipped bit in it left no readable snapshot,
+// and a restart without --model refused to start although the log from
+// sequence 1 was complete (issue 41 item 12). The directory keeps the model
+// it started from (model.initial.trib), and recovery falls back on it plus
+// the whole log, reporting the damaged snapshot.
+TEST_F(ServerTest, ADamagedFirstSnapshotFallsBackOnTheInitialModelAndTheWholeLog) {
+  std::mt19937_64 rng(45);
+  LogOrder order;
+  const uint64_t n = 120;
+  const std::string image = LearnAndTakeCrashImage(Options(), RandomDocs(rng, n), 10, &order);
+  ASSERT_TRUE(fs::exists(image + "/model.initial.trib"));
+  ASSERT_FALSE(fs::exists(image + "/model.prev.trib"));  // only the base snapshot so far
+  FlipByteAt(image + "/model.trib", ReadBytes(image + "/model.trib").size() / 2);
+  auto srv = Server::Start(Options(image), nullptr);  // no initial model given
+  ASSERT_TRUE(srv.ok()) << srv.status().ToString();
+  const RecoveryInfo& rec = (*srv)->recovery();
+  EXPECT_EQ(rec.snapshot_path, image + "/model.initial.trib");
+  EXPECT_EQ(rec.replayed, n);
+  ASSERT_FALSE(rec.damage.empty());
+  EXPECT_THAT(rec.damage[0], HasSubstr("model.trib"));
+  Client c(srv.value()->port());
+  WaitLearned(c, n);
+  (*srv)->Shutdown();
+  EXPECT_TRUE((*srv)->Wait().ok());
+}
+
 TEST_F(ServerTest, CorruptLogIsRefusedByDefaultOrSkippedWithAReport) {
   std::mt19937_64 rng(41);
   LogOrder order;

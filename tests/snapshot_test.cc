@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <sstream>
 
@@ -117,6 +118,41 @@ TEST_F(SnapshotTest, LoadReadsNoMoreThanTheHeaderSays) {
   EXPECT_THAT(extended.status().message(), HasSubstr("truncated or extended"));
   WriteFile(path, bytes);
   EXPECT_TRUE(Model::Load(path, testing::BuiltinRegistry()).ok());
+}
+
+// A checksum-valid snapshot whose learner state no learner writes is refused
+// by name (issue 41 item 9: a schedule kind of 99 loaded, and
+// `train --resume` then used it; an infinite n predicted 0).
+TEST_F(SnapshotTest, ALearnerStateNoLearnerWritesIsRefused) {
+  const std::string path = testing::TempDir("snapshot_learner") + "/m.trib";
+  struct Case {
+    const char* what;
+    void (*mutate)(LearnerState*);
+  };
+  const Case cases[] = {
+      {"kind 99 is unknown", [](LearnerState* ls) { ls->schedule.kind = static_cast<StepSchedule::Kind>(99); }},
+      {"rho is 7",
+       [](LearnerState* ls) {
+         ls->schedule.kind = StepSchedule::Kind::kConstant;
+         ls->schedule.rho = 7;
+       }},
+      {"effective data-set size n is inf",
+       [](LearnerState* ls) { ls->effective_size = std::numeric_limits<double>::infinity(); }},
+      {"effective data-set size n is -1", [](LearnerState* ls) { ls->effective_size = -1; }},
+  };
+  for (const Case& c : cases) {
+    auto m = Model::Create(testing::BuiltinFamily("multinomial"), testing::BuiltinLoss("ncll"),
+                           *ModelSchema::FromProto(testing::TextSchema(30, 2)), {}, 1);
+    ASSERT_TRUE(m.ok());
+    ASSERT_TRUE((*m)->Save(path).ok());
+    ASSERT_TRUE(Model::Load(path, testing::BuiltinRegistry()).ok()) << c.what;
+    c.mutate(&(*m)->learner_state());
+    ASSERT_TRUE((*m)->Save(path).ok()) << c.what;
+    auto bad = Model::Load(path, testing::BuiltinRegistry());
+    ASSERT_TRUE(bad.status().IsCorruption()) << c.what << ": " << bad.status().ToString();
+    EXPECT_THAT(bad.status().message(), HasSubstr(c.what));
+    EXPECT_THAT(bad.status().message(), HasSubstr("learner state"));
+  }
 }
 
 TEST_F(SnapshotTest, ThePayloadIsTheModelSnapshotProtobufWouldWrite) {

@@ -13,6 +13,7 @@
 #include "tributary/checksum.h"
 #include "tributary/env.h"
 #include "tributary/model.h"
+#include "tributary/model_config.h"
 #include "tributary/v1/tributary.pb.h"
 
 #include <google/protobuf/io/coded_stream.h>
@@ -489,6 +490,16 @@ Result<std::unique_ptr<Model>> Model::Parse(const std::string& file, const std::
   m->learner_.schedule.tau0 = ls.schedule().tau0();
   m->learner_.schedule.kappa = ls.schedule().kappa();
   m->learner_.schedule.rho = ls.schedule().rho();
+  // A valid checksum says the bytes are as written, not that a learner
+  // wrote them: a schedule or an effective size no learner uses would make
+  // `train --resume` (and the server) take steps no version would.
+  if (Status st = m->learner_.schedule.Validate(); !st.ok()) return corrupt("learner state: " + st.message());
+  if (!(m->learner_.effective_size >= 0 && m->learner_.effective_size <= kMaxEffectiveSize)) {
+    std::ostringstream v;
+    v << m->learner_.effective_size;
+    return corrupt("learner state: the effective data-set size n is " + v.str() +
+                   ", expected a finite number in [0, 1e12]");
+  }
   m->training_report_ = snap.training_report();
   // Caches only: the check-step leaves feasible statistics unchanged. It
   // projects them onto what the family allows (counts >= 0, ...), so a value

@@ -29,6 +29,9 @@ Status StepSchedule::Validate() const {
         return Status::InvalidArgument("step schedule: rho is " + num(rho) + ", expected 0 < rho <= 1");
       }
       break;
+    default:  // a value no version wrote (a damaged or forged snapshot)
+      return Status::InvalidArgument("step schedule: kind " + std::to_string(static_cast<int>(kind)) +
+                                     " is unknown (expected inverse, poly or constant)");
   }
   return Status::OK();
 }

@@ -176,8 +176,9 @@ struct ServerOptions {
 
 /// How Server::Start recovered the model (Server::recovery).
 struct RecoveryInfo {
-  bool from_snapshot = false;                              ///< a snapshot was loaded (false: the initial model)
-  std::string snapshot_path;                               ///< the snapshot recovered from (empty: the initial model)
+  bool from_snapshot = false;  ///< a snapshot was loaded (false: the initial model)
+  std::string snapshot_path;   ///< the snapshot recovered from; for the initial model: empty, or the data directory's
+                               ///< model.initial.trib when it was read
   uint64_t snapshot_sequence = 0;                          ///< last log sequence the snapshot holds (0: none)
   uint64_t replayed = 0;                                   ///< log records applied on top of it
   uint64_t torn_bytes = 0;                                 ///< bytes of a torn log tail cut off (kept in damaged/)

@@ -231,6 +231,18 @@ Status Server::Impl::Recover(std::unique_ptr<Model> initial) {
       if (!m.status().IsCorruption()) return m.status();
       damaged.emplace_back(path, m.status().message());
     }
+    // Both damaged (or gone) while the log holds everything from sequence 1:
+    // the directory's own initial model, as it started.
+    if (!model && s.wal->FirstSequence() <= 1 && s.env->FileExists(s.InitialSnapshotPath())) {
+      uint64_t seq = 0;
+      auto m = Model::Load(s.InitialSnapshotPath(), reg, s.env, &seq);
+      if (m.ok() && seq == 0) {
+        model = std::move(m).value();
+        s.recovery.snapshot_path = s.InitialSnapshotPath();  // the initial model: not from_snapshot
+      } else if (!m.ok() && !m.status().IsCorruption()) {
+        return m.status();
+      }
+    }
   }
   if (!model) {
     std::string why;
@@ -249,6 +261,12 @@ Status Server::Impl::Recover(std::unique_ptr<Model> initial) {
           (damaged.empty() ? "" : ": the whole log is present, it is replayed onto it") + ")");
     }
     model = std::move(initial);
+  }
+  // A new data directory (or one whose every snapshot is lost) keeps the
+  // model it starts from: model.initial.trib, written once.
+  if (!s.recovery.from_snapshot && s.recovery.snapshot_path.empty() && !s.env->FileExists(s.InitialSnapshotPath())) {
+    TRIB_RETURN_IF_ERROR(
+        model->Save(s.InitialSnapshotPath(), SnapshotOptions{s.env, 0}).WithContext("keeping the initial model"));
   }
   const std::string stamp = std::to_string(static_cast<long long>(std::time(nullptr)));
   for (const auto& [path, msg] : damaged) {

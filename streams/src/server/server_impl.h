@@ -262,6 +262,13 @@ struct Server::Impl {
   std::string SnapshotPath() const { return (std::filesystem::path(opt.data_dir) / "model.trib").string(); }
   // The snapshot before the newest: the log is kept from its sequence on.
   std::string PrevSnapshotPath() const { return (std::filesystem::path(opt.data_dir) / "model.prev.trib").string(); }
+  // The model the data directory started from (sequence 0), written once at
+  // its first start and never replaced: while the log still holds every
+  // record from sequence 1, recovery falls back on it when both snapshots
+  // are damaged, whatever flags the restart was given.
+  std::string InitialSnapshotPath() const {
+    return (std::filesystem::path(opt.data_dir) / "model.initial.trib").string();
+  }
   // Damaged files kept aside, and the .report files that fail /healthz.
   std::string DamagedDir() const { return (std::filesystem::path(opt.data_dir) / "damaged").string(); }
   // The .report files in DamagedDir(), sorted (empty when healthy).
