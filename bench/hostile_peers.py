@@ -119,6 +119,14 @@ def main():
             break
         time.sleep(0.05)
     port, http_port = map(int, open(port_file).read().split())
+    try:
+        return attack(a, pb, srv, port, http_port, tmp, log)
+    finally:
+        if srv.poll() is None:
+            srv.kill()  # an interrupted run leaves no server behind
+
+
+def attack(a, pb, srv, port, http_port, tmp, log):
     results = []
 
     def step(name, fn):

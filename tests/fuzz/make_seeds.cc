@@ -153,6 +153,13 @@ void DecoderSeeds(Corpus* c) {
   in += static_cast<char>(schema.size() >> 8);
   in += schema + Doc("s", {0, 1, 2}, {1, 1, 1}, "b").SerializeAsString();
   c->Add("decoder", "own_schema", 0x10, in);
+  // Raw strings (bit 5): id, label and text as thirds of the input, one with
+  // an invalid byte, one valid with a new class on an open schema (case 5).
+  c->Add("decoder", "raw_invalid_utf8", 0x20 | 0x08 | 5,
+         std::string("id\xff"
+                     "dlabel1some words",
+                     20));
+  c->Add("decoder", "raw_valid", 0x20 | 0x08 | 5, "doc1__newlbwords here");
 }
 
 // ---- snapshot: mode (bit 0: the rest is the payload, sealed by the target) + file
@@ -306,6 +313,21 @@ void FrameSeeds(Corpus* c) {
   c->Add("frame", "partial", 0x00, si::FrameMessage(learn).substr(0, 7));
 }
 
+// ---- http_body: mode (the document limit, 0: none) + the body
+void HttpBodySeeds(Corpus* c) {
+  c->Add("http_body", "learn", 0x00,
+         R"({"documents": [{"id": "a", "text": "The striker scored", "label": "sports", "weight": 2},)"
+         R"( {"terms": {"oven": 2, "flour": 1}, "label": "cooking"}, {"id": "t", "tokens": ["x", "y"]}]})");
+  c->Add("http_body", "over_the_limit", 0x02, R"({"documents": [{"text": "a"}, {"text": "b"}, {"text": "c"}]})");
+  std::string many = R"({"documents": [)";
+  for (int i = 0; i < 90; ++i) many += std::string(i ? "," : "") + R"({"text":"w"})";
+  c->Add("http_body", "many_over_the_limit", 0x40, many + "]}");
+  c->Add("http_body", "bad_weight", 0x00, R"({"documents": [{"text": "a", "weight": -1}]})");
+  c->Add("http_body", "unknown_field", 0x00, R"({"documents": [], "extra": 1})");
+  c->Add("http_body", "not_json", 0x00, "{\"documents\": [");
+  c->Add("http_body", "invalid_utf8", 0x00, std::string("{\"documents\": [{\"text\": \"caf\xc3\"}]}"));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -319,6 +341,7 @@ int main(int argc, char** argv) {
   SnapshotSeeds(&c);
   WalSeeds(&c);
   FrameSeeds(&c);
+  HttpBodySeeds(&c);
   std::fprintf(stderr, "fuzz_make_seeds: %d seeds written under %s\n", c.written(), argv[1]);
   return 0;
 }
