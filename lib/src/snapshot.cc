@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tributary/checksum.h"
+#include "tributary/document.h"
 #include "tributary/env.h"
 #include "tributary/model.h"
 #include "tributary/model_config.h"
@@ -521,6 +522,40 @@ Result<std::unique_ptr<Model>> Model::Parse(const std::string& file, const std::
     int rc = m->family_->family().import_cache(m->fmodel_, snap.family_cache().data(),
                                                static_cast<size_t>(snap.family_cache_size()), &err);
     if (rc != TRIB_OK) return PluginStatus(rc, err, *m->family_, "import_cache").WithContext("snapshot '" + path + "'");
+  }
+  // The bytes are as written and the statistics within the family's domain;
+  // what the family computes from them (blocks' scale and shift, its cache)
+  // must be numbers too. One probe document (the first term once, every real
+  // 0, every category 0) is scored: a NaN, +inf, or -inf for every output
+  // (no output possible) was written by no learner (a block shift of 1e308
+  // made every prediction null). A probe the family refuses says nothing.
+  if (m->num_outputs() > 0) {
+    DocumentBuffer probe;
+    if (m->schema_.vocab_size() > 0) {
+      probe.term_ids.push_back(0);
+      probe.term_counts.push_back(1.0);
+    }
+    probe.reals.assign(m->schema_.num_reals(), 0.0);
+    probe.categoricals.assign(m->schema_.categorical_cardinalities().size(), 0);
+    auto state = m->NewScoringState();
+    std::vector<double> scores(m->num_outputs());
+    if (state.ok() && (!probe.term_ids.empty() || !probe.reals.empty() || !probe.categoricals.empty()) &&
+        m->Score(probe.View(), state->get(), scores.data()).ok()) {
+      bool any_possible = false;
+      for (size_t k = 0; k < scores.size(); ++k) {
+        if (std::isnan(scores[k]) || scores[k] == std::numeric_limits<double>::infinity()) {
+          return corrupt("output " + std::to_string(k) + " scores a probe document (the first term once) as " +
+                         std::to_string(scores[k]) + ": the model's values (block scale and shift, family cache) " +
+                         "were not written by a learner");
+        }
+        any_possible |= scores[k] > -std::numeric_limits<double>::infinity();
+      }
+      if (!any_possible) {
+        return corrupt(
+            "every output scores a probe document (the first term once) as -inf: the model's values "
+            "(block scale and shift, family cache) were not written by a learner");
+      }
+    }
   }
   if (log_sequence) *log_sequence = ls.wal_sequence();
   return m;
