@@ -129,16 +129,6 @@ SourceEntry ParseEntry(const std::string& stream, const redisReply* entry) {
   if (text != nullptr && doc != nullptr) {
     return fail("expected exactly one of the fields 'text' or 'doc', found both");
   }
-  // The one UTF-8 rule (utf8.h), at the door: an entry with invalid text is
-  // dead-lettered, never acknowledged as learned nor logged (its record
-  // would not parse back at the next start).
-  const std::pair<const char*, const redisReply*> utf8_fields[] = {{"text", text}, {"label", label}, {"id", id}};
-  for (const auto& [name, value] : utf8_fields) {
-    if (value == nullptr) continue;
-    if (std::string why = Utf8Error(ReplyString(value)); !why.empty()) {
-      return fail("field '" + std::string(name) + "': " + why);
-    }
-  }
   if (text != nullptr) {
     if (ReplyString(text).empty()) return fail("expected a non-empty 'text', found an empty one");
     e.doc.set_text(std::string(ReplyString(text)));
