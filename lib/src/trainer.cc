@@ -1,5 +1,7 @@
 #include "tributary/trainer.h"
 
+#include "json_text.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -23,31 +25,6 @@ LearnerOptions SdemOptions(uint64_t seed) {
 // Strictly better: higher accuracy, or equal accuracy and lower NCLL.
 bool Better(double acc, double ncll, double best_acc, double best_ncll) {
   return acc > best_acc || (acc == best_acc && ncll < best_ncll);
-}
-
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (static_cast<unsigned char>(ch) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", ch);
-      out += buf;
-    } else {
-      out += ch;
-    }
-  }
-  return out + "\"";
-}
-
-std::string JsonNumber(double x) {
-  if (!std::isfinite(x)) return "null";
-  std::ostringstream os;
-  os.precision(10);
-  os << x;
-  return os.str();
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 #ifndef TRIBUTARY_METRICS_H_
 #define TRIBUTARY_METRICS_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -48,6 +49,12 @@ class ClassificationMetrics {
   /// Labelled documents whose argmax of log p(k, x) is their label (ties:
   /// the lowest class).
   uint64_t correct() const { return correct_; }
+  uint32_t num_classes() const { return k_; }  ///< the confusion matrix's side
+  /// Labelled documents of class `truth` predicted as `predicted`.
+  /// REQUIRES: both < num_classes().
+  uint64_t confusion(uint32_t truth, uint32_t predicted) const {
+    return confusion_[static_cast<std::size_t>(truth) * k_ + predicted];
+  }
 
  private:
   uint32_t k_;

@@ -1,4 +1,5 @@
 // `tributary prequential`: test-then-train over one pass.
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <memory>
@@ -10,7 +11,10 @@
 #include "decoded_stream.h"
 #include "plot_source.h"
 #include "tributary/learner.h"
+#include "tributary/live_learner.h"
 #include "tributary/metrics.h"
+#include "tributary/model_config.h"
+#include "tributary/trainer.h"
 
 namespace tributary::cli {
 namespace {
@@ -41,23 +45,51 @@ int RunPrequential(const LearnFlags& f, const std::string& in, uint64_t every, b
         "prequential measures classification accuracy, but family '" + model->family().name +
         "' learns latent components (labels are ignored); use train, then eval for clustering metrics"));
   }
-  LearnerOptions lo;
-  lo.engine = "sdem";
-  lo.seed = f.seed;
-  auto lr = Learner::Create(model.get(), lo);
-  if (!lr.ok()) return refuse(lr.status());
-  auto learner = std::move(lr).value();
-  auto ds = DecodedStream::Open(std::move(first).value(), *model);
+  // The live learner (live_learner.h): candidates test-then-train, the best
+  // one served, drift detected; --select off: one learner with the flags.
+  std::unique_ptr<LiveLearner> live;
+  std::unique_ptr<Learner> learner;
+  if (f.select == "auto") {
+    auto base = ConfigFromFlags(f);
+    if (!base.ok()) return ReportError(base.status());
+    const Result<ModelSchema> stream_schema = (*first)->schema();
+    LiveLearnerOptions lo;
+    lo.candidates = DefaultLiveCandidates(*base);
+    lo.seed = f.seed;
+    ModelFactory factory = [&](const CandidateSpec& c) -> Result<std::unique_ptr<Model>> {
+      return NewModel(CandidateConfig(*base, c), Registry(), stream_schema, *length, in);
+    };
+    auto ll = LiveLearner::Create(factory, lo);
+    if (!ll.ok()) return refuse(ll.status());
+    live = std::move(ll).value();
+  } else {
+    LearnerOptions lo;
+    lo.engine = "sdem";
+    lo.seed = f.seed;
+    auto lr = Learner::Create(model.get(), lo);
+    if (!lr.ok()) return refuse(lr.status());
+    learner = std::move(lr).value();
+  }
+  // The model that decodes the stream (the live learner's first candidate's).
+  Model* schema = live ? live->schema_model() : model.get();
+  auto ds = DecodedStream::Open(std::move(first).value(), *schema);
   if (!ds.ok()) return refuse(ds.status());
   // Progressive (test-then-train) accuracy, log-loss (NCLL, -log p(y | x))
   // and hinge loss (eq. 17, margin 1), cumulative and over the last window.
-  ClassificationMetrics total(model->num_outputs()), window(model->num_outputs());
+  ClassificationMetrics total(schema->num_outputs()), window(schema->num_outputs());
   json curve = json::array();
   BadInput bad;
   Progress progress("prequential", f.quiet || !as_json);
   DocumentBuffer doc;
-  if (!as_json)
-    std::cout << "documents\taccuracy\twindow_accuracy\tncll\twindow_ncll\thinge\twindow_hinge" << std::endl;
+  // The live learner's alarms (document indices) not yet reported.
+  size_t alarms_reported = 0;
+  auto served_label = [&]() -> std::string {
+    return live ? live->candidate_stats()[live->served_index()].label : std::string();
+  };
+  if (!as_json) {
+    std::cout << "documents\taccuracy\twindow_accuracy\tncll\twindow_ncll\thinge\twindow_hinge"
+              << (live ? "\talarms\tserved" : "") << std::endl;
+  }
   auto emit = [&]() {
     const bool any = window.labelled() > 0;
     const double nan = std::nan("");
@@ -65,50 +97,75 @@ int RunPrequential(const LearnFlags& f, const std::string& in, uint64_t every, b
     const double ncll = total.mean_ncll(), win_ncll = any ? window.mean_ncll() : nan;
     const double hinge = total.mean_hinge(), win_hinge = any ? window.mean_hinge() : nan;
     auto num = [](double x) { return std::isnan(x) ? json(nullptr) : json(x); };
-    if (as_json) {
-      curve.push_back({{"documents", total.documents()},
-                       {"accuracy", num(acc)},
-                       {"window_accuracy", num(win)},
-                       {"ncll", num(ncll)},
-                       {"window_ncll", num(win_ncll)},
-                       {"hinge", num(hinge)},
-                       {"window_hinge", num(win_hinge)}});
-    } else {
-      std::cout << total.documents() << '\t' << Fmt(acc, 4) << '\t' << Fmt(win, 4) << '\t' << Fmt(ncll, 4) << '\t'
-                << Fmt(win_ncll, 4) << '\t' << Fmt(hinge, 4) << '\t' << Fmt(win_hinge, 4) << std::endl;  // live readers
+    // Alarms since the last line: their documents (live learner only).
+    json alarms = json::array();
+    std::string alarm_text;
+    if (live) {
+      for (; alarms_reported < live->alarms().size(); ++alarms_reported) {
+        const uint64_t at = live->alarms()[alarms_reported].document;
+        alarms.push_back(at);
+        alarm_text += (alarm_text.empty() ? "" : ",") + std::to_string(at);
+      }
     }
-    window = ClassificationMetrics(model->num_outputs());
+    {
+      json point = {{"documents", total.documents()}, {"accuracy", num(acc)},
+                    {"window_accuracy", num(win)},    {"ncll", num(ncll)},
+                    {"window_ncll", num(win_ncll)},   {"hinge", num(hinge)},
+                    {"window_hinge", num(win_hinge)}};
+      if (live) {
+        point["alarms"] = alarms;
+        point["served"] = served_label();
+      }
+      curve.push_back(std::move(point));  // (for --plot too)
+    }
+    if (!as_json) {
+      std::cout << total.documents() << '\t' << Fmt(acc, 4) << '\t' << Fmt(win, 4) << '\t' << Fmt(ncll, 4) << '\t'
+                << Fmt(win_ncll, 4) << '\t' << Fmt(hinge, 4) << '\t' << Fmt(win_hinge, 4);
+      if (live) std::cout << '\t' << (alarm_text.empty() ? "-" : alarm_text) << '\t' << served_label();
+      std::cout << std::endl;  // live readers
+    }
+    window = ClassificationMetrics(schema->num_outputs());
   };
+  // What the model learned so far, saved when the stream fails.
+  auto save_partial = [&]() { SavePartial(live ? live->served() : *model, out); };
+  LiveStep live_step;
   for (;;) {
     bool eof = false, grew = false;
-    Status st = (*ds)->Next(model.get(), true, f.skip_bad, &bad, &doc, &eof, &grew);
+    Status st = (*ds)->Next(schema, true, f.skip_bad, &bad, &doc, &eof, &grew);
     if (!st.ok()) {
-      SavePartial(*model, out);
+      save_partial();
       return refuse(st);
     }
     if (eof) break;
     if (grew) {
-      total.Resize(model->num_outputs());
-      window.Resize(model->num_outputs());  // (the learner rebuilds itself: learner.h)
+      if (live) {
+        if (Status g = live->SyncClasses(); !g.ok()) {
+          save_partial();
+          return refuse(g);
+        }
+      }
+      total.Resize(schema->num_outputs());
+      window.Resize(schema->num_outputs());  // (the learner rebuilds itself: learner.h)
     }
     trib_document v = doc.View();
-    // Test, then train: Learn() scores the document with the model as it was
-    // before this document's update.
-    LearnResult outcome;
-    if (doc.label < 0 && model->loss_plugin()->loss().requires_label) {
+    // Test, then train: each learner scores the document with its model as it
+    // was before this document's update.
+    if (doc.label < 0 && (live || model->loss_plugin()->loss().requires_label)) {
       continue;  // nothing to test or learn from
     }
-    st = learner->Learn(v, &outcome);
+    LearnResult outcome;
+    st = live ? live->Learn(doc, &live_step) : learner->Learn(v, &outcome);
     if (!st.ok()) {
       if (f.skip_bad && DocumentRefused(st)) {
         bad.Record(st);
         continue;
       }
-      SavePartial(*model, out);
+      save_partial();
       return refuse(st);
     }
-    total.Add(outcome.scores->data(), doc.label, model->PerplexityTokens(v));
-    window.Add(outcome.scores->data(), doc.label, model->PerplexityTokens(v));
+    const double* scores = live ? live_step.scores->data() : outcome.scores->data();
+    total.Add(scores, doc.label, schema->PerplexityTokens(v));
+    window.Add(scores, doc.label, schema->PerplexityTokens(v));
     progress.Tick(total.documents());
     if (every > 0 && total.documents() % every == 0) emit();
   }
@@ -117,7 +174,8 @@ int RunPrequential(const LearnFlags& f, const std::string& in, uint64_t every, b
   PrintBad(bad);
   if (total.documents() == 0) return refuse(Status::InvalidArgument("'" + in + "': no document in the stream"));
   if (!out.empty()) {
-    Status st = model->Save(out);
+    if (live) live->served().set_training_report(live->ToJson());
+    Status st = (live ? live->served() : *model).Save(out);
     if (!st.ok()) return ReportError(NameFile(st, out));
   }
   json j;
@@ -129,6 +187,39 @@ int RunPrequential(const LearnFlags& f, const std::string& in, uint64_t every, b
   j["hinge"] = num(total.mean_hinge());
   j["skipped"] = bad.skipped;
   j["curve"] = curve;
+  // Per class: recall over the whole stream, and the pairs confused most
+  // (a drift that hits a few classes shows here, not in the overall curve).
+  const ModelSchema& classes = schema->schema();
+  auto class_name = [&](uint32_t k) { return k < classes.classes().size() ? classes.classes()[k] : std::to_string(k); };
+  json per_class = json::array();
+  struct Confused {
+    uint64_t count;
+    uint32_t truth, predicted;
+  };
+  std::vector<Confused> confused;
+  for (uint32_t t = 0; t < total.num_classes(); ++t) {
+    uint64_t docs = 0;
+    for (uint32_t p = 0; p < total.num_classes(); ++p) {
+      const uint64_t c = total.confusion(t, p);
+      docs += c;
+      if (p != t && c > 0) confused.push_back({c, t, p});
+    }
+    if (docs == 0) continue;
+    per_class.push_back({{"class", class_name(t)},
+                         {"documents", docs},
+                         {"recall", static_cast<double>(total.confusion(t, t)) / static_cast<double>(docs)}});
+  }
+  std::stable_sort(confused.begin(), confused.end(),
+                   [](const Confused& a, const Confused& b) { return a.count > b.count; });
+  if (confused.size() > 10) confused.resize(10);
+  json most_confused = json::array();
+  for (const Confused& c : confused) {
+    most_confused.push_back(
+        {{"class", class_name(c.truth)}, {"predicted", class_name(c.predicted)}, {"documents", c.count}});
+  }
+  j["per_class"] = per_class;
+  j["most_confused"] = most_confused;
+  if (live) j["live"] = json::parse(live->ToJson());
   if (!plot.empty()) {
     Status st = DrawLearningCurve(j.dump(), plot, "Prequential accuracy: " + f.family + "/" + f.loss + " on " + in);
     if (!st.ok()) return ReportError(st);
@@ -138,6 +229,33 @@ int RunPrequential(const LearnFlags& f, const std::string& in, uint64_t every, b
   } else {
     std::cout << "prequential accuracy " << Fmt(total.accuracy(), 4) << " over " << total.documents() << " documents"
               << std::endl;
+    // The classes recalled worst, and the confusions (at most five of each).
+    std::vector<std::pair<double, std::string>> worst;
+    for (const auto& c : per_class) worst.emplace_back(c["recall"].get<double>(), c["class"].get<std::string>());
+    std::stable_sort(worst.begin(), worst.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::cout << "lowest recall:";
+    for (size_t i = 0; i < worst.size() && i < 5; ++i)
+      std::cout << ' ' << worst[i].second << ' ' << Fmt(worst[i].first, 3);
+    std::cout << "\nmost confused:";
+    for (size_t i = 0; i < confused.size() && i < 5; ++i) {
+      std::cout << ' ' << class_name(confused[i].truth) << "->" << class_name(confused[i].predicted) << " ("
+                << confused[i].count << ")";
+    }
+    std::cout << std::endl;
+    if (live) {
+      std::cout << "live learner: served '" << served_label() << "' (" << live->switches() << " switch(es)); "
+                << live->alarms().size() << " drift alarm(s)";
+      for (size_t i = 0; i < live->alarms().size() && i < 20; ++i) {
+        std::cout << (i ? ", " : " at documents ") << live->alarms()[i].document;
+      }
+      std::cout << "\n";
+      for (const LiveCandidateStats& c : live->candidate_stats()) {
+        std::cout << "  " << (c.served ? "* " : "  ") << c.label << ": accuracy " << Fmt(c.accuracy, 4) << ", windowed "
+                  << Fmt(c.window_accuracy, 4) << ", class-balanced sample "
+                  << (c.sample_accuracy < 0 ? std::string("-") : Fmt(c.sample_accuracy, 4)) << "\n";
+      }
+      std::cout << std::flush;
+    }
   }
   return kExitOk;
 }
@@ -150,7 +268,13 @@ Runner SetUpPrequential(CLI::App* cmd) {
   cmd->add_option("--in", f->in, "labelled stream")->required();
   cmd->add_option("--every", f->every, "report every K documents")->capture_default_str();
   cmd->add_flag("--json", f->as_json, "one JSON object on stdout");
-  cmd->add_option("--out", f->out, "also save the final model here");
+  cmd->add_option("--out", f->out, "also save the final model here (the live learner's served candidate)");
+  cmd->add_option("--select", f->learn.select,
+                  "auto: the live learner (candidates with long and short memories and the generative NLL "
+                  "learner test-then-train, the best recent one served, drift detected by ADWIN); off: one "
+                  "learner with the given settings")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "off"}));
   cmd->add_option("--plot", f->plot,
                   "also draw the learning curve to this PNG (the Python package's tributary.plot.learning_curve, "
                   "run by /usr/bin/python3 with python3-matplotlib; $TRIBUTARY_PYTHON to use another)");

@@ -1,0 +1,227 @@
+// LiveLearner: several learners on one live stream, the best of them served,
+// and a change detector that makes the long memories forget.
+//
+// A live stream is seen once, in arrival order, and may change. One sdEM
+// learner cannot be right for every stream: a discriminative loss (NCLL,
+// hinge) is the most accurate on a stream in random order but forgets a
+// class it has not seen for a while (a class-grouped backfill), the
+// generative NLL learner never forgets but is less accurate, and a decaying
+// step (rho_t = (1 + lambda t)^-1, sdEM §3.2) averages its noise away but
+// adapts ever more slowly after a change. So the LiveLearner runs
+// *candidates* (a loss, its options, and a memory) on the same documents:
+//
+//  - Test, then train. Every labelled document is scored by every candidate
+//    before that candidate learns it (the scores sdEM computes for its own
+//    step, learner.h LearnResult: no second scoring). The prediction
+//    reported for the document is the served candidate's.
+//  - Memory. A candidate with `memory` M never lets its step counter t pass
+//    M, so its step never falls below rho_M: it keeps adapting at the rate
+//    it had after M documents (a step-size floor). memory 0 is the
+//    schedule's own decay.
+//  - Selection. Each candidate's prequential 0/1 error is averaged with an
+//    exponential window (`half_life` documents). Every `check_every`
+//    labelled documents the served candidate is replaced by the one with
+//    the lowest windowed error when that is lower by more than
+//    `switch_margin` (hysteresis: predictions do not flap between
+//    candidates that are equally good).
+//  - Every class. The prequential error of a class-grouped stream rewards
+//    a learner that predicts the current block's class; so a per-class
+//    sample of recent documents (`sample_per_class` each) is kept, and one
+//    of its documents is scored by every candidate every `sample_every`
+//    labelled documents (round robin). A candidate whose class-balanced
+//    accuracy on the sample is below the best candidate's by more than
+//    `sample_tolerance` may not be served: a learner that forgot the early
+//    classes is not chosen, whatever its recent error.
+//  - Drift. ADWIN (drift.h) watches the served candidate's 0/1 errors. On an
+//    alarm every candidate's step counter is lowered to at most
+//    `restart_memory` (its step raised: sdEM's statistics then move towards
+//    the new documents at rate about 1 / restart_memory for NLL, eq. 15's
+//    decay factor 1 - rho (c + nu / n)), and each class's sample, which
+//    holds the old concept, is emptied when the class's first document
+//    after the alarm comes (a class that does not come back keeps its
+//    sample). The served model then recovers in about the short memory's
+//    length, not the length of all that came before. The detector watches
+//    only documents of classes seen 20 times before (the first documents of
+//    a new class are errors whatever the model), and none while the stream
+//    is grouped by class (one class holds more than a quarter of the last 200
+//    labels, and more than twice its share of the stream or of an even share
+//    of the classes seen): a class-grouped backfill is not a drift.
+//
+// Every candidate learns every labelled document once: the cost per document
+// is the candidates' sdEM steps plus one sample scoring per candidate every
+// `sample_every` documents. Deterministic: the same documents in the same
+// order give the same models, choices and alarms.
+//
+// Thread safety: one thread at a time; the LiveLearner owns its models.
+#ifndef TRIBUTARY_LIVE_LEARNER_H_
+#define TRIBUTARY_LIVE_LEARNER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tributary/document.h"
+#include "tributary/drift.h"
+#include "tributary/learner.h"
+#include "tributary/model.h"
+#include "tributary/status.h"
+#include "tributary/trainer.h"
+
+namespace tributary {
+
+/// One candidate of a LiveLearner: a setting (trainer.h CandidateSpec) and
+/// its memory.
+struct LiveCandidate {
+  CandidateSpec spec;  ///< loss and options (its label names the candidate, with the memory)
+  /// 0: the schedule's own decay (long memory); M > 0: the step counter t is
+  /// held at M at most, so rho_t >= rho_M (a step-size floor).
+  uint64_t memory = 0;
+};
+
+/// The LiveLearner's settings (the file comment says what each does).
+struct LiveLearnerOptions {
+  std::vector<LiveCandidate> candidates;  ///< REQUIRES: non-empty; candidate 0's model decodes the stream
+  uint32_t half_life = 500;               ///< documents: the windowed error's half-life (>= 1)
+  double switch_margin = 0.02;            ///< a challenger must be better by this windowed error, in [0, 1)
+  uint32_t check_every = 100;             ///< labelled documents between selections (>= 1)
+  uint32_t sample_per_class = 8;          ///< recent documents kept per class (0: no sample, no class check)
+  uint32_t sample_every = 2;              ///< one sample document scored per this many labelled documents (>= 1)
+  double sample_tolerance = 0.1;          ///< class-balanced sample accuracy a served candidate may lose, in [0, 1]
+  bool detect_drift = true;               ///< run ADWIN on the served candidate's errors
+  AdwinOptions detector;                  ///< ADWIN's settings
+  uint64_t restart_memory = 1000;         ///< on an alarm, every step counter is lowered to at most this (>= 1)
+  uint64_t seed = 1;                      ///< the learners' seed
+  /// Checks the values are in range; the message names the bad one.
+  Status Validate() const;
+};
+
+/// The default candidates for a live stream with `base`'s settings: the
+/// base loss with the schedule's decay, the same loss with memory
+/// `memory` (its step held from then on), and the generative NLL learner
+/// (long memory); for a generative base (NLL), NLL long and NLL with
+/// memory. Three learners at most (the cost bound of docs/design.md).
+std::vector<LiveCandidate> DefaultLiveCandidates(const ModelConfig& base, uint64_t memory = 1000);
+
+/// What one labelled or unlabelled document did.
+struct LiveStep {
+  bool labelled = false;   ///< the document had a label the models know, and was learned
+  uint32_t predicted = 0;  ///< the served candidate's argmax before learning the document
+  bool correct = false;    ///< labelled and predicted == label
+  /// The served candidate's log p(k, x) before learning (valid until the next call).
+  const std::vector<double>* scores = nullptr;
+  bool alarm = false;     ///< the detector raised an alarm after this document
+  bool switched = false;  ///< the served candidate changed after this document
+};
+
+/// How one candidate is doing.
+struct LiveCandidateStats {
+  std::string label;            ///< the candidate's label
+  uint64_t memory = 0;          ///< LiveCandidate::memory
+  uint64_t labelled = 0;        ///< labelled documents it scored
+  double accuracy = 0;          ///< cumulative prequential accuracy
+  double ncll = 0;              ///< cumulative mean -log p(y | x) (each capped at 50)
+  double window_accuracy = 0;   ///< 1 - the windowed error (half_life)
+  double window_ncll = 0;       ///< the windowed mean -log p(y | x)
+  double sample_accuracy = -1;  ///< class-balanced accuracy on the per-class sample (-1: not measured yet)
+  bool eligible = true;         ///< may be served (the sample check)
+  bool served = false;          ///< the candidate served now
+};
+
+/// A detector alarm.
+struct LiveAlarm {
+  uint64_t document = 0;  ///< 1-based index of the labelled document after which it fired
+  std::string served;     ///< the candidate served then
+};
+
+/// Several candidates learning one stream, the best one served (see the file
+/// comment).
+class LiveLearner {
+ public:
+  /// Builds every candidate's model with `factory` (trainer.h ModelFactory:
+  /// fresh statistics, schedule and n set) and an sdEM learner for it.
+  /// Errors: options out of range; the factory's or the learner's, naming
+  /// the candidate.
+  static Result<std::unique_ptr<LiveLearner>> Create(const ModelFactory& factory, const LiveLearnerOptions& options);
+
+  /// The model whose schema decodes the stream (candidate 0's). Classes and
+  /// terms added to it must be announced with SyncClasses() before the next
+  /// Learn().
+  Model* schema_model() { return candidates_[0].model.get(); }
+  /// Grows every other candidate's model to schema_model()'s schema.
+  Status SyncClasses();
+
+  /// Test-then-train on one document (in schema_model()'s id space). A
+  /// labelled document is scored and learned by every candidate; an
+  /// unlabelled one is only scored by the served candidate. Errors: a
+  /// candidate's refusal of the document (learner.h; the first candidate's
+  /// refusal leaves every model unchanged), naming the candidate when there
+  /// are several.
+  Status Learn(const DocumentBuffer& doc, LiveStep* step = nullptr);
+
+  /// The model served now (borrowed; valid until the next Learn).
+  const Model& served() const { return *candidates_[served_].model; }
+  /// The same, to annotate before saving (Model::set_training_report).
+  Model& served() { return *candidates_[served_].model; }
+  size_t served_index() const { return served_; }  ///< which candidate is served
+  /// Gives up the served model (the LiveLearner must not be used after).
+  std::unique_ptr<Model> TakeServed() { return std::move(candidates_[served_].model); }
+
+  uint64_t labelled() const { return labelled_; }                   ///< labelled documents learned
+  uint64_t switches() const { return switches_; }                   ///< times the served candidate changed
+  const std::vector<LiveAlarm>& alarms() const { return alarms_; }  ///< the detector's alarms, oldest first
+  /// Every candidate's statistics, in LiveLearnerOptions order.
+  std::vector<LiveCandidateStats> candidate_stats() const;
+  /// A JSON object: candidates, the served one, alarms, switches (for
+  /// reports and snapshots' training report).
+  std::string ToJson() const;
+
+ private:
+  struct Candidate {
+    LiveCandidate setting;
+    std::unique_ptr<Model> model;
+    std::unique_ptr<Learner> learner;
+    std::unique_ptr<ScoringState> state;  ///< for the sample and unlabelled documents
+    uint64_t state_layout = ~uint64_t{0};
+    uint64_t labelled = 0, correct = 0;
+    double ncll_sum = 0;
+    double w_err = 0, w_ncll = 0, w_norm = 0;  ///< exponentially weighted sums and their weight
+    double sample_accuracy = -1;
+    bool eligible = true;
+  };
+  struct SampleSlot {
+    DocumentBuffer doc;
+    std::vector<int8_t> correct;  ///< per candidate: -1 not scored yet, 0, 1
+    size_t epoch = 0;             ///< alarms raised before it was kept
+  };
+  /// Documents of a class seen before the detector watches that class.
+  static constexpr uint64_t kSettled = 20;
+  /// Recent labels kept to tell a class-grouped stream (Grouped).
+  static constexpr size_t kRecent = 200;
+  LiveLearner() = default;
+  Status ScoreWith(Candidate* c, const trib_document& doc, std::vector<double>* scores);
+  Status ScoreSample();
+  void Select();
+  void Restart();
+  bool Grouped(uint32_t y);
+
+  LiveLearnerOptions options_;
+  std::vector<Candidate> candidates_;
+  size_t served_ = 0;
+  double decay_ = 1;  ///< the window's per-document decay, 2^(-1 / half_life)
+  Adwin detector_;
+  std::vector<std::vector<SampleSlot>> sample_;  ///< per class, a ring of recent documents
+  std::vector<size_t> sample_next_;              ///< per class: the ring's next slot to overwrite
+  std::vector<uint64_t> seen_;                   ///< per class: labelled documents learned
+  std::vector<uint32_t> recent_;                 ///< the last kRecent labels (a ring)
+  size_t recent_pos_ = 0;                        ///< recent_'s oldest entry once full
+  std::vector<uint32_t> recent_count_;           ///< per class: its labels in recent_
+  size_t cursor_class_ = 0, cursor_slot_ = 0;    ///< the next sample document to score
+  uint64_t labelled_ = 0, switches_ = 0;
+  std::vector<LiveAlarm> alarms_;
+  std::vector<double> scratch_, served_scores_;
+};
+
+}  // namespace tributary
+
+#endif  // TRIBUTARY_LIVE_LEARNER_H_

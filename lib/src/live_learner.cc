@@ -1,0 +1,349 @@
+// LiveLearner (live_learner.h): candidates learning one stream test-then-train,
+// the served one chosen by windowed prequential error, a per-class sample so
+// that no class is forgotten unseen, and ADWIN to restart the long memories.
+#include "tributary/live_learner.h"
+
+#include "json_text.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+#include <string>
+#include <utility>
+
+namespace tributary {
+
+namespace {
+
+// -log p(y | x) from log p(k, x), capped at 50 (trainer.cc's Evaluate does the same).
+double Ncll(const std::vector<double>& s, uint32_t y) {
+  double mx = s[0];
+  for (double v : s) mx = std::max(mx, v);
+  double z = 0;
+  for (double v : s) z += std::exp(v - mx);
+  return std::min(mx + std::log(z) - s[y], 50.0);
+}
+
+uint32_t Argmax(const std::vector<double>& s) {
+  uint32_t best = 0;
+  for (uint32_t k = 1; k < s.size(); ++k) {
+    if (s[k] > s[best]) best = k;
+  }
+  return best;
+}
+
+}  // namespace
+
+Status LiveLearnerOptions::Validate() const {
+  if (candidates.empty()) return Status::InvalidArgument("live learner: no candidates");
+  if (half_life < 1) return Status::InvalidArgument("live learner half_life: expected at least 1, found 0");
+  if (!(switch_margin >= 0 && switch_margin < 1)) {
+    return Status::InvalidArgument("live learner switch_margin: expected a number in [0, 1), found " +
+                                   std::to_string(switch_margin));
+  }
+  if (check_every < 1) return Status::InvalidArgument("live learner check_every: expected at least 1, found 0");
+  if (sample_every < 1) return Status::InvalidArgument("live learner sample_every: expected at least 1, found 0");
+  if (!(sample_tolerance >= 0 && sample_tolerance <= 1)) {
+    return Status::InvalidArgument("live learner sample_tolerance: expected a number in [0, 1], found " +
+                                   std::to_string(sample_tolerance));
+  }
+  if (restart_memory < 1) return Status::InvalidArgument("live learner restart_memory: expected at least 1, found 0");
+  return detector.Validate();
+}
+
+std::vector<LiveCandidate> DefaultLiveCandidates(const ModelConfig& base, uint64_t memory) {
+  std::vector<LiveCandidate> out;
+  const bool generative = base.loss == "nll";
+  auto add = [&](uint64_t m) {
+    LiveCandidate c;
+    c.spec.loss = base.loss;
+    c.spec.generative = generative;
+    c.spec.label = base.loss + (m ? " memory=" + std::to_string(m) : std::string());
+    c.memory = m;
+    out.push_back(std::move(c));
+  };
+  add(0);
+  add(memory);
+  if (!generative) {
+    LiveCandidate nll;
+    nll.spec.loss = "nll";
+    nll.spec.generative = true;
+    nll.spec.label = "nll (generative)";
+    out.push_back(std::move(nll));
+  }
+  return out;
+}
+
+Result<std::unique_ptr<LiveLearner>> LiveLearner::Create(const ModelFactory& factory,
+                                                         const LiveLearnerOptions& options) {
+  TRIB_RETURN_IF_ERROR(options.Validate());
+  std::unique_ptr<LiveLearner> l(new LiveLearner());
+  l->options_ = options;
+  l->decay_ = std::exp2(-1.0 / options.half_life);
+  l->detector_ = Adwin(options.detector);
+  for (const LiveCandidate& setting : options.candidates) {
+    Candidate c;
+    c.setting = setting;
+    auto m = factory(setting.spec);
+    if (!m.ok()) return m.status().WithContext("candidate '" + setting.spec.label + "'");
+    c.model = std::move(m).value();
+    LearnerOptions lo;
+    lo.engine = "sdem";  // test-then-train needs the scores sdEM computes for its step
+    lo.seed = options.seed;
+    auto learner = Learner::Create(c.model.get(), lo);
+    if (!learner.ok()) return learner.status().WithContext("candidate '" + setting.spec.label + "'");
+    c.learner = std::move(learner).value();
+    l->candidates_.push_back(std::move(c));
+  }
+  return l;
+}
+
+Status LiveLearner::SyncClasses() {
+  const Model& ref = *candidates_[0].model;
+  for (size_t c = 1; c < candidates_.size(); ++c) TRIB_RETURN_IF_ERROR(candidates_[c].model->GrowTo(ref.schema()));
+  return Status::OK();
+}
+
+Status LiveLearner::ScoreWith(Candidate* c, const trib_document& doc, std::vector<double>* scores) {
+  if (c->state == nullptr || c->state_layout != c->model->layout_version()) {
+    auto st = c->model->NewScoringState(options_.seed);
+    if (!st.ok()) return st.status();
+    c->state = std::move(st).value();
+    c->state_layout = c->model->layout_version();
+  }
+  scores->resize(c->model->num_outputs());
+  return c->model->Score(doc, c->state.get(), scores->data());
+}
+
+Status LiveLearner::Learn(const DocumentBuffer& doc, LiveStep* step) {
+  LiveStep local;
+  LiveStep& out = step ? *step : local;
+  out = LiveStep();
+  const trib_document view = doc.View();
+  const uint32_t K = candidates_[0].model->num_outputs();
+  if (doc.label < 0 || doc.label >= static_cast<int64_t>(K)) {
+    // Nothing to test or learn from: the served candidate predicts.
+    Candidate& s = candidates_[served_];
+    TRIB_RETURN_IF_ERROR(ScoreWith(&s, view, &served_scores_).WithContext(doc.Name()));
+    out.predicted = Argmax(served_scores_);
+    out.scores = &served_scores_;
+    return Status::OK();
+  }
+  const auto y = static_cast<uint32_t>(doc.label);
+  for (size_t i = 0; i < candidates_.size(); ++i) {
+    Candidate& c = candidates_[i];
+    LearnResult r;
+    Status st = c.learner->Learn(view, &r);
+    if (!st.ok()) return candidates_.size() == 1 ? st : st.WithContext("candidate '" + c.setting.spec.label + "'");
+    // The memory: the step counter held at M (live_learner.h).
+    LearnerState& ls = c.model->learner_state();
+    if (c.setting.memory > 0 && ls.updates > c.setting.memory) ls.updates = c.setting.memory;
+    const std::vector<double>& s = *r.scores;
+    const bool right = Argmax(s) == y;
+    const double ncll = Ncll(s, y);
+    ++c.labelled;
+    c.correct += right;
+    c.ncll_sum += ncll;
+    c.w_err = decay_ * c.w_err + (right ? 0.0 : 1.0);
+    c.w_ncll = decay_ * c.w_ncll + ncll;
+    c.w_norm = decay_ * c.w_norm + 1.0;
+    if (i == served_) {
+      served_scores_ = s;
+      out.predicted = Argmax(s);
+      out.correct = right;
+    }
+  }
+  out.labelled = true;
+  out.scores = &served_scores_;
+  ++labelled_;
+  // The per-class sample: the newest document replaces its class's oldest.
+  if (options_.sample_per_class > 0) {
+    if (sample_.size() <= y) {
+      sample_.resize(y + 1);
+      sample_next_.resize(y + 1, 0);
+    }
+    auto& ring = sample_[y];
+    // A class's documents from before the last alarm are its old concept:
+    // they go when its first document after the alarm comes. A class that
+    // does not come back (a class-grouped stream) keeps its sample, so the
+    // candidates are still checked on it.
+    if (!ring.empty() && ring[0].epoch != alarms_.size()) {
+      ring.clear();
+      sample_next_[y] = 0;
+    }
+    SampleSlot slot{doc, std::vector<int8_t>(candidates_.size(), -1), alarms_.size()};
+    if (ring.size() < options_.sample_per_class) {
+      ring.push_back(std::move(slot));
+    } else {
+      ring[sample_next_[y]] = std::move(slot);
+      sample_next_[y] = (sample_next_[y] + 1) % ring.size();
+    }
+    if (candidates_.size() > 1 && labelled_ % options_.sample_every == 0) TRIB_RETURN_IF_ERROR(ScoreSample());
+  }
+  // The detector watches documents of classes seen `kSettled` times before:
+  // the first documents of a new class are errors whatever the model (a
+  // class-grouped stream would raise an alarm at every block).
+  if (seen_.size() <= y) seen_.resize(y + 1, 0);
+  const bool settled = seen_[y]++ >= kSettled;
+  if (options_.detect_drift && settled && !Grouped(y) && detector_.Add(out.correct ? 0.0 : 1.0)) {
+    out.alarm = true;
+    alarms_.push_back(LiveAlarm{labelled_, candidates_[served_].setting.spec.label});
+    Restart();
+  }
+  if (candidates_.size() > 1 && labelled_ % options_.check_every == 0) {
+    const size_t before = served_;
+    Select();
+    out.switched = served_ != before;
+  }
+  return Status::OK();
+}
+
+// Notes label y among the recent ones; true when the recent labels are
+// grouped by class: one class holds more than a quarter of the last kRecent
+// labels, and more than twice its share of the whole stream or than twice
+// an even share of the classes seen (early in a grouped stream the block's
+// class is much of the whole). Errors then
+// change with the class of the block, not with the concept: a class-grouped
+// stream (a backfill) is no drift.
+bool LiveLearner::Grouped(uint32_t y) {
+  if (recent_count_.size() <= y) recent_count_.resize(y + 1, 0);
+  if (recent_.size() == kRecent) {
+    --recent_count_[recent_[recent_pos_]];
+    recent_[recent_pos_] = y;
+    recent_pos_ = (recent_pos_ + 1) % kRecent;
+  } else {
+    recent_.push_back(y);
+  }
+  ++recent_count_[y];
+  uint32_t top = 0;
+  for (uint32_t k = 1; k < recent_count_.size(); ++k) {
+    if (recent_count_[k] > recent_count_[top]) top = k;
+  }
+  const double share = static_cast<double>(recent_count_[top]) / static_cast<double>(recent_.size());
+  const double overall = static_cast<double>(seen_[top]) / static_cast<double>(labelled_);
+  size_t classes = 0;
+  for (uint64_t c : seen_) classes += c > 0;
+  return share > 0.25 && (share > 2 * overall || share > 2.0 / static_cast<double>(classes));
+}
+
+// Scores the next sample document (round robin over classes, then slots) with
+// every candidate.
+Status LiveLearner::ScoreSample() {
+  for (size_t tries = 0; tries < sample_.size(); ++tries) {
+    if (cursor_class_ >= sample_.size()) {
+      cursor_class_ = 0;
+      ++cursor_slot_;
+    }
+    auto& ring = sample_[cursor_class_];
+    if (ring.empty()) {
+      ++cursor_class_;
+      continue;
+    }
+    SampleSlot& slot = ring[cursor_slot_ % ring.size()];
+    ++cursor_class_;
+    const trib_document view = slot.doc.View();
+    for (size_t i = 0; i < candidates_.size(); ++i) {
+      TRIB_RETURN_IF_ERROR(ScoreWith(&candidates_[i], view, &scratch_).WithContext(slot.doc.Name()));
+      slot.correct[i] = Argmax(scratch_) == static_cast<uint32_t>(slot.doc.label) ? 1 : 0;
+    }
+    return Status::OK();
+  }
+  return Status::OK();
+}
+
+// The served candidate: the lowest windowed error among the eligible ones,
+// kept unless a challenger beats it by switch_margin (or it lost its
+// eligibility).
+void LiveLearner::Select() {
+  // Class-balanced sample accuracy per candidate.
+  double best_sample = -1;
+  for (size_t i = 0; i < candidates_.size(); ++i) {
+    double sum = 0;
+    size_t classes = 0;
+    for (const auto& ring : sample_) {
+      double right = 0, scored = 0;
+      for (const SampleSlot& s : ring) {
+        if (s.correct[i] < 0) continue;
+        right += s.correct[i];
+        scored += 1;
+      }
+      if (scored > 0) {
+        sum += right / scored;
+        ++classes;
+      }
+    }
+    candidates_[i].sample_accuracy = classes >= 2 ? sum / static_cast<double>(classes) : -1;
+    best_sample = std::max(best_sample, candidates_[i].sample_accuracy);
+  }
+  for (Candidate& c : candidates_) {
+    c.eligible = c.sample_accuracy < 0 || c.sample_accuracy >= best_sample - options_.sample_tolerance;
+  }
+  auto err = [](const Candidate& c) { return c.w_norm > 0 ? c.w_err / c.w_norm : 1.0; };
+  size_t best = served_;
+  for (size_t i = 0; i < candidates_.size(); ++i) {
+    if (!candidates_[i].eligible) continue;
+    if (!candidates_[best].eligible || err(candidates_[i]) < err(candidates_[best])) best = i;
+  }
+  if (best == served_ || !candidates_[best].eligible) return;
+  if (candidates_[served_].eligible && err(candidates_[best]) > err(candidates_[served_]) - options_.switch_margin) {
+    return;
+  }
+  served_ = best;
+  ++switches_;
+}
+
+// After an alarm: every step counter at most restart_memory (the steps
+// raised).
+void LiveLearner::Restart() {
+  for (Candidate& c : candidates_) {
+    LearnerState& ls = c.model->learner_state();
+    ls.updates = std::min<uint64_t>(ls.updates, options_.restart_memory);
+  }
+  // (The sample's old concept goes class by class, in Learn.)
+}
+
+std::vector<LiveCandidateStats> LiveLearner::candidate_stats() const {
+  std::vector<LiveCandidateStats> out;
+  for (size_t i = 0; i < candidates_.size(); ++i) {
+    const Candidate& c = candidates_[i];
+    LiveCandidateStats s;
+    s.label = c.setting.spec.label;
+    s.memory = c.setting.memory;
+    s.labelled = c.labelled;
+    const double n = static_cast<double>(std::max<uint64_t>(1, c.labelled));
+    s.accuracy = static_cast<double>(c.correct) / n;
+    s.ncll = c.ncll_sum / n;
+    s.window_accuracy = c.w_norm > 0 ? 1.0 - c.w_err / c.w_norm : 0.0;
+    s.window_ncll = c.w_norm > 0 ? c.w_ncll / c.w_norm : 0.0;
+    s.sample_accuracy = c.sample_accuracy;
+    s.eligible = c.eligible;
+    s.served = i == served_;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::string LiveLearner::ToJson() const {
+  std::ostringstream os;
+  os << "{\"mode\":\"live\",\"labelled\":" << labelled_
+     << ",\"served\":" << JsonString(candidates_[served_].setting.spec.label) << ",\"switches\":" << switches_
+     << ",\"candidates\":[";
+  const std::vector<LiveCandidateStats> stats = candidate_stats();
+  for (size_t i = 0; i < stats.size(); ++i) {
+    const LiveCandidateStats& s = stats[i];
+    os << (i ? "," : "") << "{\"label\":" << JsonString(s.label) << ",\"memory\":" << s.memory
+       << ",\"accuracy\":" << JsonNumber(s.accuracy) << ",\"ncll\":" << JsonNumber(s.ncll)
+       << ",\"window_accuracy\":" << JsonNumber(s.window_accuracy) << ",\"window_ncll\":" << JsonNumber(s.window_ncll)
+       << ",\"sample_accuracy\":" << (s.sample_accuracy < 0 ? "null" : JsonNumber(s.sample_accuracy))
+       << ",\"eligible\":" << (s.eligible ? "true" : "false") << ",\"served\":" << (s.served ? "true" : "false") << "}";
+  }
+  os << "],\"alarms\":[";
+  for (size_t i = 0; i < alarms_.size(); ++i) {
+    os << (i ? "," : "") << "{\"document\":" << alarms_[i].document << ",\"served\":" << JsonString(alarms_[i].served)
+       << "}";
+  }
+  os << "]}";
+  return os.str();
+}
+
+}  // namespace tributary
