@@ -159,7 +159,32 @@ TEST_F(CliTest, PrequentialCurve) {
   // Prequential accuracy = fraction of documents predicted right before learning them.
   ASSERT_EQ(Run("prequential -q --every 500 --in " + s, &out), 0);
   EXPECT_THAT(out, HasSubstr("prequential accuracy"));
-  EXPECT_THAT(out, HasSubstr("documents\taccuracy\twindow_accuracy\tncll\twindow_ncll\thinge\twindow_hinge"));
+  EXPECT_THAT(
+      out, HasSubstr("documents\taccuracy\twindow_accuracy\tncll\twindow_ncll\thinge\twindow_hinge\talarms\tserved"));
+  EXPECT_THAT(out, HasSubstr("lowest recall:"));
+  EXPECT_THAT(out, HasSubstr("live learner: served '"));
+  // The per-class view: every class's recall, consistent with the accuracy
+  // (documents-weighted mean recall = accuracy), the confusions, and the
+  // live learner's candidates (one of them served) with its alarms.
+  double weighted = 0, docs = 0;
+  ASSERT_EQ(j["per_class"].size(), 3u) << j["per_class"];
+  for (const auto& c : j["per_class"]) {
+    weighted += c["recall"].get<double>() * c["documents"].get<double>();
+    docs += c["documents"].get<double>();
+  }
+  EXPECT_EQ(docs, 1000);
+  EXPECT_NEAR(weighted / docs, j["accuracy"].get<double>(), 1e-9);
+  for (const auto& c : j["most_confused"]) EXPECT_NE(c["class"], c["predicted"]);
+  ASSERT_TRUE(j["live"].is_object()) << j;
+  EXPECT_EQ(j["live"]["candidates"].size(), 3u);
+  int served = 0;
+  for (const auto& c : j["live"]["candidates"]) served += c["served"].get<bool>();
+  EXPECT_EQ(served, 1);
+  EXPECT_TRUE(j["curve"][3]["served"].is_string());
+  EXPECT_TRUE(j["curve"][3]["alarms"].is_array());
+  // --select off: one learner, no live report.
+  ASSERT_EQ(Run("prequential -q --json --select off --every 250 --in " + s, &out), 0);
+  EXPECT_FALSE(json::parse(out).contains("live"));
 }
 
 TEST_F(CliTest, SameSeedSameModelBitForBit) {

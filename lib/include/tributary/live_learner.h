@@ -86,7 +86,7 @@ struct LiveLearnerOptions {
   double switch_margin = 0.02;            ///< a challenger must be better by this windowed error, in [0, 1)
   uint32_t check_every = 100;             ///< labelled documents between selections (>= 1)
   uint32_t sample_per_class = 8;          ///< recent documents kept per class (0: no sample, no class check)
-  uint32_t sample_every = 2;              ///< one sample document scored per this many labelled documents (>= 1)
+  uint32_t sample_every = 4;              ///< one sample document scored per this many labelled documents (>= 1)
   double sample_tolerance = 0.1;          ///< class-balanced sample accuracy a served candidate may lose, in [0, 1]
   bool detect_drift = true;               ///< run ADWIN on the served candidate's errors
   AdwinOptions detector;                  ///< ADWIN's settings
