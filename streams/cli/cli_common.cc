@@ -75,12 +75,7 @@ void AddLearnFlags(CLI::App* app, LearnFlags* f) {
   app->add_option("--topics", f->topics,
                   "number of topics (family option 'topics': lda, slda, lgda, lda-classifier, mmnb)");
   app->add_option("--components", f->components, "number of mixture components (family option 'components')");
-  app->add_option("--schedule", f->schedule, "step sizes: inverse (1+lambda t)^-1, poly (tau0+t)^-kappa, constant")
-      ->capture_default_str();
-  app->add_option("--lambda", f->lambda, "lambda of the inverse schedule (default: the loss's own default)");
-  app->add_option("--tau0", f->tau0, "tau0 of the poly schedule")->capture_default_str();
-  app->add_option("--kappa", f->kappa, "kappa of the poly schedule")->capture_default_str();
-  app->add_option("--rho", f->rho, "step size of the constant schedule")->capture_default_str();
+  AddScheduleFlags(app, f);
   app->add_option("--n", f->n,
                   "effective data-set size n (default: the stream length; 10000 for a live stream of unknown length)")
       ->check(EffectiveSizeCheck());
@@ -88,6 +83,16 @@ void AddLearnFlags(CLI::App* app, LearnFlags* f) {
   app->add_flag("--skip-bad", f->skip_bad, "skip and count bad documents instead of stopping");
   app->add_option("--max-frame-bytes", f->max_frame_bytes, "largest accepted frame")->capture_default_str();
   app->add_flag("-q,--quiet", f->quiet, "no progress on stderr");
+}
+
+void AddScheduleFlags(CLI::App* app, LearnFlags* f) {
+  app->add_option("--schedule", f->schedule, "step sizes: inverse (1+lambda t)^-1, poly (tau0+t)^-kappa, constant")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"inverse", "poly", "constant"}));
+  app->add_option("--lambda", f->lambda, "lambda of the inverse schedule (default: the loss's own default)");
+  app->add_option("--tau0", f->tau0, "tau0 of the poly schedule")->capture_default_str();
+  app->add_option("--kappa", f->kappa, "kappa of the poly schedule")->capture_default_str();
+  app->add_option("--rho", f->rho, "step size of the constant schedule")->capture_default_str();
 }
 
 void NoteScheduleGiven(const CLI::App& cmd, LearnFlags* f) {

@@ -97,6 +97,10 @@ struct LearnFlags {
 // `app`, bound to `f`.
 void AddLearnFlags(CLI::App* app, LearnFlags* f);
 
+// Adds --schedule, --lambda, --tau0, --kappa and --rho (part of
+// AddLearnFlags; `serve` takes them alone).
+void AddScheduleFlags(CLI::App* app, LearnFlags* f);
+
 // Sets f->schedule_given when `cmd` (parsed) was given any of --schedule,
 // --lambda, --tau0, --kappa or --rho that it has.
 void NoteScheduleGiven(const CLI::App& cmd, LearnFlags* f);

@@ -34,7 +34,8 @@ struct ServeFlags {
   std::string engine = "auto";
   std::string model, schema, fsync = "interval", auth_token_file, port_file;
   std::string on_corruption = "refuse";
-  uint64_t hashed_dim = 0;  // the default schema: 0 = an open vocabulary when the family can grow one
+  uint64_t hashed_dim = 0;         // the default schema: 0 = an open vocabulary when the family can grow one
+  std::vector<std::string> given;  // the options given on the command line ("--loss", ...)
 };
 
 struct ClientFlags {
@@ -48,6 +49,58 @@ struct ClientFlags {
 std::string Trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
   return s;
+}
+
+// The flags of a new model that differ from the model a restart recovered
+// (which keeps its own settings): "--loss nll (the model: ncll)", ...
+std::vector<std::string> IgnoredModelFlags(const ServeFlags& f, const RecoveryInfo& rec) {
+  std::vector<std::string> out;
+  auto given = [&](const char* name) { return std::find(f.given.begin(), f.given.end(), name) != f.given.end(); };
+  auto option = [&](const std::string& key) -> std::string {
+    for (const auto& [k, v] : rec.family_options) {
+      if (k == key) return v;
+    }
+    return "default";
+  };
+  auto differ = [](double a, double b) { return std::fabs(a - b) > 1e-12 * std::max(std::fabs(a), std::fabs(b)); };
+  auto note = [&](const std::string& flag, const std::string& value, const std::string& model) {
+    out.push_back(flag + " " + value + " (the model: " + model + ")");
+  };
+  if (given("--family") && f.learn.family.find('/') == std::string::npos && f.learn.family != rec.family) {
+    note("--family", f.learn.family, rec.family);
+  }
+  if (given("--loss") && f.learn.loss.find('/') == std::string::npos && f.learn.loss != rec.loss) {
+    note("--loss", f.learn.loss, rec.loss);
+  }
+  if (given("--prior") && f.learn.prior != option("prior")) note("--prior", f.learn.prior, option("prior"));
+  if (given("--topics") && std::to_string(f.learn.topics) != option("topics")) {
+    note("--topics", std::to_string(f.learn.topics), option("topics"));
+  }
+  if (given("--components") && std::to_string(f.learn.components) != option("components")) {
+    note("--components", std::to_string(f.learn.components), option("components"));
+  }
+  for (const std::string& kv : f.learn.options) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos) continue;
+    if (kv.substr(eq + 1) != option(kv.substr(0, eq)))
+      note("--opt", kv, kv.substr(0, eq) + "=" + option(kv.substr(0, eq)));
+  }
+  static const char* kKinds[] = {"inverse", "poly", "constant"};
+  const auto kind = static_cast<size_t>(rec.schedule.kind);
+  const std::string model_kind = kind < 3 ? kKinds[kind] : "?";
+  if (given("--schedule") && f.learn.schedule != model_kind) note("--schedule", f.learn.schedule, model_kind);
+  auto num = [](double x) { return Fmt(x, 6); };
+  if (given("--lambda") && differ(f.learn.lambda, rec.schedule.lambda)) {
+    note("--lambda", num(f.learn.lambda), num(rec.schedule.lambda));
+  }
+  if (given("--tau0") && differ(f.learn.tau0, rec.schedule.tau0))
+    note("--tau0", num(f.learn.tau0), num(rec.schedule.tau0));
+  if (given("--kappa") && differ(f.learn.kappa, rec.schedule.kappa)) {
+    note("--kappa", num(f.learn.kappa), num(rec.schedule.kappa));
+  }
+  if (given("--rho") && differ(f.learn.rho, rec.schedule.rho)) note("--rho", num(f.learn.rho), num(rec.schedule.rho));
+  if (given("--n") && differ(f.learn.n, rec.effective_size)) note("--n", num(f.learn.n), num(rec.effective_size));
+  return out;
 }
 
 int RunServe(const ServeFlags& f) {
@@ -150,6 +203,17 @@ int RunServe(const ServeFlags& f) {
               << (so.max_terms ? std::to_string(so.max_terms) : std::string("unbounded")) << ", answers "
               << mib(so.max_answer_bytes) << ", request bodies " << mib(so.max_frame_bytes) << " ("
               << mib(so.max_buffered_bytes) << " buffered over all connections)" << std::endl;
+  }
+  if (!rec.snapshot_path.empty()) {
+    // A restart keeps the data directory's model: flags of a new model that
+    // differ from it are said, not silently dropped.
+    const std::vector<std::string> ignored = IgnoredModelFlags(f, rec);
+    if (!ignored.empty()) {
+      std::cerr << "tributary serve: NOTE: '" << o.data_dir << "' keeps the model it learned (from "
+                << rec.snapshot_path << "); these flags differ from it and are ignored:";
+      for (size_t i = 0; i < ignored.size(); ++i) std::cerr << (i ? "; " : " ") << ignored[i];
+      std::cerr << ". Start a new model with another --data-dir." << std::endl;
+    }
   }
   for (const auto& d : rec.damage) std::cerr << "tributary serve: DAMAGE: " << d << std::endl;
   if (rec.lost_records) {
@@ -416,7 +480,7 @@ Runner SetUpServe(CLI::App* sv) {
   sv->add_option("--opt", s->learn.options, "family option key=value");
   sv->add_option("--topics", s->learn.topics, "number of topics (family option 'topics')");
   sv->add_option("--components", s->learn.components, "number of mixture components (family option 'components')");
-  sv->add_option("--lambda", s->learn.lambda, "step-size lambda (default: the loss's)");
+  AddScheduleFlags(sv, &s->learn);
   sv->add_option("--n", s->learn.n,
                  "effective data-set size n of a new model (default 10000: a live stream has no length)")
       ->check(EffectiveSizeCheck());
@@ -505,6 +569,9 @@ Runner SetUpServe(CLI::App* sv) {
       ->capture_default_str();
   return [sv, s] {
     NoteScheduleGiven(*sv, &s->learn);
+    for (const CLI::Option* opt : sv->get_options()) {
+      if (opt->count() > 0) s->given.push_back(opt->get_name());
+    }
     return RunServe(*s);
   };
 }

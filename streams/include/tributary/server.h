@@ -59,6 +59,7 @@
 #include "tributary/env.h"
 #include "tributary/model.h"
 #include "tributary/status.h"
+#include "tributary/step_schedule.h"
 #include "tributary/wal.h"
 
 namespace tributary {
@@ -186,6 +187,13 @@ struct RecoveryInfo {
   std::vector<std::pair<uint64_t, uint64_t>> lost_ranges;  ///< their sequences, first..last inclusive
   std::vector<std::string> damage;                         ///< one line per damaged file or range found
   std::vector<std::string> reports;                        ///< .report files written (each fails /healthz)
+  /// The served model's settings as recovered (a restart keeps them, whatever
+  /// the flags say): family, loss, family options, step schedule, n.
+  std::string family;
+  std::string loss;                                                 ///< the recovered model's loss plugin name
+  std::vector<std::pair<std::string, std::string>> family_options;  ///< the recovered model's family options
+  StepSchedule schedule;                                            ///< the recovered model's step schedule
+  double effective_size = 0;                                        ///< the recovered model's n
 };
 
 /// The `tributary serve` service described at the top of this file.

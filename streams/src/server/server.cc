@@ -287,6 +287,11 @@ Status Server::Impl::Recover(std::unique_ptr<Model> initial) {
   s.applied_sequence = after;
   s.snapshot_sequence = after;
   if (!model->loss_plugin()) return Status::InvalidArgument("serve: the model has no loss to learn with");
+  s.recovery.family = model->family().name;
+  s.recovery.loss = model->loss_plugin()->name;
+  s.recovery.family_options.assign(model->family_options().begin(), model->family_options().end());
+  s.recovery.schedule = model->learner_state().schedule;
+  s.recovery.effective_size = model->learner_state().effective_size;
   std::string engine = s.opt.engine;
   const bool has_sep = SepLearner::Supports(model->family());
   if (engine == "auto") engine = has_sep ? "sep" : "sdem";
