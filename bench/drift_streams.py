@@ -6,8 +6,9 @@ Every stream is ONE pass over the corpus's documents in a seeded random order
 position:
 
   stationary  no change (false alarms are counted on it)
-  swap        at the middle, a tenth of the classes (at least two) swap labels
-              in pairs: a document of class a is labelled b and vice versa
+  swap        at the middle, a tenth of the classes (at least two, drawn among
+              those at least as large as the median) swap labels in pairs: a
+              document of class a is labelled b and vice versa
   gradual     the same swap mixed in by a sigmoid centred at the middle, width
               --width documents (River's ConceptDriftStream shape): document i
               is labelled by the new concept with probability
@@ -50,7 +51,15 @@ def main():
     rng.shuffle(docs)
     n = len(docs)
     classes = sorted({y for y, _ in docs})
-    swapped = rng.sample(classes, 2 * max(1, round(len(classes) / 20)))
+    # The swapped classes: a tenth of the classes (an even number, at least
+    # two), drawn among the classes at least as large as the median, so that
+    # the change moves the overall accuracy visibly.
+    sizes = {}
+    for y, _ in docs:
+        sizes[y] = sizes.get(y, 0) + 1
+    median = sorted(sizes.values())[len(sizes) // 2]
+    large = [c for c in classes if sizes[c] >= median]
+    swapped = rng.sample(large, min(len(large) // 2 * 2, 2 * max(1, round(len(classes) / 20))))
     pairs = {}
     for i in range(0, len(swapped) - 1, 2):
         pairs[swapped[i]] = swapped[i + 1]

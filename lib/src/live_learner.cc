@@ -42,6 +42,8 @@ Status LiveLearnerOptions::Validate() const {
                                    std::to_string(switch_margin));
   }
   if (check_every < 1) return Status::InvalidArgument("live learner check_every: expected at least 1, found 0");
+  if (switch_checks < 1) return Status::InvalidArgument("live learner switch_checks: expected at least 1, found 0");
+  if (hold_every < 1) return Status::InvalidArgument("live learner hold_every: expected at least 1, found 0");
   if (sample_every < 1) return Status::InvalidArgument("live learner sample_every: expected at least 1, found 0");
   if (!(sample_tolerance >= 0 && sample_tolerance <= 1)) {
     return Status::InvalidArgument("live learner sample_tolerance: expected a number in [0, 1], found " +
@@ -130,15 +132,31 @@ Status LiveLearner::Learn(const DocumentBuffer& doc, LiveStep* step) {
     return Status::OK();
   }
   const auto y = static_cast<uint32_t>(doc.label);
+  // One labelled document in hold_every goes to the per-class sample instead
+  // of being learned now (it is learned when it leaves the sample): the
+  // sample checks the candidates on documents none of them learned.
+  const bool hold =
+      options_.sample_per_class > 0 && candidates_.size() > 1 && (labelled_ + 1) % options_.hold_every == 0;
   for (size_t i = 0; i < candidates_.size(); ++i) {
     Candidate& c = candidates_[i];
+    const std::vector<double>* scores = nullptr;
     LearnResult r;
-    Status st = c.learner->Learn(view, &r);
-    if (!st.ok()) return candidates_.size() == 1 ? st : st.WithContext("candidate '" + c.setting.spec.label + "'");
-    // The memory: the step counter held at M (live_learner.h).
-    LearnerState& ls = c.model->learner_state();
-    if (c.setting.memory > 0 && ls.updates > c.setting.memory) ls.updates = c.setting.memory;
-    const std::vector<double>& s = *r.scores;
+    if (hold) {
+      TRIB_RETURN_IF_ERROR(ScoreWith(&c, view, &scratch_).WithContext(doc.Name()));
+      scores = &scratch_;
+    } else {
+      Status st = c.learner->Learn(view, &r);
+      if (!st.ok()) return candidates_.size() == 1 ? st : st.WithContext("candidate '" + c.setting.spec.label + "'");
+      HoldMemory(&c);
+      scores = r.scores;
+    }
+    const std::vector<double>& s = *scores;
+    for (double v : s) {
+      if (std::isnan(v) || v == INFINITY) {
+        return Status::Numeric(doc.Name() + ": candidate '" + c.setting.spec.label +
+                               "' scored it as NaN or +inf, expected finite log-probabilities");
+      }
+    }
     const bool right = Argmax(s) == y;
     const double ncll = Ncll(s, y);
     ++c.labelled;
@@ -156,18 +174,18 @@ Status LiveLearner::Learn(const DocumentBuffer& doc, LiveStep* step) {
   out.labelled = true;
   out.scores = &served_scores_;
   ++labelled_;
-  // The per-class sample: the newest document replaces its class's oldest.
-  if (options_.sample_per_class > 0) {
+  if (hold) {
     if (sample_.size() <= y) {
       sample_.resize(y + 1);
       sample_next_.resize(y + 1, 0);
     }
     auto& ring = sample_[y];
     // A class's documents from before the last alarm are its old concept:
-    // they go when its first document after the alarm comes. A class that
-    // does not come back (a class-grouped stream) keeps its sample, so the
-    // candidates are still checked on it.
+    // they are learned and leave the sample when its first document after
+    // the alarm comes. A class that does not come back (a class-grouped
+    // stream) keeps its sample, so the candidates are still checked on it.
     if (!ring.empty() && ring[0].epoch != alarms_.size()) {
+      for (SampleSlot& old : ring) TRIB_RETURN_IF_ERROR(LearnHeld(old.doc));
       ring.clear();
       sample_next_[y] = 0;
     }
@@ -175,19 +193,34 @@ Status LiveLearner::Learn(const DocumentBuffer& doc, LiveStep* step) {
     if (ring.size() < options_.sample_per_class) {
       ring.push_back(std::move(slot));
     } else {
-      ring[sample_next_[y]] = std::move(slot);
+      // The oldest leaves the sample and is learned.
+      std::swap(ring[sample_next_[y]], slot);
       sample_next_[y] = (sample_next_[y] + 1) % ring.size();
+      TRIB_RETURN_IF_ERROR(LearnHeld(slot.doc));
     }
-    if (candidates_.size() > 1 && labelled_ % options_.sample_every == 0) TRIB_RETURN_IF_ERROR(ScoreSample());
+  }
+  if (!sample_.empty() && candidates_.size() > 1 && labelled_ % options_.sample_every == 0) {
+    TRIB_RETURN_IF_ERROR(ScoreSample());
   }
   // The detector watches documents of classes seen `kSettled` times before:
   // the first documents of a new class are errors whatever the model (a
   // class-grouped stream would raise an alarm at every block).
   if (seen_.size() <= y) seen_.resize(y + 1, 0);
+  const bool is_new = seen_[y] == 0;
   const bool settled = seen_[y]++ >= kSettled;
-  if (options_.detect_drift && settled && !Grouped(y) && detector_.Add(out.correct ? 0.0 : 1.0)) {
+  const bool grouped = Grouped(y);
+  if (options_.detect_drift && settled && !grouped && detector_.Add(out.correct ? 0.0 : 1.0)) {
     out.alarm = true;
-    alarms_.push_back(LiveAlarm{labelled_, candidates_[served_].setting.spec.label});
+    alarms_.push_back(LiveAlarm{labelled_, candidates_[served_].setting.spec.label, false});
+    Restart();
+  } else if (options_.detect_drift && is_new && !grouped && labelled_ > options_.restart_memory) {
+    // A class that appears in a mixed stream after the learners settled is a
+    // change of p(y) the detector cannot see (its first documents are not
+    // watched): the steps are raised as for an alarm, so that the new
+    // class's statistics catch up in about restart_memory documents instead
+    // of the whole stream's length (NLL's class counts: rho_t = 1 / (1 + t)).
+    out.alarm = true;
+    alarms_.push_back(LiveAlarm{labelled_, candidates_[served_].setting.spec.label, true});
     Restart();
   }
   if (candidates_.size() > 1 && labelled_ % options_.check_every == 0) {
@@ -198,11 +231,45 @@ Status LiveLearner::Learn(const DocumentBuffer& doc, LiveStep* step) {
   return Status::OK();
 }
 
+// The memory: the step counter held at M (live_learner.h).
+void LiveLearner::HoldMemory(Candidate* c) {
+  LearnerState& ls = c->model->learner_state();
+  if (c->setting.memory > 0 && ls.updates > c->setting.memory) ls.updates = c->setting.memory;
+}
+
+// A document that leaves the sample, learned by every candidate (it was
+// tested when it came). One a candidate refuses now (it scored finite when
+// it came) is counted and left out: it was accepted long ago.
+Status LiveLearner::LearnHeld(const DocumentBuffer& doc) {
+  const trib_document view = doc.View();
+  for (Candidate& c : candidates_) {
+    Status st = c.learner->Learn(view);
+    if (!st.ok()) {
+      if (!DocumentRefused(st)) return st.WithContext("candidate '" + c.setting.spec.label + "'");
+      ++dropped_;
+      continue;
+    }
+    HoldMemory(&c);
+  }
+  return Status::OK();
+}
+
+Status LiveLearner::Flush() {
+  for (auto& ring : sample_) {
+    for (SampleSlot& slot : ring) TRIB_RETURN_IF_ERROR(LearnHeld(slot.doc));
+    ring.clear();
+  }
+  sample_.clear();
+  sample_next_.clear();
+  cursor_class_ = cursor_slot_ = 0;
+  return Status::OK();
+}
+
 // Notes label y among the recent ones; true when the recent labels are
 // grouped by class: one class holds more than a quarter of the last kRecent
-// labels, and more than twice its share of the whole stream or than twice
-// an even share of the classes seen (early in a grouped stream the block's
-// class is much of the whole). Errors then
+// labels, and more than twice its share of the whole stream, or more than
+// half of them and twice an even share of the classes seen (early in a
+// grouped stream the block's class is much of the whole). Errors then
 // change with the class of the block, not with the concept: a class-grouped
 // stream (a backfill) is no drift.
 bool LiveLearner::Grouped(uint32_t y) {
@@ -223,7 +290,7 @@ bool LiveLearner::Grouped(uint32_t y) {
   const double overall = static_cast<double>(seen_[top]) / static_cast<double>(labelled_);
   size_t classes = 0;
   for (uint64_t c : seen_) classes += c > 0;
-  return share > 0.25 && (share > 2 * overall || share > 2.0 / static_cast<double>(classes));
+  return share > 0.25 && (share > 2 * overall || share > std::max(0.5, 2.0 / static_cast<double>(classes)));
 }
 
 // Scores the next sample document (round robin over classes, then slots) with
@@ -284,11 +351,21 @@ void LiveLearner::Select() {
     if (!candidates_[i].eligible) continue;
     if (!candidates_[best].eligible || err(candidates_[i]) < err(candidates_[best])) best = i;
   }
-  if (best == served_ || !candidates_[best].eligible) return;
-  if (candidates_[served_].eligible && err(candidates_[best]) > err(candidates_[served_]) - options_.switch_margin) {
+  if (best == served_ || !candidates_[best].eligible) {
+    leads_ = 0;
     return;
   }
+  if (candidates_[served_].eligible && err(candidates_[best]) > err(candidates_[served_]) - options_.switch_margin) {
+    leads_ = 0;
+    return;
+  }
+  // A challenger must lead at `switch_checks` checks in a row (the same one),
+  // unless the served candidate lost its eligibility.
+  leads_ = best == leader_ ? leads_ + 1 : 1;
+  leader_ = best;
+  if (candidates_[served_].eligible && leads_ < options_.switch_checks) return;
   served_ = best;
+  leads_ = 0;
   ++switches_;
 }
 
@@ -298,7 +375,11 @@ void LiveLearner::Restart() {
   for (Candidate& c : candidates_) {
     LearnerState& ls = c.model->learner_state();
     ls.updates = std::min<uint64_t>(ls.updates, options_.restart_memory);
+    // The windows start again: the next selections compare the candidates
+    // on the new concept only, so the one that adapts first is served first.
+    c.w_err = c.w_ncll = c.w_norm = 0;
   }
+  leads_ = 0;
   // (The sample's old concept goes class by class, in Learn.)
 }
 
@@ -340,7 +421,7 @@ std::string LiveLearner::ToJson() const {
   os << "],\"alarms\":[";
   for (size_t i = 0; i < alarms_.size(); ++i) {
     os << (i ? "," : "") << "{\"document\":" << alarms_[i].document << ",\"served\":" << JsonString(alarms_[i].served)
-       << "}";
+       << ",\"new_class\":" << (alarms_[i].new_class ? "true" : "false") << "}";
   }
   os << "]}";
   return os.str();

@@ -20,18 +20,22 @@
 //    schedule's own decay.
 //  - Selection. Each candidate's prequential 0/1 error is averaged with an
 //    exponential window (`half_life` documents). Every `check_every`
-//    labelled documents the served candidate is replaced by the one with
-//    the lowest windowed error when that is lower by more than
-//    `switch_margin` (hysteresis: predictions do not flap between
-//    candidates that are equally good).
+//    labelled documents the candidate with the lowest windowed error is
+//    noted; it replaces the served one when it has been lower by more than
+//    `switch_margin` at `switch_checks` checks in a row (hysteresis:
+//    predictions do not flap between candidates that are equally good).
 //  - Every class. The prequential error of a class-grouped stream rewards
-//    a learner that predicts the current block's class; so a per-class
-//    sample of recent documents (`sample_per_class` each) is kept, and one
-//    of its documents is scored by every candidate every `sample_every`
-//    labelled documents (round robin). A candidate whose class-balanced
-//    accuracy on the sample is below the best candidate's by more than
-//    `sample_tolerance` may not be served: a learner that forgot the early
-//    classes is not chosen, whatever its recent error.
+//    a learner that predicts the current block's class, and a model scored
+//    on documents it learned rewards memorising. So one labelled document
+//    in `hold_every` is held out: tested like the others, kept in a
+//    per-class sample of the `sample_per_class` most recent held-out
+//    documents of its class, and learned (by every candidate) only when a
+//    newer one replaces it. One sample document is scored by every
+//    candidate every `sample_every` labelled documents (round robin). A
+//    candidate whose class-balanced accuracy on the sample is below the
+//    best candidate's by more than `sample_tolerance` may not be served: a
+//    learner that forgot the early classes is not chosen, whatever its
+//    recent error.
 //  - Drift. ADWIN (drift.h) watches the served candidate's 0/1 errors. On an
 //    alarm every candidate's step counter is lowered to at most
 //    `restart_memory` (its step raised: sdEM's statistics then move towards
@@ -44,11 +48,18 @@
 //    only documents of classes seen 20 times before (the first documents of
 //    a new class are errors whatever the model), and none while the stream
 //    is grouped by class (one class holds more than a quarter of the last 200
-//    labels, and more than twice its share of the stream or of an even share
-//    of the classes seen): a class-grouped backfill is not a drift.
+//    labels and more than twice its share of the stream, or more than half
+//    of them and twice an even share of the classes seen): a class-grouped backfill is not a drift. A class
+//    that first appears in a mixed stream after `restart_memory` documents
+//    raises the steps the same way (an alarm marked new_class): the detector
+//    does not watch a class's first documents, and NLL's counts would take
+//    the whole stream's length to give the new class its prior. After a
+//    restart the windowed errors start again, so the candidate that adapts
+//    first is served first.
 //
-// Every candidate learns every labelled document once: the cost per document
-// is the candidates' sdEM steps plus one sample scoring per candidate every
+// Every candidate learns every labelled document once (a held-out one when
+// it leaves the sample, or at Flush): the cost per document is the
+// candidates' sdEM steps plus one sample scoring per candidate every
 // `sample_every` documents. Deterministic: the same documents in the same
 // order give the same models, choices and alarms.
 //
@@ -85,13 +96,19 @@ struct LiveLearnerOptions {
   uint32_t half_life = 500;               ///< documents: the windowed error's half-life (>= 1)
   double switch_margin = 0.02;            ///< a challenger must be better by this windowed error, in [0, 1)
   uint32_t check_every = 100;             ///< labelled documents between selections (>= 1)
-  uint32_t sample_per_class = 8;          ///< recent documents kept per class (0: no sample, no class check)
-  uint32_t sample_every = 4;              ///< one sample document scored per this many labelled documents (>= 1)
-  double sample_tolerance = 0.1;          ///< class-balanced sample accuracy a served candidate may lose, in [0, 1]
-  bool detect_drift = true;               ///< run ADWIN on the served candidate's errors
-  AdwinOptions detector;                  ///< ADWIN's settings
-  uint64_t restart_memory = 1000;         ///< on an alarm, every step counter is lowered to at most this (>= 1)
-  uint64_t seed = 1;                      ///< the learners' seed
+  /// A challenger replaces the served candidate after leading (by
+  /// switch_margin) at this many checks in a row (>= 1).
+  uint32_t switch_checks = 3;
+  /// One labelled document in this many is held in the per-class sample
+  /// instead of being learned at once (>= 1); it is learned when it leaves.
+  uint32_t hold_every = 10;
+  uint32_t sample_per_class = 8;   ///< recent documents kept per class (0: no sample, no class check)
+  uint32_t sample_every = 4;       ///< one sample document scored per this many labelled documents (>= 1)
+  double sample_tolerance = 0.1;   ///< class-balanced sample accuracy a served candidate may lose, in [0, 1]
+  bool detect_drift = true;        ///< run ADWIN on the served candidate's errors
+  AdwinOptions detector;           ///< ADWIN's settings
+  uint64_t restart_memory = 1000;  ///< on an alarm, every step counter is lowered to at most this (>= 1)
+  uint64_t seed = 1;               ///< the learners' seed
   /// Checks the values are in range; the message names the bad one.
   Status Validate() const;
 };
@@ -132,6 +149,9 @@ struct LiveCandidateStats {
 struct LiveAlarm {
   uint64_t document = 0;  ///< 1-based index of the labelled document after which it fired
   std::string served;     ///< the candidate served then
+  /// Not the detector's: a class appeared in a mixed stream after the first
+  /// restart_memory documents (the steps are raised the same way).
+  bool new_class = false;
 };
 
 /// Several candidates learning one stream, the best one served (see the file
@@ -164,6 +184,18 @@ class LiveLearner {
   /// The same, to annotate before saving (Model::set_training_report).
   Model& served() { return *candidates_[served_].model; }
   size_t served_index() const { return served_; }  ///< which candidate is served
+  /// Learns every document still held in the per-class sample (every
+  /// candidate; before the served model is saved at the end of a stream) and
+  /// empties the sample. Errors: a candidate's, other than a refusal of one
+  /// document (counted in dropped()).
+  Status Flush();
+  /// Documents held in the per-class sample now (tested, not yet learned).
+  size_t held() const {
+    size_t n = 0;
+    for (const auto& ring : sample_) n += ring.size();
+    return n;
+  }
+  uint64_t dropped() const { return dropped_; }  ///< held documents refused when they left the sample
   /// Gives up the served model (the LiveLearner must not be used after).
   std::unique_ptr<Model> TakeServed() { return std::move(candidates_[served_].model); }
 
@@ -204,6 +236,8 @@ class LiveLearner {
   void Select();
   void Restart();
   bool Grouped(uint32_t y);
+  void HoldMemory(Candidate* c);
+  Status LearnHeld(const DocumentBuffer& doc);
 
   LiveLearnerOptions options_;
   std::vector<Candidate> candidates_;
@@ -218,6 +252,8 @@ class LiveLearner {
   std::vector<uint32_t> recent_count_;           ///< per class: its labels in recent_
   size_t cursor_class_ = 0, cursor_slot_ = 0;    ///< the next sample document to score
   uint64_t labelled_ = 0, switches_ = 0;
+  uint64_t dropped_ = 0;           ///< held documents a candidate refused when they left the sample
+  size_t leader_ = 0, leads_ = 0;  ///< the challenger leading at the last checks, and how many in a row
   std::vector<LiveAlarm> alarms_;
   std::vector<double> scratch_, served_scores_;
 };

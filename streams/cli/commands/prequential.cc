@@ -174,7 +174,11 @@ int RunPrequential(const LearnFlags& f, const std::string& in, uint64_t every, b
   PrintBad(bad);
   if (total.documents() == 0) return refuse(Status::InvalidArgument("'" + in + "': no document in the stream"));
   if (!out.empty()) {
-    if (live) live->served().set_training_report(live->ToJson());
+    if (live) {
+      // The documents still held in the per-class sample are learned first.
+      if (Status st = live->Flush(); !st.ok()) return refuse(st);
+      live->served().set_training_report(live->ToJson());
+    }
     Status st = (live ? live->served() : *model).Save(out);
     if (!st.ok()) return ReportError(NameFile(st, out));
   }
