@@ -49,13 +49,13 @@
 //    a new class are errors whatever the model), and none while the stream
 //    is grouped by class (one class holds more than a quarter of the last 200
 //    labels and more than twice its share of the stream, or more than half
-//    of them and twice an even share of the classes seen): a class-grouped backfill is not a drift. A class
-//    that first appears in a mixed stream after `restart_memory` documents
-//    raises the steps the same way (an alarm marked new_class): the detector
-//    does not watch a class's first documents, and NLL's counts would take
-//    the whole stream's length to give the new class its prior. After a
-//    restart the windowed errors start again, so the candidate that adapts
-//    first is served first.
+//    of them and twice an even share of the classes seen): a class-grouped
+//    backfill is not a drift. A class that first appears in a mixed stream
+//    after `restart_memory` documents raises the steps the same way (an
+//    alarm marked new_class): the detector does not watch a class's first
+//    documents, and NLL's counts would take the whole stream's length to
+//    give the new class its prior. After a restart the windowed errors start
+//    again, so the candidate that adapts first is served first.
 //
 // Every candidate learns every labelled document once (a held-out one when
 // it leaves the sample, or at Flush): the cost per document is the
