@@ -335,6 +335,74 @@ TEST_F(ServerHttpTest, LearnsTextAndPredictsSeparableClasses) {
   EXPECT_LT(Metric(m, "tributary_publications_refreshed_total"), Metric(m, "tributary_publications_total"));
 }
 
+// What the learner knows of itself: every labelled document is scored
+// before it is learned, and /v1/status and /metrics show the prequential
+// accuracy, per class, the classes confused, and the drift alarm that a label
+// swap half-way raises (issue 39 item 3).
+TEST_F(ServerHttpTest, StatusAndMetricsShowTheLearnersQualityAndDrift) {
+  // The generative learner (exact averaging): after the swap it is wrong
+  // until the swapped documents outnumber the others.
+  auto model = HashedTextModel();
+  ASSERT_TRUE(model->SetLoss(testing::BuiltinLoss("nll"), {}).ok());
+  model->learner_state().schedule.lambda = testing::BuiltinLoss("nll")->loss().default_lambda;
+  auto srv = Start(Options(), std::move(model));
+  ASSERT_TRUE(srv);
+  HttpClient c(srv->http_port());
+  std::mt19937_64 rng(11);
+  const uint64_t n = 1200, swap_at = 600;
+  for (uint64_t sent = 0; sent < n; sent += 100) {
+    std::vector<json> docs;
+    for (uint64_t i = sent; i < sent + 100; ++i) {
+      const bool sports = rng() % 2 == 0;
+      // From document 600 on, the labels are swapped (a change of p(y | x)).
+      const bool labelled_sports = i < swap_at ? sports : !sports;
+      docs.push_back(
+          {{"text", TopicText(rng, sports ? kSports : kCooking)}, {"label", labelled_sports ? "sports" : "cooking"}});
+    }
+    HttpResponse r = c.Call("POST", "/v1/learn", Docs(docs).dump());
+    ASSERT_EQ(r.status, 200) << r.body;
+  }
+  PredictWhenLearned(c, Docs({{{"text", "goal"}}}), n);
+  // Behind the token, GET only.
+  EXPECT_EQ(c.Call("GET", "/v1/status", "", {}, false).status, 401);
+  HttpClient c2(srv->http_port());
+  EXPECT_EQ(c2.Call("POST", "/v1/status", "{}").status, 405);
+  HttpClient c3(srv->http_port());
+  HttpResponse st = c3.Call("GET", "/v1/status", "");
+  ASSERT_EQ(st.status, 200) << st.body;
+  const json j = st.Json();
+  EXPECT_EQ(j["model"]["family"], "multinomial");
+  EXPECT_EQ(j["model"]["version"].get<uint64_t>(), n);
+  const json& q = j["quality"];
+  EXPECT_EQ(q["documents"].get<uint64_t>(), n);
+  ASSERT_EQ(q["per_class"].size(), 2u) << q;
+  double right = 0;
+  for (const auto& cl : q["per_class"]) {
+    EXPECT_TRUE(cl["class"] == "sports" || cl["class"] == "cooking") << cl;
+    right += cl["recall"].get<double>() * cl["documents"].get<double>();
+  }
+  EXPECT_NEAR(right / static_cast<double>(n), q["accuracy"].get<double>(), 1e-9);
+  // Before the swap the classes are separable; the swap makes the learner
+  // wrong until it relearns them, and the detector says so soon after.
+  EXPECT_LT(q["accuracy"].get<double>(), 0.9);
+  ASSERT_FALSE(q["drift_alarms"].empty()) << q;
+  const uint64_t alarm = q["drift_alarms"][0];
+  EXPECT_GT(alarm, swap_at) << q;
+  EXPECT_LT(alarm, swap_at + 200) << q;
+  ASSERT_FALSE(q["most_confused"].empty());
+  EXPECT_NE(q["most_confused"][0]["class"], q["most_confused"][0]["predicted"]);
+  const std::string m = MetricsText(srv->http_port());
+  EXPECT_EQ(Metric(m, "tributary_prequential_documents_total"), static_cast<double>(n));
+  EXPECT_NEAR(Metric(m, "tributary_prequential_accuracy{window=\"cumulative\"}"), q["accuracy"].get<double>(), 1e-5);
+  const double recent = Metric(m, "tributary_prequential_accuracy{window=\"recent\"}");
+  EXPECT_GE(recent, 0.0);
+  EXPECT_LE(recent, 1.0);
+  EXPECT_GE(Metric(m, "tributary_class_recall{class=\"sports\"}"), 0.0);
+  EXPECT_GE(Metric(m, "tributary_class_recall{class=\"cooking\"}"), 0.0);
+  EXPECT_EQ(Metric(m, "tributary_drift_alarms_total"), static_cast<double>(q["drift_alarms"].size()));
+  EXPECT_EQ(Metric(m, "tributary_drift_last_alarm_document"), static_cast<double>(q["drift_alarms"].back()));
+}
+
 TEST_F(ServerHttpTest, TermCountDocumentsAndBadCounts) {
   auto srv = Start(Options(), VocabModel());
   ASSERT_TRUE(srv);

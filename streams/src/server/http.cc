@@ -160,7 +160,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     close_ = !req.keep_alive();
     const std::string_view target(req.target().data(), req.target().size());
     const std::string_view path = target.substr(0, target.find('?'));
-    const bool learn = path == "/v1/learn", predict = path == "/v1/predict";
+    const bool learn = path == "/v1/learn", predict = path == "/v1/predict", status = path == "/v1/status";
     if (learn) {
       srv_->counters.http_learn_requests++;
     } else if (predict) {
@@ -174,9 +174,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       if (!parser_->is_done()) close_ = true;
       return path == "/healthz" ? Health() : Metrics();
     }
-    if (!learn && !predict) {
-      return Error(404,
-                   "not found: " + std::string(path) + " (try POST /v1/learn, POST /v1/predict, /healthz, /metrics)");
+    if (!learn && !predict && !status) {
+      return Error(404, "not found: " + std::string(path) +
+                            " (try POST /v1/learn, POST /v1/predict, GET /v1/status, /healthz, /metrics)");
     }
     if (!srv_->opt.auth_token.empty()) {
       const auto auth = req[http::field::authorization];
@@ -192,6 +192,15 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       authenticated_ = true;
       srv_->ForgetStranger(stranger_id_);
       stranger_id_ = 0;
+    }
+    if (status) {
+      // What the model and its learner know of themselves (docs/http-api.md):
+      // behind the token like the rest of the API (it names the classes).
+      if (req.method() != http::verb::get) {
+        return Error(405, "method " + std::string(req.method_string()) + " not allowed on /v1/status (use GET)");
+      }
+      if (!parser_->is_done()) close_ = true;
+      return Reply(200, srv_->StatusJson(), "application/json");
     }
     if (req.method() != http::verb::post) {
       return Error(

@@ -121,6 +121,19 @@ Status Server::Impl::Apply(const v1::WalRecord& rec) {
     }));
   } else {
     counters.documents_learned++;
+    // Test-then-train: the scores are the model's before this document's
+    // step (sdEM; SEP gives none). Classes only, not latent components.
+    if (o.scores != nullptr && rec.document().has_label()) {
+      int64_t y = -1;
+      TRIB_RETURN_IF_ERROR(live->WithModel([&](Model* m) {
+        if (!m->latent_outputs()) y = m->schema().ClassIndex(rec.document().label());
+        return Status::OK();
+      }));
+      if (y >= 0) {
+        std::lock_guard<std::mutex> l(quality_mu);
+        quality.Add(o.scores->data(), static_cast<uint32_t>(o.scores->size()), static_cast<uint32_t>(y));
+      }
+    }
   }
   applied_sequence = rec.sequence();
   return Status::OK();

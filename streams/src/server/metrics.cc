@@ -4,6 +4,8 @@
 #include "server/source_reader.h"
 
 #include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 namespace tributary {
@@ -32,6 +34,22 @@ void Histogram::Write(std::ostream& os, const std::string& name, const std::stri
   os << name << "_bucket{le=\"+Inf\"} " << cum << "\n";
   os << name << "_sum " << static_cast<double>(sum_ns_.load(std::memory_order_relaxed)) / 1e9 << "\n";
   os << name << "_count " << count_.load(std::memory_order_relaxed) << "\n";
+}
+
+std::string PrometheusLabel(const std::string& value) {
+  std::string out;
+  out.reserve(value.size());
+  for (char ch : value) {
+    if (ch == '\\' || ch == '"') {
+      out += '\\';
+      out += ch;
+    } else if (ch == '\n') {
+      out += "\\n";
+    } else {
+      out += ch;
+    }
+  }
+  return out;
 }
 
 void CountError(Counters& c, v1::Response::Code code) {
@@ -104,10 +122,12 @@ std::string Server::Impl::MetricsText() {
           "New terms of learn requests left out of the open vocabulary: at --max-terms (or the --max-model-bytes "
           "budget), or longer than 256 bytes.",
           counters.terms_dropped);
+  std::vector<std::string> class_names;  // the served model's (for the per-class quality)
   if (ready) {
     // The model's size against its limits (the publication's: what answers).
     (void)Read([&](const LiveView& pub) {
       const Model& m = *pub.model;
+      if (!m.latent_outputs()) class_names = m.schema().classes();
       const GrowthLimits& lim = m.schema().limits();
       gauge("tributary_model_classes", "Classes of the served model.", m.num_classes());
       gauge("tributary_model_classes_limit", "Classes the model may grow to (0: no limit).",
@@ -164,10 +184,96 @@ std::string Server::Impl::MetricsText() {
        << server_internal::kHttpErrors[i].code << "\"} " << counters.http_errors[i] << "\n";
   }
   gauge("tributary_http_open_connections", "Open HTTP connections.", http_connections.load());
+  {
+    // What the learner knows of its own predictions (quality_monitor.h):
+    // every labelled document scored before it is learned.
+    std::lock_guard<std::mutex> l(quality_mu);
+    counter("tributary_prequential_documents_total",
+            "Labelled documents scored before they were learned (since the server started, the log's replayed "
+            "tail included).",
+            quality.documents());
+    if (quality.documents() > 0) {
+      os << "# HELP tributary_prequential_accuracy Fraction of labelled documents predicted right before they were "
+            "learned: over all of them (cumulative) and recently (recent: a document's weight halves every 500 "
+            "later documents).\n# TYPE tributary_prequential_accuracy gauge\n";
+      os << "tributary_prequential_accuracy{window=\"cumulative\"} " << quality.accuracy() << "\n";
+      os << "tributary_prequential_accuracy{window=\"recent\"} " << quality.window_accuracy() << "\n";
+      os << "# HELP tributary_prequential_log_loss Mean -log p(y | x) of labelled documents before they were "
+            "learned (each capped at 50).\n# TYPE tributary_prequential_log_loss gauge\n";
+      os << "tributary_prequential_log_loss{window=\"cumulative\"} " << quality.log_loss() << "\n";
+      os << "tributary_prequential_log_loss{window=\"recent\"} " << quality.window_log_loss() << "\n";
+      os << "# HELP tributary_class_recall Per class: fraction of its documents predicted right before they were "
+            "learned, over its recent documents (weight halving every 50 of them).\n"
+            "# TYPE tributary_class_recall gauge\n";
+      const auto& classes = quality.classes();
+      for (size_t k = 0; k < classes.size() && k < class_names.size(); ++k) {
+        if (classes[k].documents == 0) continue;
+        os << "tributary_class_recall{class=\"" << server_internal::PrometheusLabel(class_names[k]) << "\"} "
+           << classes[k].window_recall << "\n";
+      }
+    }
+    counter("tributary_drift_alarms_total",
+            "Drift alarms: ADWIN (delta 0.002) found the prequential error rate risen (docs/design.md section 15).",
+            quality.alarms().size());
+    gauge("tributary_drift_last_alarm_document",
+          "Labelled documents scored (tributary_prequential_documents_total) when the last drift alarm fired (0: "
+          "none).",
+          quality.alarms().empty() ? 0.0 : static_cast<double>(quality.alarms().back()));
+  }
   SourceReader::WriteMetrics(os, readers);
   counters.learn_latency.Write(os, "tributary_learn_latency_seconds", "Learn request latency (read to acknowledged).");
   counters.predict_latency.Write(os, "tributary_predict_latency_seconds", "Predict request latency.");
   return os.str();
+}
+
+std::string Server::Impl::StatusJson() {
+  using json = nlohmann::json;
+  auto num = [](double x) { return std::isfinite(x) ? json(x) : json(nullptr); };
+  json j;
+  const bool ready = recovery_phase.load() == RecoveryPhase::kReady;
+  j["ready"] = ready;
+  std::vector<std::string> class_names;
+  if (ready) {
+    (void)Read([&](const LiveView& pub) {
+      const Model& m = *pub.model;
+      j["model"] = {{"family", m.family().name},
+                    {"loss", m.loss_plugin() ? m.loss_plugin()->name : std::string()},
+                    {"version", pub.version},
+                    {"outputs", m.num_outputs()},
+                    {"schedule", m.learner_state().schedule.ToString()}};
+      if (!m.latent_outputs()) class_names = m.schema().classes();
+      return Status::OK();
+    });
+  }
+  j["documents_learned"] = counters.documents_learned.load();
+  j["documents_acknowledged"] = counters.documents_acknowledged.load();
+  auto name = [&](uint32_t k) { return k < class_names.size() ? class_names[k] : std::to_string(k); };
+  std::lock_guard<std::mutex> l(quality_mu);
+  json q;
+  q["documents"] = quality.documents();
+  q["accuracy"] = num(quality.accuracy());
+  q["window_accuracy"] = num(quality.window_accuracy());
+  q["log_loss"] = num(quality.log_loss());
+  q["window_log_loss"] = num(quality.window_log_loss());
+  json per_class = json::array();
+  const auto& classes = quality.classes();
+  for (uint32_t k = 0; k < classes.size(); ++k) {
+    if (classes[k].documents == 0) continue;
+    per_class.push_back(
+        {{"class", name(k)},
+         {"documents", classes[k].documents},
+         {"recall", static_cast<double>(classes[k].correct) / static_cast<double>(classes[k].documents)},
+         {"window_recall", classes[k].window_recall}});
+  }
+  q["per_class"] = per_class;
+  json confused = json::array();
+  for (const Confusion& c : quality.MostConfused(10)) {
+    confused.push_back({{"class", name(c.truth)}, {"predicted", name(c.predicted)}, {"documents", c.documents}});
+  }
+  q["most_confused"] = confused;
+  q["drift_alarms"] = quality.alarms();
+  j["quality"] = q;
+  return j.dump();
 }
 
 std::vector<std::string> Server::Impl::DamageReports() const {

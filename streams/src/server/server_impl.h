@@ -46,6 +46,7 @@
 #include "tributary/learner.h"
 #include "tributary/live_model.h"
 #include "tributary/model.h"
+#include "tributary/quality_monitor.h"
 #include "tributary/server.h"
 #include "tributary/status.h"
 #include "tributary/v1/tributary.pb.h"
@@ -113,6 +114,8 @@ struct Counters {
 
 // Counts an error response under its kind (codes with no kind: nothing).
 void CountError(Counters& c, v1::Response::Code code);
+// `value` escaped for a Prometheus label value (backslash, quote, newline).
+std::string PrometheusLabel(const std::string& value);
 
 // The HTTP API's error answers: status, the JSON error code (the binary
 // protocol's Response.Code name where one means the same), and the slot
@@ -163,7 +166,12 @@ struct LearnRefusal {
 struct Server::Impl {
   ServerOptions opt;
   server_internal::Counters counters;
-  RecoveryInfo recovery;  // written by Recover, read by others only once ready
+  // Prequential quality of the served learner (every labelled document is
+  // scored before it is learned: learner.h LearnResult), fed by Apply on the
+  // learner thread and read by /metrics and /v1/status.
+  std::mutex quality_mu;
+  QualityMonitor quality;  // (quality_mu)
+  RecoveryInfo recovery;   // written by Recover, read by others only once ready
   std::atomic<RecoveryPhase> recovery_phase{RecoveryPhase::kLoading};
   std::atomic<uint64_t> replay_progress{0};  // log records replayed so far
   uint16_t port = 0, http_port = 0;          // bound ports, set before the threads start
@@ -361,6 +369,7 @@ struct Server::Impl {
   void StartAccept();         // connection.cc
   void StartHttpAccept();     // http.cc
   std::string MetricsText();  // metrics.cc
+  std::string StatusJson();   // metrics.cc: GET /v1/status
 };
 
 }  // namespace tributary
