@@ -87,8 +87,7 @@ void AddLearnFlags(CLI::App* app, LearnFlags* f) {
 
 void AddScheduleFlags(CLI::App* app, LearnFlags* f) {
   app->add_option("--schedule", f->schedule, "step sizes: inverse (1+lambda t)^-1, poly (tau0+t)^-kappa, constant")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"inverse", "poly", "constant"}));
+      ->capture_default_str();
   app->add_option("--lambda", f->lambda, "lambda of the inverse schedule (default: the loss's own default)");
   app->add_option("--tau0", f->tau0, "tau0 of the poly schedule")->capture_default_str();
   app->add_option("--kappa", f->kappa, "kappa of the poly schedule")->capture_default_str();
