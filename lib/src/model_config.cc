@@ -19,6 +19,13 @@ bool GradientLoss(const Plugin& loss) {
 }
 }  // namespace
 
+Result<StepSchedule::Kind> ParseScheduleKind(const std::string& name) {
+  if (name == "inverse") return StepSchedule::Kind::kInverseLinear;
+  if (name == "poly") return StepSchedule::Kind::kPolynomial;
+  if (name == "constant") return StepSchedule::Kind::kConstant;
+  return Status::InvalidArgument("schedule '" + name + "': expected inverse, poly or constant");
+}
+
 Result<std::unique_ptr<Model>> NewModel(const ModelConfig& c, const PluginRegistry& registry,
                                         const v1::Schema& schema_proto, uint64_t stream_documents,
                                         const std::string& source) {
@@ -33,16 +40,9 @@ Result<std::unique_ptr<Model>> NewModel(const ModelConfig& c, const PluginRegist
   if (!fam.ok()) return fam.status();
   auto loss = registry.Find(c.loss, TRIB_KIND_LOSS);
   if (!loss.ok()) return loss.status();
-  StepSchedule::Kind schedule_kind;
-  if (c.schedule == "inverse") {
-    schedule_kind = StepSchedule::Kind::kInverseLinear;
-  } else if (c.schedule == "poly") {
-    schedule_kind = StepSchedule::Kind::kPolynomial;
-  } else if (c.schedule == "constant") {
-    schedule_kind = StepSchedule::Kind::kConstant;
-  } else {
-    return Status::InvalidArgument("schedule '" + c.schedule + "': expected inverse, poly or constant");
-  }
+  auto kind = ParseScheduleKind(c.schedule);
+  if (!kind.ok()) return kind.status();
+  const StepSchedule::Kind schedule_kind = *kind;
   // Then the model for the stream's schema: a refusal may be the schema's as
   // well as an option's, so it names the stream.
   auto in_source = [&source](const Status& st) {

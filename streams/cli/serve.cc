@@ -19,6 +19,7 @@
 #include "commands/commands.h"
 #include "tributary/convert.h"  // kLiveHashedDim
 #include "tributary/document.h"
+#include "tributary/model_config.h"
 #include "tributary/schema.h"
 #include "tributary/sep_engine.h"
 #include "tributary/server.h"
@@ -119,6 +120,9 @@ int RunServe(const ServeFlags& f) {
   } else if (f.fsync != "interval") {
     return ReportError(Status::InvalidArgument("--fsync '" + f.fsync + "': expected always or interval"));
   }
+  // A setting of a new model that is wrong whatever the data directory holds
+  // is refused first (not later, as the default schema's failure).
+  if (auto kind = ParseScheduleKind(f.learn.schedule); !kind.ok()) return ReportError(kind.status());
   auto policy = ParseCorruptionPolicy(f.on_corruption);
   if (!policy.ok()) return ReportError(policy.status());
   o.on_corruption = *policy;

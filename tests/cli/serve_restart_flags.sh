@@ -51,6 +51,7 @@ assert m["loss"] == "hinge" and m["schedule"] == "rho_t = 0.05", m
 '
 # A schedule that is not one is refused before anything is written.
 if "$T" serve --data-dir "$dir/other" --schedule sometimes >"$dir/out" 2>&1; then fail "--schedule sometimes: accepted"; fi
-grep -q "schedule" "$dir/out" || fail "--schedule sometimes: $(cat "$dir/out")"
+grep -qF "schedule 'sometimes': expected inverse, poly or constant" "$dir/out" || fail "--schedule sometimes: $(cat "$dir/out")"
+! grep -q "default schema" "$dir/out" || fail "--schedule sometimes blamed on the schema: $(cat "$dir/out")"
 [[ ! -e "$dir/other" ]] || fail "a data directory was made for a refused flag"
 echo "serve_restart_flags: OK"

@@ -29,6 +29,7 @@
 #include "tributary/plugin_registry.h"
 #include "tributary/schema.h"
 #include "tributary/status.h"
+#include "tributary/step_schedule.h"
 
 namespace tributary {
 
@@ -81,6 +82,11 @@ struct ModelConfig {
 /// The largest effective data-set size n: far beyond any stream, and small
 /// enough that the statistics sdEM scales by n stay finite.
 inline constexpr double kMaxEffectiveSize = 1e12;
+
+/// The kind of step schedule a ModelConfig::schedule names ("inverse",
+/// "poly", "constant"). Errors: any other name, quoted, with the three
+/// expected (NewModel's error for it).
+Result<StepSchedule::Kind> ParseScheduleKind(const std::string& name);
 
 /// A fresh model (statistics at the prior; schedule, n and loss set) for
 /// `schema` (a stream header's, validated here), from a stream of
