@@ -35,6 +35,7 @@
 #include "tributary/model.h"
 #include "tributary/model_config.h"
 #include "tributary/plugin_registry.h"
+#include "tributary/quality_monitor.h"
 #include "tributary/stream_io.h"
 #include "tributary/tokenizer.h"
 #include "tributary/trainer.h"
@@ -233,9 +234,23 @@ class Handle {
     bool grew = false;
     TRIB_RETURN_IF_ERROR(
         DecodeGrowing(*decoder_, doc, index, model_.get(), kGrowClassesAndTerms, &buf_, &counters_, &grew));
-    TRIB_RETURN_IF_ERROR(EnsureLearner());
-    return learner_->Learn(buf_.View());
+    return LearnAndMeasure(buf_);
   }
+
+  // One step on `b`, its label's prequential figures noted (mu held): sdEM
+  // scores the document before its step (learner.h LearnResult).
+  Status LearnAndMeasure(const DocumentBuffer& b) {
+    TRIB_RETURN_IF_ERROR(EnsureLearner());
+    LearnResult o;
+    TRIB_RETURN_IF_ERROR(learner_->Learn(b.View(), &o));
+    if (o.scores != nullptr && b.label >= 0 && !model_->latent_outputs()) {
+      quality_.Add(o.scores->data(), static_cast<uint32_t>(o.scores->size()), static_cast<uint32_t>(b.label));
+    }
+    return Status::OK();
+  }
+
+  // What the learner knows of its predictions so far (mu held).
+  const QualityMonitor& quality() const { return quality_; }
 
   // Test-then-train (mu held): the document is decoded (the model growing
   // with it), scored by the model as it is, then learned. *correct: the
@@ -252,15 +267,13 @@ class Handle {
     double m = *std::max_element(scores_.begin(), scores_.end()), z = 0;
     for (double v : scores_) z += std::exp(v - m);
     *ncll = -(scores_[static_cast<size_t>(buf_.label)] - m - std::log(z));
-    TRIB_RETURN_IF_ERROR(EnsureLearner());
-    return learner_->Learn(buf_.View());
+    return LearnAndMeasure(buf_);
   }
 
   // Learns a buffer in the model's ids (mu held).
   Status LearnBufferLocked(const DocumentBuffer& b) {
     ++next_index_;
-    TRIB_RETURN_IF_ERROR(EnsureLearner());
-    return learner_->Learn(b.View());
+    return LearnAndMeasure(b);
   }
 
   // log p(k, x) for every output (mu held).
@@ -291,6 +304,7 @@ class Handle {
   void Reset(std::unique_ptr<Model> m) {
     learner_.reset();
     scoring_.reset();
+    quality_ = QualityMonitor();
     model_ = std::move(m);
     decoder_ = std::make_unique<DocumentDecoder>(Take(DocumentDecoder::ForModel(model_->schema())));
   }
@@ -316,6 +330,7 @@ class Handle {
   DocumentBuffer buf_;
   std::vector<double> scores_;
   DecodeCounters counters_;
+  QualityMonitor quality_;  // every labelled document scored before its step
   // Documents offered to learn (their indices name them in errors): read
   // without the mutex (to number a batch before it is learned), so atomic.
   std::atomic<uint64_t> next_index_{0};
@@ -1198,6 +1213,45 @@ PYBIND11_MODULE(_tributary, mod) {
             LearnDocuments(h, docs, false);
           },
           py::arg("x"), py::arg("y"))
+      .def("quality",
+           [](Handle& h) {
+             // The prequential figures (quality_monitor.h) as a dict; class
+             // names from the model's schema.
+             py::dict d;
+             std::lock_guard<std::mutex> lock(h.mu());
+             const QualityMonitor& q = h.quality();
+             const std::vector<std::string>& names = h.model().schema().classes();
+             auto name = [&](uint32_t k) { return k < names.size() ? names[k] : std::to_string(k); };
+             auto num = [](double x) { return std::isnan(x) ? py::object(py::none()) : py::object(py::float_(x)); };
+             d["documents"] = q.documents();
+             d["accuracy"] = num(q.accuracy());
+             d["window_accuracy"] = num(q.window_accuracy());
+             d["log_loss"] = num(q.log_loss());
+             d["window_log_loss"] = num(q.window_log_loss());
+             py::list per_class;
+             for (uint32_t k = 0; k < q.classes().size(); ++k) {
+               const ClassQuality& c = q.classes()[k];
+               if (c.documents == 0) continue;
+               py::dict e;
+               e["class"] = name(k);
+               e["documents"] = c.documents;
+               e["recall"] = static_cast<double>(c.correct) / static_cast<double>(c.documents);
+               e["window_recall"] = c.window_recall;
+               per_class.append(e);
+             }
+             d["per_class"] = per_class;
+             py::list confused;
+             for (const Confusion& c : q.MostConfused(10)) {
+               py::dict e;
+               e["class"] = name(c.truth);
+               e["predicted"] = name(c.predicted);
+               e["documents"] = c.documents;
+               confused.append(e);
+             }
+             d["most_confused"] = confused;
+             d["drift_alarms"] = q.alarms();
+             return d;
+           })
       .def(
           "learn_csr",
           [](Handle& h, py::array_t<int64_t, py::array::c_style | py::array::forcecast> indptr,

@@ -125,6 +125,29 @@ class _Learner:
         p = np.exp(s)
         return p / p.sum(axis=1, keepdims=True)
 
+    # ---- what the learner knows
+
+    def stats(self):
+        """What the learner knows of its own predictions: every labelled
+        document learned (learn_one, learn_many, learn_csr) is first scored
+        by the model as it was (test, then train). Returns a dict:
+        ``documents``; ``accuracy`` and ``log_loss`` (mean -log p(y | x)) over
+        all of them and ``window_accuracy`` / ``window_log_loss`` recently (a
+        document's weight halves every 500 later ones); ``per_class``, one
+        dict per class (``class``, ``documents``, ``recall``,
+        ``window_recall``); ``most_confused`` (``class``, ``predicted``,
+        ``documents``); ``drift_alarms``, the document counts after which
+        ADWIN found the error rate risen (docs/design.md §15). Figures are
+        None before any labelled document; they start again after load or
+        fit, and are not saved with the model."""
+        q = self._model.quality()
+        for entry in q["per_class"]:
+            entry["class"] = self._labels.get(entry["class"], entry["class"])
+        for entry in q["most_confused"]:
+            entry["class"] = self._labels.get(entry["class"], entry["class"])
+            entry["predicted"] = self._labels.get(entry["predicted"], entry["predicted"])
+        return q
+
     # ---- models
 
     @property

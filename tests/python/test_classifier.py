@@ -338,3 +338,33 @@ def test_threads_predict_while_one_learns(fortunes):
     alone = tributary.Classifier()
     alone.learn_many(xs[:6100], ys[:6100])
     assert c.stats_digest == alone.stats_digest
+
+
+def test_stats_show_prequential_quality_per_class_and_a_drift_alarm():
+    # Two separable classes; half-way the labels swap (a change of p(y | x)).
+    # The generative learner (exact averaging) is wrong until the swapped
+    # documents outnumber the others, and the detector says so soon after.
+    rng = np.random.default_rng(3)
+    words = {0: "goal match striker referee league", 1: "oven flour butter simmer recipe"}
+    clf = tributary.Classifier(family="multinomial", loss="nll")
+    assert clf.stats()["documents"] == 0 and clf.stats()["accuracy"] is None
+    n, swap = 1200, 600
+    for i in range(n):
+        topic = int(rng.integers(2))
+        text = " ".join(rng.choice(words[topic].split(), size=6))
+        label = topic if i < swap else 1 - topic
+        clf.learn_one(text, label)  # int labels: reported as given
+    s = clf.stats()
+    assert s["documents"] == n
+    assert {c["class"] for c in s["per_class"]} == {0, 1}
+    right = sum(c["recall"] * c["documents"] for c in s["per_class"])
+    assert abs(right / n - s["accuracy"]) < 1e-9
+    assert s["accuracy"] < 0.9
+    assert s["drift_alarms"], s
+    assert swap < s["drift_alarms"][0] < swap + 200, s["drift_alarms"]
+    assert s["most_confused"][0]["class"] != s["most_confused"][0]["predicted"]
+    assert 0.0 <= s["window_accuracy"] <= 1.0
+    # learn_many is measured as learn_one is.
+    clf2 = tributary.Classifier(family="multinomial", loss="nll")
+    clf2.learn_many(["goal match", "oven flour"], ["a", "b"])
+    assert clf2.stats()["documents"] == 2
