@@ -68,17 +68,7 @@ LiveLearnerOptions Single() {
   return o;
 }
 
-double Accuracy(const Model& m, const std::vector<DocumentBuffer>& docs) {
-  auto state = m.NewScoringState();
-  EXPECT_TRUE(state.ok());
-  std::vector<double> s(m.num_outputs());
-  size_t right = 0;
-  for (const auto& d : docs) {
-    EXPECT_TRUE(m.Score(d.View(), state->get(), s.data()).ok());
-    right += std::max_element(s.begin(), s.end()) - s.begin() == d.label;
-  }
-  return static_cast<double>(right) / static_cast<double>(docs.size());
-}
+using testing::Accuracy;
 
 // Windowed prequential accuracy of the served candidate, per block of `block`
 // documents.

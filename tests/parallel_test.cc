@@ -85,17 +85,7 @@ double MaxRelativeDifference(const Model& a, const Model& b) {
   return worst;
 }
 
-double Accuracy(const Model& m, const std::vector<DocumentBuffer>& docs) {
-  auto state = m.NewScoringState();
-  EXPECT_TRUE(state.ok());
-  std::vector<double> s(m.num_outputs());
-  size_t right = 0;
-  for (const auto& d : docs) {
-    EXPECT_TRUE(m.Score(d.View(), state->get(), s.data()).ok());
-    right += static_cast<int64_t>(std::max_element(s.begin(), s.end()) - s.begin()) == d.label;
-  }
-  return static_cast<double>(right) / static_cast<double>(docs.size());
-}
+using testing::Accuracy;
 
 // NLL on naive Bayes: a step's change does not depend on the statistics, so
 // the composition is the sequential pass (exact averaging = batch MAP),

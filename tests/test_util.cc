@@ -5,6 +5,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -108,6 +111,19 @@ DocumentBuffer MakeDoc(uint64_t index, int64_t label, const std::vector<std::pai
   }
   d.Canonicalize();
   return d;
+}
+
+double Accuracy(const Model& m, const std::vector<DocumentBuffer>& docs) {
+  auto state = m.NewScoringState();
+  EXPECT_TRUE(state.ok());
+  if (!state.ok()) return 0;
+  std::vector<double> s(m.num_outputs());
+  size_t right = 0;
+  for (const auto& d : docs) {
+    EXPECT_TRUE(m.Score(d.View(), state->get(), s.data()).ok());
+    right += static_cast<int64_t>(std::max_element(s.begin(), s.end()) - s.begin()) == d.label;
+  }
+  return static_cast<double>(right) / static_cast<double>(docs.size());
 }
 
 std::string ProgramPath() { return std::string(TRIBUTARY_BINARY_DIR) + "/bin/tributary"; }

@@ -40,6 +40,10 @@ std::string ResealSnapshot(const std::string& file, const std::function<void(v1:
 // Builds a DocumentBuffer from (term, count) pairs.
 DocumentBuffer MakeDoc(uint64_t index, int64_t label, const std::vector<std::pair<uint32_t, double>>& terms);
 
+// Fraction of `docs` whose argmax of log p(k, x) under `m` is their label
+// (scoring failures are test failures).
+double Accuracy(const Model& m, const std::vector<DocumentBuffer>& docs);
+
 // Path of the built program (build/bin/tributary).
 std::string ProgramPath();
 // Runs a shell command; returns its exit status and fills stdout (stderr merged when merge_stderr).
