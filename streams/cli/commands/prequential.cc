@@ -62,6 +62,7 @@ int RunPrequential(const LearnFlags& f, const std::string& in, uint64_t every, b
     auto ll = LiveLearner::Create(factory, lo);
     if (!ll.ok()) return refuse(ll.status());
     live = std::move(ll).value();
+    model.reset();  // (the candidates have their own models; this one was for the checks above)
   } else {
     LearnerOptions lo;
     lo.engine = "sdem";
