@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <random>
 
 #include "test_util.h"
+#include "tributary/v1/tributary.pb.h"
 
 namespace tributary {
 namespace {
@@ -182,6 +184,117 @@ TEST(LiveLearnerTest, OptionsOutOfRangeAndUnknownLossesAreNamed) {
   auto r = LiveLearner::Create(refuses_nll, o);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().ToString().find("candidate 'nll (generative)'"), std::string::npos) << r.status().ToString();
+}
+
+}  // namespace
+}  // namespace tributary
+
+namespace tributary {
+namespace {
+
+// Every candidate's bytes, the learner's report and its held documents: two
+// learners with equal fingerprints are the same learner.
+std::string Fingerprint(LiveLearner* l) {
+  auto bytes = l->Serialize();
+  EXPECT_TRUE(bytes.ok()) << bytes.status().ToString();
+  return bytes.ok() ? *bytes + l->ToJson() + std::to_string(l->held()) : std::string();
+}
+
+// Saved half-way through a drifting stream (after the alarm, with documents
+// held in the sample) and resumed from the file, the learner continues bit
+// for bit as the one that never stopped: every prediction, the choice of the
+// served candidate, the alarms and every candidate's statistics.
+TEST(LiveLearnerTest, SavedAndResumedContinuesBitForBit) {
+  const auto docs = Stream(6000, 5, 2500);
+  auto a = LiveLearner::Create(Factory(6000), Defaults());
+  ASSERT_TRUE(a.ok());
+  const std::string path = testing::TempDir("live_resume") + "/live.trib";
+  std::vector<uint32_t> predicted_a, predicted_b;
+  std::unique_ptr<LiveLearner> b;
+  for (size_t i = 0; i < docs.size(); ++i) {
+    if (i == 3100) {
+      ASSERT_FALSE((*a)->alarms().empty()) << "no alarm before the save: the test would not cover the detector";
+      ASSERT_GT((*a)->held(), 0u);
+      ASSERT_TRUE((*a)->Save(path).ok());
+      auto loaded = Model::Load(path, testing::BuiltinRegistry());
+      ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+      EXPECT_TRUE(LiveLearner::Holds(**loaded));
+      auto resumed = LiveLearner::FromModel(std::move(loaded).value(), testing::BuiltinRegistry());
+      ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
+      b = std::move(resumed).value();
+      EXPECT_EQ(Fingerprint(a->get()), Fingerprint(b.get()));
+    }
+    LiveStep sa, sb;
+    ASSERT_TRUE((*a)->Learn(docs[i], &sa).ok());
+    if (b) {
+      ASSERT_TRUE(b->Learn(docs[i], &sb).ok());
+      ASSERT_EQ(sa.predicted, sb.predicted) << "document " << i;
+      ASSERT_EQ(*sa.scores, *sb.scores) << "document " << i;
+      ASSERT_EQ(sa.alarm, sb.alarm) << "document " << i;
+    }
+  }
+  ASSERT_TRUE(b != nullptr);
+  EXPECT_EQ(Fingerprint(a->get()), Fingerprint(b.get()));
+  EXPECT_EQ((*a)->served().StatsDigest(), b->served().StatsDigest());
+  // A single model holds no learner.
+  auto single = Factory(10)(CandidateSpec{"ncll", "ncll", {}, {}, false});
+  ASSERT_TRUE(single.ok());
+  EXPECT_FALSE(LiveLearner::Holds(**single));
+  auto refused = LiveLearner::FromModel(std::move(single).value(), testing::BuiltinRegistry());
+  EXPECT_EQ(refused.status().code(), Status::Code::kInvalidArgument);
+}
+
+// A damaged state is refused with what is wrong, not resumed into a learner
+// that reads past its arrays.
+TEST(LiveLearnerTest, ADamagedStateIsRefusedByName) {
+  const auto docs = Stream(800, 6);
+  auto a = LiveLearner::Create(Factory(800), Defaults());
+  ASSERT_TRUE(a.ok());
+  for (const auto& d : docs) ASSERT_TRUE((*a)->Learn(d).ok());
+  auto model = LiveLearner::ToModel(std::move(a).value());
+  ASSERT_TRUE(model.ok());
+  const std::string good = (*model)->live_state();
+  v1::LiveLearnerState st;
+  ASSERT_TRUE(st.ParseFromString(good));
+  struct Case {
+    std::string name;
+    std::function<void(v1::LiveLearnerState*)> damage;
+    std::string expect;
+  };
+  const std::vector<Case> cases = {
+      {"garbage", nullptr, "does not parse"},
+      {"format", [](v1::LiveLearnerState* s) { s->set_format(7); }, "format 7"},
+      {"served", [](v1::LiveLearnerState* s) { s->set_served(9); }, "served 9"},
+      {"label", [](v1::LiveLearnerState* s) { s->mutable_sample(0)->mutable_slots(0)->set_label(99); }, "label 99"},
+      {"term", [](v1::LiveLearnerState* s) { s->mutable_sample(0)->mutable_slots(0)->set_term_ids(0, 100000); },
+       "expected increasing ids below 100"},
+      {"detector", [](v1::LiveLearnerState* s) { s->mutable_detector()->set_width(3); }, "ADWIN state"},
+      {"recent", [](v1::LiveLearnerState* s) { s->set_recent(0, 50); }, "recent label is 50"},
+      {"candidate model",
+       [](v1::LiveLearnerState* s) {
+         for (auto& c : *s->mutable_candidates()) {
+           if (!c.model().empty()) c.set_model(c.model().substr(0, c.model().size() / 2));
+         }
+       },
+       "live candidate"},
+      {"settings", [](v1::LiveLearnerState* s) { s->mutable_settings()->set_half_life(0); }, "half_life"},
+  };
+  for (const Case& c : cases) {
+    std::string bytes = "\xff\xff\xff";
+    if (c.damage) {
+      v1::LiveLearnerState d = st;
+      c.damage(&d);
+      bytes = d.SerializeAsString();
+    }
+    auto m = (*model)->Clone();
+    ASSERT_TRUE(m.ok());
+    (*m)->set_live_state(bytes);
+    auto r = LiveLearner::FromModel(std::move(m).value(), testing::BuiltinRegistry());
+    ASSERT_FALSE(r.ok()) << c.name;
+    EXPECT_NE(r.status().message().find(c.expect), std::string::npos) << c.name << ": " << r.status().ToString();
+  }
+  auto ok = LiveLearner::FromModel(std::move(model).value(), testing::BuiltinRegistry());
+  EXPECT_TRUE(ok.ok()) << ok.status().ToString();
 }
 
 }  // namespace

@@ -30,6 +30,36 @@ void Adwin::Reset() {
   sum_ = m2_ = 0;
 }
 
+Adwin::State Adwin::state() const { return State{levels_, n_, sum_, m2_, alarms_, added_}; }
+
+Status Adwin::Restore(const State& s) {
+  uint64_t total = 0;
+  for (size_t i = 0; i < s.levels.size(); ++i) {
+    if (s.levels[i].size() > options_.max_buckets || i >= 63) {
+      return Status::Corruption("ADWIN state: level " + std::to_string(i) + " holds " +
+                                std::to_string(s.levels[i].size()) + " buckets, expected at most " +
+                                std::to_string(options_.max_buckets));
+    }
+    for (const Bucket& b : s.levels[i]) {
+      if (!std::isfinite(b.sum) || !std::isfinite(b.m2)) {
+        return Status::Corruption("ADWIN state: a bucket of level " + std::to_string(i) + " is not finite");
+      }
+    }
+    total += static_cast<uint64_t>(s.levels[i].size()) << i;
+  }
+  if (total != s.width || !std::isfinite(s.sum) || !std::isfinite(s.m2)) {
+    return Status::Corruption("ADWIN state: the window holds " + std::to_string(s.width) +
+                              " values but its buckets hold " + std::to_string(total) + " (or a sum is not finite)");
+  }
+  levels_ = s.levels;
+  n_ = s.width;
+  sum_ = s.sum;
+  m2_ = s.m2;
+  alarms_ = s.alarms;
+  added_ = s.added;
+  return Status::OK();
+}
+
 bool Adwin::Add(double x) {
   if (!std::isfinite(x)) return false;
   ++added_;

@@ -335,6 +335,7 @@ Result<std::unique_ptr<Model>> Model::Clone() const {
   m->stats_ = stats_;
   m->learner_ = learner_;
   m->training_report_ = training_report_;
+  m->live_state_ = live_state_;
   trib_error err{};
   int rc = family_->family().clone(fmodel_, &m->fmodel_, &err);
   if (rc != TRIB_OK) return PluginStatus(rc, err, *family_, "clone");
@@ -366,6 +367,7 @@ Status Model::RefreshFrom(const Model& src, uint64_t since) {
   stats_.CopyWrittenSince(src.stats_, since);
   learner_ = src.learner_;
   training_report_ = src.training_report_;
+  live_state_ = src.live_state_;
   return Status::OK();
 }
 

@@ -268,6 +268,7 @@ Status Model::SerializePieces(const SnapshotOptions& options, const std::string&
   }
   snap.set_created_by(std::string("tributary ") + Version());
   snap.set_training_report(training_report_);
+  if (!live_state_.empty()) snap.set_live_state(live_state_);
   if (class_capacity_ > num_classes()) snap.set_class_capacity(class_capacity_);
   if (schema_.open_vocabulary()) snap.set_vocab_capacity(vocab_capacity());
   // The statistics (raw), the family's cache and the vocabulary, the bulk
@@ -502,6 +503,7 @@ Result<std::unique_ptr<Model>> Model::Parse(const std::string& file, const std::
                    ", expected a finite number in [0, 1e12]");
   }
   m->training_report_ = snap.training_report();
+  m->live_state_ = snap.live_state();
   // Caches only: the check-step leaves feasible statistics unchanged. It
   // projects them onto what the family allows (counts >= 0, ...), so a value
   // it moves by more than rounding was not written by a learner: such a file

@@ -60,11 +60,26 @@ class Adwin {
   /// Forgets the window (the counters stay).
   void Reset();
 
- private:
+  /// One bucket of the exponential histogram.
   struct Bucket {
     double sum = 0;  ///< sum of the values
     double m2 = 0;   ///< sum of squared deviations from their mean
   };
+  /// Everything the detector holds besides its options (to save a learner
+  /// and resume it exactly: LiveLearner::ToModel).
+  struct State {
+    std::vector<std::vector<Bucket>> levels;  ///< levels[i]: buckets of 2^i values, oldest first
+    uint64_t width = 0;                       ///< values in the window
+    double sum = 0, m2 = 0;                   ///< the window's sum and squared deviations
+    uint64_t alarms = 0, added = 0;           ///< the counters
+  };
+  State state() const;  ///< the detector's state now
+  /// Makes the detector's state `s` (as state() gave it). Errors: a state
+  /// no detector with these options holds (a level over max_buckets + 1
+  /// buckets, a width that is not the buckets' total, non-finite sums).
+  Status Restore(const State& s);
+
+ private:
   void Compress();
   bool CheckCut(bool* rise);
   void DropOldest();

@@ -199,7 +199,49 @@ class LiveLearner {
   /// Gives up the served model (the LiveLearner must not be used after).
   std::unique_ptr<Model> TakeServed() { return std::move(candidates_[served_].model); }
 
-  uint64_t labelled() const { return labelled_; }                   ///< labelled documents learned
+  // ---- Saving and resuming: everything, bit for bit ----
+  //
+  // A live learner is saved as one model snapshot: the served model, whose
+  // Model::live_state holds the rest (LiveLearnerState in tributary.proto:
+  // the settings, every other candidate's model as Model::Serialize writes
+  // it, the windows, the detector, the per-class sample with its held
+  // documents, the recent labels and the alarms). Tools that read a model
+  // (predict, eval, inspect) read the served model and ignore the rest; a
+  // learner resumed from it (FromModel) continues exactly as the one that
+  // was saved: the same documents after it give the same bytes.
+
+  /// Saves the learner as a snapshot at `path` (Model::Save: atomic
+  /// replace). Size: about the candidates' models together. Errors: I/O, a
+  /// candidate's serialisation.
+  Status Save(const std::string& path, const SnapshotOptions& options = {});
+  /// The bytes Save writes (Model::Serialize).
+  Result<std::string> Serialize(const SnapshotOptions& options = {});
+  /// Gives up the learner as one model: the served model with the state in
+  /// its live_state (what Save writes). Errors: a candidate's serialisation.
+  static Result<std::unique_ptr<Model>> ToModel(std::unique_ptr<LiveLearner> learner);
+  /// Resumes the learner `model` holds (a model Save wrote, loaded, or
+  /// ToModel's), finding the candidates' plugins in `registry`. The model
+  /// becomes the served candidate's (its live_state cleared). Errors:
+  /// InvalidArgument when the model holds no live learner; Corruption naming
+  /// what is wrong in the state; a candidate model's Parse errors.
+  static Result<std::unique_ptr<LiveLearner>> FromModel(std::unique_ptr<Model> model, const PluginRegistry& registry);
+  /// True when `model` holds a live learner (Model::live_state is set).
+  static bool Holds(const Model& model) { return !model.live_state().empty(); }
+
+  /// Growth limits for every candidate (Model::SetGrowthLimits: not saved,
+  /// set again after FromModel); each candidate's statistics get
+  /// max_statistics_bytes / candidates (0: no budget), so the learner's
+  /// statistics together stay within max_statistics_bytes.
+  void SetGrowthLimits(const GrowthLimits& limits, uint64_t max_statistics_bytes);
+  size_t num_candidates() const { return candidates_.size(); }  ///< the candidates
+  /// The candidates' statistics bytes together (Model::statistics_bytes),
+  /// plus the documents held in the sample (their term arrays): what the
+  /// learner's memory grows with.
+  uint64_t memory_bytes() const;
+
+  /// Labelled documents learned (or held in the sample, to be learned) since
+  /// the learner was made; saved with it (a live model's version).
+  uint64_t labelled() const { return labelled_; }
   uint64_t switches() const { return switches_; }                   ///< times the served candidate changed
   const std::vector<LiveAlarm>& alarms() const { return alarms_; }  ///< the detector's alarms, oldest first
   /// Every candidate's statistics, in LiveLearnerOptions order.
@@ -238,6 +280,7 @@ class LiveLearner {
   bool Grouped(uint32_t y);
   void HoldMemory(Candidate* c);
   Status LearnHeld(const DocumentBuffer& doc);
+  Result<std::string> EncodeState() const;
 
   LiveLearnerOptions options_;
   std::vector<Candidate> candidates_;

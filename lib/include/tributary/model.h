@@ -383,6 +383,13 @@ class Model {
   const std::string& training_report() const { return training_report_; }
   /// Sets training_report(); `json` is stored as given, not checked.
   void set_training_report(std::string json) { training_report_ = std::move(json); }
+  /// A live learner's state (LiveLearnerState bytes, live_learner.h) when this
+  /// model is the one a live learner served and saved: the other candidates,
+  /// windows, detector and sample. Empty for a single model. Saved and loaded
+  /// with the model, copied by Clone; the library's scoring never reads it.
+  const std::string& live_state() const { return live_state_; }
+  /// Sets live_state(); LiveLearner::ToModel and FromModel use it.
+  void set_live_state(std::string bytes) { live_state_ = std::move(bytes); }
 
   /// Re-runs the family's rebuild (check-step over everything, caches).
   Status Rebuild(const trib_step& step);
@@ -440,6 +447,7 @@ class Model {
   SufficientStats stats_;
   LearnerState learner_;
   std::string training_report_;
+  std::string live_state_;
 };
 
 /// Error text from a plugin call, naming the plugin and the call.
