@@ -571,6 +571,8 @@ TEST_F(ServerKafkaSourceTest, KilledThreeTimesEveryMessageIsLearnedOnceAndTheMod
                                           "multinomial",
                                           "--loss",
                                           "ncll",
+                                          "--select",
+                                          "off",
                                           "--n",
                                           "10000",
                                           "--seed",

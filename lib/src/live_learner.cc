@@ -103,7 +103,16 @@ Result<std::unique_ptr<LiveLearner>> LiveLearner::Create(const ModelFactory& fac
 
 Status LiveLearner::SyncClasses() {
   const Model& ref = *candidates_[0].model;
-  for (size_t c = 1; c < candidates_.size(); ++c) TRIB_RETURN_IF_ERROR(candidates_[c].model->GrowTo(ref.schema()));
+  for (size_t c = 1; c < candidates_.size(); ++c) {
+    Model& m = *candidates_[c].model;
+    // Classes and terms are only ever added, in the reference's order: equal
+    // counts are equal schemas (the common case, checked per document).
+    if (m.schema().classes().size() == ref.schema().classes().size() &&
+        m.schema().vocab_size() == ref.schema().vocab_size()) {
+      continue;
+    }
+    TRIB_RETURN_IF_ERROR(m.GrowTo(ref.schema()));
+  }
   return Status::OK();
 }
 

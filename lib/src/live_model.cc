@@ -95,6 +95,24 @@ void ToModelProto(const ModelSchema& schema, const trib_document& d, v1::Documen
   if (d.weight != 1.0) out->set_weight(d.weight);
 }
 
+// A document built by hand, copied for a live learner (which keeps some in
+// its per-class sample).
+void CopyDocument(const trib_document& d, DocumentBuffer* out) {
+  out->Clear();
+  out->index = d.index;
+  if (d.id != nullptr) out->id = d.id;
+  out->label = d.label;
+  out->term_ids.assign(d.term_ids, d.term_ids + d.num_terms);
+  out->term_counts.assign(d.term_counts, d.term_counts + d.num_terms);
+  out->reals.assign(d.reals, d.reals + d.num_reals);
+  out->categoricals.assign(d.categoricals, d.categoricals + d.num_categoricals);
+  out->weight = d.weight;
+  if (d.real_missing != nullptr) out->real_missing.assign(d.real_missing, d.real_missing + d.num_reals);
+  if (d.categorical_missing != nullptr) {
+    out->categorical_missing.assign(d.categorical_missing, d.categorical_missing + d.num_categoricals);
+  }
+}
+
 bool FileExists(const std::string& path) {
   std::error_code ec;
   return std::filesystem::exists(path, ec);
@@ -159,23 +177,31 @@ std::unique_ptr<LiveModel::Publication> LiveModel::TakeSpareLocked() {
 }
 
 Result<uint64_t> LiveModel::PublishLocked() {
+  if (live_ != nullptr && live_->served_index() != published_served_) {
+    // Another candidate is served: copies of the previous one must not be
+    // refreshed from it (its page epochs say nothing of them).
+    ++generation_;
+    spares_.clear();
+    published_served_ = live_->served_index();
+  }
+  Model& src = SourceLocked();
   std::unique_ptr<Publication> p = TakeSpareLocked();
   // A spare was a copy of the learner's model as of its epoch: bring it up
   // to date by the pages written since (Model::RefreshFrom); a first copy,
   // or one the model outgrew, is a Clone.
-  if (p != nullptr && p->model->RefreshFrom(*model_, p->epoch).ok()) {
+  if (p != nullptr && p->model->RefreshFrom(src, p->epoch).ok()) {
     refreshed_.fetch_add(1, std::memory_order_relaxed);
   } else {
-    auto clone = model_->Clone();
+    auto clone = src.Clone();
     if (!clone.ok()) return clone.status().WithContext("publishing the model");
     p = std::make_unique<Publication>();
     p->model = std::move(clone).value();
   }
-  p->version = model_->learner_state().updates;
+  p->version = live_ ? live_->labelled() : src.learner_state().updates;
   p->generation = generation_;
-  p->epoch = model_->stats().epoch();
+  p->epoch = src.stats().epoch();
   p->serial = publications_.fetch_add(1, std::memory_order_relaxed) + 1;
-  model_->stats().NextEpoch();  // later writes are newer than this copy
+  src.stats().NextEpoch();  // later writes are newer than this copy
   // version_ first: a reader that finds this publication through current_
   // then reads version() sees at least its version.
   version_.store(p->version, std::memory_order_release);
@@ -233,13 +259,41 @@ Status LiveModel::OpenDurable(std::unique_ptr<Model> initial) {
 }
 
 Status LiveModel::AdoptLocked(std::unique_ptr<Model> model) {
+  if (LiveLearner::Holds(*model)) {
+    // A live learner (live_learner.h): its candidates are in the model's
+    // live_state, their plugins found in the registry.
+    if (options_.registry == nullptr) {
+      return Status::InvalidArgument(
+          "LiveModel: the model holds a live learner; LiveModelOptions::registry must be set to load its candidates");
+    }
+    if (options_.learner.engine != "auto" && options_.learner.engine != "sdem") {
+      return Status::InvalidArgument("LiveModel: the model holds a live learner, which learns with sdEM, not engine '" +
+                                     options_.learner.engine + "'");
+    }
+    const GrowthLimits limits = model->growth_limits();
+    const uint64_t budget = model->statistics_budget();
+    auto live = LiveLearner::FromModel(std::move(model), *options_.registry);
+    if (!live.ok()) return live.status();
+    (*live)->SetGrowthLimits(limits, budget);
+    auto decoder = DocumentDecoder::ForModel((*live)->schema_model()->schema());
+    if (!decoder.ok()) return decoder.status();
+    live_ = std::move(live).value();
+    learner_.reset();
+    owned_.reset();
+    model_ = live_->schema_model();
+    published_served_ = live_->served_index();
+    decoder_ = std::make_unique<DocumentDecoder>(std::move(decoder).value());
+    return Status::OK();
+  }
   auto learner = Learner::Create(model.get(), options_.learner);
   if (!learner.ok()) return learner.status();
   auto decoder = DocumentDecoder::ForModel(model->schema());
   if (!decoder.ok()) return decoder.status();
   learner_ = std::move(learner).value();
   decoder_ = std::make_unique<DocumentDecoder>(std::move(decoder).value());
-  model_ = std::move(model);
+  live_.reset();
+  owned_ = std::move(model);
+  model_ = owned_.get();
   return Status::OK();
 }
 
@@ -267,9 +321,29 @@ Status LiveModel::LogLocked(const v1::Document& doc, uint64_t index) {
 Status LiveModel::LearnProtoLocked(const v1::Document& doc, uint64_t index, LearnResult* result) {
   const ModelSchema& schema = model_->schema();
   const unsigned growth = (schema.open_classes() ? kGrowClasses : 0u) | (schema.open_vocabulary() ? kGrowTerms : 0u);
+  bool grew = false;
   TRIB_RETURN_IF_ERROR(
-      DecodeGrowing(*decoder_, doc, index, model_.get(), static_cast<DecodeGrowth>(growth), &buffer_, nullptr));
-  return learner_->Learn(buffer_.View(), result);
+      DecodeGrowing(*decoder_, doc, index, model_, static_cast<DecodeGrowth>(growth), &buffer_, nullptr, &grew));
+  if (live_ == nullptr) return learner_->Learn(buffer_.View(), result);
+  if (grew) TRIB_RETURN_IF_ERROR(live_->SyncClasses());
+  return LiveLearnLocked(buffer_, result);
+}
+
+Status LiveModel::LiveLearnLocked(const DocumentBuffer& doc, LearnResult* result) {
+  LiveStep step;
+  TRIB_RETURN_IF_ERROR(live_->Learn(doc, &step));
+  if (result != nullptr) {
+    *result = LearnResult();
+    result->predicted = step.predicted;
+    result->scores = step.scores;
+    result->drift_alarm = step.alarm;
+    result->switched = step.switched;
+    if (!step.labelled) {
+      result->skipped = true;
+      result->skip_reason = "a live learner learns labelled documents only (this one was scored, not learned)";
+    }
+  }
+  return Status::OK();
 }
 
 Status LiveModel::Checkpoint() {
@@ -284,7 +358,8 @@ Status LiveModel::Checkpoint() {
   if (ec)
     return Status::IOError("LiveModel::Checkpoint: cannot keep '" + snap + "' as '" + prev + "': " + ec.message());
   const uint64_t covered = snapshot_sequence_;
-  TRIB_RETURN_IF_ERROR(model_->Save(snap, SnapshotOptions{nullptr, logged_.load()}));
+  const SnapshotOptions so{nullptr, logged_.load()};
+  TRIB_RETURN_IF_ERROR(live_ ? live_->Save(snap, so) : model_->Save(snap, so));
   snapshot_sequence_ = logged_.load();
   // Segments wholly before the replaced snapshot: no snapshot needs them.
   return wal_->DropCovered(covered);
@@ -298,7 +373,13 @@ Status LiveModel::Learn(const trib_document& doc, LearnResult* result) {
     ToModelProto(model_->schema(), doc, &proto_);
     TRIB_RETURN_IF_ERROR(LogLocked(proto_, doc.index));
   }
-  TRIB_RETURN_IF_ERROR(learner_->Learn(doc, result));
+  if (live_ != nullptr) {
+    TRIB_RETURN_IF_ERROR(CheckDocument(model_->schema(), doc));
+    CopyDocument(doc, &buffer_);
+    TRIB_RETURN_IF_ERROR(LiveLearnLocked(buffer_, result).WithContext(DocumentName(doc.index, doc.id ? doc.id : "")));
+  } else {
+    TRIB_RETURN_IF_ERROR(learner_->Learn(doc, result));
+  }
   if (options_.publish_every > 0 && ++since_publish_ >= options_.publish_every) {
     auto v = PublishLocked();
     if (!v.ok()) return v.status();
@@ -355,7 +436,45 @@ Status LiveModel::Restore(std::unique_ptr<Model> model) {
 
 Status LiveModel::WithModel(const std::function<Status(Model*)>& fn) {
   std::lock_guard<std::mutex> l(writer_mu_);
-  return fn(model_.get());
+  if (live_ == nullptr) return fn(model_);
+  Model& served = live_->served();
+  Status st = fn(&served);
+  // What fn added to the served model's schema, every candidate gets.
+  if (&served != model_ && (served.num_outputs() != model_->num_outputs() ||
+                            served.schema().vocab_size() != model_->schema().vocab_size())) {
+    TRIB_RETURN_IF_ERROR(model_->GrowTo(served.schema()));
+  }
+  TRIB_RETURN_IF_ERROR(live_->SyncClasses());
+  return st;
+}
+
+Status LiveModel::SaveState(const std::string& path, const SnapshotOptions& options) {
+  std::lock_guard<std::mutex> l(writer_mu_);
+  return live_ ? live_->Save(path, options) : model_->Save(path, options);
+}
+
+uint64_t LiveModel::learned() const {
+  std::lock_guard<std::mutex> l(writer_mu_);
+  return live_ ? live_->labelled() : model_->learner_state().updates;
+}
+
+bool LiveModel::is_live() const {
+  std::lock_guard<std::mutex> l(writer_mu_);
+  return live_ != nullptr;
+}
+
+Status LiveModel::WithLiveLearner(const std::function<Status(LiveLearner*)>& fn) {
+  std::lock_guard<std::mutex> l(writer_mu_);
+  if (live_ == nullptr) return Status::InvalidArgument("LiveModel: no live learner (a single model learns)");
+  Status st = fn(live_.get());
+  // (Classes fn added to the schema model reach the other candidates.)
+  TRIB_RETURN_IF_ERROR(live_->SyncClasses());
+  return st;
+}
+
+std::string LiveModel::live_report() const {
+  std::lock_guard<std::mutex> l(writer_mu_);
+  return live_ ? live_->ToJson() : std::string();
 }
 
 // (Not current_->version: without a hazard slot the publication could be

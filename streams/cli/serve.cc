@@ -19,11 +19,13 @@
 #include "commands/commands.h"
 #include "tributary/convert.h"  // kLiveHashedDim
 #include "tributary/document.h"
+#include "tributary/live_learner.h"
 #include "tributary/model_config.h"
 #include "tributary/schema.h"
 #include "tributary/sep_engine.h"
 #include "tributary/server.h"
 #include "tributary/stream_io.h"
+#include "tributary/trainer.h"
 
 namespace tributary::cli {
 
@@ -70,6 +72,9 @@ std::vector<std::string> IgnoredModelFlags(const ServeFlags& f, const RecoveryIn
   if (given("--family") && f.learn.family.find('/') == std::string::npos && f.learn.family != rec.family) {
     note("--family", f.learn.family, rec.family);
   }
+  if (given("--select") && (f.learn.select == "auto") != rec.live) {
+    note("--select", f.learn.select, rec.live ? "a live learner" : "one learner");
+  }
   if (given("--loss") && f.learn.loss.find('/') == std::string::npos && f.learn.loss != rec.loss) {
     note("--loss", f.learn.loss, rec.loss);
   }
@@ -102,6 +107,32 @@ std::vector<std::string> IgnoredModelFlags(const ServeFlags& f, const RecoveryIn
   if (given("--rho") && differ(f.learn.rho, rec.schedule.rho)) note("--rho", num(f.learn.rho), num(rec.schedule.rho));
   if (given("--n") && differ(f.learn.n, rec.effective_size)) note("--n", num(f.learn.n), num(rec.effective_size));
   return out;
+}
+
+// A new model under --select auto (the default): the live learner
+// (live_learner.h), its candidates built as `single` was (`build` makes a
+// fresh model for a candidate's settings), given back as one model holding
+// the learner (LiveLearner::ToModel), which the server resumes. `single` is
+// given back as it is under --select off, for a family of latent components,
+// a loss that learns unlabelled documents too (nll: a live learner learns
+// labelled ones only) or an engine other than sdEM.
+Result<std::unique_ptr<Model>> LiveInitial(
+    const ServeFlags& f, std::unique_ptr<Model> single,
+    const std::function<Result<std::unique_ptr<Model>>(const ModelConfig&)>& build) {
+  const bool sdem = f.engine == "sdem" || (f.engine == "auto" && !SepLearner::Supports(single->family()));
+  if (f.learn.select != "auto" || !sdem || single->latent_outputs() || !single->loss_plugin() ||
+      !single->loss_plugin()->loss().requires_label) {
+    return single;
+  }
+  auto base = ConfigFromFlags(f.learn);
+  if (!base.ok()) return base.status();
+  LiveLearnerOptions lo;
+  lo.candidates = DefaultLiveCandidates(*base);
+  lo.seed = f.learn.seed;
+  ModelFactory factory = [&](const CandidateSpec& c) { return build(CandidateConfig(*base, c)); };
+  auto learner = LiveLearner::Create(factory, lo);
+  if (!learner.ok()) return learner.status().WithContext("serve --select auto");
+  return LiveLearner::ToModel(std::move(learner).value());
 }
 
 int RunServe(const ServeFlags& f) {
@@ -155,6 +186,11 @@ int RunServe(const ServeFlags& f) {
       auto m = NewModelFromFlags(learn, Registry(), **r, 0, f.schema);
       if (!m.ok()) return ReportError(m.status());
       initial = std::move(m).value();
+      const Result<ModelSchema> schema = (*r)->schema();
+      auto live = LiveInitial(f, std::move(initial),
+                              [&](const ModelConfig& c) { return NewModel(c, Registry(), schema, 0, f.schema); });
+      if (!live.ok()) return ReportError(live.status());
+      initial = std::move(live).value();
     } else {
       // No model, no schema: the schema of live text, so that raw text over
       // HTTP, the binary protocol or a broker is learned with no set-up, with
@@ -182,6 +218,11 @@ int RunServe(const ServeFlags& f) {
             "'; pass --model SNAPSHOT or --schema STREAM (whose header gives the schema)"));
       }
       initial = std::move(m).value();
+      auto made = LiveInitial(f, std::move(initial), [&](const ModelConfig& c) {
+        return NewModel(c, Registry(), live.schema(), 0, "<the default schema>");
+      });
+      if (!made.ok()) return ReportError(made.status());
+      initial = std::move(made).value();
     }
   }
   o.seed = f.learn.seed;
@@ -202,7 +243,8 @@ int RunServe(const ServeFlags& f) {
     auto mib = [](uint64_t b) { return std::to_string((b + (1u << 20) - 1) >> 20) + " MiB"; };
     std::cerr << "tributary serve: memory limits: model statistics "
               << (so.max_model_bytes ? "at most " + mib(so.max_model_bytes) : std::string("unbounded"))
-              << " per copy (--max-model-bytes; the learner's model and each publication hold one), classes "
+              << " per copy (--max-model-bytes; the learner's model and each publication hold one"
+              << (rec.live ? "; the live learner's candidates share one" : "") << "), classes "
               << (so.max_classes ? std::to_string(so.max_classes) : std::string("unbounded")) << ", terms "
               << (so.max_terms ? std::to_string(so.max_terms) : std::string("unbounded")) << ", answers "
               << mib(so.max_answer_bytes) << ", request bodies " << mib(so.max_frame_bytes) << " ("
@@ -493,6 +535,13 @@ Runner SetUpServe(CLI::App* sv) {
                  "learning engine: auto (SEP for families with SEP hooks, else sdEM), sdem, sep or adf")
       ->check(CLI::IsMember({"auto", "sdem", "sep", "adf"}))
       ->capture_default_str();
+  sv->add_option("--select", s->learn.select,
+                 "new models: auto (the live learner: candidates with long and short memories and the generative "
+                 "NLL learner test-then-train on every labelled document, the best recent one served, drift "
+                 "detected by ADWIN; a loss that learns unlabelled documents, nll, learns alone) or off (one "
+                 "learner with the given settings)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "off"}));
   sv->add_option("--model", s->model, "start from this snapshot (when the data dir has none)");
   sv->add_option("--schema", s->schema, "start a new model with the schema of this stream's header");
   sv->add_option("--hashed-dim", s->hashed_dim,

@@ -64,7 +64,7 @@ total=$(wc -l <"$dir/stream.tsv")
 ((total > 1000)) || fail "only $total fortunes"
 
 url="redis://127.0.0.1:$rport/docs?dead_letter=docs-bad&batch=32&block_ms=100"
-flags=(--source "$url" --family multinomial --loss ncll --n 10000 --seed 1 --snapshot-every 700
+flags=(--source "$url" --family multinomial --loss ncll --select off --n 10000 --seed 1 --snapshot-every 700
   --fsync-interval-ms 50)
 
 # The producer: XADD every document (and two bad entries at fixed places)

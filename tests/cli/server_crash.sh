@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Crash test of `tributary serve` (issue 5): kill -9 at random moments, restart,
+# Crash test of `tributary serve` (issue 5) with one learner (--select off;
+# server_crash_live.sh has the live learner): kill -9 at random moments, restart,
 # and check that nothing acknowledged was lost and that the recovered model is,
 # bit for bit, the model trained offline on the logged documents.
 #
@@ -94,7 +95,7 @@ def start_server():
         os.unlink(PORT_FILE)
     server = subprocess.Popen(
         [T, "serve", "--data-dir", DATA, "--schema", os.path.join(DIR, "train.pb"), "--n", str(N),
-         "--family", "multinomial", "--loss", "ncll",
+         "--family", "multinomial", "--loss", "ncll", "--select", "off",
          "--seed", "1", "--listen", "127.0.0.1:0", "--port-file", PORT_FILE,
          "--fsync", "interval", "--fsync-interval-ms", "10", "--snapshot-every", "500"],
         stdout=LOG, stderr=LOG)

@@ -70,8 +70,10 @@ class Adwin {
   struct State {
     std::vector<std::vector<Bucket>> levels;  ///< levels[i]: buckets of 2^i values, oldest first
     uint64_t width = 0;                       ///< values in the window
-    double sum = 0, m2 = 0;                   ///< the window's sum and squared deviations
-    uint64_t alarms = 0, added = 0;           ///< the counters
+    double sum = 0;                           ///< the window's sum
+    double m2 = 0;                            ///< the window's sum of squared deviations from its mean
+    uint64_t alarms = 0;                      ///< alarms so far
+    uint64_t added = 0;                       ///< values added so far
   };
   State state() const;  ///< the detector's state now
   /// Makes the detector's state `s` (as state() gave it). Errors: a state

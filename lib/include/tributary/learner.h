@@ -55,6 +55,10 @@ struct LearnResult {
   bool skipped = false;
   std::string skip_reason;      ///< when skipped: the family's or the engine's reason
   double log_z = std::nan("");  ///< SEP / EP / ADF: log Z_i before the step (NaN: not estimated)
+  /// A live learner (live_model.h): its drift detector raised an alarm after
+  /// this document, and the served candidate changed after it.
+  bool drift_alarm = false;
+  bool switched = false;  ///< a live learner: the served candidate changed after this document
 };
 
 /// Learns a model one document at a time with the engine LearnerOptions

@@ -234,6 +234,9 @@ class LiveLearner {
   /// statistics together stay within max_statistics_bytes.
   void SetGrowthLimits(const GrowthLimits& limits, uint64_t max_statistics_bytes);
   size_t num_candidates() const { return candidates_.size(); }  ///< the candidates
+  /// Candidate i's model (REQUIRES: i < num_candidates()).
+  const Model& candidate_model(size_t i) const { return *candidates_[i].model; }
+  const LiveLearnerOptions& options() const { return options_; }  ///< the settings (saved with the learner)
   /// The candidates' statistics bytes together (Model::statistics_bytes),
   /// plus the documents held in the sample (their term arrays): what the
   /// learner's memory grows with.

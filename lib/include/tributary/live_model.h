@@ -21,6 +21,16 @@
 // the writer never frees or refreshes a publication a reader holds (it makes
 // another instead).
 //
+// A live learner. A model that holds a live learner (LiveLearner::ToModel,
+// or a snapshot LiveLearner::Save wrote: Model::live_state set) is learned
+// by that learner: every labelled document tested, then learned, by each
+// candidate; the served candidate is what readers see, and publications
+// follow it when it changes. Checkpoint and SaveState keep the whole learner
+// (a restart resumes it bit for bit); SaveSnapshot saves the served model
+// alone. A live learner learns labelled documents only: an unlabelled one is
+// scored, not learned (LearnResult::skipped). Versions count the labelled
+// documents learned.
+//
 // Thread safety:
 //  - The writer side (Learn, Publish, Restore, WithModel) is serialised by
 //    the handle's writer mutex: any thread may call it, one call runs at a
@@ -47,6 +57,7 @@
 #include "tributary/document.h"
 #include "tributary/input_document.h"
 #include "tributary/learner.h"
+#include "tributary/live_learner.h"
 #include "tributary/model.h"
 #include "tributary/status.h"
 #include "tributary/v1/tributary.pb.h"
@@ -72,7 +83,8 @@ struct LiveModelOptions {
   /// given is the initial model of a new directory only) and replays the log
   /// after it; Checkpoint writes a snapshot and drops the log it covers.
   std::string data_dir;
-  /// Durable mode: where the plugins of a saved model are found (required).
+  /// Durable mode, and a model that holds a live learner: where the plugins
+  /// of a saved model (the learner's candidates) are found (required then).
   const PluginRegistry* registry = nullptr;
 };
 
@@ -149,9 +161,26 @@ class LiveModel {
   /// (InvalidArgument: it serves its data directory).
   Status Restore(std::unique_ptr<Model> model);
   /// Runs `fn` on the writer's model under the writer mutex (to grow it,
-  /// read its learner state, ...). Readers see what it changed from the next
+  /// read its learner state, ...); a live learner's served model, the other
+  /// candidates grown as it grew. Readers see what it changed from the next
   /// publication; `fn` must not keep the pointer.
   Status WithModel(const std::function<Status(Model*)>& fn);
+  /// Saves everything the writer holds as a snapshot at `path`: the model,
+  /// or a live learner whole (LiveLearner::Save). Learning waits meanwhile
+  /// (O(model)). Errors: I/O.
+  Status SaveState(const std::string& path, const SnapshotOptions& options = {});
+  /// Documents learned: a live learner's labelled documents, else the
+  /// model's steps (LearnerState::updates).
+  uint64_t learned() const;
+  /// True when a live learner learns (the model given held one).
+  bool is_live() const;
+  /// Runs `fn` on the live learner under the writer mutex (its options,
+  /// candidates, statistics). Errors: InvalidArgument for a single model;
+  /// `fn`'s. `fn` must not keep the pointer.
+  Status WithLiveLearner(const std::function<Status(LiveLearner*)>& fn);
+  /// A live learner's report (LiveLearner::ToJson: candidates, the served
+  /// one, alarms); empty for a single model.
+  std::string live_report() const;
 
   // ---- Any thread ----
 
@@ -226,6 +255,8 @@ class LiveModel {
   Status LogLocked(const v1::Document& doc, uint64_t index);
   /// Decodes (growing the model) and learns a logged or given document. Writer mutex held.
   Status LearnProtoLocked(const v1::Document& doc, uint64_t index, LearnResult* result);
+  /// The live learner's step on `doc`, as a LearnResult. Writer mutex held.
+  Status LiveLearnLocked(const DocumentBuffer& doc, LearnResult* result);
   /// A wire document (durable: logged first) learned, then published when
   /// publish_every is reached. Writer mutex held.
   Status LearnWireLocked(const v1::Document& doc, uint64_t index, LearnResult* result);
@@ -242,8 +273,15 @@ class LiveModel {
 
   LiveModelOptions options_;
   mutable std::mutex writer_mu_;
-  std::unique_ptr<Model> model_;              ///< the learner's own (writer mutex)
-  std::unique_ptr<Learner> learner_;          ///< (writer mutex)
+  /// The model documents are decoded against (a live learner's schema
+  /// model) and, for a single model, learned (writer mutex).
+  Model* model_ = nullptr;
+  std::unique_ptr<Model> owned_;       ///< a single model (writer mutex)
+  std::unique_ptr<Learner> learner_;   ///< its learner (writer mutex)
+  std::unique_ptr<LiveLearner> live_;  ///< or a live learner (writer mutex)
+  size_t published_served_ = 0;        ///< the live candidate the publications copy (writer mutex)
+  /// The model publications copy: the single model, or the served candidate's.
+  Model& SourceLocked() { return live_ ? live_->served() : *model_; }
   uint64_t since_publish_ = 0;                ///< documents learned since the last publication (writer mutex)
   uint64_t generation_ = 0;                   ///< Restore() count (writer mutex)
   uint64_t inputs_ = 0;                       ///< InputDocuments given to Learn (their index in messages; writer mutex)

@@ -323,6 +323,10 @@ class Model {
   /// (kInvalidDocument), and the room made when the model is re-created never
   /// passes them. Not saved with the model: set again after every load.
   void SetGrowthLimits(const GrowthLimits& limits, uint64_t max_statistics_bytes);
+  /// SetGrowthLimits's `limits` as given (before the budget is folded in).
+  const GrowthLimits& growth_limits() const { return user_limits_; }
+  /// SetGrowthLimits's `max_statistics_bytes` (0: none).
+  uint64_t statistics_budget() const { return stats_budget_; }
   /// The statistics' bytes (what SetGrowthLimits's budget bounds).
   uint64_t statistics_bytes() const { return stats_.size() * sizeof(double); }
   /// Changes whenever the statistics' layout changes (a class added, the model re-created to grow): scoring

@@ -9,6 +9,7 @@
 #include "cli_common.h"
 #include "commands/commands.h"
 #include "posterior_summary.h"
+#include "tributary/live_learner.h"
 
 namespace tributary::cli {
 namespace {
@@ -88,6 +89,18 @@ int RunInspect(const std::string& path, bool as_json) {
   if (!m.training_report().empty()) {
     json tr = json::parse(m.training_report(), nullptr, false);
     if (!tr.is_discarded()) j["training"] = tr;
+  }
+  // A live learner's snapshot (serve, prequential --out): the model above is
+  // its served candidate; the learner (every candidate, the documents it
+  // learned and holds, its alarms) is resumed to be shown.
+  if (LiveLearner::Holds(m)) {
+    auto live = LiveLearner::FromModel(std::move(mr).value(), Registry());
+    if (!live.ok()) return ReportError(NameFile(live.status(), path));
+    json lj = json::parse((*live)->ToJson(), nullptr, false);
+    if (!lj.is_discarded()) {
+      lj["held"] = (*live)->held();
+      j["live"] = lj;
+    }
   }
   if (as_json) {
     std::cout << j.dump() << std::endl;

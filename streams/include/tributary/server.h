@@ -194,6 +194,9 @@ struct RecoveryInfo {
   std::vector<std::pair<std::string, std::string>> family_options;  ///< the recovered model's family options
   StepSchedule schedule;                                            ///< the recovered model's step schedule
   double effective_size = 0;                                        ///< the recovered model's n
+  /// A live learner was recovered (the settings above are its first
+  /// candidate's: the base the defaults built it from); false: one model.
+  bool live = false;
 };
 
 /// The `tributary serve` service described at the top of this file.

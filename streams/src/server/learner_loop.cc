@@ -111,7 +111,8 @@ Status Server::Impl::Apply(const v1::WalRecord& rec) {
   Status st = live->Learn(rec.document(), rec.sequence(), &o);
   // An infeasible SEP / ADF update is skipped by the engine (the model
   // unchanged); it is counted like a refused document.
-  if (st.ok() && o.skipped) st = Status::Numeric("SEP update skipped: " + o.skip_reason);
+  // (A live learner skips an unlabelled document the same way.)
+  if (st.ok() && o.skipped) st = Status::Numeric("update skipped: " + o.skip_reason);
   if (!st.ok()) {
     if (!DocumentRefused(st)) return st;
     counters.documents_skipped++;
@@ -132,7 +133,18 @@ Status Server::Impl::Apply(const v1::WalRecord& rec) {
       if (y >= 0) {
         std::lock_guard<std::mutex> l(quality_mu);
         quality.Add(o.scores->data(), static_cast<uint32_t>(o.scores->size()), static_cast<uint32_t>(y));
+        if (o.drift_alarm) live_alarms.push_back(quality.documents());
       }
+    }
+    if (o.switched) {
+      std::string served;
+      TRIB_RETURN_IF_ERROR(live->WithLiveLearner([&](LiveLearner* l) {
+        served = l->candidate_stats()[l->served_index()].label;
+        return Status::OK();
+      }));
+      std::lock_guard<std::mutex> l(quality_mu);
+      ++live_switches;
+      live_served = served;
     }
   }
   applied_sequence = rec.sequence();
@@ -238,9 +250,8 @@ Status Server::Impl::SaveSnapshot() {
   if (env->FileExists(SnapshotPath())) {
     TRIB_RETURN_IF_ERROR(env->RenameFile(SnapshotPath(), PrevSnapshotPath()).WithContext("snapshot"));
   }
-  TRIB_RETURN_IF_ERROR(live->WithModel([&](Model* m) {
-    return m->Save(SnapshotPath(), SnapshotOptions{env, applied_sequence});
-  }));
+  // (A live learner whole: every candidate, its windows, detector and sample.)
+  TRIB_RETURN_IF_ERROR(live->SaveState(SnapshotPath(), SnapshotOptions{env, applied_sequence}));
   snapshot_sequence = applied_sequence;
   counters.snapshots++;
   covered_sequence.store(replaced);

@@ -212,13 +212,24 @@ std::string Server::Impl::MetricsText() {
            << classes[k].window_recall << "\n";
       }
     }
+    // A live learner's own alarms (the ones that raised its steps), else the
+    // monitor's.
+    const std::vector<uint64_t>& alarms = live_learner ? live_alarms : quality.alarms();
     counter("tributary_drift_alarms_total",
-            "Drift alarms: ADWIN (delta 0.002) found the prequential error rate risen (docs/design.md section 15).",
-            quality.alarms().size());
+            "Drift alarms: ADWIN (delta 0.002) found the prequential error rate risen (docs/design.md section 15); "
+            "a live learner then raised its candidates' steps.",
+            alarms.size());
     gauge("tributary_drift_last_alarm_document",
           "Labelled documents scored (tributary_prequential_documents_total) when the last drift alarm fired (0: "
           "none).",
-          quality.alarms().empty() ? 0.0 : static_cast<double>(quality.alarms().back()));
+          alarms.empty() ? 0.0 : static_cast<double>(alarms.back()));
+    if (live_learner) {
+      counter("tributary_live_switches_total",
+              "Times the live learner's served candidate changed (since the learner was made).", live_switches);
+      os << "# HELP tributary_live_served The live learner's candidate serving predictions now (value 1).\n"
+            "# TYPE tributary_live_served gauge\ntributary_live_served{candidate=\""
+         << server_internal::PrometheusLabel(live_served) << "\"} 1\n";
+    }
   }
   SourceReader::WriteMetrics(os, readers);
   counters.learn_latency.Write(os, "tributary_learn_latency_seconds", "Learn request latency (read to acknowledged).");
@@ -271,8 +282,13 @@ std::string Server::Impl::StatusJson() {
     confused.push_back({{"class", name(c.truth)}, {"predicted", name(c.predicted)}, {"documents", c.documents}});
   }
   q["most_confused"] = confused;
-  q["drift_alarms"] = quality.alarms();
+  q["drift_alarms"] = live_learner ? live_alarms : quality.alarms();
   j["quality"] = q;
+  if (live_learner && ready) {
+    // The candidates, the one served, the learner's alarms (labelled
+    // documents since it was made) and switches (LiveLearner::ToJson).
+    j["live"] = json::parse(live->live_report(), nullptr, false);
+  }
   return j.dump();
 }
 

@@ -215,7 +215,7 @@ Status Server::Impl::Recover(std::unique_ptr<Model> initial) {
   std::vector<std::pair<std::string, std::string>> damaged;  // path, why
   std::unique_ptr<Model> model;
   {
-    PluginRegistry reg;  // loads only the plugins the snapshot names
+    PluginRegistry& reg = s.registry;  // loads only the plugins the snapshot names
     for (const std::string& path : {s.SnapshotPath(), s.PrevSnapshotPath()}) {
       if (!s.env->FileExists(path)) continue;
       uint64_t seq = 0;
@@ -287,13 +287,13 @@ Status Server::Impl::Recover(std::unique_ptr<Model> initial) {
   s.applied_sequence = after;
   s.snapshot_sequence = after;
   if (!model->loss_plugin()) return Status::InvalidArgument("serve: the model has no loss to learn with");
-  s.recovery.family = model->family().name;
-  s.recovery.loss = model->loss_plugin()->name;
-  s.recovery.family_options.assign(model->family_options().begin(), model->family_options().end());
-  s.recovery.schedule = model->learner_state().schedule;
-  s.recovery.effective_size = model->learner_state().effective_size;
   std::string engine = s.opt.engine;
   const bool has_sep = SepLearner::Supports(model->family());
+  const bool holds_live = LiveLearner::Holds(*model);
+  if (holds_live && engine != "auto" && engine != "sdem") {
+    return Status::InvalidArgument("serve: the model in '" + s.opt.data_dir +
+                                   "' is a live learner, which learns with sdEM, not --engine " + engine);
+  }
   if (engine == "auto") engine = has_sep ? "sep" : "sdem";
   if (engine == "sep" || engine == "adf") {
     if (!has_sep) {
@@ -319,9 +319,46 @@ Status Server::Impl::Recover(std::unique_ptr<Model> initial) {
     lo.max_readers = static_cast<uint32_t>(std::min<size_t>(4096, s.opt.io_threads + s.readers.size() + 16));
     model->SetGrowthLimits(GrowthLimits{s.opt.max_classes, s.opt.max_terms, s.opt.max_label_bytes},
                            s.opt.max_model_bytes);
+    lo.registry = &s.registry;  // a live learner's candidates
     auto made = LiveModel::Create(std::move(model), lo);
     if (!made.ok()) return made.status();
     s.live = std::move(made).value();
+  }
+  // The settings as recovered (serve's note on flags a restart ignores): a
+  // live learner's first candidate is the base the defaults built it from.
+  s.live_learner = holds_live;
+  s.recovery.live = holds_live;
+  auto note_settings = [&](const Model& m) {
+    s.recovery.family = m.family().name;
+    s.recovery.loss = m.loss_plugin()->name;
+    s.recovery.family_options.assign(m.family_options().begin(), m.family_options().end());
+    s.recovery.schedule = m.learner_state().schedule;
+    s.recovery.effective_size = m.learner_state().effective_size;
+  };
+  if (holds_live) {
+    TRIB_RETURN_IF_ERROR(s.live->WithLiveLearner([&](LiveLearner* l) {
+      // The candidates share --max-model-bytes (LiveLearner::SetGrowthLimits):
+      // a learner that holds more already cannot keep the bound.
+      uint64_t stats = 0;
+      for (size_t i = 0; i < l->num_candidates(); ++i) stats += l->candidate_model(i).statistics_bytes();
+      if (s.opt.max_model_bytes != 0 && stats > s.opt.max_model_bytes) {
+        return Status::InvalidArgument(
+            "serve: the live learner's " + std::to_string(l->num_candidates()) + " candidates hold " +
+            std::to_string(stats) + " bytes of statistics together, over --max-model-bytes " +
+            std::to_string(s.opt.max_model_bytes) + "; raise --max-model-bytes (or start a new --data-dir with " +
+            "--select off: one learner)");
+      }
+      note_settings(*l->schema_model());
+      for (const LiveAlarm& a : l->alarms()) s.live_alarms.push_back(a.document);
+      s.live_switches = l->switches();
+      s.live_served = l->candidate_stats()[l->served_index()].label;
+      return Status::OK();
+    }));
+  } else {
+    TRIB_RETURN_IF_ERROR(s.live->WithModel([&](Model* m) {
+      note_settings(*m);
+      return Status::OK();
+    }));
   }
   // 2. Replay the log tail (damage handled by the policy: wal.h).
   // Broker positions of every record the log holds (also those the
@@ -363,10 +400,7 @@ Status Server::Impl::Recover(std::unique_ptr<Model> initial) {
     if (!d.covered) s.recovery.lost_ranges.emplace_back(std::max(d.first_lost, after + 1), d.last_lost);
   }
   // Documents in the model, whether they came from the snapshot or the log.
-  TRIB_RETURN_IF_ERROR(s.live->WithModel([&](Model* m) {
-    s.counters.documents_learned = m->learner_state().updates;
-    return Status::OK();
-  }));
+  s.counters.documents_learned = s.live->learned();
   s.next_sequence = std::max(after, rep.last_sequence) + 1;
   s.counters.documents_acknowledged = s.next_sequence - 1;
   TRIB_RETURN_IF_ERROR(s.wal->StartSegment(s.next_sequence));

@@ -46,6 +46,7 @@
 #include "tributary/learner.h"
 #include "tributary/live_model.h"
 #include "tributary/model.h"
+#include "tributary/plugin_registry.h"
 #include "tributary/quality_monitor.h"
 #include "tributary/server.h"
 #include "tributary/status.h"
@@ -171,7 +172,15 @@ struct Server::Impl {
   // learner thread and read by /metrics and /v1/status.
   std::mutex quality_mu;
   QualityMonitor quality;  // (quality_mu)
-  RecoveryInfo recovery;   // written by Recover, read by others only once ready
+  // A live learner (live_learner.h): its alarms (labelled documents scored
+  // when each fired), its switches and the candidate served (quality_mu).
+  bool live_learner = false;  // set at recovery
+  std::vector<uint64_t> live_alarms;
+  uint64_t live_switches = 0;
+  std::string live_served;
+  // Finds the plugins of the snapshots and of a live learner's candidates.
+  PluginRegistry registry;
+  RecoveryInfo recovery;  // written by Recover, read by others only once ready
   std::atomic<RecoveryPhase> recovery_phase{RecoveryPhase::kLoading};
   std::atomic<uint64_t> replay_progress{0};  // log records replayed so far
   uint16_t port = 0, http_port = 0;          // bound ports, set before the threads start
