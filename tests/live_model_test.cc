@@ -22,6 +22,8 @@
 #include "test_util.h"
 #include "tributary/input_document.h"
 #include "tributary/learner.h"
+#include "tributary/live_learner.h"
+#include "tributary/model_config.h"
 
 namespace tributary {
 namespace {
@@ -605,6 +607,116 @@ TEST(LiveModelTest, DurableModeKeepsEveryAcknowledgedDocument) {
   auto refused = LiveModel::Create(NewModel(), no_registry);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("needs LiveModelOptions::registry"), std::string::npos);
+}
+
+// A model that holds a live learner (live_learner.h) is learned by it: the
+// handle's publications follow the served candidate when it changes, versions
+// count labelled documents, and a durable handle dropped without a checkpoint
+// comes back, from its snapshot and log, as the learner that never stopped -
+// every candidate, window, held document and alarm, bit for bit.
+TEST(LiveModelTest, ALiveLearnerIsServedAndRecoveredBitForBit) {
+  // Grouped by class first (the NLL candidate takes over), then mixed.
+  std::vector<DocumentBuffer> docs = Stream(1600, 21);
+  std::stable_sort(docs.begin(), docs.begin() + 800,
+                   [](const DocumentBuffer& a, const DocumentBuffer& b) { return a.label < b.label; });
+  ModelFactory factory = [](const CandidateSpec& c) -> Result<std::unique_ptr<Model>> {
+    auto m = NewModel(c.loss);
+    m->learner_state().schedule.lambda = testing::BuiltinLoss(c.loss)->loss().default_lambda;
+    return m;
+  };
+  LiveLearnerOptions lo;
+  ModelConfig base;
+  lo.candidates = DefaultLiveCandidates(base);
+  auto make = [&]() {
+    auto l = LiveLearner::Create(factory, lo);
+    EXPECT_TRUE(l.ok()) << l.status().ToString();
+    return std::move(l).value();
+  };
+  auto offline = make();
+  auto as_model = LiveLearner::ToModel(make());
+  ASSERT_TRUE(as_model.ok());
+
+  // Without a registry the candidates cannot be loaded: refused by name.
+  {
+    auto copy = (*as_model)->Clone();
+    ASSERT_TRUE(copy.ok());
+    auto refused = LiveModel::Create(std::move(copy).value(), LiveModelOptions{});
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.status().message().find("registry"), std::string::npos) << refused.status().ToString();
+  }
+  const std::string dir = testing::TempDir("live_model_live");
+  const std::string states = testing::TempDir("live_model_live_states");
+  LiveModelOptions opt;
+  opt.data_dir = dir;
+  opt.registry = &testing::BuiltinRegistry();
+  opt.publish_every = 50;
+  auto same_as_offline = [&](LiveModel& live, const std::string& when) {
+    const std::string path = states + "/state_" + std::to_string(offline->labelled()) + ".trib";
+    ASSERT_TRUE(live.SaveState(path).ok());
+    auto expect = offline->Serialize();
+    ASSERT_TRUE(expect.ok());
+    EXPECT_TRUE(testing::ReadFile(path) == *expect) << when << ": the learner differs from the offline one";
+    EXPECT_EQ(live.learned(), offline->labelled());
+    EXPECT_EQ(live.live_report(), offline->ToJson());
+  };
+  size_t served_changes = 0;
+  {
+    auto live = LiveModel::Create(std::move(as_model).value(), opt);
+    ASSERT_TRUE(live.ok()) << live.status().ToString();
+    EXPECT_TRUE((*live)->is_live());
+    auto reader = (*live)->NewReader();
+    ASSERT_TRUE(reader.ok());
+    size_t served = offline->served_index();
+    for (size_t i = 0; i < 1100; ++i) {
+      LearnResult r;
+      LiveStep step;
+      ASSERT_TRUE((*live)->Learn(docs[i].View(), &r).ok());
+      ASSERT_TRUE(offline->Learn(docs[i], &step).ok());
+      ASSERT_EQ(*r.scores, *step.scores) << "document " << i;
+      EXPECT_EQ(r.drift_alarm, step.alarm);
+      EXPECT_EQ(r.switched, step.switched);
+      if (offline->served_index() != served) {
+        ++served_changes;
+        served = offline->served_index();
+      }
+      if ((i + 1) % 50 == 0) {
+        // Published: the served candidate's model at this version.
+        LivePrediction p;
+        ASSERT_TRUE((*reader)->Predict(docs[1599].View(), &p).ok());
+        EXPECT_EQ(p.version, offline->labelled());
+        std::vector<double> want(kClasses);
+        auto state = offline->served().NewScoringState();
+        ASSERT_TRUE(offline->served().Score(docs[1599].View(), state->get(), want.data()).ok());
+        ASSERT_EQ(p.scores, want) << "after document " << i;
+      }
+    }
+    EXPECT_GE(served_changes, 1u) << "the served candidate never changed: " << offline->ToJson();
+    same_as_offline(**live, "before the drop");
+    ASSERT_TRUE((*live)->Checkpoint().ok());
+    for (size_t i = 1100; i < 1400; ++i) {
+      ASSERT_TRUE((*live)->Learn(docs[i].View()).ok());
+      ASSERT_TRUE(offline->Learn(docs[i]).ok());
+    }
+  }                                                // dropped without a checkpoint: 300 documents only in the log
+  auto live = LiveModel::Create(NewModel(), opt);  // (the directory's learner wins)
+  ASSERT_TRUE(live.ok()) << live.status().ToString();
+  EXPECT_TRUE((*live)->is_live());
+  EXPECT_EQ((*live)->version(), 1400u);
+  same_as_offline(**live, "after the replay");
+  for (size_t i = 1400; i < 1600; ++i) {
+    ASSERT_TRUE((*live)->Learn(docs[i].View()).ok());
+    ASSERT_TRUE(offline->Learn(docs[i]).ok());
+  }
+  same_as_offline(**live, "at the end");
+  // A live learner learns with sdEM only.
+  LiveModelOptions sep = opt;
+  sep.data_dir.clear();
+  sep.learner.engine = "sep";
+  auto m = LiveLearner::ToModel(make());
+  ASSERT_TRUE(m.ok());
+  auto refused = LiveModel::Create(std::move(m).value(), sep);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("sdEM"), std::string::npos) << refused.status().ToString();
 }
 
 }  // namespace
