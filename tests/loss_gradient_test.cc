@@ -182,11 +182,11 @@ TEST(LossOptionsTest, BadOptionsAreRefusedNamingTheKey) {
     Options opts;
     const char* expect;
   };
-  for (const auto& c : {Case{"hinge", {{"margni", "3"}}, "unknown option 'margni'"},
-                        Case{"hinge", {{"margin", "-1"}}, "margin='-1': expected a number > 0"},
-                        Case{"hinge", {{"margin", "abc"}}, "margin='abc'"},
-                        Case{"hinge", {{"margin", "nan"}}, "margin='nan'"},
-                        Case{"ncll", {{"margin", "3"}}, "loss 'ncll' takes no options, got 'margin'"}}) {
+  for (const auto& c :
+       {Case{"hinge", {{"margni", "3"}}, "unknown option 'margni'"},
+        Case{"hinge", {{"margin", "-1"}}, "margin='-1': expected a number > 0"},
+        Case{"hinge", {{"margin", "abc"}}, "margin='abc'"}, Case{"hinge", {{"margin", "nan"}}, "margin='nan'"},
+        Case{"ncll", {{"margin", "3"}}, "loss 'ncll' takes no options, got 'margin'"}}) {
     Status st = (*m)->SetLoss(testing::BuiltinLoss(c.loss), c.opts);
     EXPECT_FALSE(st.ok()) << c.expect;
     EXPECT_NE(st.message().find(c.expect), std::string::npos) << st.message();

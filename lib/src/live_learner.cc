@@ -134,12 +134,14 @@ Status LiveLearner::Learn(const DocumentBuffer& doc, LiveStep* step) {
   const trib_document view = doc.View();
   const uint32_t K = candidates_[0].model->num_outputs();
   if (doc.label < 0 || doc.label >= static_cast<int64_t>(K)) {
-    // Nothing to test or learn from: the served candidate predicts.
-    Candidate& s = candidates_[served_];
-    TRIB_RETURN_IF_ERROR(ScoreWith(&s, view, &served_scores_).WithContext(doc.Name()));
-    out.predicted = Argmax(served_scores_);
-    out.scores = &served_scores_;
-    return Status::OK();
+    // Nothing to test or learn from (the sdEM learner's words for it).
+    const std::string& loss = candidates_[0].setting.spec.loss;
+    return Status::InvalidDocument(
+        doc.Name() + ": " +
+        (doc.label < 0 ? "loss '" + loss +
+                             "' needs a label, the document has none (the live learner learns "
+                             "labelled documents only)"
+                       : "label index " + std::to_string(doc.label) + " >= number of classes " + std::to_string(K)));
   }
   const auto y = static_cast<uint32_t>(doc.label);
   // One labelled document in hold_every goes to the per-class sample instead

@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -36,6 +37,7 @@
 #include "tributary/model_config.h"
 #include "tributary/plugin_registry.h"
 #include "tributary/quality_monitor.h"
+#include "tributary/sep_engine.h"
 #include "tributary/stream_io.h"
 #include "tributary/tokenizer.h"
 #include "tributary/trainer.h"
@@ -219,12 +221,24 @@ void SetLabel(const py::handle& y, uint64_t index, v1::Document* doc) {
 
 class Handle {
  public:
-  Handle(std::unique_ptr<Model> model, LearnerOptions lo) : model_(std::move(model)), lo_(std::move(lo)) {
-    decoder_ = std::make_unique<DocumentDecoder>(Take(DocumentDecoder::ForModel(model_->schema())));
-  }
+  // A model that holds a live learner (live_learner.h: Classifier's default,
+  // or a snapshot serve or prequential wrote) is learned by it.
+  Handle(std::unique_ptr<Model> model, LearnerOptions lo) : lo_(std::move(lo)) { Reset(std::move(model)); }
 
-  Model& model() { return *model_; }
+  // The model documents are decoded against and grown (a live learner's
+  // first candidate: the candidates share its ids).
+  Model& model() { return live_ ? *live_->schema_model() : *model_; }
+  // The model that predicts (a live learner's served candidate).
+  Model& served() {
+    if (live_) Check(live_->SyncClasses());  // (classes model() gained since)
+    return live_ ? live_->served() : *model_;
+  }
+  LiveLearner* live() { return live_.get(); }
   std::mutex& mu() { return mu_; }
+
+  // The bytes of a snapshot (mu held): the model, or the live learner whole.
+  Result<std::string> SerializeLocked() { return live_ ? live_->Serialize() : model_->Serialize(); }
+  Status SaveLocked(const std::string& path) { return live_ ? live_->Save(path) : model_->Save(path); }
 
   // Learns one document (mu held). On error nothing learned is lost and the
   // model is as it was before this document (learner.h; a new class or new
@@ -233,13 +247,21 @@ class Handle {
     const uint64_t index = next_index_++;
     bool grew = false;
     TRIB_RETURN_IF_ERROR(
-        DecodeGrowing(*decoder_, doc, index, model_.get(), kGrowClassesAndTerms, &buf_, &counters_, &grew));
+        DecodeGrowing(*decoder_, doc, index, &model(), kGrowClassesAndTerms, &buf_, &counters_, &grew));
     return LearnAndMeasure(buf_);
   }
 
   // One step on `b`, its label's prequential figures noted (mu held): sdEM
   // scores the document before its step (learner.h LearnResult).
   Status LearnAndMeasure(const DocumentBuffer& b) {
+    if (live_) {
+      // Test-then-train by every candidate; the served one's scores.
+      TRIB_RETURN_IF_ERROR(live_->SyncClasses());
+      LiveStep step;
+      TRIB_RETURN_IF_ERROR(live_->Learn(b, &step));
+      quality_.Add(step.scores->data(), static_cast<uint32_t>(step.scores->size()), static_cast<uint32_t>(b.label));
+      return Status::OK();
+    }
     TRIB_RETURN_IF_ERROR(EnsureLearner());
     LearnResult o;
     TRIB_RETURN_IF_ERROR(learner_->Learn(b.View(), &o));
@@ -258,9 +280,9 @@ class Handle {
   Status PrequentialLocked(const v1::Document& doc, bool* correct, double* ncll) {
     const uint64_t index = next_index_++;
     TRIB_RETURN_IF_ERROR(
-        DecodeGrowing(*decoder_, doc, index, model_.get(), kGrowClassesAndTerms, &buf_, &counters_, nullptr));
+        DecodeGrowing(*decoder_, doc, index, &model(), kGrowClassesAndTerms, &buf_, &counters_, nullptr));
     if (buf_.label < 0) return Status::InvalidDocument(buf_.Name() + ": prequential evaluation needs a label");
-    scores_.resize(model_->num_outputs());
+    scores_.resize(model().num_outputs());
     TRIB_RETURN_IF_ERROR(ScoreBuffer(buf_, scores_.data()));
     const auto best = std::max_element(scores_.begin(), scores_.end()) - scores_.begin();
     *correct = best == buf_.label;
@@ -279,22 +301,26 @@ class Handle {
   // log p(k, x) for every output (mu held).
   Status ScoreLocked(const v1::Document& doc, double* out) {
     const uint64_t index = next_predict_++;
-    TRIB_RETURN_IF_ERROR(decoder_->Decode(doc, index, model_->schema(), kGrowNothing, &buf_, nullptr, nullptr));
+    TRIB_RETURN_IF_ERROR(decoder_->Decode(doc, index, model().schema(), kGrowNothing, &buf_, nullptr, nullptr));
     buf_.label = -1;
     return ScoreBuffer(buf_, out);
   }
 
   Status ScoreBuffer(const DocumentBuffer& b, double* out) {
-    if (!scoring_ || scoring_layout_ != model_->layout_version()) {
-      auto s = model_->NewScoringState(lo_.seed);
+    if (live_) TRIB_RETURN_IF_ERROR(live_->SyncClasses());
+    const Model& m = live_ ? live_->served() : *model_;
+    // (A state per model and layout: a live learner may serve another candidate.)
+    if (!scoring_ || scoring_layout_ != m.layout_version() || scoring_model_ != &m) {
+      auto s = m.NewScoringState(lo_.seed);
       if (!s.ok()) return s.status();
       scoring_ = std::move(s).value();
-      scoring_layout_ = model_->layout_version();
+      scoring_layout_ = m.layout_version();
+      scoring_model_ = &m;
     }
-    return model_->Score(b.View(), scoring_.get(), out);
+    return m.Score(b.View(), scoring_.get(), out);
   }
 
-  uint32_t outputs() const { return model_->num_outputs(); }
+  uint32_t outputs() { return model().num_outputs(); }
   const DecodeCounters& counters() const { return counters_; }
   uint64_t documents_learned() const { return next_index_.load(); }
   const LearnerOptions& learner_options() const { return lo_; }
@@ -304,9 +330,20 @@ class Handle {
   void Reset(std::unique_ptr<Model> m) {
     learner_.reset();
     scoring_.reset();
+    scoring_model_ = nullptr;
     quality_ = QualityMonitor();
-    model_ = std::move(m);
-    decoder_ = std::make_unique<DocumentDecoder>(Take(DocumentDecoder::ForModel(model_->schema())));
+    if (LiveLearner::Holds(*m)) {
+      live_ = Take(LiveLearner::FromModel(std::move(m), Registry()));
+      model_.reset();
+      // Documents are numbered on from those the learner learned (a held
+      // one keeps its number in the snapshot: a resumed learner numbers the
+      // next ones as the original would).
+      next_index_ = live_->labelled();
+    } else {
+      live_.reset();
+      model_ = std::move(m);
+    }
+    decoder_ = std::make_unique<DocumentDecoder>(Take(DocumentDecoder::ForModel(model().schema())));
   }
 
  private:
@@ -321,12 +358,14 @@ class Handle {
   }
 
   std::mutex mu_;
-  std::unique_ptr<Model> model_;
+  std::unique_ptr<Model> model_;       // one model, or
+  std::unique_ptr<LiveLearner> live_;  // a live learner
   LearnerOptions lo_;
   std::unique_ptr<Learner> learner_;
   std::unique_ptr<DocumentDecoder> decoder_;
   std::unique_ptr<ScoringState> scoring_;
   uint64_t scoring_layout_ = 0;
+  const Model* scoring_model_ = nullptr;  // the model scoring_ was made for
   DocumentBuffer buf_;
   std::vector<double> scores_;
   DecodeCounters counters_;
@@ -383,6 +422,25 @@ v1::Schema NewSchema(const std::string& family, const py::object& classes, bool 
   return s;
 }
 
+// select "auto" (learn_one's default): the live learner (live_learner.h),
+// its candidates built by `build` as `single` was, as one model holding it;
+// `single` itself under "off", for SEP engines, latent families and a loss
+// that learns unlabelled documents (nll). As `serve` does.
+std::unique_ptr<Model> LiveOrSingle(const std::string& select, const std::string& engine, const ModelConfig& base,
+                                    std::unique_ptr<Model> single,
+                                    const std::function<Result<std::unique_ptr<Model>>(const ModelConfig&)>& build) {
+  const bool sdem = engine == "sdem" || (engine == "auto" && !SepLearner::Supports(single->family()));
+  if (select != "auto" || !sdem || single->latent_outputs() || !single->loss_plugin() ||
+      !single->loss_plugin()->loss().requires_label) {
+    return single;
+  }
+  LiveLearnerOptions lo;
+  lo.candidates = DefaultLiveCandidates(base);
+  lo.seed = base.seed;
+  ModelFactory factory = [&](const CandidateSpec& cs) { return build(CandidateConfig(base, cs)); };
+  return Take(LiveLearner::ToModel(Take(LiveLearner::Create(factory, lo))));
+}
+
 ModelConfig ConfigFrom(const std::string& family, const std::string& loss, const py::dict& options,
                        const py::dict& loss_options, const py::dict& schedule, double n, uint64_t seed) {
   ModelConfig c;
@@ -424,16 +482,22 @@ LearnerOptions LearnerFrom(const std::string& engine, uint64_t seed, double damp
 std::shared_ptr<Handle> Create(const std::string& family, const std::string& loss, const py::dict& options,
                                const py::dict& loss_options, const py::dict& schedule, double n, uint64_t seed,
                                const std::string& engine, double damping, const py::object& classes, bool open_classes,
-                               const py::object& vocabulary, uint64_t hashed_dim, const py::object& features) {
+                               const py::object& vocabulary, uint64_t hashed_dim, const py::object& features,
+                               const std::string& select) {
   ModelConfig c = ConfigFrom(family, loss, options, loss_options, schedule, n, seed);
   v1::Schema schema = NewSchema(family, classes, open_classes, vocabulary, hashed_dim, features);
   // SEP / EP / ADF learn the likelihood: their snapshots record nll (as
   // `train --engine sep` does).
   if (engine != "sdem" && engine != "auto") c.loss = "nll";
+  if (select != "auto" && select != "off") {
+    Throw(Status::InvalidArgument("select: expected 'auto' or 'off', found '" + select + "'"));
+  }
   std::unique_ptr<Model> m;
   {
     py::gil_scoped_release nogil;
     m = Take(NewModel(c, Registry(), schema, 0));
+    m = LiveOrSingle(select, engine, c, std::move(m),
+                     [&](const ModelConfig& cc) { return NewModel(cc, Registry(), schema, 0); });
   }
   return std::make_shared<Handle>(std::move(m), LearnerFrom(engine, seed, damping));
 }
@@ -900,7 +964,7 @@ uint64_t WriteStream(const std::string& path, const py::sequence& xs, const py::
 py::dict Info(Handle& h) {
   py::gil_scoped_release nogil;
   std::lock_guard<std::mutex> lock(h.mu());
-  const Model& m = h.model();
+  const Model& m = h.served();
   py::gil_scoped_acquire gil;
   py::dict j;
   j["family"] = m.family().name;
@@ -1097,26 +1161,33 @@ PYBIND11_MODULE(_tributary, mod) {
           },
           py::arg("x"), "(predicted class, version): no lock, never waits for learning");
   py::class_<LiveHolder, std::shared_ptr<LiveHolder>>(mod, "LiveModel")
-      .def(
-          py::init([](const std::string& family, const std::string& loss, const std::vector<std::string>& classes,
-                      bool open_classes, double n, uint64_t seed, uint64_t publish_every, const std::string& data_dir) {
-            ModelConfig c;
-            c.family = family;
-            c.loss = loss;
-            c.n = n;
-            c.seed = seed;
-            auto h = std::make_shared<LiveHolder>();
-            py::gil_scoped_release nogil;
-            auto m = Take(NewModel(c, Registry(), TextStreamSchema(classes, open_classes), 0, "LiveClassifier"));
-            LiveModelOptions o;
-            o.publish_every = publish_every;
-            o.data_dir = data_dir;
-            o.registry = &Registry();
-            h->live = Take(LiveModel::Create(std::move(m), o));
-            return h;
-          }),
-          py::arg("family"), py::arg("loss"), py::arg("classes"), py::arg("open_classes"), py::arg("n"),
-          py::arg("seed"), py::arg("publish_every"), py::arg("data_dir"))
+      .def(py::init([](const std::string& family, const std::string& loss, const std::vector<std::string>& classes,
+                       bool open_classes, double n, uint64_t seed, uint64_t publish_every, const std::string& data_dir,
+                       const std::string& select) {
+             ModelConfig c;
+             c.family = family;
+             c.loss = loss;
+             c.n = n;
+             c.seed = seed;
+             if (select != "auto" && select != "off") {
+               Throw(Status::InvalidArgument("select: expected 'auto' or 'off', found '" + select + "'"));
+             }
+             auto h = std::make_shared<LiveHolder>();
+             py::gil_scoped_release nogil;
+             const v1::Schema schema = TextStreamSchema(classes, open_classes);
+             auto m = Take(NewModel(c, Registry(), schema, 0, "LiveClassifier"));
+             m = LiveOrSingle(select, "auto", c, std::move(m), [&](const ModelConfig& cc) {
+               return NewModel(cc, Registry(), schema, 0, "LiveClassifier");
+             });
+             LiveModelOptions o;
+             o.publish_every = publish_every;
+             o.data_dir = data_dir;
+             o.registry = &Registry();
+             h->live = Take(LiveModel::Create(std::move(m), o));
+             return h;
+           }),
+           py::arg("family"), py::arg("loss"), py::arg("classes"), py::arg("open_classes"), py::arg("n"),
+           py::arg("seed"), py::arg("publish_every"), py::arg("data_dir"), py::arg("select") = "off")
       .def(
           "learn_one",
           [](LiveHolder& h, const py::object& x, const py::object& y) {
@@ -1144,6 +1215,11 @@ PYBIND11_MODULE(_tributary, mod) {
              Check(h.live->SaveSnapshot(path, &v));
              return v;
            })
+      .def("live_report",
+           [](LiveHolder& h) {
+             py::gil_scoped_release nogil;
+             return h.live->live_report();
+           })
       .def_property_readonly("version", [](const LiveHolder& h) { return h.live->version(); })
       .def_property_readonly("acknowledged", [](const LiveHolder& h) { return h.live->acknowledged(); })
       .def("reader", [](const std::shared_ptr<LiveHolder>& h) {
@@ -1157,7 +1233,7 @@ PYBIND11_MODULE(_tributary, mod) {
       .def(py::init(&Create), py::arg("family"), py::arg("loss"), py::arg("options"), py::arg("loss_options"),
            py::arg("schedule"), py::arg("n"), py::arg("seed"), py::arg("engine"), py::arg("damping"),
            py::arg("classes"), py::arg("open_classes"), py::arg("vocabulary"), py::arg("hashed_dim"),
-           py::arg("features"))
+           py::arg("features"), py::arg("select") = "off")
       .def_static(
           "from_bytes",
           [](const py::bytes& b, const std::string& name, const std::string& engine, uint64_t seed) {
@@ -1185,7 +1261,7 @@ PYBIND11_MODULE(_tributary, mod) {
            [](Handle& h, const std::string& path) {
              py::gil_scoped_release nogil;
              std::lock_guard<std::mutex> lock(h.mu());
-             Check(h.model().Save(path));
+             Check(h.SaveLocked(path));
            })
       .def("to_bytes",
            [](Handle& h) {
@@ -1193,7 +1269,7 @@ PYBIND11_MODULE(_tributary, mod) {
              {
                py::gil_scoped_release nogil;
                std::lock_guard<std::mutex> lock(h.mu());
-               s = Take(h.model().Serialize());
+               s = Take(h.SerializeLocked());
              }
              return py::bytes(s);
            })
@@ -1224,6 +1300,8 @@ PYBIND11_MODULE(_tributary, mod) {
              auto name = [&](uint32_t k) { return k < names.size() ? names[k] : std::to_string(k); };
              auto num = [](double x) { return std::isnan(x) ? py::object(py::none()) : py::object(py::float_(x)); };
              d["documents"] = q.documents();
+             // A live learner: its candidates, the one served, its alarms.
+             if (h.live()) d["live"] = py::module_::import("json").attr("loads")(h.live()->ToJson());
              d["accuracy"] = num(q.accuracy());
              d["window_accuracy"] = num(q.window_accuracy());
              d["log_loss"] = num(q.log_loss());
@@ -1249,7 +1327,14 @@ PYBIND11_MODULE(_tributary, mod) {
                confused.append(e);
              }
              d["most_confused"] = confused;
-             d["drift_alarms"] = q.alarms();
+             if (h.live()) {
+               // The live learner's alarms (the ones that raised its steps).
+               std::vector<uint64_t> at;
+               for (const LiveAlarm& a : h.live()->alarms()) at.push_back(a.document);
+               d["drift_alarms"] = at;
+             } else {
+               d["drift_alarms"] = q.alarms();
+             }
              return d;
            })
       .def(
@@ -1340,7 +1425,7 @@ PYBIND11_MODULE(_tributary, mod) {
             {
               py::gil_scoped_release nogil;
               std::lock_guard<std::mutex> lock(h.mu());
-              s = Take(h.model().Serialize());
+              s = Take(h.SerializeLocked());
             }
             const auto& lo = h.learner_options();
             return py::make_tuple(py::bytes(s), lo.engine, lo.seed, lo.damping);
@@ -1359,7 +1444,7 @@ PYBIND11_MODULE(_tributary, mod) {
       .def_property_readonly("stats_digest", [](Handle& h) {
         py::gil_scoped_release nogil;
         std::lock_guard<std::mutex> lock(h.mu());
-        auto d = h.model().StatsDigest();
+        auto d = h.served().StatsDigest();
         py::gil_scoped_acquire gil;
         return d;
       });

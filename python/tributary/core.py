@@ -1,5 +1,6 @@
 """Online learners with River's conventions (learn_one / predict_one), over
 the library's learner API (python/src/module.cc)."""
+import json
 import numbers
 import threading
 
@@ -49,7 +50,7 @@ class _Learner:
 
     def __init__(self, family, loss, *, n=0, seed=1, schedule=None, loss_options=None, engine="sdem",
                  damping=0.0, classes=None, open_classes=True, features=None, vocabulary=None, hashed_dim=0,
-                 **options):
+                 select="off", **options):
         self._labels = {}
         self._model = _tributary.Model(
             family=family,
@@ -66,6 +67,7 @@ class _Learner:
             vocabulary=vocabulary,
             hashed_dim=int(hashed_dim),
             features=_features_spec(features),
+            select=str(select),
         )
         for c in classes or []:
             self._labels.setdefault(_label_name(c), c)
@@ -137,9 +139,14 @@ class _Learner:
         dict per class (``class``, ``documents``, ``recall``,
         ``window_recall``); ``most_confused`` (``class``, ``predicted``,
         ``documents``); ``drift_alarms``, the document counts after which
-        ADWIN found the error rate risen (docs/design.md §15). Figures are
-        None before any labelled document; they start again after load or
-        fit, and are not saved with the model."""
+        ADWIN found the error rate risen (docs/design.md §15). With the live
+        learner (Classifier's default, select="auto") also ``live``: its
+        candidates (each one's cumulative and windowed accuracy and log-loss,
+        its class-balanced accuracy on the held-out sample, whether it is
+        served), the candidate served, switches and alarms (which are then
+        ``drift_alarms``). Figures are None before any labelled document; they
+        start again after load or fit, and are not saved with the model (the
+        live learner's are)."""
         q = self._model.quality()
         for entry in q["per_class"]:
             entry["class"] = self._labels.get(entry["class"], entry["class"])
@@ -199,10 +206,20 @@ class Classifier(_Learner):
 
     For Gaussian or mixed naive Bayes give the features: features=["x", "y"]
     (real) or {"x": "real", "n": "count", "colour": ["red", "blue"]}.
+
+    select="auto" (the default) learns with the live learner, as `tributary
+    serve` does: the loss with its decaying step, the same loss with a step
+    floor (memory 1000) and the generative NLL learner each test-then-train
+    every labelled document, the one with the best recent accuracy predicts
+    (checked on a per-class sample, so a stream grouped by class forgets no
+    class), and ADWIN raises the steps after a drift (docs/design.md §15).
+    It costs about three learners' time. select="off": one learner with the
+    given settings. A loss that learns unlabelled documents (nll) learns
+    alone; ``fit`` gives a model trained on a file's passes (one learner).
     """
 
-    def __init__(self, family="multinomial", loss="ncll", **kwargs):
-        super().__init__(family, loss, **kwargs)
+    def __init__(self, family="multinomial", loss="ncll", select="auto", **kwargs):
+        super().__init__(family, loss, select=select, **kwargs)
 
     @property
     def classes(self):
@@ -433,9 +450,9 @@ class LiveClassifier:
     """
 
     def __init__(self, family="multinomial", loss="ncll", *, classes=(), open_classes=True, n=0, seed=1,
-                 publish_every=256, data_dir=""):
+                 publish_every=256, data_dir="", select="auto"):
         self._h = _tributary.LiveModel(family, loss, [str(c) for c in classes], bool(open_classes), float(n),
-                                       int(seed), int(publish_every), str(data_dir))
+                                       int(seed), int(publish_every), str(data_dir), str(select))
         self._local = threading.local()
 
     def learn_one(self, x, y=None):
@@ -473,3 +490,13 @@ class LiveClassifier:
     def save(self, path):
         """Saves the newest publication (a snapshot `tributary eval` reads); returns its version."""
         return self._h.save(str(path))
+
+    def stats(self):
+        """The live learner (select="auto", the default): its candidates
+        (cumulative and windowed prequential accuracy and log-loss, the
+        class-balanced accuracy on its held-out per-class sample, whether
+        served), the candidate served, switches and drift alarms (labelled
+        documents learned when each fired), as a dict; None for one learner
+        (select="off")."""
+        r = self._h.live_report()
+        return json.loads(r) if r else None

@@ -29,18 +29,18 @@ def test_learn_one_equals_train_on_the_same_documents(fortunes, cli):
         "10000", "-q")
     import json
     want = json.loads(cli("inspect", "--model", d / "off.trib", "--json"))["stats_digest"]
-    one = tributary.Classifier()
+    one = tributary.Classifier(select="off")
     for x, y in zip(xs, ys):
         one.learn_one(x, y)
     assert one.stats_digest == want
-    many = tributary.Classifier()
+    many = tributary.Classifier(select="off")
     assert many.learn_many(xs, ys)["learned"] == len(xs)
     assert many.stats_digest == want
-    f = tributary.Classifier()
+    f = tributary.Classifier(select="off")
     f.learn_file(d / "train_open.pb")
     assert f.stats_digest == want
     # A different order is a different model: the digest can tell.
-    other = tributary.Classifier()
+    other = tributary.Classifier(select="off")
     other.learn_many(xs[::-1], ys[::-1])
     assert other.stats_digest != want
 
@@ -236,7 +236,7 @@ def test_learn_many_releases_the_gil(fortunes):
     finally:
         sys.setswitchinterval(old)
     assert seen_running
-    assert c.info()["updates"] == len(xs)
+    assert c.stats()["documents"] == len(xs)
 
 
 def test_prequential_and_the_pictures(fortunes, tmp_path):
@@ -368,3 +368,82 @@ def test_stats_show_prequential_quality_per_class_and_a_drift_alarm():
     clf2 = tributary.Classifier(family="multinomial", loss="nll")
     clf2.learn_many(["goal match", "oven flour"], ["a", "b"])
     assert clf2.stats()["documents"] == 2
+
+
+def test_the_live_learner_is_the_same_in_python_and_the_program(fortunes, cli, tmp_path):
+    """Classifier's default is the live learner (live_learner.h), the one
+    `tributary prequential` and `serve` use: learn_one and learn_many give
+    the same bytes - every candidate, window, held document and alarm (the
+    snapshot holds them all) - and the program's one pass over the same
+    documents the same learner (every candidate's statistics, windows,
+    counters and alarms: the files differ only in the plugins' paths and the
+    ids convert gave the documents); a loaded snapshot goes on learning as
+    the original does."""
+    import json
+    xs, ys = fortunes["train"]
+    cli("convert", "--format", "tsv", "--open-vocabulary", "--in", fortunes["dir"] / "train.tsv", "--out",
+        tmp_path / "open.pb")
+    cli("prequential", "-q", "--in", tmp_path / "open.pb", "--every", "0", "--n", "10000", "--out",
+        tmp_path / "preq.trib")
+    one = tributary.Classifier()
+    for x, y in zip(xs, ys):
+        one.learn_one(x, y)
+    many = tributary.Classifier()
+    many.learn_many(xs, ys)
+    assert many.to_bytes() == one.to_bytes()
+    one.save(tmp_path / "py.trib")
+    py = json.loads(cli("inspect", "--model", tmp_path / "py.trib", "--json"))
+    program = json.loads(cli("inspect", "--model", tmp_path / "preq.trib", "--json"))
+    assert py["live"] == program["live"]
+    assert py["stats_digest"] == program["stats_digest"]
+    assert len({c["stats_digest"] for c in py["live"]["candidates"]}) == 3
+    s = one.stats()
+    live = s["live"]
+    assert live["labelled"] == len(xs)
+    assert [c["label"] for c in live["candidates"]] == ["ncll", "ncll memory=1000", "nll (generative)"]
+    assert sum(c["served"] for c in live["candidates"]) == 1
+    assert live["served"] in {c["label"] for c in live["candidates"]}
+    assert s["drift_alarms"] == [a["document"] for a in live["alarms"]]
+    info = json.loads(cli("inspect", "--model", tmp_path / "preq.trib", "--json"))
+    assert info["live"]["labelled"] == len(xs) and info["live"]["served"] == live["served"]
+    # Loaded (the program's file) and pickled, it resumes the learner.
+    loaded = tributary.load(tmp_path / "preq.trib")
+    copy = pickle.loads(pickle.dumps(one))
+    tx, ty = fortunes["test"]
+    for m in (one, loaded, copy):
+        m.learn_many(tx[:500], ty[:500])
+    assert copy.to_bytes() == one.to_bytes()
+    one.save(tmp_path / "one.trib")
+    loaded.save(tmp_path / "loaded.trib")
+    a = json.loads(cli("inspect", "--model", tmp_path / "one.trib", "--json"))
+    b = json.loads(cli("inspect", "--model", tmp_path / "loaded.trib", "--json"))
+    assert a["live"] == b["live"] and a["live"]["labelled"] == len(xs) + 500
+    assert loaded.predict_many(tx[500:600]) == one.predict_many(tx[500:600])
+
+
+def test_the_live_learner_keeps_every_class_of_a_grouped_stream():
+    """A stream grouped by class (a backfill): the default Classifier predicts
+    every class afterwards; one learner (select="off") forgets the first."""
+    rng = np.random.default_rng(8)
+    classes = ["c%d" % k for k in range(5)]
+    own = {c: ["%s_%d" % (c, j) for j in range(25)] for c in classes}
+    shared = ["s%d" % j for j in range(100)]
+
+    def text(c):
+        return " ".join(rng.choice(own[c]) if rng.random() < 0.4 else rng.choice(shared)
+                        for _ in range(int(rng.integers(6, 14))))
+
+    train = [(c, text(c)) for c in classes for _ in range(400)]
+    test = [(c, text(c)) for c in classes for _ in range(60)]
+    live, single = tributary.Classifier(), tributary.Classifier(select="off")
+    for m in (live, single):
+        m.learn_many([t for _, t in train], [c for c, _ in train])
+
+    def recall(m):
+        pred = m.predict_many([t for _, t in test])
+        return {c: np.mean([p == c for p, (cc, _) in zip(pred, test) if cc == c]) for c in classes}
+
+    r_live, r_single = recall(live), recall(single)
+    assert min(r_single.values()) < 0.3, r_single  # the stream does test forgetting
+    assert min(r_live.values()) > 0.6, (r_live, live.stats()["live"])
+    assert live.stats()["drift_alarms"] == [], "a class-grouped stream is no drift"

@@ -61,6 +61,10 @@ def test_durable_mode_keeps_what_was_learned(tmp_path):
     del live  # no checkpoint: as after a crash, the log has every document
     again = tributary.LiveClassifier(data_dir=d)
     assert again.version == 200
+    # The live learner (the default) came back whole from its log.
+    s = again.stats()
+    assert s["labelled"] == 200 and len(s["candidates"]) == 3, s
+    assert tributary.LiveClassifier(select="off").stats() is None
     again.checkpoint()
     assert os.path.exists(os.path.join(d, "model.trib"))
     path = str(tmp_path / "copy.trib")

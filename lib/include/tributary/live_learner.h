@@ -122,7 +122,7 @@ std::vector<LiveCandidate> DefaultLiveCandidates(const ModelConfig& base, uint64
 
 /// What one labelled or unlabelled document did.
 struct LiveStep {
-  bool labelled = false;   ///< the document had a label the models know, and was learned
+  bool labelled = false;   ///< the document was learned (or held in the sample, to be learned)
   uint32_t predicted = 0;  ///< the served candidate's argmax before learning the document
   bool correct = false;    ///< labelled and predicted == label
   /// The served candidate's log p(k, x) before learning (valid until the next call).
@@ -171,12 +171,12 @@ class LiveLearner {
   /// Grows every other candidate's model to schema_model()'s schema.
   Status SyncClasses();
 
-  /// Test-then-train on one document (in schema_model()'s id space). A
-  /// labelled document is scored and learned by every candidate; an
-  /// unlabelled one is only scored by the served candidate. Errors: a
-  /// candidate's refusal of the document (learner.h; the first candidate's
-  /// refusal leaves every model unchanged), naming the candidate when there
-  /// are several.
+  /// Test-then-train on one labelled document (in schema_model()'s id
+  /// space): scored and learned by every candidate. Errors: an unlabelled
+  /// document (InvalidDocument: the live learner learns labelled documents
+  /// only); a candidate's refusal of the document (learner.h; the first
+  /// candidate's refusal leaves every model unchanged), naming the candidate
+  /// when there are several.
   Status Learn(const DocumentBuffer& doc, LiveStep* step = nullptr);
 
   /// The model served now (borrowed; valid until the next Learn).

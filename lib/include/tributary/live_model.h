@@ -28,8 +28,8 @@
 // follow it when it changes. Checkpoint and SaveState keep the whole learner
 // (a restart resumes it bit for bit); SaveSnapshot saves the served model
 // alone. A live learner learns labelled documents only: an unlabelled one is
-// scored, not learned (LearnResult::skipped). Versions count the labelled
-// documents learned.
+// refused (InvalidDocument, as sdEM refuses it under a loss that needs a
+// label). Versions count the labelled documents learned.
 //
 // Thread safety:
 //  - The writer side (Learn, Publish, Restore, WithModel) is serialised by

@@ -99,6 +99,10 @@ int RunInspect(const std::string& path, bool as_json) {
     json lj = json::parse((*live)->ToJson(), nullptr, false);
     if (!lj.is_discarded()) {
       lj["held"] = (*live)->held();
+      // Each candidate's statistics digest: equal digests, equal candidates.
+      for (size_t i = 0; i < (*live)->num_candidates() && i < lj["candidates"].size(); ++i) {
+        lj["candidates"][i]["stats_digest"] = (*live)->candidate_model(i).StatsDigest();
+      }
       j["live"] = lj;
     }
   }

@@ -175,12 +175,13 @@ int RunPrequential(const LearnFlags& f, const std::string& in, uint64_t every, b
   PrintBad(bad);
   if (total.documents() == 0) return refuse(Status::InvalidArgument("'" + in + "': no document in the stream"));
   if (!out.empty()) {
-    if (live) {
-      // The documents still held in the per-class sample are learned first.
-      if (Status st = live->Flush(); !st.ok()) return refuse(st);
-      live->served().set_training_report(live->ToJson());
-    }
-    Status st = (live ? live->served() : *model).Save(out);
+    // The live learner whole (LiveLearner::Save): the served candidate's
+    // model, which predict and eval read, and the rest of the learner (the
+    // other candidates, windows, detector, the documents held in the
+    // per-class sample, learned when they leave it), which serve --model,
+    // Python's tributary.load and inspect resume: the same documents through
+    // any front end give the same file.
+    Status st = live ? live->Save(out) : model->Save(out);
     if (!st.ok()) return ReportError(NameFile(st, out));
   }
   json j;
@@ -273,7 +274,9 @@ Runner SetUpPrequential(CLI::App* cmd) {
   cmd->add_option("--in", f->in, "labelled stream")->required();
   cmd->add_option("--every", f->every, "report every K documents")->capture_default_str();
   cmd->add_flag("--json", f->as_json, "one JSON object on stdout");
-  cmd->add_option("--out", f->out, "also save the final model here (the live learner's served candidate)");
+  cmd->add_option("--out", f->out,
+                  "also save the final model here (the live learner whole: its served candidate predicts, serve "
+                  "--model and Python resume the learner)");
   cmd->add_option("--select", f->learn.select,
                   "auto: the live learner (candidates with long and short memories and the generative NLL "
                   "learner test-then-train, the best recent one served, drift detected by ADWIN); off: one "
