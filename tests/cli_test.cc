@@ -307,16 +307,38 @@ TEST_F(CliTest, ResumeInTwoHalvesEqualsOneRun) {
 }
 
 // Without tuning flags NCLL and hinge try candidates on held-out training
-// documents; inspect shows which setting was kept and why.
+// documents; inspect shows which setting was kept and why. Standard input
+// (one pass) is learned by the live learner, as serve learns; inspect shows
+// its candidates and the one served.
 TEST_F(CliTest, DefaultsChooseOnTheTrainingStreamAndSaySo) {
   const std::string s = MakeStream("s.pb", 400, 5);
-  for (const char* in : {"file", "stdin"}) {
+  {
+    std::string out, info;
+    ASSERT_EQ(testing::RunCommand(
+                  "cat " + s + " | " + testing::ProgramPath() + " train --loss hinge --in - --out " + dir_ + "/l.trib",
+                  &out, true),
+              0)
+        << out;
+    EXPECT_THAT(out, HasSubstr("live learner (one pass, arrival order): served '"));
+    ASSERT_EQ(Run("inspect --json --model " + dir_ + "/l.trib", &info), 0);
+    const json j = json::parse(info);
+    ASSERT_TRUE(j.contains("live")) << info;
+    EXPECT_EQ(j["live"]["labelled"], 400);
+    ASSERT_EQ(j["live"]["candidates"].size(), 3u);
+    int served = 0;
+    for (const auto& c : j["live"]["candidates"]) served += c["served"].get<bool>();
+    EXPECT_EQ(served, 1);
+    EXPECT_EQ(j["live"]["candidates"][0]["label"], "hinge");
+    EXPECT_EQ(j["live"]["candidates"][2]["label"], "nll (generative)");
+  }
+  for (const char* in : {"file", "stdin --shuffle"}) {
     SCOPED_TRACE(in);
     std::string out, info;
     const std::string cmd =
         std::string(in) == "file"
             ? testing::ProgramPath() + " train --loss hinge --in " + s + " --out " + dir_ + "/m.trib"
-            : "cat " + s + " | " + testing::ProgramPath() + " train --loss hinge --in - --out " + dir_ + "/m.trib";
+            : "cat " + s + " | " + testing::ProgramPath() + " train --loss hinge --shuffle --in - --out " + dir_ +
+                  "/m.trib";
     ASSERT_EQ(testing::RunCommand(cmd, &out, true), 0) << out;
     EXPECT_THAT(out, HasSubstr("chose '"));
     ASSERT_EQ(Run("inspect --json --model " + dir_ + "/m.trib", &info), 0);
@@ -337,7 +359,7 @@ TEST_F(CliTest, DefaultsChooseOnTheTrainingStreamAndSaySo) {
     EXPECT_EQ(kept, 1);
     EXPECT_TRUE(has_nll);
     // The streaming mode runs at most three learners.
-    if (std::string(in) == "stdin") {
+    if (std::string(in) != "file") {
       EXPECT_LE(t["candidates"].size(), 3u);
     }
   }

@@ -18,6 +18,7 @@
 #include "commands/train_distributed.h"
 #include "decoded_stream.h"
 #include "tributary/learner.h"
+#include "tributary/live_learner.h"
 #include "tributary/parallel.h"
 #include "tributary/sep_engine.h"
 #include "tributary/trainer.h"
@@ -168,6 +169,79 @@ int RunTrainSelect(const LearnFlags& f, const std::string& in, const std::string
   return kExitOk;
 }
 
+// train --in - (or --epochs 1) without tuning flags: standard input is seen
+// once, as a live stream, so it is learned as serve and prequential learn
+// one (the live learner, live_learner.h): candidates test-then-train, the best recent one
+// served, drift detected. --out holds the learner whole (its served
+// candidate predicts; serve --model and Python resume it).
+int RunTrainLive(const LearnFlags& f, const std::string& in, const std::string& out,
+                 std::unique_ptr<DocumentReader> reader, uint64_t length) {
+  auto refuse = [&in](const Status& st) { return ReportError(NameFile(st, in)); };
+  auto base = ConfigFromFlags(f);
+  if (!base.ok()) return ReportError(base.status());
+  const Result<ModelSchema> stream_schema = reader->schema();
+  LiveLearnerOptions lo;
+  lo.candidates = DefaultLiveCandidates(*base);
+  lo.seed = f.seed;
+  ModelFactory factory = [&](const CandidateSpec& c) -> Result<std::unique_ptr<Model>> {
+    return NewModel(CandidateConfig(*base, c), Registry(), stream_schema, length, in);
+  };
+  auto made = LiveLearner::Create(factory, lo);
+  if (!made.ok()) return refuse(made.status());
+  std::unique_ptr<LiveLearner> live = std::move(made).value();
+  auto ds = DecodedStream::Open(std::move(reader), *live->schema_model());
+  if (!ds.ok()) return refuse(ds.status());
+  Progress progress("train", f.quiet);
+  BadInput bad;
+  DocumentBuffer doc;
+  uint64_t documents = 0, unlabelled = 0;
+  const auto start = std::chrono::steady_clock::now();
+  auto save = [&](const std::string& path) { return live->Save(path); };
+  for (;;) {
+    bool eof = false, grew = false;
+    Status st = (*ds)->Next(live->schema_model(), true, f.skip_bad, &bad, &doc, &eof, &grew);
+    if (st.ok() && grew) st = live->SyncClasses();
+    if (!st.ok()) {
+      // Nothing is lost: what was learned is saved to <out>.partial.
+      if (documents > 0) (void)save(out + ".partial");
+      return refuse(st);
+    }
+    if (eof) break;
+    st = live->Learn(doc);
+    if (!st.ok()) {
+      if (f.skip_bad && DocumentRefused(st)) {
+        bad.Record(st);
+        unlabelled += doc.label < 0;
+        continue;
+      }
+      if (documents > 0) (void)save(out + ".partial");
+      return refuse(st.WithContext("'" + in + "'"));
+    }
+    progress.Tick(++documents);
+  }
+  progress.Done(documents);
+  PrintBad(bad);
+  if (documents == 0) return refuse(Status::InvalidArgument("'" + in + "': no document was learned (empty stream?)"));
+  live->served().learner_state().skipped_documents += bad.skipped;
+  if (Status st = save(out); !st.ok()) return ReportError(NameFile(st, out));
+  if (!f.quiet) {
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::ostringstream os;
+    os << "live learner (one pass, arrival order): served '" << live->candidate_stats()[live->served_index()].label
+       << "' (prequential accuracy";
+    for (const LiveCandidateStats& c : live->candidate_stats()) {
+      os << " " << c.label << ": " << Fmt(100 * c.accuracy, 4) << "% (recent " << Fmt(100 * c.window_accuracy, 4)
+         << "%),";
+    }
+    std::string line = os.str();
+    line.back() = ')';
+    std::cerr << line << "; " << live->alarms().size() << " drift alarm(s), " << live->switches()
+              << " switch(es)\ntrained " << live->served().family().name << " on " << documents << " documents in "
+              << Fmt(secs, 3) << " s -> " << out << std::endl;
+  }
+  return kExitOk;
+}
+
 int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& out) {
   LearnFlags f = flags;
   const bool ep_family = f.engine != "sdem";
@@ -226,6 +300,10 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
   // Defaults that work: a discriminative loss on class outputs, with the
   // choice left to the program, goes through the Trainer.
   if (!ep_family && f.select == "auto" && !model->latent_outputs() && model->loss_plugin()->loss().requires_label) {
+    // One pass in arrival order (standard input, or --epochs 1): the live learner.
+    if ((in == "-" ? f.epochs <= 1 : f.epochs == 1) && !f.shuffle && !f.threads_given) {
+      return RunTrainLive(f, in, out, std::move(reader), *length);
+    }
     return RunTrainSelect(f, in, out, std::move(model), std::move(reader), *length);
   }
   if (f.epochs == 0) f.epochs = 1;
