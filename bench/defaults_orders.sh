@@ -22,7 +22,15 @@
 #          (a pipe: one pass, nothing to seek; `--n <training documents>` is added only if
 #          the program asks for it — with the streams of `tributary convert`, whose header
 #          carries the document count, it did not on 2026-11; the JSON line records n_flag)
+#   serve  tributary serve --family multinomial --loss L --data-dir D (no schema: text with an open
+#          vocabulary, open classes), the training TSV sent over HTTP (POST /v1/learn, batches of
+#          100 documents in order, as a client would), then a snapshot (`client snapshot`), which
+#          is evaluated like the others
+#   python tributary.Classifier(family="multinomial", loss=L).learn_one(text, label) for each line
+#          in order (the package installed with pip into a venv of Debian's python3), then save
 #   for L in nll, ncll, hinge; nothing else is set. Wall-clock seconds of each train run.
+#   stdin, serve and python see the stream once: they learn with the live learner
+#   (docs/design.md section 15) for ncll and hinge, one NLL learner for nll.
 # Plus one LIBLINEAR run per corpus (liblinear-train -s 0 -c 1 on raw counts from
 # scripts/tsv_to_svmlight.py; batch LR does not depend on the order).
 #
@@ -129,6 +137,16 @@ prepare() {  # corpus
   done
 }
 
+# --- the Python package, installed as a user installs it (scripts/python_test.sh) ------
+VENV=$WORK/venv
+python_env() {
+  if [[ ! -x $VENV/bin/python ]] || ! "$VENV/bin/python" -c 'import tributary' 2>/dev/null; then
+    log "installing the Python package into $VENV"
+    $PY -m venv --system-site-packages "$VENV"
+    (cd "$HERE" && "$VENV/bin/pip" install --no-build-isolation --no-input -q .)
+  fi
+}
+
 # --- one run: train with the defaults, time it, evaluate, append a JSON line ----------
 record() {  # corpus order input loss seconds n_flag model  (reads eval JSON from $d/eval.json)
   local d=$WORK/$1
@@ -169,6 +187,66 @@ run_tributary() {  # corpus order input loss
   record "$c" "$order" "$input" "$loss" "$(seconds "$t0" "$t1")" "$n_flag" "$m"
 }
 
+run_serve() {  # corpus order loss: the training TSV over HTTP to `serve` with its defaults
+  local c=$1 order=$2 loss=$3 d=$WORK/$1
+  local data=$d/serve.$order.$loss m=$d/m.$order.serve.$loss.trib t0 t1 pid port http
+  rm -rf "$data" "$d/serve.port"
+  "$T" serve --family multinomial --loss "$loss" --data-dir "$data" --listen 127.0.0.1:0 --http 127.0.0.1:0 \
+    --port-file "$d/serve.port" 2>"$d/serve.log" &
+  pid=$!
+  for _ in $(seq 1 200); do [[ -s $d/serve.port ]] && break; sleep 0.05; done
+  [[ -s $d/serve.port ]] || { cat "$d/serve.log" >&2; exit 1; }
+  read -r port http <"$d/serve.port"
+  t0=$EPOCHREALTIME
+  $PY - "$http" "$d/train.$order.tsv" <<'PY'
+import json, sys, time, urllib.request
+http, path = int(sys.argv[1]), sys.argv[2]
+def call(p, body=None):
+    req = urllib.request.Request("http://127.0.0.1:%d%s" % (http, p),
+                                 data=None if body is None else json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=120) as r:
+        return json.loads(r.read())
+docs = []
+for line in open(path, encoding="utf-8"):
+    label, text = line.rstrip("\n").split("\t", 1)
+    docs.append({"text": text, "label": label})
+for i in range(0, len(docs), 100):
+    call("/v1/learn", {"documents": docs[i:i + 100]})
+acked = len(docs)
+while True:
+    st = call("/v1/status")
+    if st["documents_learned"] + st["documents_skipped"] >= acked:
+        break
+    time.sleep(0.05)
+PY
+  t1=$EPOCHREALTIME
+  cp "$("$T" client snapshot --connect "127.0.0.1:$port")" "$m"
+  kill -TERM "$pid"
+  wait "$pid"
+  "$T" eval --json --model "$m" --in "$d/test.pb" >"$d/eval.json"
+  record "$c" "$order" serve "$loss" "$(seconds "$t0" "$t1")" 0 "$m"
+}
+
+run_python() {  # corpus order loss: Classifier().learn_one over the training TSV
+  local c=$1 order=$2 loss=$3 d=$WORK/$1
+  local m=$d/m.$order.python.$loss.trib t0 t1
+  t0=$EPOCHREALTIME
+  "$VENV/bin/python" - "$loss" "$d/train.$order.tsv" "$m" <<'PY'
+import sys
+import tributary
+loss, path, out = sys.argv[1:]
+clf = tributary.Classifier(family="multinomial", loss=loss)
+for line in open(path, encoding="utf-8"):
+    label, text = line.rstrip("\n").split("\t", 1)
+    clf.learn_one(text, label)
+clf.save(out)
+PY
+  t1=$EPOCHREALTIME
+  "$T" eval --json --model "$m" --in "$d/test.pb" >"$d/eval.json"
+  record "$c" "$order" python "$loss" "$(seconds "$t0" "$t1")" 0 "$m"
+}
+
 run_liblinear() {  # corpus
   local c=$1 d=$WORK/$1 t0 t1
   $PY "$HERE/scripts/tsv_to_svmlight.py" --train "$d/train.random.tsv" --test "$d/test.tsv" \
@@ -200,16 +278,21 @@ PY
 
 # --- main -------------------------------------------------------------------------------
 START=$EPOCHREALTIME
+python_env
 for c in "${CORPORA[@]}"; do
   log "$c: preparing"
   prepare "$c"
   log "$c: LIBLINEAR"
   run_liblinear "$c"
   for order in $(orders_of "$c"); do
-    for input in file stdin; do
+    for input in file stdin serve python; do
       for loss in "${LOSSES[@]}"; do
         log "$c: $order $input $loss"
-        run_tributary "$c" "$order" "$input" "$loss"
+        case $input in
+          serve) run_serve "$c" "$order" "$loss" ;;
+          python) run_python "$c" "$order" "$loss" ;;
+          *) run_tributary "$c" "$order" "$input" "$loss" ;;
+        esac
       done
     done
   done
@@ -240,7 +323,7 @@ print("| corpus | order | input | NLL acc | NCLL acc | hinge acc | best(NCLL,hin
 print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
 for c in corpora:
     for order in ("random", "grouped", "time"):
-        for inp in ("file", "stdin"):
+        for inp in ("file", "stdin", "serve", "python"):
             r = {loss: runs.get((c, order, inp, loss)) for loss in ("nll", "ncll", "hinge")}
             if not all(r.values()):
                 continue

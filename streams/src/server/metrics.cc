@@ -257,6 +257,7 @@ std::string Server::Impl::StatusJson() {
     });
   }
   j["documents_learned"] = counters.documents_learned.load();
+  j["documents_skipped"] = counters.documents_skipped.load();
   j["documents_acknowledged"] = counters.documents_acknowledged.load();
   auto name = [&](uint32_t k) { return k < class_names.size() ? class_names[k] : std::to_string(k); };
   std::lock_guard<std::mutex> l(quality_mu);
