@@ -5,6 +5,7 @@
 
 #include "json_text.h"
 #include "tributary/v1/tributary.pb.h"
+#include "tributary/vector_exp.h"
 
 #include <algorithm>
 #include <cmath>
@@ -16,21 +17,47 @@ namespace tributary {
 
 namespace {
 
-// -log p(y | x) from log p(k, x), capped at 50 (trainer.cc's Evaluate does the same).
-double Ncll(const std::vector<double>& s, uint32_t y) {
-  double mx = s[0];
-  for (double v : s) mx = std::max(mx, v);
-  double z = 0;
-  for (double v : s) z += std::exp(v - mx);
-  return std::min(mx + std::log(z) - s[y], 50.0);
-}
-
 uint32_t Argmax(const std::vector<double>& s) {
   uint32_t best = 0;
+  double top = s[0];  // (the value, not s[best]: no load waits on the last comparison)
   for (uint32_t k = 1; k < s.size(); ++k) {
-    if (s[k] > s[best]) best = k;
+    if (s[k] > top) {
+      top = s[k];
+      best = k;
+    }
   }
   return best;
+}
+
+// What one candidate's scores log p(k, x) say of label y: whether they are
+// usable (no NaN, no +inf), the argmax, and -log p(y | x) capped at 50
+// (trainer.cc's Evaluate caps the same), its softmax through the library's
+// vector exp. One pass over the scores and one vector exp: this runs for
+// every candidate on every document.
+struct Verdict {
+  bool usable = true;
+  uint32_t predicted = 0;
+  double ncll = 50;
+};
+Verdict Judge(const std::vector<double>& s, uint32_t y, std::vector<double>* scratch) {
+  Verdict v;
+  const auto n = static_cast<uint32_t>(s.size());
+  double top = s[0];
+  for (uint32_t k = 0; k < n; ++k) {
+    const double x = s[k];
+    v.usable &= !(std::isnan(x) || x == INFINITY);
+    if (x > top) {
+      top = x;
+      v.predicted = k;
+    }
+  }
+  if (!v.usable || !std::isfinite(top)) return v;
+  scratch->resize(n);
+  vector_exp::ExpShiftedBest(s.data(), top, n, scratch->data());
+  double z = 0;
+  for (uint32_t k = 0; k < n; ++k) z += (*scratch)[k];
+  v.ncll = std::min(top + std::log(z) - s[y], 50.0);
+  return v;
 }
 
 }  // namespace
@@ -163,14 +190,13 @@ Status LiveLearner::Learn(const DocumentBuffer& doc, LiveStep* step) {
       scores = r.scores;
     }
     const std::vector<double>& s = *scores;
-    for (double v : s) {
-      if (std::isnan(v) || v == INFINITY) {
-        return Status::Numeric(doc.Name() + ": candidate '" + c.setting.spec.label +
-                               "' scored it as NaN or +inf, expected finite log-probabilities");
-      }
+    const Verdict v = Judge(s, y, &exp_scratch_);
+    if (!v.usable) {
+      return Status::Numeric(doc.Name() + ": candidate '" + c.setting.spec.label +
+                             "' scored it as NaN or +inf, expected finite log-probabilities");
     }
-    const bool right = Argmax(s) == y;
-    const double ncll = Ncll(s, y);
+    const bool right = v.predicted == y;
+    const double ncll = v.ncll;
     ++c.labelled;
     c.correct += right;
     c.ncll_sum += ncll;
@@ -179,7 +205,7 @@ Status LiveLearner::Learn(const DocumentBuffer& doc, LiveStep* step) {
     c.w_norm = decay_ * c.w_norm + 1.0;
     if (i == served_) {
       served_scores_ = s;
-      out.predicted = Argmax(s);
+      out.predicted = v.predicted;
       out.correct = right;
     }
   }
@@ -201,7 +227,7 @@ Status LiveLearner::Learn(const DocumentBuffer& doc, LiveStep* step) {
       ring.clear();
       sample_next_[y] = 0;
     }
-    SampleSlot slot{doc, std::vector<int8_t>(candidates_.size(), -1), alarms_.size()};
+    SampleSlot slot{doc, std::vector<int8_t>(candidates_.size(), -1), alarms_.size(), labelled_};
     if (ring.size() < options_.sample_per_class) {
       ring.push_back(std::move(slot));
     } else {
@@ -219,6 +245,7 @@ Status LiveLearner::Learn(const DocumentBuffer& doc, LiveStep* step) {
   // class-grouped stream would raise an alarm at every block).
   if (seen_.size() <= y) seen_.resize(y + 1, 0);
   const bool is_new = seen_[y] == 0;
+  classes_seen_ += is_new;
   const bool settled = seen_[y]++ >= kSettled;
   const bool grouped = Grouped(y);
   if (options_.detect_drift && settled && !grouped && detector_.Add(out.correct ? 0.0 : 1.0)) {
@@ -267,10 +294,17 @@ Status LiveLearner::LearnHeld(const DocumentBuffer& doc) {
 }
 
 Status LiveLearner::Flush() {
-  for (auto& ring : sample_) {
-    for (SampleSlot& slot : ring) TRIB_RETURN_IF_ERROR(LearnHeld(slot.doc));
-    ring.clear();
+  // In arrival order (their stream positions), not class by class: a
+  // discriminative learner fed the held documents grouped by class would
+  // drift towards the last classes at the very end of the stream.
+  std::vector<const SampleSlot*> held;
+  for (const auto& ring : sample_) {
+    for (const SampleSlot& slot : ring) held.push_back(&slot);
   }
+  std::stable_sort(held.begin(), held.end(),
+                   [](const SampleSlot* a, const SampleSlot* b) { return a->order < b->order; });
+  for (const SampleSlot* slot : held) TRIB_RETURN_IF_ERROR(LearnHeld(slot->doc));
+  for (auto& ring : sample_) ring.clear();
   sample_.clear();
   sample_next_.clear();
   cursor_class_ = cursor_slot_ = 0;
@@ -294,15 +328,17 @@ bool LiveLearner::Grouped(uint32_t y) {
     recent_.push_back(y);
   }
   ++recent_count_[y];
-  uint32_t top = 0;
+  uint32_t top = 0, most = recent_count_[0];
   for (uint32_t k = 1; k < recent_count_.size(); ++k) {
-    if (recent_count_[k] > recent_count_[top]) top = k;
+    if (recent_count_[k] > most) {
+      most = recent_count_[k];
+      top = k;
+    }
   }
   const double share = static_cast<double>(recent_count_[top]) / static_cast<double>(recent_.size());
   const double overall = static_cast<double>(seen_[top]) / static_cast<double>(labelled_);
-  size_t classes = 0;
-  for (uint64_t c : seen_) classes += c > 0;
-  return share > 0.25 && (share > 2 * overall || share > std::max(0.5, 2.0 / static_cast<double>(classes)));
+  return share > 0.25 &&
+         (share > 2 * overall || share > std::max(0.5, 2.0 / static_cast<double>(std::max<size_t>(1, classes_seen_))));
 }
 
 // Scores the next sample document (round robin over classes, then slots) with
@@ -576,6 +612,7 @@ Result<std::string> LiveLearner::EncodeState() const {
       PutDocument(slot.doc, ps);
       ps->mutable_correct()->Add(slot.correct.begin(), slot.correct.end());
       ps->set_epoch(slot.epoch);
+      ps->set_order(slot.order);
     }
   }
   st.mutable_seen()->Add(seen_.begin(), seen_.end());
@@ -755,10 +792,12 @@ Result<std::unique_ptr<LiveLearner>> LiveLearner::FromModel(std::unique_ptr<Mode
         slot.correct.push_back(static_cast<int8_t>(v));
       }
       slot.epoch = static_cast<size_t>(ps.epoch());
+      slot.order = ps.order();
       l->sample_.back().push_back(std::move(slot));
     }
   }
   l->seen_.assign(st.seen().begin(), st.seen().end());
+  for (uint64_t c : l->seen_) l->classes_seen_ += c > 0;
   if (static_cast<size_t>(st.recent_size()) > kRecent ||
       (st.recent_size() > 0 && st.recent_pos() >= static_cast<uint64_t>(st.recent_size()))) {
     return corrupt(std::to_string(st.recent_size()) + " recent labels (at most " + std::to_string(kRecent) +

@@ -1263,6 +1263,14 @@ PYBIND11_MODULE(_tributary, mod) {
              std::lock_guard<std::mutex> lock(h.mu());
              Check(h.SaveLocked(path));
            })
+      .def("flush",
+           [](Handle& h) {
+             // The live learner: the documents held in its per-class sample
+             // learned now (at the end of a stream); nothing for one model.
+             py::gil_scoped_release nogil;
+             std::lock_guard<std::mutex> lock(h.mu());
+             if (h.live()) Check(h.live()->Flush());
+           })
       .def("to_bytes",
            [](Handle& h) {
              std::string s;

@@ -127,6 +127,15 @@ class _Learner:
         p = np.exp(s)
         return p / p.sum(axis=1, keepdims=True)
 
+    def flush(self):
+        """The end of a stream: the live learner (Classifier's default) learns
+        the documents it holds back in its per-class sample (one labelled
+        document in ten, at most 8 per class, kept to check its candidates on
+        every class and learned when they leave the sample). `tributary
+        train --in -` and `prequential --out` do this before saving; nothing
+        for one learner."""
+        self._model.flush()
+
     # ---- what the learner knows
 
     def stats(self):

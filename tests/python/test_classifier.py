@@ -391,6 +391,9 @@ def test_the_live_learner_is_the_same_in_python_and_the_program(fortunes, cli, t
     many = tributary.Classifier()
     many.learn_many(xs, ys)
     assert many.to_bytes() == one.to_bytes()
+    held = one.stats()["live"]
+    one.flush()  # the end of the stream, as the program's --out
+    assert one.to_bytes() != many.to_bytes(), "flush learned nothing: the test shows nothing"
     one.save(tmp_path / "py.trib")
     py = json.loads(cli("inspect", "--model", tmp_path / "py.trib", "--json"))
     program = json.loads(cli("inspect", "--model", tmp_path / "preq.trib", "--json"))
@@ -410,6 +413,7 @@ def test_the_live_learner_is_the_same_in_python_and_the_program(fortunes, cli, t
     loaded = tributary.load(tmp_path / "preq.trib")
     copy = pickle.loads(pickle.dumps(one))
     tx, ty = fortunes["test"]
+    assert held["labelled"] == len(xs)
     for m in (one, loaded, copy):
         m.learn_many(tx[:500], ty[:500])
     assert copy.to_bytes() == one.to_bytes()

@@ -103,7 +103,7 @@ struct LiveLearnerOptions {
   /// instead of being learned at once (>= 1); it is learned when it leaves.
   uint32_t hold_every = 10;
   uint32_t sample_per_class = 8;   ///< recent documents kept per class (0: no sample, no class check)
-  uint32_t sample_every = 4;       ///< one sample document scored per this many labelled documents (>= 1)
+  uint32_t sample_every = 8;       ///< one sample document scored per this many labelled documents (>= 1)
   double sample_tolerance = 0.1;   ///< class-balanced sample accuracy a served candidate may lose, in [0, 1]
   bool detect_drift = true;        ///< run ADWIN on the served candidate's errors
   AdwinOptions detector;           ///< ADWIN's settings
@@ -185,8 +185,8 @@ class LiveLearner {
   Model& served() { return *candidates_[served_].model; }
   size_t served_index() const { return served_; }  ///< which candidate is served
   /// Learns every document still held in the per-class sample (every
-  /// candidate; before the served model is saved at the end of a stream) and
-  /// empties the sample. Errors: a candidate's, other than a refusal of one
+  /// candidate, in the order they came; at the end of a stream) and empties
+  /// the sample. Errors: a candidate's, other than a refusal of one
   /// document (counted in dropped()).
   Status Flush();
   /// Documents held in the per-class sample now (tested, not yet learned).
@@ -270,6 +270,7 @@ class LiveLearner {
     DocumentBuffer doc;
     std::vector<int8_t> correct;  ///< per candidate: -1 not scored yet, 0, 1
     size_t epoch = 0;             ///< alarms raised before it was kept
+    uint64_t order = 0;           ///< labelled documents before it (its place in the stream)
   };
   /// Documents of a class seen before the detector watches that class.
   static constexpr uint64_t kSettled = 20;
@@ -293,6 +294,7 @@ class LiveLearner {
   std::vector<std::vector<SampleSlot>> sample_;  ///< per class, a ring of recent documents
   std::vector<size_t> sample_next_;              ///< per class: the ring's next slot to overwrite
   std::vector<uint64_t> seen_;                   ///< per class: labelled documents learned
+  size_t classes_seen_ = 0;                      ///< classes with seen_ > 0
   std::vector<uint32_t> recent_;                 ///< the last kRecent labels (a ring)
   size_t recent_pos_ = 0;                        ///< recent_'s oldest entry once full
   std::vector<uint32_t> recent_count_;           ///< per class: its labels in recent_
@@ -301,7 +303,7 @@ class LiveLearner {
   uint64_t dropped_ = 0;           ///< held documents a candidate refused when they left the sample
   size_t leader_ = 0, leads_ = 0;  ///< the challenger leading at the last checks, and how many in a row
   std::vector<LiveAlarm> alarms_;
-  std::vector<double> scratch_, served_scores_;
+  std::vector<double> scratch_, served_scores_, exp_scratch_;
 };
 
 }  // namespace tributary

@@ -175,12 +175,15 @@ int RunPrequential(const LearnFlags& f, const std::string& in, uint64_t every, b
   PrintBad(bad);
   if (total.documents() == 0) return refuse(Status::InvalidArgument("'" + in + "': no document in the stream"));
   if (!out.empty()) {
-    // The live learner whole (LiveLearner::Save): the served candidate's
-    // model, which predict and eval read, and the rest of the learner (the
-    // other candidates, windows, detector, the documents held in the
-    // per-class sample, learned when they leave it), which serve --model,
-    // Python's tributary.load and inspect resume: the same documents through
-    // any front end give the same file.
+    // The stream ended: the documents held in the per-class sample are
+    // learned (LiveLearner::Flush), then the live learner is saved whole
+    // (LiveLearner::Save): the served candidate's model, which predict and
+    // eval read, and the rest of the learner (the other candidates, windows,
+    // detector), which serve --model, Python's tributary.load and inspect
+    // resume. Python's learn_one, flush() and save give the same learner.
+    if (live) {
+      if (Status st = live->Flush(); !st.ok()) return refuse(st);
+    }
     Status st = live ? live->Save(out) : model->Save(out);
     if (!st.ok()) return ReportError(NameFile(st, out));
   }

@@ -172,8 +172,9 @@ int RunTrainSelect(const LearnFlags& f, const std::string& in, const std::string
 // train --in - (or --epochs 1) without tuning flags: standard input is seen
 // once, as a live stream, so it is learned as serve and prequential learn
 // one (the live learner, live_learner.h): candidates test-then-train, the best recent one
-// served, drift detected. --out holds the learner whole (its served
-// candidate predicts; serve --model and Python resume it).
+// served, drift detected. At the end of the stream the documents held in
+// its per-class sample are learned; --out holds the learner whole (its
+// served candidate predicts; serve --model and Python resume it).
 int RunTrainLive(const LearnFlags& f, const std::string& in, const std::string& out,
                  std::unique_ptr<DocumentReader> reader, uint64_t length) {
   auto refuse = [&in](const Status& st) { return ReportError(NameFile(st, in)); };
@@ -222,6 +223,8 @@ int RunTrainLive(const LearnFlags& f, const std::string& in, const std::string& 
   progress.Done(documents);
   PrintBad(bad);
   if (documents == 0) return refuse(Status::InvalidArgument("'" + in + "': no document was learned (empty stream?)"));
+  // The stream ended: the documents held in the per-class sample are learned.
+  if (Status st = live->Flush(); !st.ok()) return refuse(st);
   live->served().learner_state().skipped_documents += bad.skipped;
   if (Status st = save(out); !st.ok()) return ReportError(NameFile(st, out));
   if (!f.quiet) {
