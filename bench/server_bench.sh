@@ -8,6 +8,8 @@
 #              used when built (bench/server/CMakeLists.txt), else compiled here
 #              with g++ against BUILD_DIR's generated protobuf classes.
 #   DURATION=3 WARMUP=1 (seconds per configuration; learn runs use 2x warmup)
+#   SERVE_FLAGS="--select off" (extra serve flags: the server's defaults learn
+#   with the live learner; --select off is one learner, the default before it)
 #
 # Workload: 20,000 synthetic documents (20 classes, vocabulary 10,000, 8-24
 # tokens each), multinomial naive Bayes, NCLL; the server runs with its
@@ -52,8 +54,9 @@ with open(sys.argv[1], "w") as f:
 EOF
 "$T" convert -q --format tsv --in "$dir/bench.tsv" --out "$dir/bench.pb"
 
+# shellcheck disable=SC2086  # SERVE_FLAGS: extra serve flags, split on purpose
 "$T" serve --data-dir "$dir/data" --schema "$dir/bench.pb" --n 1000000 --listen 127.0.0.1:0 \
-  --port-file "$dir/port" --fsync interval --fsync-interval-ms 10 2>"$dir/server.log" &
+  --port-file "$dir/port" --fsync interval --fsync-interval-ms 10 ${SERVE_FLAGS:-} 2>"$dir/server.log" &
 srv_pid=$!
 for _ in $(seq 1 100); do [[ -s "$dir/port" ]] && break; sleep 0.1; done
 [[ -s "$dir/port" ]] || { cat "$dir/server.log" >&2; echo "server did not start" >&2; exit 1; }

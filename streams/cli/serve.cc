@@ -227,6 +227,8 @@ int RunServe(const ServeFlags& f) {
   }
   o.seed = f.learn.seed;
   o.engine = f.engine;
+  // The live learner's alarms and switches, one line each on stderr.
+  o.on_event = [](const std::string& event) { std::cerr << "tributary serve: " << event << std::endl; };
   auto srv = Server::Start(o, std::move(initial));
   if (!srv.ok()) return ReportError(srv.status());
   (*srv)->HandleSignals();

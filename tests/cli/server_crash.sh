@@ -35,6 +35,7 @@ trap cleanup EXIT
 
 # shellcheck source=lib/python_env.sh
 source "$SRC/tests/cli/lib/python_env.sh"
+export PYTHONPATH="$SRC/tests/cli/lib:$PYTHONPATH"  # crash_feeder.py
 
 # The stream: 6,000 documents of three topics (overlapping vocabularies).
 "$PY" - "$dir/train.tsv" <<'EOF'
@@ -57,6 +58,7 @@ echo "CRASH_SEED=$seed"
 timeout -s KILL 240 "$PY" - "$T" "$dir" "$seed" <<'EOF'
 import os, random, shutil, signal, subprocess, sys, threading, time, json
 import tributary_client as tc
+from crash_feeder import Feeder, read_frames  # tests/cli/lib
 
 T, DIR, SEED = sys.argv[1], sys.argv[2], int(sys.argv[3])
 N = 6000           # --n, server and offline alike
@@ -76,13 +78,7 @@ def fail(msg):
     os._exit(1)
 
 # The stream's frames, kept as bytes: the offline prefix is written from them.
-frames = []
-with open(os.path.join(DIR, "train.pb"), "rb") as f:
-    while True:
-        body = tc.read_frame(f.read)
-        if body is None:
-            break
-        frames.append(body)
+frames = read_frames(os.path.join(DIR, "train.pb"))
 header_frame, doc_frames = frames[0], frames[1:]
 docs = [pb2.Document.FromString(b) for b in doc_frames]
 assert len(docs) == N, len(docs)
@@ -109,56 +105,6 @@ def start_server():
             fail("server did not write its port file within 20 s")
         time.sleep(0.02)
     return int(open(PORT_FILE).read().split()[0])
-
-class Feeder(threading.Thread):
-    """Sends docs[next_index:] in order while `go` is set; tracks acks."""
-    def __init__(self):
-        super().__init__(daemon=True)
-        self.lock = threading.Lock()
-        self.go = threading.Event()
-        self.offline = threading.Event()
-        self.offline.set()
-        self.port = None
-        self.next_index = 0
-        self.acked = 0      # documents [0, acked) are acknowledged
-        self.requests = 0
-        self.error = None
-
-    def run(self):
-        while True:
-            self.go.wait()
-            try:
-                self.feed()
-            except (OSError, EOFError, ConnectionError) as e:  # the server died under us
-                pass
-            except Exception as e:
-                self.error = repr(e)
-            finally:
-                self.go.clear()
-                self.offline.set()
-
-    def feed(self):
-        with tc.Client("127.0.0.1", self.port, timeout=20, pb2=pb2) as c:
-            sent = self.next_index
-            inflight = []  # (request_id, first index, count)
-            while sent < N or inflight:
-                while sent < N and len(inflight) < WINDOW:
-                    n = min(BATCH, N - sent)
-                    r = c.new_request()
-                    r.learn.documents.extend(docs[sent:sent + n])
-                    c.send(r)
-                    inflight.append((r.request_id, sent, n))
-                    sent += n
-                resp = c.receive(check=False)
-                rid, first, n = inflight.pop(0)
-                if resp.request_id != rid or resp.code != pb2.Response.OK:
-                    raise RuntimeError("request %d: answer %s" % (rid, resp))
-                if resp.learn.acknowledged != n or resp.learn.first_sequence != first + 1:
-                    raise RuntimeError("request for documents [%d, %d): acknowledged %d from sequence %d"
-                                       % (first, first + n, resp.learn.acknowledged, resp.learn.first_sequence))
-                with self.lock:
-                    self.acked = first + n
-                    self.requests += 1
 
 def digest(model):
     out = subprocess.run([T, "inspect", "--json", "--model", model], check=True, capture_output=True, text=True)
@@ -189,7 +135,7 @@ def check_against_offline(port, wal_seq, tag):
     return s["stats_digest"]
 
 t0 = time.monotonic()
-feeder = Feeder()
+feeder = Feeder(docs, pb2, BATCH, WINDOW)
 feeder.start()
 port = start_server()
 feeder.port = port

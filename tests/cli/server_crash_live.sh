@@ -36,6 +36,7 @@ trap cleanup EXIT
 
 # shellcheck source=lib/python_env.sh
 source "$SRC/tests/cli/lib/python_env.sh"
+export PYTHONPATH="$SRC/tests/cli/lib:$PYTHONPATH"  # crash_feeder.py
 
 "$PY" - "$dir/train.tsv" <<'EOF'
 import random, sys
@@ -57,6 +58,7 @@ echo "CRASH_SEED=$seed"
 timeout -s KILL 240 "$PY" - "$T" "$dir" "$seed" <<'EOF'
 import json, os, random, shutil, signal, subprocess, sys, threading, time, urllib.request
 import tributary_client as tc
+from crash_feeder import Feeder, read_frames  # tests/cli/lib
 
 T, DIR, SEED = sys.argv[1], sys.argv[2], int(sys.argv[3])
 N = 4000
@@ -72,13 +74,7 @@ def fail(msg):
     sys.stderr.flush()
     os._exit(1)
 
-frames = []
-with open(os.path.join(DIR, "train.pb"), "rb") as f:
-    while True:
-        body = tc.read_frame(f.read)
-        if body is None:
-            break
-        frames.append(body)
+frames = read_frames(os.path.join(DIR, "train.pb"))
 docs = [pb2.Document.FromString(b) for b in frames[1:]]
 assert len(docs) == N, len(docs)
 
@@ -109,53 +105,6 @@ def status(http_port):
     with urllib.request.urlopen("http://127.0.0.1:%d/v1/status" % http_port, timeout=20) as r:
         return json.loads(r.read())
 
-class Feeder(threading.Thread):
-    def __init__(self):
-        super().__init__(daemon=True)
-        self.lock = threading.Lock()
-        self.go = threading.Event()
-        self.offline = threading.Event()
-        self.offline.set()
-        self.port = None
-        self.next_index = 0
-        self.acked = 0
-        self.error = None
-
-    def run(self):
-        while True:
-            self.go.wait()
-            try:
-                self.feed()
-            except (OSError, EOFError, ConnectionError):
-                pass
-            except Exception as e:
-                self.error = repr(e)
-            finally:
-                self.go.clear()
-                self.offline.set()
-
-    def feed(self):
-        with tc.Client("127.0.0.1", self.port, timeout=20, pb2=pb2) as c:
-            sent = self.next_index
-            inflight = []
-            while sent < N or inflight:
-                while sent < N and len(inflight) < WINDOW:
-                    n = min(BATCH, N - sent)
-                    r = c.new_request()
-                    r.learn.documents.extend(docs[sent:sent + n])
-                    c.send(r)
-                    inflight.append((r.request_id, sent, n))
-                    sent += n
-                resp = c.receive(check=False)
-                rid, first, n = inflight.pop(0)
-                if resp.request_id != rid or resp.code != pb2.Response.OK:
-                    raise RuntimeError("request %d: answer %s" % (rid, resp))
-                if resp.learn.first_sequence != first + 1:
-                    raise RuntimeError("documents from %d acknowledged from sequence %d"
-                                       % (first, resp.learn.first_sequence))
-                with self.lock:
-                    self.acked = first + n
-
 def snapshot_copy(port, wal_seq, tag):
     with tc.Client("127.0.0.1", port, timeout=30, pb2=pb2) as c:
         snap = c.snapshot()
@@ -182,7 +131,7 @@ def uninterrupted(wal_seq, tag):
     p.wait(timeout=10)
     return path
 
-feeder = Feeder()
+feeder = Feeder(docs, pb2, BATCH, WINDOW)
 feeder.start()
 server, port, http = start_server("data")
 feeder.port = port
@@ -241,6 +190,11 @@ st = status(http)
 alarms = [a["document"] for a in st["live"]["alarms"]]
 if not any(2000 < a <= 3000 for a in alarms):
     fail("no drift alarm within 1,000 documents of the swap at 2,000 (alarms %s): the test covered no drift" % alarms)
+# Alarms are events in the log too, with the document's number.
+LOG.flush()
+lines = [l for l in open(os.path.join(DIR, "server.log")).read().splitlines() if "drift alarm after labelled document" in l]
+if not any(str(a) in l for a in alarms for l in lines):
+    fail("the server log names no alarm of %s: %s" % (alarms, lines[:3]))
 per_class = {c["class"]: c for c in st["quality"]["per_class"]}
 if sorted(per_class) != ["alpha", "beta", "gamma"]:
     fail("per-class quality %s" % per_class)

@@ -33,10 +33,14 @@
 //    newer one replaces it. One sample document is scored by every
 //    candidate every `sample_every` labelled documents (round robin). A
 //    candidate whose class-balanced accuracy on the sample is below the
-//    best candidate's by more than `sample_tolerance` may not be served: a
-//    learner that forgot the early classes is not chosen, whatever its
-//    recent error.
-//  - Drift. ADWIN (drift.h) watches the served candidate's 0/1 errors. On an
+//    best candidate's by more than `sample_tolerance` may not be served
+//    while the stream is grouped by class and for 2 x half_life documents
+//    after (see Drift for how that is told): a learner that forgot the
+//    early classes is not chosen, whatever its recent error. (On a mixed
+//    stream the windowed error measures every class as it comes.)
+//  - Drift. ADWIN (drift.h) watches the served candidate's 0/1 errors (its
+//    window restarts when another candidate is served: a change of
+//    candidate is no drift). On an
 //    alarm every candidate's step counter is lowered to at most
 //    `restart_memory` (its step raised: sdEM's statistics then move towards
 //    the new documents at rate about 1 / restart_memory for NLL, eq. 15's
@@ -302,6 +306,7 @@ class LiveLearner {
   uint64_t labelled_ = 0, switches_ = 0;
   uint64_t dropped_ = 0;           ///< held documents a candidate refused when they left the sample
   size_t leader_ = 0, leads_ = 0;  ///< the challenger leading at the last checks, and how many in a row
+  uint64_t last_grouped_ = 0;      ///< labelled_ when the stream last looked grouped by class (0: never)
   std::vector<LiveAlarm> alarms_;
   std::vector<double> scratch_, served_scores_, exp_scratch_;
 };

@@ -169,6 +169,12 @@ struct ServerOptions {
   /// server serves; only a malformed URL stops Start.
   std::vector<std::string> sources;
   Env* env = nullptr;  ///< snapshots and the log; nullptr: Env::Default() (tests inject faults here)
+  /// Learning events worth a line in a log (the server itself prints
+  /// nothing): a live learner's drift alarm and a change of the candidate it
+  /// serves, one sentence each with the labelled document's number. Called on
+  /// the learner thread (the log's replay at start included); it must not
+  /// block for long. Empty: none.
+  std::function<void(const std::string&)> on_event;
   /// Called on Start's thread once the HTTP port is bound, before recovery
   /// (loading the snapshot, replaying the log) begins: from then on /healthz
   /// answers 503 "not ready: ..." until Start returns.

@@ -133,18 +133,35 @@ Status Server::Impl::Apply(const v1::WalRecord& rec) {
       if (y >= 0) {
         std::lock_guard<std::mutex> l(quality_mu);
         quality.Add(o.scores->data(), static_cast<uint32_t>(o.scores->size()), static_cast<uint32_t>(y));
-        if (o.drift_alarm) live_alarms.push_back(quality.documents());
       }
     }
-    if (o.switched) {
-      std::string served;
+    if (o.drift_alarm || o.switched) {
+      // Events: counted for /metrics and /v1/status, and told to the log.
+      std::string served, event;
+      uint64_t alarm_at = 0;
       TRIB_RETURN_IF_ERROR(live->WithLiveLearner([&](LiveLearner* l) {
         served = l->candidate_stats()[l->served_index()].label;
+        if (o.drift_alarm && !l->alarms().empty()) {
+          const LiveAlarm& a = l->alarms().back();
+          event = "drift alarm after labelled document " + std::to_string(a.document) + " (log sequence " +
+                  std::to_string(rec.sequence()) + ", " +
+                  (a.new_class ? "a new class in a mixed stream" : "ADWIN: the error rate rose") +
+                  "): every candidate's step raised";
+          alarm_at = a.document;
+        }
+        if (o.switched) {
+          event += std::string(event.empty() ? "" : "; ") + "serving candidate '" + served +
+                   "' from labelled document " + std::to_string(l->labelled());
+        }
         return Status::OK();
       }));
-      std::lock_guard<std::mutex> l(quality_mu);
-      ++live_switches;
-      live_served = served;
+      {
+        std::lock_guard<std::mutex> l(quality_mu);
+        if (o.drift_alarm) live_alarms.push_back(alarm_at);
+        if (o.switched) ++live_switches;
+        live_served = served;
+      }
+      if (opt.on_event && !event.empty()) opt.on_event(event);
     }
   }
   applied_sequence = rec.sequence();

@@ -220,8 +220,8 @@ std::string Server::Impl::MetricsText() {
             "a live learner then raised its candidates' steps.",
             alarms.size());
     gauge("tributary_drift_last_alarm_document",
-          "Labelled documents scored (tributary_prequential_documents_total) when the last drift alarm fired (0: "
-          "none).",
+          "Labelled documents scored (tributary_prequential_documents_total; a live learner: labelled documents "
+          "it had learned since it was made) when the last drift alarm fired (0: none).",
           alarms.empty() ? 0.0 : static_cast<double>(alarms.back()));
     if (live_learner) {
       counter("tributary_live_switches_total",

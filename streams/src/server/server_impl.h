@@ -172,8 +172,9 @@ struct Server::Impl {
   // learner thread and read by /metrics and /v1/status.
   std::mutex quality_mu;
   QualityMonitor quality;  // (quality_mu)
-  // A live learner (live_learner.h): its alarms (labelled documents scored
-  // when each fired), its switches and the candidate served (quality_mu).
+  // A live learner (live_learner.h): its alarms (the labelled documents it
+  // had learned when each fired, since it was made), its switches and the
+  // candidate served (quality_mu).
   bool live_learner = false;  // set at recovery
   std::vector<uint64_t> live_alarms;
   uint64_t live_switches = 0;
