@@ -8,8 +8,9 @@
 # predicts the last classes for everything, which shows the stream is hard.
 # Usage: serve_grouped.sh PATH/TO/tributary SOURCE_DIR
 set -euo pipefail
-T=$1
+export T=$1  # (used by lib/serve.sh's start)
 SRC=$2
+# shellcheck source=lib/serve.sh
 source "$SRC/tests/cli/lib/serve.sh"  # $dir, fail, start, $pid
 
 run() {  # run NAME [serve flags...]: learn the grouped stream, print the held-out report
