@@ -52,7 +52,7 @@ with open(sys.argv[1], "w") as f:
                 for _ in range(rng.randint(8, 24))]
         f.write("c%d\t%s\n" % (k, " ".join(toks)))
 EOF
-"$T" convert -q --format tsv --in "$dir/bench.tsv" --out "$dir/bench.pb"
+"$T" convert -q --format tsv --no-frame-checksum --in "$dir/bench.tsv" --out "$dir/bench.pb"  # format 1: server_load reads plain frames
 
 # shellcheck disable=SC2086  # SERVE_FLAGS: extra serve flags, split on purpose
 "$T" serve --data-dir "$dir/data" --schema "$dir/bench.pb" --n 1000000 --listen 127.0.0.1:0 \
