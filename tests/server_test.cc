@@ -31,6 +31,7 @@
 #include "fault_env.h"
 #include "test_util.h"
 #include "tributary/document.h"
+#include "tributary/live_model.h"
 #include "tributary/metrics.h"
 #include "tributary/sdem_learner.h"
 #include "tributary/sep_engine.h"
@@ -1738,7 +1739,7 @@ TEST_F(ServerTest, HealthSaysNotReadyWhileTheLogIsReplayed) {
 TEST_F(ServerTest, FailedSnapshotsAreRetriedWithoutStoppingLearning) {
   testing::FaultEnv files;
   // The base snapshot of the new data directory is written; later ones fail.
-  files.Add({testing::FaultEnv::Op::kAppend, "model.trib.tmp", /*after=*/1, ENOSPC});
+  files.Add({testing::FaultEnv::Op::kAppend, "model.next.trib.tmp", /*after=*/1, ENOSPC});
   ServerOptions o = Options();
   o.env = &files;
   o.http = "127.0.0.1:0";
@@ -2115,6 +2116,30 @@ TEST_F(ServerTest, DamagedSnapshotIsRecoveredFromThePreviousOneAndTheLog) {
   ExpectServesOfflineModel(rc, order, n);
   rs->Shutdown();
   EXPECT_TRUE(rs->Wait().ok());
+}
+
+// A data directory has one owner (data_dir.h): a second server, or an
+// embedded durable LiveModel, is refused while a server holds it, naming the
+// server's process; once the server has stopped (destroyed or not) another
+// may open it.
+TEST_F(ServerTest, ADataDirectoryInUseIsRefusedNamingItsHolder) {
+  ServerOptions o = Options();
+  auto srv = Start(o);
+  ASSERT_TRUE(srv);
+  auto second = Server::Start(o, NewModel());
+  ASSERT_FALSE(second.ok());
+  EXPECT_THAT(second.status().message(), HasSubstr("data directory '" + o.data_dir + "' is in use"));
+  EXPECT_THAT(second.status().message(), HasSubstr("process " + std::to_string(::getpid()) + " (tributary serve"));
+  LiveModelOptions lo;
+  lo.data_dir = o.data_dir;
+  lo.registry = &testing::BuiltinRegistry();
+  auto embedded = LiveModel::Create(NewModel(), lo);
+  ASSERT_FALSE(embedded.ok());
+  EXPECT_THAT(embedded.status().message(), HasSubstr("(tributary serve"));
+  srv->Shutdown();
+  EXPECT_TRUE(srv->Wait().ok());
+  auto after = LiveModel::Create(NewModel(), lo);
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
 }
 
 // When every snapshot is damaged and the log no longer starts at sequence 1

@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -12,6 +13,8 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
+#include <set>
 
 namespace tributary {
 
@@ -125,6 +128,31 @@ class PosixWritableFile : public WritableFile {
   bool owned_;
 };
 
+class PosixFileLock : public FileLock {
+ public:
+  explicit PosixFileLock(int fd) : fd_(fd) {}
+  ~PosixFileLock() override { ::close(fd_); }  // closing the only descriptor releases the flock
+
+ private:
+  int fd_;
+};
+
+// Env's base LockFile: paths locked in this process.
+class ProcessFileLock : public FileLock {
+ public:
+  ProcessFileLock(std::set<std::string>* held, std::mutex* mu, std::string path)
+      : held_(held), mu_(mu), path_(std::move(path)) {}
+  ~ProcessFileLock() override {
+    std::lock_guard<std::mutex> l(*mu_);
+    held_->erase(path_);
+  }
+
+ private:
+  std::set<std::string>* held_;
+  std::mutex* mu_;
+  std::string path_;
+};
+
 class PosixEnv : public Env {
  public:
   Result<std::unique_ptr<SequentialFile>> NewSequentialFile(const std::string& path) override {
@@ -188,6 +216,37 @@ class PosixEnv : public Env {
     if (::stat(path.c_str(), &st) != 0) return PosixError("stat", path, errno);
     return static_cast<uint64_t>(st.st_size);
   }
+  Result<std::unique_ptr<FileLock>> LockFile(const std::string& path, std::string_view holder) override {
+    // flock(2), not fcntl(2): a second open file description in this process
+    // is refused too (fcntl locks are per process), and no close() of another
+    // descriptor of the file can drop it.
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return PosixError("cannot open lock file", path, errno);
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      std::string says;
+      char buf[512];
+      const ssize_t n = ::pread(fd, buf, sizeof buf, 0);
+      if (n > 0) says.assign(buf, static_cast<size_t>(n));
+      while (!says.empty() && (says.back() == '\n' || says.back() == '\0')) says.pop_back();
+      ::close(fd);
+      if (err == EWOULDBLOCK) {
+        return Status::IOError("'" + path + "' is locked by " + (says.empty() ? "another process" : says));
+      }
+      return PosixError("flock", path, err);
+    }
+    // Who holds it, for the next taker's error (not needed for the lock).
+    if (::ftruncate(fd, 0) == 0) {
+      size_t off = 0;
+      while (off < holder.size()) {
+        const ssize_t w = ::pwrite(fd, holder.data() + off, holder.size() - off, static_cast<off_t>(off));
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) break;
+        off += static_cast<size_t>(w);
+      }
+    }
+    return std::unique_ptr<FileLock>(new PosixFileLock(fd));
+  }
 
  private:
   static Result<std::unique_ptr<WritableFile>> Open(const std::string& path, int flags) {
@@ -207,6 +266,15 @@ std::string DirOf(const std::string& path) {
 Env* Env::Default() {
   static PosixEnv* env = new PosixEnv();  // never destroyed: usable during static destruction
   return env;
+}
+
+Result<std::unique_ptr<FileLock>> Env::LockFile(const std::string& path, std::string_view holder) {
+  static std::mutex* mu = new std::mutex();
+  static auto* held = new std::set<std::string>();
+  (void)holder;
+  std::lock_guard<std::mutex> l(*mu);
+  if (!held->insert(path).second) return Status::IOError("'" + path + "' is locked by this process");
+  return std::unique_ptr<FileLock>(new ProcessFileLock(held, mu, path));
 }
 
 Status Env::ReadFileToString(const std::string& path, std::string* out) {

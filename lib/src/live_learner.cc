@@ -4,6 +4,7 @@
 #include "tributary/live_learner.h"
 
 #include "json_text.h"
+#include "tributary/sep_engine.h"
 #include "tributary/v1/tributary.pb.h"
 #include "tributary/vector_exp.h"
 
@@ -79,6 +80,21 @@ Status LiveLearnerOptions::Validate() const {
   }
   if (restart_memory < 1) return Status::InvalidArgument("live learner restart_memory: expected at least 1, found 0");
   return detector.Validate();
+}
+
+bool LiveLearnerApplies(const std::string& select, const std::string& engine, const Model& single) {
+  const bool sdem = engine == "sdem" || (engine == "auto" && !SepLearner::Supports(single.family()));
+  return select == "auto" && sdem && !single.latent_outputs() && single.loss_plugin() &&
+         single.loss_plugin()->loss().requires_label;
+}
+
+Result<std::unique_ptr<LiveLearner>> NewDefaultLiveLearner(
+    const ModelConfig& base, const std::function<Result<std::unique_ptr<Model>>(const ModelConfig&)>& build) {
+  LiveLearnerOptions lo;
+  lo.candidates = DefaultLiveCandidates(base);
+  lo.seed = base.seed;
+  ModelFactory factory = [&](const CandidateSpec& c) { return build(CandidateConfig(base, c)); };
+  return LiveLearner::Create(factory, lo);
 }
 
 std::vector<LiveCandidate> DefaultLiveCandidates(const ModelConfig& base, uint64_t memory) {

@@ -113,10 +113,6 @@ void CopyDocument(const trib_document& d, DocumentBuffer* out) {
   }
 }
 
-bool FileExists(const std::string& path) {
-  std::error_code ec;
-  return std::filesystem::exists(path, ec);
-}
 }  // namespace
 
 Result<std::unique_ptr<LiveModel>> LiveModel::Create(std::unique_ptr<Model> model, const LiveModelOptions& options) {
@@ -147,7 +143,13 @@ Result<std::unique_ptr<LiveModel>> LiveModel::Create(std::unique_ptr<Model> mode
   return live;
 }
 
-LiveModel::~LiveModel() = default;
+LiveModel::~LiveModel() {
+  // Durable: the mark says everything logged was acknowledged (wal.h), so
+  // damage to the last records is reported at the next Create, not taken
+  // for a torn write. (An error here has nobody to go to: the next Create
+  // reads the log without the newest mark, as after a crash.)
+  if (wal_ != nullptr && !wal_->failed() && marked_ < logged_.load()) (void)wal_->MarkAcknowledged(logged_.load());
+}
 
 std::unique_ptr<LiveModel::Publication> LiveModel::TakeSpareLocked() {
   if (!retired_.empty()) {
@@ -214,48 +216,43 @@ Result<uint64_t> LiveModel::PublishLocked() {
 }
 
 Status LiveModel::OpenDurable(std::unique_ptr<Model> initial) {
-  const std::string& dir = options_.data_dir;
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return Status::IOError("LiveModel: cannot create data directory '" + dir + "': " + ec.message());
-  // The newest readable snapshot (the previous one if a checkpoint was cut
-  // short), or the initial model saved at once as the directory's first.
-  const std::string snap = dir + "/model.trib", prev = dir + "/model.prev.trib";
-  uint64_t sequence = 0;
-  std::unique_ptr<Model> model;
-  for (const std::string& path : {snap, prev}) {
-    if (model != nullptr || !FileExists(path)) continue;
-    auto m = Model::Load(path, *options_.registry, nullptr, &sequence);
-    if (m.ok()) {
-      model = std::move(m).value();
-    } else if (path == prev || !FileExists(prev)) {
-      return m.status().WithContext("LiveModel: data directory '" + dir + "'");
-    }
-  }
-  if (model == nullptr) {
-    model = std::move(initial);
-    TRIB_RETURN_IF_ERROR(model->Save(snap, SnapshotOptions{nullptr, 0}));
-  }
-  TRIB_RETURN_IF_ERROR(AdoptLocked(std::move(model)));
-  auto wal = WriteAheadLog::Open(dir + "/wal");
-  if (!wal.ok()) return wal.status();
-  wal_ = std::move(wal).value();
+  // The data directory's rules (data_dir.h), the server's: locked, the
+  // newest readable snapshot (a damaged one moved aside and reported), else
+  // the initial model kept as the directory's first; then the log replayed.
+  DataDirOptions dopt;
+  dopt.env = options_.env;
+  dopt.holder = "LiveModel";
+  dopt.on_corruption = options_.on_corruption;
+  dopt.initial_hint = "pass a model to LiveModel::Create";
+  auto dir = DataDir::Open(options_.data_dir, dopt);
+  if (!dir.ok()) return dir.status().WithContext("LiveModel");
+  dir_ = std::move(dir).value();
+  wal_ = dir_->wal();
+  auto model = dir_->LoadModel(*options_.registry, std::move(initial), &recovery_);
+  if (!model.ok()) return model.status().WithContext("LiveModel");
+  TRIB_RETURN_IF_ERROR(AdoptLocked(std::move(model).value()));
   // Everything acknowledged after the snapshot, learned again in log order:
   // the model is the one that learned every acknowledged document.
-  WalReplayReport report;
-  TRIB_RETURN_IF_ERROR(wal_->Replay(
-      sequence,
+  uint64_t next = 0;
+  TRIB_RETURN_IF_ERROR(dir_->Replay(
       [&](const v1::WalRecord& rec) {
         Status st = LearnProtoLocked(rec.document(), rec.sequence() - 1, nullptr);
         // (A document the learner refused when it was acknowledged is
         // refused again: skipped, as it was then.)
         return st.ok() || DocumentRefused(st) ? Status::OK() : st;
       },
-      &report));
-  snapshot_sequence_ = sequence;
-  logged_ = std::max(sequence, report.last_sequence);
+      nullptr, &recovery_, &next));
+  if (live_ == nullptr) model_->learner_state().skipped_documents += recovery_.unreadable_sequences.size();
+  snapshot_sequence_ = recovery_.snapshot_sequence;
+  logged_ = next - 1;
+  appended_ = logged_;
+  marked_ = logged_;
+  marked_at_ = std::chrono::steady_clock::now();
   inputs_ = logged_;
-  return wal_->StartSegment(logged_ + 1);
+  // A new directory, a replayed log or damage: a snapshot of the recovered
+  // state is the next start's starting point (as the server does).
+  if (recovery_.replayed > 0 || !recovery_.from_snapshot || !recovery_.damage.empty()) return CheckpointLocked();
+  return Status::OK();
 }
 
 Status LiveModel::AdoptLocked(std::unique_ptr<Model> model) {
@@ -297,25 +294,47 @@ Status LiveModel::AdoptLocked(std::unique_ptr<Model> model) {
   return Status::OK();
 }
 
-Status LiveModel::LogLocked(const v1::Document& doc, uint64_t index) {
+Status LiveModel::CheckLocked(const v1::Document& doc, uint64_t index) {
   // Refused before it is logged, by the rule the log's reader decodes with
-  // (what the log holds is learnable); then in the fsynced log before it is
-  // learned.
+  // (what the log holds is learnable).
   std::string new_class;
   const Plugin* loss = model_->loss_plugin().get();
   const std::string label_required_by = loss != nullptr && loss->loss().requires_label ? loss->name : "";
-  TRIB_RETURN_IF_ERROR(
-      decoder_->DecodeForLearning(doc, index, model_->schema(), label_required_by, &buffer_, &new_class));
+  return decoder_->DecodeForLearning(doc, index, model_->schema(), label_required_by, &buffer_, &new_class);
+}
+
+Status LiveModel::AppendLocked(const v1::Document& doc) {
   constexpr uint64_t kSegmentBytes = uint64_t{64} << 20;
-  const uint64_t next = logged_.load() + 1;
+  const uint64_t next = appended_ + 1;
   TRIB_RETURN_IF_ERROR(wal_->MaybeRoll(next, kSegmentBytes));
   v1::WalRecord rec;
   rec.set_sequence(next);
   *rec.mutable_document() = doc;
   TRIB_RETURN_IF_ERROR(wal_->Append(rec));
-  TRIB_RETURN_IF_ERROR(wal_->Sync());
-  logged_ = next;
+  appended_ = next;
   return Status::OK();
+}
+
+Status LiveModel::SyncLocked(bool mark) {
+  Status st = wal_->Sync();
+  if (!st.ok()) {
+    appended_ = logged_.load();  // the log dropped what was not durable (wal.h Sync)
+    return st;
+  }
+  logged_ = appended_;
+  const auto now = std::chrono::steady_clock::now();
+  if (mark || now - marked_at_ >= std::chrono::milliseconds(options_.ack_mark_interval_ms)) {
+    TRIB_RETURN_IF_ERROR(wal_->MarkAcknowledged(logged_.load()));
+    marked_ = logged_.load();
+    marked_at_ = now;
+  }
+  return Status::OK();
+}
+
+Status LiveModel::LogLocked(const v1::Document& doc, uint64_t index) {
+  TRIB_RETURN_IF_ERROR(CheckLocked(doc, index));
+  TRIB_RETURN_IF_ERROR(AppendLocked(doc));
+  return SyncLocked(false);
 }
 
 Status LiveModel::LearnProtoLocked(const v1::Document& doc, uint64_t index, LearnResult* result) {
@@ -349,20 +368,26 @@ Status LiveModel::LiveLearnLocked(const DocumentBuffer& doc, LearnResult* result
 Status LiveModel::Checkpoint() {
   if (wal_ == nullptr) return Status::InvalidArgument("LiveModel::Checkpoint: not durable (no data_dir)");
   std::lock_guard<std::mutex> l(writer_mu_);
-  const std::string snap = options_.data_dir + "/model.trib", prev = options_.data_dir + "/model.prev.trib";
-  // The snapshot replaced is kept until the new one is complete: a crash in
-  // between leaves model.prev.trib, which Create reads, and the log still
-  // holds everything after it.
-  std::error_code ec;
-  std::filesystem::rename(snap, prev, ec);
-  if (ec)
-    return Status::IOError("LiveModel::Checkpoint: cannot keep '" + snap + "' as '" + prev + "': " + ec.message());
-  const uint64_t covered = snapshot_sequence_;
-  const SnapshotOptions so{nullptr, logged_.load()};
-  TRIB_RETURN_IF_ERROR(live_ ? live_->Save(snap, so) : model_->Save(snap, so));
+  return CheckpointLocked();
+}
+
+Status LiveModel::CheckpointLocked() {
+  // data_dir.h Checkpoint: the new snapshot whole before the renames; the
+  // replaced one kept as model.prev.trib, the log after it kept.
+  uint64_t replaced = 0;
+  TRIB_RETURN_IF_ERROR(dir_->Checkpoint(
+      [&](const std::string& path, const SnapshotOptions& so) {
+        return live_ ? live_->Save(path, so) : model_->Save(path, so);
+      },
+      logged_.load(), &replaced));
   snapshot_sequence_ = logged_.load();
+  if (marked_ < logged_.load()) {
+    TRIB_RETURN_IF_ERROR(wal_->MarkAcknowledged(logged_.load()));
+    marked_ = logged_.load();
+    marked_at_ = std::chrono::steady_clock::now();
+  }
   // Segments wholly before the replaced snapshot: no snapshot needs them.
-  return wal_->DropCovered(covered);
+  return wal_->DropCovered(replaced);
 }
 
 uint64_t LiveModel::acknowledged() const { return logged_.load(); }
@@ -398,6 +423,46 @@ Status LiveModel::Learn(const InputDocument& doc, LearnResult* result) {
 Status LiveModel::Learn(const v1::Document& doc, uint64_t index, LearnResult* result) {
   std::lock_guard<std::mutex> l(writer_mu_);
   return LearnWireLocked(doc, index, result);
+}
+
+Status LiveModel::LearnBatch(std::span<const InputDocument> docs, std::vector<LearnResult>* results) {
+  std::lock_guard<std::mutex> l(writer_mu_);
+  if (results != nullptr) results->assign(docs.size(), LearnResult());
+  // Every document checked first: one refused fails the batch with nothing
+  // logged or learned. Then all in the log, one fsync.
+  std::vector<v1::Document> protos(docs.size());
+  const uint64_t first = inputs_;
+  for (size_t i = 0; i < docs.size(); ++i) {
+    // (Named by their position in the batch.)
+    Status st = docs[i].ToProto(model_->schema(), &protos[i]);
+    if (!st.ok()) return st.WithContext("LearnBatch: " + DocumentName(i, docs[i].id()));
+    st = CheckLocked(protos[i], i);
+    if (!st.ok()) return st.WithContext("LearnBatch");
+  }
+  inputs_ += docs.size();
+  if (wal_ != nullptr && !docs.empty()) {
+    for (const v1::Document& d : protos) TRIB_RETURN_IF_ERROR(AppendLocked(d));
+    TRIB_RETURN_IF_ERROR(SyncLocked(false));
+  }
+  for (size_t i = 0; i < docs.size(); ++i) {
+    LearnResult* r = results != nullptr ? &(*results)[i] : nullptr;
+    // (Learned under index first + i = its log sequence - 1, as replay
+    // learns it: the same model, bit for bit.)
+    Status st = LearnProtoLocked(protos[i], first + i, r);
+    if (!st.ok()) {
+      if (!DocumentRefused(st)) return st.WithContext("LearnBatch");
+      if (r != nullptr) {
+        r->skipped = true;
+        r->skip_reason = st.message();
+      }
+      continue;
+    }
+    if (options_.publish_every > 0 && ++since_publish_ >= options_.publish_every) {
+      auto v = PublishLocked();
+      if (!v.ok()) return v.status();
+    }
+  }
+  return Status::OK();
 }
 
 Status LiveModel::LearnWireLocked(const v1::Document& doc, uint64_t index, LearnResult* result) {

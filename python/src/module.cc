@@ -429,16 +429,8 @@ v1::Schema NewSchema(const std::string& family, const py::object& classes, bool 
 std::unique_ptr<Model> LiveOrSingle(const std::string& select, const std::string& engine, const ModelConfig& base,
                                     std::unique_ptr<Model> single,
                                     const std::function<Result<std::unique_ptr<Model>>(const ModelConfig&)>& build) {
-  const bool sdem = engine == "sdem" || (engine == "auto" && !SepLearner::Supports(single->family()));
-  if (select != "auto" || !sdem || single->latent_outputs() || !single->loss_plugin() ||
-      !single->loss_plugin()->loss().requires_label) {
-    return single;
-  }
-  LiveLearnerOptions lo;
-  lo.candidates = DefaultLiveCandidates(base);
-  lo.seed = base.seed;
-  ModelFactory factory = [&](const CandidateSpec& cs) { return build(CandidateConfig(base, cs)); };
-  return Take(LiveLearner::ToModel(Take(LiveLearner::Create(factory, lo))));
+  if (!LiveLearnerApplies(select, engine, *single)) return single;
+  return Take(LiveLearner::ToModel(Take(NewDefaultLiveLearner(base, build))));
 }
 
 ModelConfig ConfigFrom(const std::string& family, const std::string& loss, const py::dict& options,
@@ -1198,6 +1190,25 @@ PYBIND11_MODULE(_tributary, mod) {
             Check(h.live->Learn(d));
           },
           py::arg("x"), py::arg("y"))
+      .def(
+          "learn_many",
+          [](LiveHolder& h, const py::sequence& xs, const py::sequence& ys) {
+            if (xs.size() != ys.size()) {
+              Throw(Status::InvalidArgument("learn_many: " + std::to_string(xs.size()) + " documents but " +
+                                            std::to_string(ys.size()) + " labels"));
+            }
+            std::vector<InputDocument> docs(xs.size());
+            for (size_t i = 0; i < docs.size(); ++i) {
+              FillInput(xs[i], &docs[i]);
+              if (!ys[i].is_none()) docs[i].SetLabel(py::str(ys[i]).cast<std::string>());
+            }
+            std::vector<LearnResult> results;
+            py::gil_scoped_release nogil;
+            Check(h.live->LearnBatch(docs, &results));  // durable: one fsync for the batch
+            return static_cast<uint64_t>(
+                std::count_if(results.begin(), results.end(), [](const LearnResult& r) { return !r.skipped; }));
+          },
+          py::arg("xs"), py::arg("ys"))
       .def("publish",
            [](LiveHolder& h) {
              py::gil_scoped_release nogil;

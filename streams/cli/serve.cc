@@ -119,18 +119,10 @@ std::vector<std::string> IgnoredModelFlags(const ServeFlags& f, const RecoveryIn
 Result<std::unique_ptr<Model>> LiveInitial(
     const ServeFlags& f, std::unique_ptr<Model> single,
     const std::function<Result<std::unique_ptr<Model>>(const ModelConfig&)>& build) {
-  const bool sdem = f.engine == "sdem" || (f.engine == "auto" && !SepLearner::Supports(single->family()));
-  if (f.learn.select != "auto" || !sdem || single->latent_outputs() || !single->loss_plugin() ||
-      !single->loss_plugin()->loss().requires_label) {
-    return single;
-  }
+  if (!LiveLearnerApplies(f.learn.select, f.engine, *single)) return single;
   auto base = ConfigFromFlags(f.learn);
   if (!base.ok()) return base.status();
-  LiveLearnerOptions lo;
-  lo.candidates = DefaultLiveCandidates(*base);
-  lo.seed = f.learn.seed;
-  ModelFactory factory = [&](const CandidateSpec& c) { return build(CandidateConfig(*base, c)); };
-  auto learner = LiveLearner::Create(factory, lo);
+  auto learner = NewDefaultLiveLearner(*base, build);
   if (!learner.ok()) return learner.status().WithContext("serve --select auto");
   return LiveLearner::ToModel(std::move(learner).value());
 }
@@ -161,9 +153,7 @@ int RunServe(const ServeFlags& f) {
   // The initial model is built when the data directory has no snapshot, or
   // when the user names one anyway (recovery falls back on it, plus the whole
   // log, if every snapshot in the directory is damaged).
-  const auto dir = std::filesystem::path(o.data_dir);
-  const bool have_snapshot =
-      std::filesystem::exists(dir / "model.trib") || std::filesystem::exists(dir / "model.prev.trib");
+  const bool have_snapshot = DataDir::HasSnapshot(o.data_dir);
   if (!have_snapshot || !f.model.empty() || !f.schema.empty()) {
     if (!f.model.empty()) {
       auto m = Model::Load(f.model, Registry());
@@ -227,6 +217,10 @@ int RunServe(const ServeFlags& f) {
   }
   o.seed = f.learn.seed;
   o.engine = f.engine;
+  // The snapshot's plugins, and a live learner's candidates', are found where
+  // the command's are: a model learned with --plugin FILE comes back after a
+  // restart given the same --plugin.
+  o.registry = &Registry();
   // The live learner's alarms and switches, one line each on stderr.
   o.on_event = [](const std::string& event) { std::cerr << "tributary serve: " << event << std::endl; };
   auto srv = Server::Start(o, std::move(initial));

@@ -65,6 +65,16 @@ def test_durable_mode_keeps_what_was_learned(tmp_path):
     s = again.stats()
     assert s["labelled"] == 200 and len(s["candidates"]) == 3, s
     assert tributary.LiveClassifier(select="off").stats() is None
+    # A second handle on the directory in use is refused, naming the holder.
+    with pytest.raises(tributary.IOError, match="is in use.*LiveModel"):
+        tributary.LiveClassifier(data_dir=d)
+    # Group commit: a batch in the log at once, all or nothing.
+    batch = _stream(100, 4)
+    with pytest.raises(tributary.InvalidDocument, match="document #3.*no words"):
+        again.learn_many([t for t, _ in batch[:3]] + ["..."], [y for _, y in batch[:4]])
+    assert again.acknowledged == 200
+    assert again.learn_many([t for t, _ in batch], [y for _, y in batch]) == 100
+    assert again.acknowledged == 300
     again.checkpoint()
     assert os.path.exists(os.path.join(d, "model.trib"))
     path = str(tmp_path / "copy.trib")

@@ -63,6 +63,12 @@ class WritableFile {
   virtual const std::string& name() const = 0;
 };
 
+/// A lock on a file (Env::LockFile), released when destroyed.
+class FileLock {
+ public:
+  virtual ~FileLock() = default;
+};
+
 /// The file-system operations Tributary uses (see the file comment for the error and thread-safety contract).
 class Env {
  public:
@@ -105,6 +111,16 @@ class Env {
     return FileExists(path) ? FileKind::kRegular : FileKind::kNone;
   }
 
+  /// Takes an exclusive lock on `path` (created if needed) for as long as the
+  /// returned FileLock lives, and writes `holder` into the file (who holds
+  /// it, for the error a second taker gets). Env::Default() uses flock(2):
+  /// the lock excludes other processes and other LockFile calls in this one,
+  /// and dies with the process. Errors: IOError "... is locked by <what the
+  /// file says>" when held; IOError naming the path otherwise. The base
+  /// implementation (for Envs without files of their own) locks within this
+  /// process only.
+  virtual Result<std::unique_ptr<FileLock>> LockFile(const std::string& path, std::string_view holder);
+
   /// Reads a whole file through NewSequentialFile.
   Status ReadFileToString(const std::string& path, std::string* out);
   /// Writes `data` to `path` atomically and durably: a temporary file in the
@@ -144,6 +160,9 @@ class EnvWrapper : public Env {
   bool FileExists(const std::string& p) override { return target_->FileExists(p); }
   FileKind GetFileKind(const std::string& p) override { return target_->GetFileKind(p); }
   Result<uint64_t> FileSize(const std::string& p) override { return target_->FileSize(p); }
+  Result<std::unique_ptr<FileLock>> LockFile(const std::string& p, std::string_view h) override {
+    return target_->LockFile(p, h);
+  }
 
  private:
   Env* target_;

@@ -124,6 +124,26 @@ struct LiveLearnerOptions {
 /// memory. Three learners at most (the cost bound of docs/design.md).
 std::vector<LiveCandidate> DefaultLiveCandidates(const ModelConfig& base, uint64_t memory = 1000);
 
+class LiveLearner;
+
+/// The one rule every front end that sees a stream once (serve, train from
+/// standard input or with one pass, Python's classifiers) applies: a model
+/// `single` built from the user's settings is learned by the default live
+/// learner when `select` is "auto", the engine is sdEM ("sdem", or "auto"
+/// for a family without SEP hooks), the outputs are classes (not latent
+/// components) and the loss needs a label (a live learner learns labelled
+/// documents only: under nll, which learns unlabelled ones too, one learner
+/// with the user's settings runs). Otherwise `single` is learned alone.
+bool LiveLearnerApplies(const std::string& select, const std::string& engine, const Model& single);
+
+/// The default live learner for a stream whose user's settings are `base`:
+/// DefaultLiveCandidates(base), seeded with base.seed, each candidate's
+/// model made by `build` from CandidateConfig(base, candidate) (the front
+/// end's model builder: its registry, the stream's schema and length).
+/// Errors: `build`'s, or LiveLearner::Create's.
+Result<std::unique_ptr<LiveLearner>> NewDefaultLiveLearner(
+    const ModelConfig& base, const std::function<Result<std::unique_ptr<Model>>(const ModelConfig&)>& build);
+
 /// What one labelled or unlabelled document did.
 struct LiveStep {
   bool labelled = false;   ///< the document was learned (or held in the sample, to be learned)

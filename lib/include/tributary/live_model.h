@@ -47,13 +47,16 @@
 #define TRIBUTARY_LIVE_MODEL_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "tributary/data_dir.h"
 #include "tributary/document.h"
 #include "tributary/input_document.h"
 #include "tributary/learner.h"
@@ -75,14 +78,26 @@ struct LiveModelOptions {
   /// Readers that may exist at once (each holds one hazard slot); NewReader
   /// refuses more. At most 4096.
   uint32_t max_readers = 64;
-  /// Durable mode (empty: off). A directory the handle owns, laid out as the
-  /// server's data directory: `model.trib` (a snapshot) and `wal/` (the
-  /// write-ahead log, wal.h). Each Learn is in the fsynced log before it
-  /// returns OK: a document acknowledged so is never lost, whatever happens
-  /// to the process. Create loads the directory's snapshot (the `model` it is
-  /// given is the initial model of a new directory only) and replays the log
-  /// after it; Checkpoint writes a snapshot and drops the log it covers.
+  /// Durable mode (empty: off). A data directory (data_dir.h, the server's
+  /// layout and rules: locked while open, snapshots, the write-ahead log and
+  /// its acknowledgement mark, damage moved aside and reported). Each Learn
+  /// (each LearnBatch: one fsync for the batch) is in the fsynced log before
+  /// it returns OK: a document acknowledged so is never lost, whatever
+  /// happens to the process. Create loads the directory's snapshot (the
+  /// `model` it is given is the initial model of a new directory only) and
+  /// replays the log after it (recovery() says what it found); Checkpoint
+  /// writes a snapshot and drops the log it covers.
   std::string data_dir;
+  /// Durable mode: all file I/O (nullptr: Env::Default()).
+  Env* env = nullptr;
+  /// Durable mode: what damage to acknowledged log records does at Create
+  /// (wal.h): kRefuse fails Create naming it; kSkip goes on and reports it.
+  CorruptionPolicy on_corruption = CorruptionPolicy::kRefuse;
+  /// Durable mode: the acknowledgement mark (wal.h) is rewritten after a
+  /// learn at most this often (and at Checkpoint and destruction); 0: after
+  /// every learn. Damage to records acknowledged before the mark is
+  /// reported at the next Create; records after it read as a torn tail.
+  uint32_t ack_mark_interval_ms = 100;
   /// Durable mode, and a model that holds a live learner: where the plugins
   /// of a saved model (the learner's candidates) are found (required then).
   const PluginRegistry* registry = nullptr;
@@ -144,6 +159,14 @@ class LiveModel {
   /// names it in errors. Grows the model as its schema allows, like
   /// Learn(InputDocument).
   Status Learn(const v1::Document& doc, uint64_t index, LearnResult* result = nullptr);
+  /// Group commit: the documents (as Learn(InputDocument) takes them) each
+  /// checked, then in durable mode all in the log with one fsync, then
+  /// learned in order. A document refused by the check (wrong schema, no
+  /// label, ...) fails the whole batch, naming it by its position in the
+  /// batch and its id: nothing is logged or learned. One refused while learning (a growth limit) is skipped:
+  /// (*results)[i].skipped and skip_reason say so, and the others are
+  /// learned. `results` (optional) gets one LearnResult per document.
+  Status LearnBatch(std::span<const InputDocument> docs, std::vector<LearnResult>* results = nullptr);
   /// Durable mode: saves the learner's model as the directory's snapshot
   /// (the previous one kept as `model.prev.trib`) and drops the log segments
   /// the previous snapshot covered. Learning waits meanwhile (O(model)).
@@ -152,6 +175,9 @@ class LiveModel {
   /// Durable mode: the sequence number of the last document in the log (0:
   /// none), i.e. the documents acknowledged since the directory was made.
   uint64_t acknowledged() const;
+  /// Durable mode: what Create's recovery found (the snapshot read, records
+  /// replayed, damage moved aside with its .report files); empty otherwise.
+  const DataDirRecovery& recovery() const { return recovery_; }
   /// Makes everything learned so far visible to readers (their next Predict).
   /// Returns the version published. Errors: out of memory for a copy.
   Result<uint64_t> Publish();
@@ -253,6 +279,16 @@ class LiveModel {
   /// Durable mode: `doc` (document `index`) validated for learning, then in
   /// the fsynced log. Writer mutex held.
   Status LogLocked(const v1::Document& doc, uint64_t index);
+  /// `doc` (document `index`) validated for learning, by the rule the log's
+  /// reader decodes with. Writer mutex held.
+  Status CheckLocked(const v1::Document& doc, uint64_t index);
+  /// Durable mode: `doc` appended to the log (not yet synced). Writer mutex held.
+  Status AppendLocked(const v1::Document& doc);
+  /// Durable mode: the appended records fsynced; the acknowledgement mark
+  /// rewritten when ack_mark_interval_ms has passed (or `mark`).
+  Status SyncLocked(bool mark);
+  /// Durable mode: Checkpoint with the writer mutex held.
+  Status CheckpointLocked();
   /// Decodes (growing the model) and learns a logged or given document. Writer mutex held.
   Status LearnProtoLocked(const v1::Document& doc, uint64_t index, LearnResult* result);
   /// The live learner's step on `doc`, as a LearnResult. Writer mutex held.
@@ -288,9 +324,14 @@ class LiveModel {
   std::unique_ptr<DocumentDecoder> decoder_;  ///< the model's own id space (writer mutex)
   v1::Document proto_;                        ///< Learn(InputDocument)'s scratch (writer mutex)
   DocumentBuffer buffer_;
-  std::unique_ptr<WriteAheadLog> wal_;  ///< durable mode's log (writer mutex)
-  uint64_t snapshot_sequence_ = 0;      ///< durable: the last sequence the directory's snapshot holds (writer mutex)
-  std::atomic<uint64_t> logged_{0};     ///< durable: the last sequence in the fsynced log
+  std::unique_ptr<DataDir> dir_;         ///< durable mode's data directory (writer mutex)
+  WriteAheadLog* wal_ = nullptr;         ///< its log (writer mutex)
+  DataDirRecovery recovery_;             ///< what Create's recovery found (fixed after Create)
+  uint64_t snapshot_sequence_ = 0;       ///< durable: the last sequence the directory's snapshot holds (writer mutex)
+  std::atomic<uint64_t> logged_{0};      ///< durable: the last sequence in the fsynced log
+  uint64_t appended_ = 0;                ///< durable: the last sequence appended, synced or not (writer mutex)
+  uint64_t marked_ = 0;                  ///< durable: the sequence the acknowledgement mark holds (writer mutex)
+  std::chrono::steady_clock::time_point marked_at_{};  ///< when it was written (writer mutex)
   std::atomic<Publication*> current_{nullptr};
   /// Publications replaced but perhaps still held by a reader, and spares no
   /// reader can reach (writer mutex).

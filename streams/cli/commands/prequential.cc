@@ -53,13 +53,8 @@ int RunPrequential(const LearnFlags& f, const std::string& in, uint64_t every, b
     auto base = ConfigFromFlags(f);
     if (!base.ok()) return ReportError(base.status());
     const Result<ModelSchema> stream_schema = (*first)->schema();
-    LiveLearnerOptions lo;
-    lo.candidates = DefaultLiveCandidates(*base);
-    lo.seed = f.seed;
-    ModelFactory factory = [&](const CandidateSpec& c) -> Result<std::unique_ptr<Model>> {
-      return NewModel(CandidateConfig(*base, c), Registry(), stream_schema, *length, in);
-    };
-    auto ll = LiveLearner::Create(factory, lo);
+    auto ll = NewDefaultLiveLearner(
+        *base, [&](const ModelConfig& c) { return NewModel(c, Registry(), stream_schema, *length, in); });
     if (!ll.ok()) return refuse(ll.status());
     live = std::move(ll).value();
     model.reset();  // (the candidates have their own models; this one was for the checks above)

@@ -181,13 +181,8 @@ int RunTrainLive(const LearnFlags& f, const std::string& in, const std::string& 
   auto base = ConfigFromFlags(f);
   if (!base.ok()) return ReportError(base.status());
   const Result<ModelSchema> stream_schema = reader->schema();
-  LiveLearnerOptions lo;
-  lo.candidates = DefaultLiveCandidates(*base);
-  lo.seed = f.seed;
-  ModelFactory factory = [&](const CandidateSpec& c) -> Result<std::unique_ptr<Model>> {
-    return NewModel(CandidateConfig(*base, c), Registry(), stream_schema, length, in);
-  };
-  auto made = LiveLearner::Create(factory, lo);
+  auto made = NewDefaultLiveLearner(
+      *base, [&](const ModelConfig& c) { return NewModel(c, Registry(), stream_schema, length, in); });
   if (!made.ok()) return refuse(made.status());
   std::unique_ptr<LiveLearner> live = std::move(made).value();
   auto ds = DecodedStream::Open(std::move(reader), *live->schema_model());
@@ -302,7 +297,8 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
   }
   // Defaults that work: a discriminative loss on class outputs, with the
   // choice left to the program, goes through the Trainer.
-  if (!ep_family && f.select == "auto" && !model->latent_outputs() && model->loss_plugin()->loss().requires_label) {
+  // (The same rule as the live front ends': live_learner.h LiveLearnerApplies.)
+  if (!ep_family && LiveLearnerApplies(f.select, "sdem", *model)) {
     // One pass in arrival order (standard input, or --epochs 1): the live learner.
     if ((in == "-" ? f.epochs <= 1 : f.epochs == 1) && !f.shuffle && !f.threads_given) {
       return RunTrainLive(f, in, out, std::move(reader), *length);

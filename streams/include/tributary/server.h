@@ -56,6 +56,7 @@
 #include <utility>
 #include <vector>
 
+#include "tributary/data_dir.h"
 #include "tributary/env.h"
 #include "tributary/model.h"
 #include "tributary/status.h"
@@ -169,6 +170,12 @@ struct ServerOptions {
   /// server serves; only a malformed URL stops Start.
   std::vector<std::string> sources;
   Env* env = nullptr;  ///< snapshots and the log; nullptr: Env::Default() (tests inject faults here)
+  /// Where the plugins a snapshot names are found (recovery, a live
+  /// learner's candidates): pass the registry user-named plugins (--plugin)
+  /// were added to, so that a model learned with one comes back after a
+  /// restart. Not owned; must outlive the server. nullptr: a registry of the
+  /// server's own over PluginRegistry::DefaultSearchPath().
+  const PluginRegistry* registry = nullptr;
   /// Learning events worth a line in a log (the server itself prints
   /// nothing): a live learner's drift alarm and a change of the candidate it
   /// serves, one sentence each with the labelled document's number. Called on
@@ -182,17 +189,10 @@ struct ServerOptions {
 };
 
 /// How Server::Start recovered the model (Server::recovery).
-struct RecoveryInfo {
-  bool from_snapshot = false;  ///< a snapshot was loaded (false: the initial model)
-  std::string snapshot_path;   ///< the snapshot recovered from; for the initial model: empty, or the data directory's
-                               ///< model.initial.trib when it was read
-  uint64_t snapshot_sequence = 0;                          ///< last log sequence the snapshot holds (0: none)
-  uint64_t replayed = 0;                                   ///< log records applied on top of it
-  uint64_t torn_bytes = 0;                                 ///< bytes of a torn log tail cut off (kept in damaged/)
-  uint64_t lost_records = 0;                               ///< acknowledged documents not recovered (kSkip only)
-  std::vector<std::pair<uint64_t, uint64_t>> lost_ranges;  ///< their sequences, first..last inclusive
-  std::vector<std::string> damage;                         ///< one line per damaged file or range found
-  std::vector<std::string> reports;                        ///< .report files written (each fails /healthz)
+/// What Start recovered: the data directory's recovery (data_dir.h: the
+/// snapshot read, the log replayed, damage found) and the served model's
+/// settings.
+struct RecoveryInfo : DataDirRecovery {
   /// The served model's settings as recovered (a restart keeps them, whatever
   /// the flags say): family, loss, family options, step schedule, n.
   std::string family;

@@ -259,16 +259,13 @@ Status Server::Impl::PredictDocuments(const google::protobuf::RepeatedPtrField<v
 }
 
 Status Server::Impl::SaveSnapshot() {
-  // Keep the snapshot being replaced: if the new one is ever found damaged,
-  // recovery starts from this one, and the log still holds everything after
-  // it. A crash between the rename and the save leaves only model.prev.trib,
-  // which recovery also reads.
-  const uint64_t replaced = snapshot_sequence;
-  if (env->FileExists(SnapshotPath())) {
-    TRIB_RETURN_IF_ERROR(env->RenameFile(SnapshotPath(), PrevSnapshotPath()).WithContext("snapshot"));
-  }
-  // (A live learner whole: every candidate, its windows, detector and sample.)
-  TRIB_RETURN_IF_ERROR(live->SaveState(SnapshotPath(), SnapshotOptions{env, applied_sequence}));
+  // data_dir.h Checkpoint: the new snapshot whole before the renames, the
+  // replaced one kept as model.prev.trib (a live learner whole: every
+  // candidate, its windows, detector and sample).
+  uint64_t replaced = 0;
+  TRIB_RETURN_IF_ERROR(data_dir->Checkpoint(
+      [&](const std::string& path, const SnapshotOptions& so) { return live->SaveState(path, so); }, applied_sequence,
+      &replaced));
   snapshot_sequence = applied_sequence;
   counters.snapshots++;
   covered_sequence.store(replaced);

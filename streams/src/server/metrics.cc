@@ -293,14 +293,4 @@ std::string Server::Impl::StatusJson() {
   return j.dump();
 }
 
-std::vector<std::string> Server::Impl::DamageReports() const {
-  std::vector<std::string> names, out;
-  env->GetChildren(DamagedDir(), &names);  // no directory: no reports
-  for (const auto& n : names) {
-    if (n.size() > 7 && n.compare(n.size() - 7, 7, ".report") == 0) out.push_back(DamagedDir() + "/" + n);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 }  // namespace tributary

@@ -84,6 +84,9 @@ void Server::Impl::ShutdownNow() {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       work.reset();
       io.stop();
+      // Nothing writes to the data directory any more: another server (or a
+      // restart in this process) may open it from now on.
+      if (data_dir != nullptr) data_dir->Unlock();
       std::lock_guard<std::mutex> l(done_mu);
       done = true;
       done_cv.notify_all();  // under the lock: Impl may be destroyed once it is released
@@ -146,10 +149,20 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, std:
     }
     s.readers.push_back(std::make_unique<SourceReader>(&s, std::move(a).value(), url));
   }
-  TRIB_RETURN_IF_ERROR(s.env->CreateDirs(s.opt.data_dir).WithContext("data directory"));
-  auto wal = WriteAheadLog::Open((std::filesystem::path(s.opt.data_dir) / "wal").string(), s.env, s.DamagedDir());
-  if (!wal.ok()) return wal.status();
-  s.wal = std::move(wal).value();
+  if (s.opt.registry != nullptr) s.registry = s.opt.registry;
+  {
+    // Locked first: a second server on the same directory is refused before
+    // it binds anything, naming the process that holds it.
+    DataDirOptions dopt;
+    dopt.env = s.env;
+    dopt.holder = "tributary serve";
+    dopt.on_corruption = s.opt.on_corruption;
+    dopt.initial_hint = "pass --model or --schema";
+    auto dir = DataDir::Open(s.opt.data_dir, dopt);
+    if (!dir.ok()) return dir.status().WithContext("serve");
+    s.data_dir = std::move(dir).value();
+    s.wal = s.data_dir->wal();
+  }
 
   // 0. /healthz and /metrics first, so an operator (or an orchestrator's
   // readiness probe) sees "not ready: replaying" during a long recovery
@@ -166,6 +179,11 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, std:
     s.http_port = s.http_acceptor.local_endpoint(ec).port();
     if (s.opt.on_http_listening) s.opt.on_http_listening(s.http_port);
   }
+  // 1. The model, before any thread of ours runs: loading a plugin the
+  // snapshot names may fork a probe process (plugin_registry.h). /healthz
+  // connections wait in the listen backlog meanwhile.
+  auto loaded = s.data_dir->LoadModel(*s.registry, std::move(initial), &s.recovery);
+  if (!loaded.ok()) return loaded.status().WithContext("serve");
   s.work.emplace(asio::make_work_guard(s.io));
   Impl* raw = impl.get();
   s.io_readers.resize(s.opt.io_threads);
@@ -182,7 +200,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, std:
       if (t.joinable()) t.join();
     return st;
   };
-  Status recovered = s.Recover(std::move(initial));
+  Status recovered = s.Recover(std::move(loaded).value());
   if (!recovered.ok()) return stop_io(recovered);
   // 3. The protocol socket.
   auto ep = ParseEndpoint(s.opt.listen);
@@ -202,88 +220,13 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, std:
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 
-// Steps 1 and 2 of Start: the model from the newest readable snapshot (or
-// `initial`), the log replayed onto it, a snapshot of the result, the first
-// published model. Runs on Start's thread while /healthz answers "not ready".
-Status Server::Impl::Recover(std::unique_ptr<Model> initial) {
+// Step 2 of Start: the model (from the newest readable snapshot, or the
+// initial one: DataDir::LoadModel) served, the log replayed onto it, a
+// snapshot of the result, the first published model. Runs on Start's thread
+// while /healthz answers "not ready".
+Status Server::Impl::Recover(std::unique_ptr<Model> model) {
   Impl& s = *this;
-  // 1. The model: the newest readable snapshot (model.trib, else the one it
-  // replaced, model.prev.trib: the log is kept from that one's sequence on),
-  // else `initial`. A damaged snapshot is moved aside with a report only
-  // once recovery is known to lose nothing by it.
-  uint64_t after = 0;
-  std::vector<std::pair<std::string, std::string>> damaged;  // path, why
-  std::unique_ptr<Model> model;
-  {
-    PluginRegistry& reg = s.registry;  // loads only the plugins the snapshot names
-    for (const std::string& path : {s.SnapshotPath(), s.PrevSnapshotPath()}) {
-      if (!s.env->FileExists(path)) continue;
-      uint64_t seq = 0;
-      auto m = Model::Load(path, reg, s.env, &seq);
-      if (m.ok()) {
-        model = std::move(m).value();
-        after = seq;
-        s.recovery.from_snapshot = true;
-        s.recovery.snapshot_path = path;
-        break;
-      }
-      // A missing plugin or a version mismatch is not damage: say so and stop.
-      if (!m.status().IsCorruption()) return m.status();
-      damaged.emplace_back(path, m.status().message());
-    }
-    // Both damaged (or gone) while the log holds everything from sequence 1:
-    // the directory's own initial model, as it started.
-    if (!model && s.wal->FirstSequence() <= 1 && s.env->FileExists(s.InitialSnapshotPath())) {
-      uint64_t seq = 0;
-      auto m = Model::Load(s.InitialSnapshotPath(), reg, s.env, &seq);
-      if (m.ok() && seq == 0) {
-        model = std::move(m).value();
-        s.recovery.snapshot_path = s.InitialSnapshotPath();  // the initial model: not from_snapshot
-      } else if (!m.ok() && !m.status().IsCorruption()) {
-        return m.status();
-      }
-    }
-  }
-  if (!model) {
-    std::string why;
-    for (const auto& [path, msg] : damaged) why += (why.empty() ? "" : "; ") + msg;
-    const uint64_t first = s.wal->FirstSequence();
-    if (!damaged.empty() && first > 1) {
-      return Status::Corruption("serve: no readable snapshot in '" + s.opt.data_dir + "' (" + why +
-                                ") and the write-ahead log starts at sequence " + std::to_string(first) +
-                                ": documents 1.." + std::to_string(first - 1) +
-                                " are in no readable file. Nothing was changed; restore a snapshot from a backup");
-    }
-    if (!initial) {
-      return Status::InvalidArgument(
-          "serve: no " + std::string(damaged.empty() ? "" : "readable ") + "snapshot in '" + s.opt.data_dir + "'" +
-          (why.empty() ? "" : " (" + why + ")") + " and no initial model (pass --model or --schema" +
-          (damaged.empty() ? "" : ": the whole log is present, it is replayed onto it") + ")");
-    }
-    model = std::move(initial);
-  }
-  // A new data directory (or one whose every snapshot is lost) keeps the
-  // model it starts from: model.initial.trib, written once.
-  if (!s.recovery.from_snapshot && s.recovery.snapshot_path.empty() && !s.env->FileExists(s.InitialSnapshotPath())) {
-    TRIB_RETURN_IF_ERROR(
-        model->Save(s.InitialSnapshotPath(), SnapshotOptions{s.env, 0}).WithContext("keeping the initial model"));
-  }
-  const std::string stamp = std::to_string(static_cast<long long>(std::time(nullptr)));
-  for (const auto& [path, msg] : damaged) {
-    TRIB_RETURN_IF_ERROR(s.env->CreateDirs(s.DamagedDir()));
-    const std::string kept = s.DamagedDir() + "/" + std::filesystem::path(path).filename().string() + "." + stamp;
-    TRIB_RETURN_IF_ERROR(s.env->RenameFile(path, kept).WithContext("moving a damaged snapshot aside"));
-    const std::string line = msg + "; kept as " + kept + "; recovered from " +
-                             (s.recovery.from_snapshot ? s.recovery.snapshot_path : std::string("the initial model")) +
-                             " and the write-ahead log from sequence " + std::to_string(after + 1) + ": nothing lost";
-    const std::string report = kept + ".report";
-    TRIB_RETURN_IF_ERROR(s.env->WriteFileAtomically(
-        report, "Tributary snapshot damage, found at unix time " + stamp + "\n" + line +
-                    ".\nRemove this .report file once reviewed: /healthz fails while one exists.\n"));
-    s.recovery.damage.push_back(line);
-    s.recovery.reports.push_back(report);
-  }
-  s.recovery.snapshot_sequence = after;
+  const uint64_t after = s.recovery.snapshot_sequence;
   s.applied_sequence = after;
   s.snapshot_sequence = after;
   if (!model->loss_plugin()) return Status::InvalidArgument("serve: the model has no loss to learn with");
@@ -319,7 +262,7 @@ Status Server::Impl::Recover(std::unique_ptr<Model> initial) {
     lo.max_readers = static_cast<uint32_t>(std::min<size_t>(4096, s.opt.io_threads + s.readers.size() + 16));
     model->SetGrowthLimits(GrowthLimits{s.opt.max_classes, s.opt.max_terms, s.opt.max_label_bytes},
                            s.opt.max_model_bytes);
-    lo.registry = &s.registry;  // a live learner's candidates
+    lo.registry = s.registry;  // a live learner's candidates
     auto made = LiveModel::Create(std::move(model), lo);
     if (!made.ok()) return made.status();
     s.live = std::move(made).value();
@@ -363,7 +306,6 @@ Status Server::Impl::Recover(std::unique_ptr<Model> initial) {
   // 2. Replay the log tail (damage handled by the policy: wal.h).
   // Broker positions of every record the log holds (also those the
   // snapshot covers): entries a broker delivers again are recognised.
-  WalReplayReport rep;
   s.recovery_phase = RecoveryPhase::kReplaying;
   auto note_source = [&](const v1::WalRecord& rec) {
     if (!rec.has_source()) return;
@@ -371,69 +313,31 @@ Status Server::Impl::Recover(std::unique_ptr<Model> initial) {
       if (r->adapter().key() == rec.source().source()) r->adapter().Recovered(rec.source());
     }
   };
-  TRIB_RETURN_IF_ERROR(s.wal->Replay(
-      after,
+  TRIB_RETURN_IF_ERROR(s.data_dir->Replay(
       [&](const v1::WalRecord& rec) {
         s.replay_progress.fetch_add(1, std::memory_order_relaxed);
         note_source(rec);
         return s.Apply(rec);
       },
-      &rep, s.opt.on_corruption, s.readers.empty() ? nullptr : std::function<void(const v1::WalRecord&)>(note_source)));
-  s.recovery.replayed = rep.records;
-  s.recovery.torn_bytes = rep.torn_bytes;
-  s.recovery.lost_records = rep.lost_records;
+      s.readers.empty() ? nullptr : std::function<void(const v1::WalRecord&)>(note_source), &s.recovery,
+      &s.next_sequence));
   // Whole records that do not parse are skipped like a refused document
-  // (counted, the model's sequence past them) and reported.
-  for (const auto& u : rep.unreadable) {
-    s.recovery.damage.push_back(u.description + "; skipped, kept as " + u.kept_as);
-    s.recovery.reports.push_back(u.report);
+  // (counted, the model's sequence past them).
+  for (const uint64_t seq : s.recovery.unreadable_sequences) {
     s.counters.documents_skipped++;
-    s.applied_sequence = std::max(s.applied_sequence, u.sequence);
+    s.applied_sequence = std::max(s.applied_sequence, seq);
     TRIB_RETURN_IF_ERROR(s.live->WithModel([](Model* m) {
       m->learner_state().skipped_documents++;
       return Status::OK();
     }));
   }
-  for (const auto& d : rep.damage) {
-    s.recovery.damage.push_back(d.Describe() + (d.kept_as.empty() ? "" : "; kept as " + d.kept_as));
-    if (!d.report.empty()) s.recovery.reports.push_back(d.report);
-    if (!d.covered) s.recovery.lost_ranges.emplace_back(std::max(d.first_lost, after + 1), d.last_lost);
-  }
   // Documents in the model, whether they came from the snapshot or the log.
   s.counters.documents_learned = s.live->learned();
-  s.next_sequence = std::max(after, rep.last_sequence) + 1;
   s.counters.documents_acknowledged = s.next_sequence - 1;
-  TRIB_RETURN_IF_ERROR(s.wal->StartSegment(s.next_sequence));
-  // Everything before next_sequence is in the snapshot or the log now; the
-  // mark says so (and replaces a damaged one, reported below).
-  if (!rep.mark_error.empty() || rep.mark_missing) {
-    // The mark is written from a data directory's first start on: without
-    // it (damaged, or deleted) a cut at the log's end reads as a torn write,
-    // so what was cut may have been acknowledged. Reported with a .report
-    // file (/healthz fails until it is reviewed), never silent.
-    std::string line = (rep.mark_missing ? "write-ahead log acknowledgement mark '" + s.wal->MarkPath() +
-                                               "' is missing although the log holds records (deleted?)"
-                                         : rep.mark_error) +
-                       "; the log was read without it (a torn tail could not be told from damage) and the mark "
-                       "is rewritten";
-    if (rep.torn_bytes > 0) {
-      line += "; " + std::to_string(rep.torn_bytes) + " bytes cut from the end of the log (kept as " +
-              rep.torn_kept_as + ") may have held acknowledged documents";
-    }
-    TRIB_RETURN_IF_ERROR(s.env->CreateDirs(s.DamagedDir()));
-    const std::string report = s.DamagedDir() + "/wal.acked." + stamp + ".report";
-    TRIB_RETURN_IF_ERROR(s.env->WriteFileAtomically(
-        report, "Tributary write-ahead log damage, found at unix time " + stamp + "\n" + line +
-                    ".\nRemove this .report file once reviewed: /healthz fails while one exists.\n"));
-    s.recovery.damage.push_back(line);
-    s.recovery.reports.push_back(report);
-  }
-  TRIB_RETURN_IF_ERROR(s.wal->MarkAcknowledged(s.next_sequence - 1));
   // A new data directory gets its base snapshot at once (so a damaged later
   // snapshot always has one before it); after a replay, or after damage, a
   // snapshot makes the recovered state the starting point.
-  if (rep.records > 0 || !s.recovery.from_snapshot || !damaged.empty() || !rep.damage.empty() ||
-      !rep.unreadable.empty()) {
+  if (s.recovery.replayed > 0 || !s.recovery.from_snapshot || s.recovery.damage.size() > 0) {
     TRIB_RETURN_IF_ERROR(s.SaveSnapshot());
   }
   s.recovery_phase = RecoveryPhase::kSnapshot;

@@ -179,8 +179,10 @@ struct Server::Impl {
   std::vector<uint64_t> live_alarms;
   uint64_t live_switches = 0;
   std::string live_served;
-  // Finds the plugins of the snapshots and of a live learner's candidates.
-  PluginRegistry registry;
+  // Finds the plugins of the snapshots and of a live learner's candidates:
+  // ServerOptions::registry, else own_registry.
+  PluginRegistry own_registry;
+  const PluginRegistry* registry = &own_registry;
   RecoveryInfo recovery;  // written by Recover, read by others only once ready
   std::atomic<RecoveryPhase> recovery_phase{RecoveryPhase::kLoading};
   std::atomic<uint64_t> replay_progress{0};  // log records replayed so far
@@ -246,7 +248,10 @@ struct Server::Impl {
   std::condition_variable commit_cv;
   std::deque<LearnJob> commit_queue;  // GUARDED_BY(commit_mu)
   bool stopping_commit = false;       // GUARDED_BY(commit_mu)
-  std::unique_ptr<WriteAheadLog> wal;
+  // The data directory (data_dir.h: locked, recovered, checkpointed) and
+  // its log, which the committer thread owns once serving.
+  std::unique_ptr<DataDir> data_dir;
+  WriteAheadLog* wal = nullptr;
   uint64_t next_sequence = 1;  // committer thread only
   std::atomic<uint64_t> covered_sequence{0};
   std::atomic<bool> learning_enabled{true};
@@ -277,20 +282,11 @@ struct Server::Impl {
   std::vector<std::unique_ptr<SourceReader>> readers;
 
   Env* env = nullptr;  // opt.env or Env::Default()
-  std::string SnapshotPath() const { return (std::filesystem::path(opt.data_dir) / "model.trib").string(); }
-  // The snapshot before the newest: the log is kept from its sequence on.
-  std::string PrevSnapshotPath() const { return (std::filesystem::path(opt.data_dir) / "model.prev.trib").string(); }
-  // The model the data directory started from (sequence 0), written once at
-  // its first start and never replaced: while the log still holds every
-  // record from sequence 1, recovery falls back on it when both snapshots
-  // are damaged, whatever flags the restart was given.
-  std::string InitialSnapshotPath() const {
-    return (std::filesystem::path(opt.data_dir) / "model.initial.trib").string();
-  }
+  std::string SnapshotPath() const { return data_dir->SnapshotPath(); }
   // Damaged files kept aside, and the .report files that fail /healthz.
-  std::string DamagedDir() const { return (std::filesystem::path(opt.data_dir) / "damaged").string(); }
+  std::string DamagedDir() const { return data_dir->DamagedDir(); }
   // The .report files in DamagedDir(), sorted (empty when healthy).
-  std::vector<std::string> DamageReports() const;
+  std::vector<std::string> DamageReports() const { return data_dir->Reports(); }
   // The log's last error (empty while it works).
   std::string WalError() {
     std::lock_guard<std::mutex> l(commit_mu);
@@ -367,7 +363,7 @@ struct Server::Impl {
   // Counts what a growth limit did to a decoded document (Counters).
   void CountLimits(const DocumentBuffer& buf);
 
-  Status Recover(std::unique_ptr<Model> initial);  // server.cc
+  Status Recover(std::unique_ptr<Model> model);  // server.cc (step 2; step 1 is DataDir::LoadModel)
   void CommitterLoop();                            // committer.cc
   // Committer thread, while learning is disabled by a log failure: one
   // WriteAheadLog::Recover attempt; on success learning is enabled again.
