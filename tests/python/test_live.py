@@ -102,3 +102,17 @@ def test_the_python_tutorial_runs_as_written():
     scope = {}
     for b in blocks:
         exec(compile(b, "embedding-python.md", "exec"), scope)
+
+
+def test_the_module_holds_no_server_or_broker_code():
+    # The module links the stream format only (python/CMakeLists.txt:
+    # tributary_format), not the server with its Redis (hiredis) and Kafka
+    # sources: none of their code or strings are in it.
+    import tributary._tributary as native
+
+    with open(native.__file__, "rb") as f:
+        data = f.read()
+    for marker in (b"tributary serve", b"redisCommandArgv", b"rd_kafka_new", b"XREADGROUP"):
+        assert marker not in data, marker
+    # ... while what it does link is there (a check that can fail).
+    assert b"LearnBatch" in data
