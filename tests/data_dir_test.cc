@@ -43,7 +43,8 @@ std::vector<InputDocument> Docs(size_t n, uint64_t seed) {
   std::vector<InputDocument> docs(n);
   for (size_t i = 0; i < n; ++i) {
     const uint32_t y = static_cast<uint32_t>(rng() % kClasses);
-    for (int j = 0; j < 4; ++j) docs[i].AddTerm("t" + std::to_string(y * 20 + rng() % 20), static_cast<double>(1 + rng() % 2));
+    for (int j = 0; j < 4; ++j)
+      docs[i].AddTerm("t" + std::to_string(y * 20 + rng() % 20), static_cast<double>(1 + rng() % 2));
     docs[i].SetLabel("c" + std::to_string(y)).SetId("d" + std::to_string(seed) + "-" + std::to_string(i));
   }
   return docs;
@@ -133,8 +134,8 @@ TEST(DataDirTest, ASecondOpenerIsRefusedNamingTheHolder) {
 // state a crash can leave now recovers, and the next Checkpoint succeeds.
 TEST(DataDirTest, CheckpointSucceedsAfterACrashAtAnyPointOfTheLastOne) {
   const std::vector<InputDocument> docs = Docs(400, 7);
-  for (const char* crash : {"after the rename, before the save", "between the save and the renames",
-                            "between the two renames"}) {
+  for (const char* crash :
+       {"after the rename, before the save", "between the save and the renames", "between the two renames"}) {
     SCOPED_TRACE(crash);
     const std::string dir = testing::TempDir(std::string("data_dir_crash_") + crash[0] + crash[1] + crash[8]);
     fs::remove_all(dir);

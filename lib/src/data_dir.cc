@@ -27,8 +27,8 @@ Result<std::unique_ptr<DataDir>> DataDir::Open(const std::string& path, const Da
   TRIB_RETURN_IF_ERROR(d->env_->CreateDirs(path).WithContext("data directory"));
   // One owner at a time (LevelDB's LOCK): two writers of one log would
   // interleave sequences and each drop the other's segments.
-  const std::string holder = "process " + std::to_string(static_cast<long long>(::getpid())) + " (" +
-                             options.holder + ", since unix time " + d->stamp_ + ")";
+  const std::string holder = "process " + std::to_string(static_cast<long long>(::getpid())) + " (" + options.holder +
+                             ", since unix time " + d->stamp_ + ")";
   auto lock = d->env_->LockFile(d->LockPath(), holder + "\n");
   if (!lock.ok()) {
     return Status::IOError("data directory '" + path + "' is in use: " + lock.status().message() +
@@ -126,11 +126,10 @@ Result<std::unique_ptr<Model>> DataDir::LoadModel(const PluginRegistry& registry
                                 " are in no readable file. Nothing was changed; restore a snapshot from a backup");
     }
     if (!initial) {
-      return Status::InvalidArgument("no " + std::string(damaged.empty() ? "" : "readable ") + "snapshot in '" +
-                                     path_ + "'" + (why.empty() ? "" : " (" + why + ")") + " and no initial model (" +
-                                     options_.initial_hint +
-                                     (damaged.empty() ? "" : ": the whole log is present, it is replayed onto it") +
-                                     ")");
+      return Status::InvalidArgument(
+          "no " + std::string(damaged.empty() ? "" : "readable ") + "snapshot in '" + path_ + "'" +
+          (why.empty() ? "" : " (" + why + ")") + " and no initial model (" + options_.initial_hint +
+          (damaged.empty() ? "" : ": the whole log is present, it is replayed onto it") + ")");
     }
     model = std::move(initial);
   }

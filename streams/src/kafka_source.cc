@@ -306,23 +306,12 @@ constexpr const char* kReservedProperties[] = {
 
 Result<KafkaSourceOptions> ParseKafkaSourceUrl(std::string_view url) {
   KafkaSourceOptions o;
-  constexpr std::string_view kScheme = "kafka://";
-  if (url.substr(0, kScheme.size()) != kScheme) {
-    const size_t sep = url.find("://");
-    return UrlError(url, "scheme", "'kafka://'",
-                    sep == std::string_view::npos ? std::string("no scheme") : Quoted(url.substr(0, sep + 3)));
-  }
-  std::string_view rest = url.substr(kScheme.size());
-  if (const size_t hash = rest.find('#'); hash != std::string_view::npos) {
-    return UrlError(url, "fragment", "no '#fragment'", Quoted(rest.substr(hash)));
-  }
-  const size_t slash = rest.find('/');
-  const size_t question = rest.find('?');
-  if (slash == std::string_view::npos || (question != std::string_view::npos && question < slash)) {
-    return UrlError(url, "topic", "'/TOPIC' after the brokers", "none");
-  }
-  std::string_view authority = rest.substr(0, slash);
-  const std::string_view path_and_query = rest.substr(slash + 1);
+  const url_parse::ErrorFn error = [url](std::string_view part, std::string_view expected, std::string_view found) {
+    return UrlError(url, part, expected, found);
+  };
+  url_parse::UrlParts parts;
+  TRIB_RETURN_IF_ERROR(url_parse::SplitUrl(url, "kafka://", "topic", "'/TOPIC' after the brokers", error, &parts));
+  std::string_view authority = parts.authority;
 
   // HOST[:PORT][,HOST[:PORT]...]
   if (authority.empty()) return UrlError(url, "brokers", "HOST[:PORT][,HOST[:PORT]...]", "none");
@@ -340,69 +329,49 @@ Result<KafkaSourceOptions> ParseKafkaSourceUrl(std::string_view url) {
   }
 
   // /TOPIC
-  const size_t q = path_and_query.find('?');
-  const std::string_view topic = path_and_query.substr(0, q);
-  if (!PercentDecode(topic, &o.topic)) return UrlError(url, "topic", "valid %XX escapes", "a malformed escape");
-  if (o.topic.empty()) return UrlError(url, "topic", "a topic name after '/'", "none");
+  o.topic = std::move(parts.name);
   if (!IsLegalTopic(o.topic)) return UrlError(url, "topic", kTopicRule, Quoted(o.topic));
 
   // ?PARAM=VALUE&...
-  if (q == std::string_view::npos) return o;
-  std::string_view query = path_and_query.substr(q + 1);
-  std::vector<std::string> seen;
-  while (!query.empty()) {
-    const size_t amp = query.find('&');
-    const std::string_view param = query.substr(0, amp);
-    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
-    if (param.empty()) continue;
-    const size_t eq = param.find('=');
-    if (eq == std::string_view::npos) return UrlError(url, "parameter", "NAME=VALUE", Quoted(param));
-    const std::string name(param.substr(0, eq));
-    std::string value;
-    if (!PercentDecode(param.substr(eq + 1), &value)) {
-      return UrlError(url, "parameter " + Quoted(name), "valid %XX escapes", "a malformed escape");
-    }
-    if (std::find(seen.begin(), seen.end(), name) != seen.end()) {
-      return UrlError(url, "parameter " + Quoted(name), "each parameter once", "it twice");
-    }
-    seen.push_back(name);
-    const std::string part = "parameter " + Quoted(name);
-    if (name == "group" || name == "client_id") {
-      if (value.empty()) return UrlError(url, part, "a non-empty name", "an empty value");
-      // The group goes into every log record's source position (a proto3
-      // string): one that is not UTF-8 would make the log unreadable.
-      if (std::string why = Utf8Error(value); !why.empty()) return UrlError(url, part, "a UTF-8 name", why);
-      (name == "group" ? o.group : o.client_id) = value;
-    } else if (name == "dead_letter") {
-      if (!IsLegalTopic(value)) return UrlError(url, part, kTopicRule, Quoted(value));
-      o.dead_letter = value;
-    } else if (name == "assignor") {
-      if (!IsKnownAssignor(value)) {
-        return UrlError(url, part, "range, roundrobin, range,roundrobin or cooperative-sticky", Quoted(value));
-      }
-      o.assignor = value;
-    } else if (name == "batch") {
-      if (!ParseUnsigned<uint32_t>(value, 1, 1000000, &o.batch)) {
-        return UrlError(url, part, "a number in 1..1000000", Quoted(value));
-      }
-    } else if (name == "poll_ms") {
-      if (!ParseUnsigned<uint32_t>(value, 0, 3600000, &o.poll_ms)) {
-        return UrlError(url, part, "a number of milliseconds in 0..3600000", Quoted(value));
-      }
-    } else if (name == "session_timeout_ms" || name == "heartbeat_interval_ms" || name == "connect_timeout_ms") {
-      uint32_t* target = name == "session_timeout_ms"      ? &o.session_timeout_ms
-                         : name == "heartbeat_interval_ms" ? &o.heartbeat_interval_ms
-                                                           : &o.connect_timeout_ms;
-      if (!ParseUnsigned<uint32_t>(value, 1, 3600000, target)) {
-        return UrlError(url, part, "a number of milliseconds in 1..3600000", Quoted(value));
-      }
-    } else {
-      return UrlError(url, "parameter",
-                      "one of group, batch, poll_ms, session_timeout_ms, heartbeat_interval_ms, "
-                      "connect_timeout_ms, dead_letter, client_id, assignor",
-                      Quoted(name));
-    }
-  }
+  TRIB_RETURN_IF_ERROR(url_parse::ForEachParameter(
+      parts.query, error, [&](const std::string& name, const std::string& value, const std::string& part) -> Status {
+        if (name == "group" || name == "client_id") {
+          if (value.empty()) return UrlError(url, part, "a non-empty name", "an empty value");
+          // The group goes into every log record's source position (a proto3
+          // string): one that is not UTF-8 would make the log unreadable.
+          if (std::string why = Utf8Error(value); !why.empty()) return UrlError(url, part, "a UTF-8 name", why);
+          (name == "group" ? o.group : o.client_id) = value;
+        } else if (name == "dead_letter") {
+          if (!IsLegalTopic(value)) return UrlError(url, part, kTopicRule, Quoted(value));
+          o.dead_letter = value;
+        } else if (name == "assignor") {
+          if (!IsKnownAssignor(value)) {
+            return UrlError(url, part, "range, roundrobin, range,roundrobin or cooperative-sticky", Quoted(value));
+          }
+          o.assignor = value;
+        } else if (name == "batch") {
+          if (!ParseUnsigned<uint32_t>(value, 1, 1000000, &o.batch)) {
+            return UrlError(url, part, "a number in 1..1000000", Quoted(value));
+          }
+        } else if (name == "poll_ms") {
+          if (!ParseUnsigned<uint32_t>(value, 0, 3600000, &o.poll_ms)) {
+            return UrlError(url, part, "a number of milliseconds in 0..3600000", Quoted(value));
+          }
+        } else if (name == "session_timeout_ms" || name == "heartbeat_interval_ms" || name == "connect_timeout_ms") {
+          uint32_t* target = name == "session_timeout_ms"      ? &o.session_timeout_ms
+                             : name == "heartbeat_interval_ms" ? &o.heartbeat_interval_ms
+                                                               : &o.connect_timeout_ms;
+          if (!ParseUnsigned<uint32_t>(value, 1, 3600000, target)) {
+            return UrlError(url, part, "a number of milliseconds in 1..3600000", Quoted(value));
+          }
+        } else {
+          return UrlError(url, "parameter",
+                          "one of group, batch, poll_ms, session_timeout_ms, heartbeat_interval_ms, "
+                          "connect_timeout_ms, dead_letter, client_id, assignor",
+                          Quoted(name));
+        }
+        return Status::OK();
+      }));
   return o;
 }
 

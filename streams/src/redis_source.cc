@@ -172,23 +172,12 @@ timeval ToTimeval(uint64_t ms) {
 
 Result<RedisSourceOptions> ParseRedisSourceUrl(std::string_view url) {
   RedisSourceOptions o;
-  constexpr std::string_view kScheme = "redis://";
-  if (url.substr(0, kScheme.size()) != kScheme) {
-    const size_t sep = url.find("://");
-    return UrlError(url, "scheme", "'redis://'",
-                    sep == std::string_view::npos ? std::string("no scheme") : Quoted(url.substr(0, sep + 3)));
-  }
-  std::string_view rest = url.substr(kScheme.size());
-  if (const size_t hash = rest.find('#'); hash != std::string_view::npos) {
-    return UrlError(url, "fragment", "no '#fragment'", Quoted(rest.substr(hash)));
-  }
-  const size_t slash = rest.find('/');
-  const size_t question = rest.find('?');
-  if (slash == std::string_view::npos || (question != std::string_view::npos && question < slash)) {
-    return UrlError(url, "stream", "'/STREAM' after HOST:PORT", "none");
-  }
-  std::string_view authority = rest.substr(0, slash);
-  std::string_view path_and_query = rest.substr(slash + 1);
+  const url_parse::ErrorFn error = [url](std::string_view part, std::string_view expected, std::string_view found) {
+    return UrlError(url, part, expected, found);
+  };
+  url_parse::UrlParts parts;
+  TRIB_RETURN_IF_ERROR(url_parse::SplitUrl(url, "redis://", "stream", "'/STREAM' after HOST:PORT", error, &parts));
+  std::string_view authority = parts.authority;
 
   // [:PASSWORD@]
   if (const size_t at = authority.rfind('@'); at != std::string_view::npos) {
@@ -236,62 +225,41 @@ Result<RedisSourceOptions> ParseRedisSourceUrl(std::string_view url) {
     return UrlError(url, "port", "a number in 1..65535", Quoted(port));
   }
 
-  // /STREAM
-  const size_t q = path_and_query.find('?');
-  const std::string_view stream = path_and_query.substr(0, q);
-  if (!PercentDecode(stream, &o.stream)) return UrlError(url, "stream", "valid %XX escapes", "a malformed escape");
-  if (o.stream.empty()) return UrlError(url, "stream", "a stream name after '/'", "none");
-  // Names go into every log record's source position (a proto3 string):
-  // one that is not UTF-8 would make the log unreadable.
+  // /STREAM: names go into every log record's source position (a proto3
+  // string): one that is not UTF-8 would make the log unreadable.
+  o.stream = std::move(parts.name);
   if (std::string why = Utf8Error(o.stream); !why.empty()) return UrlError(url, "stream", "a UTF-8 name", why);
 
   // ?PARAM=VALUE&...
-  if (q == std::string_view::npos) return o;
-  std::string_view query = path_and_query.substr(q + 1);
-  std::vector<std::string> seen;
-  while (!query.empty()) {
-    const size_t amp = query.find('&');
-    const std::string_view param = query.substr(0, amp);
-    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
-    if (param.empty()) continue;
-    const size_t eq = param.find('=');
-    if (eq == std::string_view::npos) return UrlError(url, "parameter", "NAME=VALUE", Quoted(param));
-    const std::string name(param.substr(0, eq));
-    std::string value;
-    if (!PercentDecode(param.substr(eq + 1), &value)) {
-      return UrlError(url, "parameter " + Quoted(name), "valid %XX escapes", "a malformed escape");
-    }
-    for (const std::string& s : seen) {
-      if (s == name) return UrlError(url, "parameter " + Quoted(name), "each parameter once", "it twice");
-    }
-    seen.push_back(name);
-    const std::string part = "parameter " + Quoted(name);
-    if (name == "group" || name == "consumer" || name == "dead_letter") {
-      if (value.empty()) return UrlError(url, part, "a non-empty name", "an empty value");
-      if (std::string why = Utf8Error(value); !why.empty()) return UrlError(url, part, "a UTF-8 name", why);
-      (name == "group" ? o.group : name == "consumer" ? o.consumer : o.dead_letter) = value;
-    } else if (name == "batch") {
-      if (!ParseUnsigned<uint32_t>(value, 1, 1000000, &o.batch)) {
-        return UrlError(url, part, "a number in 1..1000000", Quoted(value));
-      }
-    } else if (name == "block_ms") {
-      if (!ParseUnsigned<uint32_t>(value, 0, 3600000, &o.block_ms)) {
-        return UrlError(url, part, "a number of milliseconds in 0..3600000", Quoted(value));
-      }
-    } else if (name == "claim_idle_ms") {
-      if (!ParseUnsigned<uint64_t>(value, 0, std::numeric_limits<int64_t>::max(), &o.claim_idle_ms)) {
-        return UrlError(url, part, "a number of milliseconds", Quoted(value));
-      }
-    } else if (name == "connect_timeout_ms") {
-      if (!ParseUnsigned<uint32_t>(value, 1, 3600000, &o.connect_timeout_ms)) {
-        return UrlError(url, part, "a number of milliseconds in 1..3600000", Quoted(value));
-      }
-    } else {
-      return UrlError(url, "parameter",
-                      "one of group, consumer, dead_letter, batch, block_ms, claim_idle_ms, connect_timeout_ms",
-                      Quoted(name));
-    }
-  }
+  TRIB_RETURN_IF_ERROR(url_parse::ForEachParameter(
+      parts.query, error, [&](const std::string& name, const std::string& value, const std::string& part) -> Status {
+        if (name == "group" || name == "consumer" || name == "dead_letter") {
+          if (value.empty()) return UrlError(url, part, "a non-empty name", "an empty value");
+          if (std::string why = Utf8Error(value); !why.empty()) return UrlError(url, part, "a UTF-8 name", why);
+          (name == "group" ? o.group : name == "consumer" ? o.consumer : o.dead_letter) = value;
+        } else if (name == "batch") {
+          if (!ParseUnsigned<uint32_t>(value, 1, 1000000, &o.batch)) {
+            return UrlError(url, part, "a number in 1..1000000", Quoted(value));
+          }
+        } else if (name == "block_ms") {
+          if (!ParseUnsigned<uint32_t>(value, 0, 3600000, &o.block_ms)) {
+            return UrlError(url, part, "a number of milliseconds in 0..3600000", Quoted(value));
+          }
+        } else if (name == "claim_idle_ms") {
+          if (!ParseUnsigned<uint64_t>(value, 0, std::numeric_limits<int64_t>::max(), &o.claim_idle_ms)) {
+            return UrlError(url, part, "a number of milliseconds", Quoted(value));
+          }
+        } else if (name == "connect_timeout_ms") {
+          if (!ParseUnsigned<uint32_t>(value, 1, 3600000, &o.connect_timeout_ms)) {
+            return UrlError(url, part, "a number of milliseconds in 1..3600000", Quoted(value));
+          }
+        } else {
+          return UrlError(url, "parameter",
+                          "one of group, consumer, dead_letter, batch, block_ms, claim_idle_ms, connect_timeout_ms",
+                          Quoted(name));
+        }
+        return Status::OK();
+      }));
   return o;
 }
 

@@ -3,11 +3,16 @@
 #ifndef TRIBUTARY_STREAMS_SRC_URL_PARSE_H_
 #define TRIBUTARY_STREAMS_SRC_URL_PARSE_H_
 
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <vector>
+
+#include "tributary/status.h"
 
 namespace tributary::url_parse {
 
@@ -48,6 +53,73 @@ bool ParseUnsigned(std::string_view s, T min, T max, T* out) {
   if (v < static_cast<uint64_t>(min) || v > static_cast<uint64_t>(max)) return false;
   *out = static_cast<T>(v);
   return true;
+}
+
+// How a parser reports a bad part: "<scheme> source URL '...': PART:
+// expected EXPECTED, found FOUND" (each source redacts what it must).
+using ErrorFn = std::function<Status(std::string_view part, std::string_view expected, std::string_view found)>;
+
+// A source URL SCHEME://AUTHORITY/NAME[?QUERY], split.
+struct UrlParts {
+  std::string_view authority;  // between "://" and the first '/'
+  std::string name;            // the path after '/', %-decoded, not empty
+  std::string_view query;      // after '?' (empty: none)
+};
+
+// Splits `url` of scheme `scheme` ("redis://"); `name_part` names the path
+// in errors ("stream", "topic") and `name_expected` says where it goes
+// ("'/STREAM' after HOST:PORT"). Refuses another scheme, a #fragment, a
+// missing or empty name and malformed escapes.
+inline Status SplitUrl(std::string_view url, std::string_view scheme, const std::string& name_part,
+                       std::string_view name_expected, const ErrorFn& error, UrlParts* out) {
+  if (url.substr(0, scheme.size()) != scheme) {
+    const size_t sep = url.find("://");
+    return error("scheme", Quoted(scheme),
+                 sep == std::string_view::npos ? "no scheme" : Quoted(url.substr(0, sep + 3)));
+  }
+  std::string_view rest = url.substr(scheme.size());
+  if (const size_t hash = rest.find('#'); hash != std::string_view::npos) {
+    return error("fragment", "no '#fragment'", Quoted(rest.substr(hash)));
+  }
+  const size_t slash = rest.find('/');
+  const size_t question = rest.find('?');
+  if (slash == std::string_view::npos || (question != std::string_view::npos && question < slash)) {
+    return error(name_part, name_expected, "none");
+  }
+  out->authority = rest.substr(0, slash);
+  const std::string_view path_and_query = rest.substr(slash + 1);
+  const size_t q = path_and_query.find('?');
+  if (!PercentDecode(path_and_query.substr(0, q), &out->name)) {
+    return error(name_part, "valid %XX escapes", "a malformed escape");
+  }
+  if (out->name.empty()) return error(name_part, "a " + name_part + " name after '/'", "none");
+  out->query = q == std::string_view::npos ? std::string_view() : path_and_query.substr(q + 1);
+  return Status::OK();
+}
+
+// Calls `fn(name, value, part)` for each NAME=VALUE of `query` in order
+// (value %-decoded; part = "parameter 'NAME'", for errors); refuses a
+// parameter without '=', a malformed escape and a name given twice.
+inline Status ForEachParameter(
+    std::string_view query, const ErrorFn& error,
+    const std::function<Status(const std::string&, const std::string&, const std::string&)>& fn) {
+  std::vector<std::string> seen;
+  while (!query.empty()) {
+    const size_t amp = query.find('&');
+    const std::string_view param = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    if (param.empty()) continue;
+    const size_t eq = param.find('=');
+    if (eq == std::string_view::npos) return error("parameter", "NAME=VALUE", Quoted(param));
+    const std::string name(param.substr(0, eq));
+    const std::string part = "parameter " + Quoted(name);
+    std::string value;
+    if (!PercentDecode(param.substr(eq + 1), &value)) return error(part, "valid %XX escapes", "a malformed escape");
+    if (std::find(seen.begin(), seen.end(), name) != seen.end()) return error(part, "each parameter once", "it twice");
+    seen.push_back(name);
+    TRIB_RETURN_IF_ERROR(fn(name, value, part));
+  }
+  return Status::OK();
 }
 
 }  // namespace tributary::url_parse

@@ -96,7 +96,7 @@ class DataDir {
   static bool HasSnapshot(const std::string& path, Env* env = nullptr);
 
   const std::string& path() const { return path_; }  ///< the directory
-  Env* env() const { return env_; }                   ///< the Env all its I/O goes through
+  Env* env() const { return env_; }                  ///< the Env all its I/O goes through
   /// Its write-ahead log (owned by the DataDir; the server's committer thread
   /// or the LiveModel's writer uses it once recovered).
   WriteAheadLog* wal() const { return wal_.get(); }

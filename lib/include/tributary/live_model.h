@@ -324,13 +324,13 @@ class LiveModel {
   std::unique_ptr<DocumentDecoder> decoder_;  ///< the model's own id space (writer mutex)
   v1::Document proto_;                        ///< Learn(InputDocument)'s scratch (writer mutex)
   DocumentBuffer buffer_;
-  std::unique_ptr<DataDir> dir_;         ///< durable mode's data directory (writer mutex)
-  WriteAheadLog* wal_ = nullptr;         ///< its log (writer mutex)
-  DataDirRecovery recovery_;             ///< what Create's recovery found (fixed after Create)
-  uint64_t snapshot_sequence_ = 0;       ///< durable: the last sequence the directory's snapshot holds (writer mutex)
-  std::atomic<uint64_t> logged_{0};      ///< durable: the last sequence in the fsynced log
-  uint64_t appended_ = 0;                ///< durable: the last sequence appended, synced or not (writer mutex)
-  uint64_t marked_ = 0;                  ///< durable: the sequence the acknowledgement mark holds (writer mutex)
+  std::unique_ptr<DataDir> dir_;     ///< durable mode's data directory (writer mutex)
+  WriteAheadLog* wal_ = nullptr;     ///< its log (writer mutex)
+  DataDirRecovery recovery_;         ///< what Create's recovery found (fixed after Create)
+  uint64_t snapshot_sequence_ = 0;   ///< durable: the last sequence the directory's snapshot holds (writer mutex)
+  std::atomic<uint64_t> logged_{0};  ///< durable: the last sequence in the fsynced log
+  uint64_t appended_ = 0;            ///< durable: the last sequence appended, synced or not (writer mutex)
+  uint64_t marked_ = 0;              ///< durable: the sequence the acknowledgement mark holds (writer mutex)
   std::chrono::steady_clock::time_point marked_at_{};  ///< when it was written (writer mutex)
   std::atomic<Publication*> current_{nullptr};
   /// Publications replaced but perhaps still held by a reader, and spares no

@@ -364,7 +364,7 @@ struct Server::Impl {
   void CountLimits(const DocumentBuffer& buf);
 
   Status Recover(std::unique_ptr<Model> model);  // server.cc (step 2; step 1 is DataDir::LoadModel)
-  void CommitterLoop();                            // committer.cc
+  void CommitterLoop();                          // committer.cc
   // Committer thread, while learning is disabled by a log failure: one
   // WriteAheadLog::Recover attempt; on success learning is enabled again.
   void TryRecoverLog();  // committer.cc
