@@ -58,7 +58,7 @@ echo "CRASH_SEED=$seed"
 timeout -s KILL 240 "$PY" - "$T" "$dir" "$seed" <<'EOF'
 import os, random, shutil, signal, subprocess, sys, threading, time, json
 import tributary_client as tc
-from crash_feeder import Feeder, read_frames  # tests/cli/lib
+from crash_feeder import Feeder, Harness, read_frames  # tests/cli/lib
 
 T, DIR, SEED = sys.argv[1], sys.argv[2], int(sys.argv[3])
 N = 6000           # --n, server and offline alike
@@ -67,15 +67,8 @@ KILLS = 5
 rng = random.Random(SEED)
 pb2 = tc.load_pb2()
 DATA = os.path.join(DIR, "data")
-PORT_FILE = os.path.join(DIR, "port")
-LOG = open(os.path.join(DIR, "server.log"), "ab")
-
-def fail(msg):
-    LOG.flush()
-    sys.stderr.write("FAIL: %s\n--- server log ---\n" % msg)
-    sys.stderr.write(open(os.path.join(DIR, "server.log")).read())
-    sys.stderr.flush()
-    os._exit(1)
+H = Harness(DIR)
+fail = H.fail
 
 # The stream's frames, kept as bytes: the offline prefix is written from them.
 frames = read_frames(os.path.join(DIR, "train.pb"))
@@ -87,24 +80,12 @@ server = None
 
 def start_server():
     global server
-    if os.path.exists(PORT_FILE):
-        os.unlink(PORT_FILE)
-    server = subprocess.Popen(
+    server, ports = H.start(
         [T, "serve", "--data-dir", DATA, "--schema", os.path.join(DIR, "train.pb"), "--n", str(N),
          "--family", "multinomial", "--loss", "ncll", "--select", "off",
-         "--seed", "1", "--listen", "127.0.0.1:0", "--port-file", PORT_FILE,
-         "--fsync", "interval", "--fsync-interval-ms", "10", "--snapshot-every", "500"],
-        stdout=LOG, stderr=LOG)
-    with open(os.path.join(DIR, "server.pid"), "w") as f:
-        f.write(str(server.pid))
-    deadline = time.monotonic() + 20
-    while not os.path.exists(PORT_FILE):
-        if server.poll() is not None:
-            fail("server exited with status %d while starting" % server.returncode)
-        if time.monotonic() > deadline:
-            fail("server did not write its port file within 20 s")
-        time.sleep(0.02)
-    return int(open(PORT_FILE).read().split()[0])
+         "--seed", "1", "--listen", "127.0.0.1:0",
+         "--fsync", "interval", "--fsync-interval-ms", "10", "--snapshot-every", "500"], "server")
+    return ports[0]
 
 def digest(model):
     out = subprocess.run([T, "inspect", "--json", "--model", model], check=True, capture_output=True, text=True)
@@ -147,46 +128,20 @@ slice_len = int(N * 0.9) // KILLS
 results = []
 for k in range(KILLS):
     target = k * slice_len + rng.randrange(slice_len // 4, slice_len)
-    deadline = time.monotonic() + 60
-    while True:
-        with feeder.lock:
-            acked = feeder.acked
-        if acked >= target or feeder.offline.is_set() or time.monotonic() > deadline:
-            break
-        time.sleep(0.001)
-    if feeder.error:
-        fail("feeder: " + feeder.error)
-    if acked < target:
-        fail("crash %d: only %d documents acknowledged after 60 s (waiting for %d)" % (k + 1, acked, target))
-    time.sleep(rng.uniform(0, 0.04))
-    server.send_signal(signal.SIGKILL)
-    server.wait(timeout=10)
-    if not feeder.offline.wait(timeout=30):
-        fail("crash %d: the feeder did not notice the dead server" % (k + 1))
-    if feeder.error:
-        fail("feeder: " + feeder.error)
-    with feeder.lock:
-        acked = feeder.acked
+    acked = H.kill_when_acknowledged(feeder, server, target, rng, k + 1)
     port = start_server()
     with tc.Client("127.0.0.1", port, timeout=30, pb2=pb2) as c:
         st = c.stats()
     wal_seq = st.wal_sequence
-    recovery = [l for l in open(os.path.join(DIR, "server.log")).read().splitlines() if "recovered" in l][-1]
+    H.log.flush()
+    recovery = [l for l in open(H.log_path).read().splitlines() if "recovered" in l][-1]
     print("crash %d: killed after %d acknowledged documents; recovered wal_sequence %d (%s)"
           % (k + 1, acked, wal_seq, recovery.split("(", 1)[-1].rstrip(")")))
-    if wal_seq < acked:
-        fail("crash %d: %d documents acknowledged but only %d recovered" % (k + 1, acked, wal_seq))
-    if wal_seq > N:
-        fail("crash %d: wal_sequence %d beyond the %d documents sent" % (k + 1, wal_seq, N))
+    H.check_recovered(acked, wal_seq, k + 1, N)
     d = check_against_offline(port, wal_seq, "crash%d" % (k + 1))
     results.append((acked, wal_seq, d))
     if k + 1 < KILLS:  # resume from the first document that is not in the log
-        with feeder.lock:
-            feeder.next_index = wal_seq
-            feeder.acked = wal_seq
-        feeder.port = port
-        feeder.offline.clear()
-        feeder.go.set()
+        H.resume(feeder, port, wal_seq)
 
 # Graceful stop, then a clean restart recovers the same model.
 final_seq = results[-1][1]

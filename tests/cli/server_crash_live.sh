@@ -58,21 +58,15 @@ echo "CRASH_SEED=$seed"
 timeout -s KILL 240 "$PY" - "$T" "$dir" "$seed" <<'EOF'
 import json, os, random, shutil, signal, subprocess, sys, threading, time, urllib.request
 import tributary_client as tc
-from crash_feeder import Feeder, read_frames  # tests/cli/lib
+from crash_feeder import Feeder, Harness, read_frames  # tests/cli/lib
 
 T, DIR, SEED = sys.argv[1], sys.argv[2], int(sys.argv[3])
 N = 4000
 BATCH, WINDOW = 20, 3
 rng = random.Random(SEED)
 pb2 = tc.load_pb2()
-LOG = open(os.path.join(DIR, "server.log"), "ab")
-
-def fail(msg):
-    LOG.flush()
-    sys.stderr.write("FAIL: %s\n--- server log ---\n" % msg)
-    sys.stderr.write(open(os.path.join(DIR, "server.log")).read())
-    sys.stderr.flush()
-    os._exit(1)
+H = Harness(DIR)
+fail = H.fail
 
 frames = read_frames(os.path.join(DIR, "train.pb"))
 docs = [pb2.Document.FromString(b) for b in frames[1:]]
@@ -80,26 +74,11 @@ assert len(docs) == N, len(docs)
 
 def start_server(name):
     """A server on data directory DIR/name (defaults: the live learner); returns (process, port, http port)."""
-    port_file = os.path.join(DIR, name + ".port")
-    if os.path.exists(port_file):
-        os.unlink(port_file)
-    p = subprocess.Popen(
+    p, ports = H.start(
         [T, "serve", "--data-dir", os.path.join(DIR, name), "--schema", os.path.join(DIR, "train.pb"),
          "--n", str(N), "--seed", "1", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0",
-         "--port-file", port_file, "--fsync", "interval", "--fsync-interval-ms", "10",
-         "--snapshot-every", "700"],
-        stdout=LOG, stderr=LOG)
-    with open(os.path.join(DIR, name + ".pid"), "w") as f:
-        f.write(str(p.pid))
-    deadline = time.monotonic() + 20
-    while not os.path.exists(port_file) or len(open(port_file).read().split()) < 2:
-        if p.poll() is not None:
-            fail("server %s exited with status %d while starting" % (name, p.returncode))
-        if time.monotonic() > deadline:
-            fail("server %s did not write its port file within 20 s" % name)
-        time.sleep(0.02)
-    ports = open(port_file).read().split()
-    return p, int(ports[0]), int(ports[1])
+         "--fsync", "interval", "--fsync-interval-ms", "10", "--snapshot-every", "700"], name, ports=2)
+    return p, ports[0], ports[1]
 
 def status(http_port):
     with urllib.request.urlopen("http://127.0.0.1:%d/v1/status" % http_port, timeout=20) as r:
@@ -140,29 +119,11 @@ feeder.go.set()
 # One kill before the swap (document 2,000), two while the learner adapts to it.
 targets = [rng.randrange(900, 1800), rng.randrange(2100, 2600), rng.randrange(2700, 3600)]
 for k, target in enumerate(targets):
-    deadline = time.monotonic() + 60
-    while True:
-        with feeder.lock:
-            acked = feeder.acked
-        if acked >= target or feeder.offline.is_set() or time.monotonic() > deadline:
-            break
-        time.sleep(0.001)
-    if feeder.error:
-        fail("feeder: " + feeder.error)
-    if acked < target:
-        fail("crash %d: only %d documents acknowledged (waiting for %d)" % (k + 1, acked, target))
-    time.sleep(rng.uniform(0, 0.04))
-    server.send_signal(signal.SIGKILL)
-    server.wait(timeout=10)
-    if not feeder.offline.wait(timeout=30):
-        fail("crash %d: the feeder did not notice the dead server" % (k + 1))
-    with feeder.lock:
-        acked = feeder.acked
+    acked = H.kill_when_acknowledged(feeder, server, target, rng, k + 1)
     server, port, http = start_server("data")
     with tc.Client("127.0.0.1", port, timeout=30, pb2=pb2) as c:
         wal_seq = c.stats().wal_sequence
-    if wal_seq < acked:
-        fail("crash %d: %d documents acknowledged but only %d recovered" % (k + 1, acked, wal_seq))
+    H.check_recovered(acked, wal_seq, k + 1, N)
     st = status(http)
     if "live" not in st:
         fail("crash %d: the recovered server has no live learner: %s" % (k + 1, st))
@@ -175,12 +136,7 @@ for k, target in enumerate(targets):
     print("crash %d: killed after %d acknowledged documents; recovered %d, snapshot of %d bytes equal to the "
           "uninterrupted server's; alarms %s, served %s"
           % (k + 1, acked, wal_seq, len(a), [x["document"] for x in st["live"]["alarms"]], st["live"]["served"]))
-    with feeder.lock:
-        feeder.next_index = wal_seq
-        feeder.acked = wal_seq
-    feeder.port = port
-    feeder.offline.clear()
-    feeder.go.set()
+    H.resume(feeder, port, wal_seq)
 
 if not feeder.offline.wait(timeout=120):
     fail("the feeder did not finish")
@@ -191,8 +147,8 @@ alarms = [a["document"] for a in st["live"]["alarms"]]
 if not any(2000 < a <= 3000 for a in alarms):
     fail("no drift alarm within 1,000 documents of the swap at 2,000 (alarms %s): the test covered no drift" % alarms)
 # Alarms are events in the log too, with the document's number.
-LOG.flush()
-lines = [l for l in open(os.path.join(DIR, "server.log")).read().splitlines() if "drift alarm after labelled document" in l]
+H.log.flush()
+lines = [l for l in open(H.log_path).read().splitlines() if "drift alarm after labelled document" in l]
 if not any(str(a) in l for a in alarms for l in lines):
     fail("the server log names no alarm of %s: %s" % (alarms, lines[:3]))
 per_class = {c["class"]: c for c in st["quality"]["per_class"]}

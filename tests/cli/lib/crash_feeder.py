@@ -2,7 +2,12 @@
 server_crash_live.sh): the stream's frames, and a feeder thread that sends
 documents in order over the binary protocol and tracks what was
 acknowledged while the server is killed under it."""
+import os
+import signal
+import subprocess
+import sys
 import threading
+import time
 
 import tributary_client as tc
 
@@ -73,3 +78,85 @@ class Feeder(threading.Thread):
                 with self.lock:
                     self.acked = first + n
                     self.requests += 1
+
+
+class Harness:
+    """The kill / restart loop both crash tests run: servers started with
+    their output in DIR/server.log, a failure that prints that log, and the
+    kill of a server once the feeder has `target` documents acknowledged."""
+
+    def __init__(self, directory):
+        self.dir = directory
+        self.log_path = os.path.join(directory, "server.log")
+        self.log = open(self.log_path, "ab")
+
+    def fail(self, msg):
+        self.log.flush()
+        sys.stderr.write("FAIL: %s\n--- server log ---\n" % msg)
+        with open(self.log_path) as f:
+            sys.stderr.write(f.read())
+        sys.stderr.flush()
+        os._exit(1)
+
+    def start(self, argv, name, ports=1):
+        """Starts `argv` + --port-file DIR/name.port (its pid in DIR/name.pid)
+        and waits until it has written `ports` ports; returns (process, ports)."""
+        port_file = os.path.join(self.dir, name + ".port")
+        if os.path.exists(port_file):
+            os.unlink(port_file)
+        p = subprocess.Popen(list(argv) + ["--port-file", port_file], stdout=self.log, stderr=self.log)
+        with open(os.path.join(self.dir, name + ".pid"), "w") as f:
+            f.write(str(p.pid))
+        deadline = time.monotonic() + 20
+        while True:
+            written = open(port_file).read().split() if os.path.exists(port_file) else []
+            if len(written) >= ports:
+                return p, [int(x) for x in written[:ports]]
+            if p.poll() is not None:
+                self.fail("server %s exited with status %d while starting" % (name, p.returncode))
+            if time.monotonic() > deadline:
+                self.fail("server %s did not write its port file within 20 s" % name)
+            time.sleep(0.02)
+
+    def kill_when_acknowledged(self, feeder, server, target, rng, k):
+        """Waits (at most 60 s) until the feeder has `target` documents
+        acknowledged, kills the server with SIGKILL after a random 0-40 ms
+        and waits until the feeder has noticed; returns what was
+        acknowledged by then. `k` numbers the crash in messages."""
+        deadline = time.monotonic() + 60
+        while True:
+            with feeder.lock:
+                acked = feeder.acked
+            if acked >= target or feeder.offline.is_set() or time.monotonic() > deadline:
+                break
+            time.sleep(0.001)
+        if feeder.error:
+            self.fail("feeder: " + feeder.error)
+        if acked < target:
+            self.fail("crash %d: only %d documents acknowledged after 60 s (waiting for %d)" % (k, acked, target))
+        time.sleep(rng.uniform(0, 0.04))
+        server.send_signal(signal.SIGKILL)
+        server.wait(timeout=10)
+        if not feeder.offline.wait(timeout=30):
+            self.fail("crash %d: the feeder did not notice the dead server" % k)
+        if feeder.error:
+            self.fail("feeder: " + feeder.error)
+        with feeder.lock:
+            return feeder.acked
+
+    def check_recovered(self, acked, wal_seq, k, n_docs):
+        """Nothing acknowledged lost, nothing beyond what was sent."""
+        if wal_seq < acked:
+            self.fail("crash %d: %d documents acknowledged but only %d recovered" % (k, acked, wal_seq))
+        if wal_seq > n_docs:
+            self.fail("crash %d: wal_sequence %d beyond the %d documents sent" % (k, wal_seq, n_docs))
+
+    @staticmethod
+    def resume(feeder, port, wal_seq):
+        """Feeding goes on from the first document that is not in the log."""
+        with feeder.lock:
+            feeder.next_index = wal_seq
+            feeder.acked = wal_seq
+        feeder.port = port
+        feeder.offline.clear()
+        feeder.go.set()
