@@ -254,7 +254,7 @@ TEST_F(SepCliTest, RefusalsAreSpecific) {
   EXPECT_EQ(
       Run("train --family emsd-mixture --loss nll --components 2 --in " + s + " --out " + dir_ + "/x.trib", &out, true),
       1);
-  EXPECT_THAT(out, HasSubstr("--engine sep, ep or adf"));
+  EXPECT_THAT(out, HasSubstr("is trained by SEP, EP or ADF, not sdEM (use --engine auto, sep, ep or adf)"));
   for (const char* bad : {"0", "nan", "1.5", "-0.1", "x"}) {
     EXPECT_EQ(Run(std::string("train --engine sep --family emsd-mixture --damping ") + bad + " --in " + s + " --out " +
                       dir_ + "/x.trib",

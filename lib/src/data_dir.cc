@@ -62,7 +62,7 @@ std::string DataDir::LockPath() const { return Join(path_, "LOCK"); }
 
 std::vector<std::string> DataDir::Reports() const {
   std::vector<std::string> names, out;
-  env_->GetChildren(DamagedDir(), &names);  // no directory: no reports
+  (void)env_->GetChildren(DamagedDir(), &names);  // no directory: no reports
   for (const auto& n : names) {
     if (n.size() > 7 && n.compare(n.size() - 7, 7, ".report") == 0) out.push_back(DamagedDir() + "/" + n);
   }

@@ -319,7 +319,7 @@ Status Env::WriteFileAtomically(const std::string& path, std::span<const std::st
   if (st.ok()) st = closed;
   if (st.ok()) st = RenameFile(tmp, path);
   if (!st.ok()) {
-    RemoveFile(tmp);  // best effort; the error that matters is `st`
+    (void)RemoveFile(tmp);  // best effort; the error that matters is `st`
     return st;
   }
   return SyncDir(DirOf(path));

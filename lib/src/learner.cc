@@ -2,18 +2,38 @@
 
 namespace tributary {
 
+Result<std::string> ResolveEngine(const std::string& engine, const Plugin& family) {
+  const bool has_sep = SepLearner::Supports(family);
+  if (engine == "auto") return std::string(has_sep ? "sep" : "sdem");
+  if (engine == "sdem") {
+    if (has_sep) {
+      return Status::InvalidArgument("family '" + family.name +
+                                     "' is trained by SEP, EP or ADF, not sdEM (use --engine auto, sep, ep or adf)");
+    }
+    return engine;
+  }
+  if (engine == "sep" || engine == "ep" || engine == "adf") {
+    if (!has_sep) {
+      return Status::InvalidArgument("family '" + family.name + "' cannot be trained with --engine " + engine +
+                                     ": it has no SEP hooks (use --engine auto or sdem)");
+    }
+    return engine;
+  }
+  return Status::InvalidArgument("unknown engine '" + engine + "' (expected auto, sdem, sep, ep or adf)");
+}
+
+std::string LabelRequiredBy(const Plugin* loss) {
+  return loss != nullptr && loss->kind == TRIB_KIND_LOSS && loss->loss().requires_label ? loss->name : std::string();
+}
+
 Result<std::unique_ptr<Learner>> Learner::Create(Model* model, const LearnerOptions& options) {
   if (model == nullptr) return Status::InvalidArgument("learner: no model");
   std::unique_ptr<Learner> l(new Learner());
   l->model_ = model;
   l->options_ = options;
-  const bool has_sep = SepLearner::Supports(model->family());
-  std::string engine = options.engine;
-  if (engine == "auto") engine = has_sep ? "sep" : "sdem";
-  if (engine != "sdem" && engine != "sep" && engine != "ep" && engine != "adf") {
-    return Status::InvalidArgument("unknown engine '" + options.engine + "' (expected auto, sdem, sep, ep or adf)");
-  }
-  l->engine_ = engine;
+  auto engine = ResolveEngine(options.engine, model->family());
+  if (!engine.ok()) return engine.status();
+  l->engine_ = *engine;
   TRIB_RETURN_IF_ERROR(l->Build());
   return l;
 }

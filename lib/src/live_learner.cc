@@ -83,9 +83,9 @@ Status LiveLearnerOptions::Validate() const {
 }
 
 bool LiveLearnerApplies(const std::string& select, const std::string& engine, const Model& single) {
-  const bool sdem = engine == "sdem" || (engine == "auto" && !SepLearner::Supports(single.family()));
-  return select == "auto" && sdem && !single.latent_outputs() && single.loss_plugin() &&
-         single.loss_plugin()->loss().requires_label;
+  const Result<std::string> resolved = ResolveEngine(engine, single.family());
+  return select == "auto" && resolved.ok() && *resolved == "sdem" && !single.latent_outputs() &&
+         !LabelRequiredBy(single.loss_plugin().get()).empty();
 }
 
 Result<std::unique_ptr<LiveLearner>> NewDefaultLiveLearner(

@@ -298,9 +298,8 @@ Status LiveModel::CheckLocked(const v1::Document& doc, uint64_t index) {
   // Refused before it is logged, by the rule the log's reader decodes with
   // (what the log holds is learnable).
   std::string new_class;
-  const Plugin* loss = model_->loss_plugin().get();
-  const std::string label_required_by = loss != nullptr && loss->loss().requires_label ? loss->name : "";
-  return decoder_->DecodeForLearning(doc, index, model_->schema(), label_required_by, &buffer_, &new_class);
+  return decoder_->DecodeForLearning(doc, index, model_->schema(), LabelRequiredBy(model_->loss_plugin().get()),
+                                     &buffer_, &new_class);
 }
 
 Status LiveModel::AppendLocked(const v1::Document& doc) {

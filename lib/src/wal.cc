@@ -138,7 +138,7 @@ Result<std::unique_ptr<WriteAheadLog>> WriteAheadLog::Open(const std::string& di
 }
 
 WriteAheadLog::~WriteAheadLog() {
-  if (current_) current_->Close();
+  if (current_) (void)current_->Close();  // (a destructor has nobody to tell; Sync reported what mattered)
 }
 
 std::string WriteAheadLog::SegmentPath(uint64_t first) const {
@@ -150,7 +150,7 @@ std::string WriteAheadLog::SegmentPath(uint64_t first) const {
 std::vector<std::string> WriteAheadLog::Segments() const {
   std::vector<std::pair<uint64_t, std::string>> segs;
   std::vector<std::string> names;
-  env_->GetChildren(dir_, &names);  // an unreadable directory lists nothing; Replay's reads then fail loudly
+  (void)env_->GetChildren(dir_, &names);  // an unreadable directory lists nothing; Replay's reads then fail loudly
   for (const auto& name : names) {
     uint64_t first;
     if (ParseSegmentName(name, &first)) segs.emplace_back(first, (fs::path(dir_) / name).string());
@@ -473,7 +473,7 @@ Status WriteAheadLog::Recover(uint64_t next_sequence) {
     if (st.ok()) st = (*f)->Append(std::string(kProbeBytes, '\0'));
     if (st.ok()) st = (*f)->Sync();
     if (st.ok()) st = (*f)->Close();
-    if (!st.ok() || f.ok()) env_->RemoveFile(probe);  // best effort: a leftover probe is ignored by Replay
+    if (!st.ok() || f.ok()) (void)env_->RemoveFile(probe);  // best effort: a leftover probe is ignored by Replay
     if (!st.ok()) return st.WithContext("write-ahead log still failing");
   }
   // 2. Cut what the failed write may have left after the last durable

@@ -441,7 +441,7 @@ int RunClient(const ClientFlags& f) {
     }
     // A loss this program cannot load is left to the server to apply.
     auto loss = Registry().Find(resp.stats().loss(), TRIB_KIND_LOSS);
-    if (loss.ok() && (*loss)->loss().requires_label) label_required_by = resp.stats().loss();
+    if (loss.ok()) label_required_by = LabelRequiredBy(loss->get());
   }
   // Term ids of a stream with a vocabulary are the stream's own; the server
   // speaks the model's ids, so send them as tokens unless told otherwise.

@@ -480,7 +480,7 @@ void KafkaSource::HandleDeleter::operator()(rd_kafka_s* rk) const { Rdk().rd_kaf
 
 KafkaSource::KafkaSource(KafkaSourceOptions options) : options_(std::move(options)) {}
 
-KafkaSource::~KafkaSource() { Close(); }
+KafkaSource::~KafkaSource() { (void)Close(); }  // (leaving the group: nobody to tell if it fails)
 
 std::string KafkaSource::Brokers() const {
   std::string out;

@@ -402,7 +402,7 @@ DocumentWriter::DocumentWriter() = default;
 DocumentWriter::~DocumentWriter() {
   if (output_) output_->Flush();
   output_.reset();
-  if (sink_) sink_->file()->Close();
+  if (sink_) (void)sink_->file()->Close();
 }
 
 Result<std::unique_ptr<DocumentWriter>> DocumentWriter::CreateRaw(const std::string& path, Env* env) {

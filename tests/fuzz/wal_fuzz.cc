@@ -76,7 +76,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view rest(reinterpret_cast<const char*>(data + 1), size - 1);
 
   tributary::fuzz::MemEnv env;
-  env.CreateDirs(kDir);
+  (void)env.CreateDirs(kDir);
   for (size_t n = 0; n < kMaxSegments && !rest.empty(); ++n) {
     const size_t cut = rest.find(kSeparator);
     std::string_view seg = rest.substr(0, cut);

@@ -61,6 +61,19 @@ struct LearnResult {
   bool switched = false;  ///< a live learner: the served candidate changed after this document
 };
 
+/// The engine a model of `family` learns with under `engine`: "auto" is SEP
+/// for a family with SEP hooks (the count mixtures), else sdEM. The one rule
+/// Learner::Create, the server and the front ends apply. Errors
+/// (InvalidArgument): an unknown engine (expected auto, sdem, sep, ep or
+/// adf); SEP, EP or ADF for a family without SEP hooks; sdEM for a family
+/// trained by SEP (no sdEM update: every document would fail).
+Result<std::string> ResolveEngine(const std::string& engine, const Plugin& family);
+
+/// The name of `loss` when it learns labelled documents only (NCLL, hinge:
+/// DocumentDecoder::DecodeForLearning refuses an unlabelled document naming
+/// it), else "" (NLL learns unlabelled ones too; no loss: SEP).
+std::string LabelRequiredBy(const Plugin* loss);
+
 /// Learns a model one document at a time with the engine LearnerOptions
 /// chooses (the contracts are at the top of this file).
 class Learner {

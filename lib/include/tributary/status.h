@@ -18,7 +18,7 @@ namespace tributary {
 ///
 /// An OK Status holds a null pointer; an error owns its code and message. Copies are deep, so a Status can be
 /// passed between threads by value; one object is not safe to modify from two threads at once.
-class Status {
+class [[nodiscard]] Status {
  public:
   /// What kind of failure a Status reports; the caller can branch on it without parsing the message.
   enum class Code {
@@ -107,7 +107,7 @@ class Status {
 ///
 /// The accessors value(), operator-> and operator* require ok(); calling them on an error is undefined behavior.
 template <typename T>
-class Result {
+class [[nodiscard]] Result {
  public:
   /// A successful result holding `value`.
   Result(T value) : value_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
@@ -129,6 +129,8 @@ class Result {
   const T* operator->() const { return &*value_; }
   /// The value; requires ok().
   T& operator*() { return *value_; }
+  /// The value; requires ok().
+  const T& operator*() const { return *value_; }
 
  private:
   Status status_;

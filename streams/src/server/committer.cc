@@ -178,8 +178,7 @@ std::optional<LearnRefusal> Server::Impl::CheckLearn(const v1::LearnRequest& lr)
   // learned whole or refused whole.
   std::optional<LearnRefusal> refusal;
   Status read = Read([&](const LiveView& pub) {
-    const Plugin& loss = *pub.model->loss_plugin();
-    const std::string label_required_by = loss.loss().requires_label ? loss.name : std::string();
+    const std::string label_required_by = LabelRequiredBy(pub.model->loss_plugin().get());
     DocumentBuffer buf;
     // New classes of the whole request count against the model's limit
     // together (each document alone is checked against the model by Decode).

@@ -100,7 +100,7 @@ Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Server::~Server() {
   Shutdown();
-  Wait();
+  (void)Wait();  // (its Status was the caller's to ask for)
   for (auto& t : impl_->io_threads)
     if (t.joinable()) t.join();
 }
@@ -230,26 +230,18 @@ Status Server::Impl::Recover(std::unique_ptr<Model> model) {
   s.applied_sequence = after;
   s.snapshot_sequence = after;
   if (!model->loss_plugin()) return Status::InvalidArgument("serve: the model has no loss to learn with");
-  std::string engine = s.opt.engine;
-  const bool has_sep = SepLearner::Supports(model->family());
   const bool holds_live = LiveLearner::Holds(*model);
-  if (holds_live && engine != "auto" && engine != "sdem") {
+  if (holds_live && s.opt.engine != "auto" && s.opt.engine != "sdem") {
     return Status::InvalidArgument("serve: the model in '" + s.opt.data_dir +
-                                   "' is a live learner, which learns with sdEM, not --engine " + engine);
+                                   "' is a live learner, which learns with sdEM, not --engine " + s.opt.engine);
   }
-  if (engine == "auto") engine = has_sep ? "sep" : "sdem";
-  if (engine == "sep" || engine == "adf") {
-    if (!has_sep) {
-      return Status::InvalidArgument("serve: family '" + model->family().name + "' cannot be trained with --engine " +
-                                     engine + ": it has no SEP hooks");
-    }
-  } else if (engine == "sdem") {
-    if (has_sep) {  // the count mixtures have no sdEM update: every document would fail
-      return Status::InvalidArgument("serve: family '" + model->family().name +
-                                     "' is trained by SEP or ADF, not sdEM (use --engine auto, sep or adf)");
-    }
-  } else {
-    return Status::InvalidArgument("serve: unknown engine '" + s.opt.engine + "' (expected auto, sdem, sep or adf)");
+  auto resolved = ResolveEngine(s.opt.engine, model->family());  // learner.h: the one rule
+  if (!resolved.ok()) return resolved.status().WithContext("serve");
+  const std::string engine = *resolved;
+  if (engine == "ep") {
+    return Status::InvalidArgument(
+        "serve: --engine ep keeps a site per document, which grows without bound on a stream: use --engine sep "
+        "(one damped global site) or adf");
   }
   {
     // The server publishes by its own rule (ServerOptions::publish_every_updates

@@ -177,13 +177,13 @@ class KafkaAdapter : public BrokerAdapter {
   }
   // Leaves the group while the members on_revoke uses are alive.
   ~KafkaAdapter() override {
-    if (source_) source_->Close();
+    if (source_) (void)source_->Close();
   }
   const std::string& key() const override { return key_; }
   bool connected() const override { return source_ != nullptr; }
 
   Status Connect() override {
-    if (source_) source_->Close();  // leaves the group; on_revoke commits what it can
+    if (source_) (void)source_->Close();  // leaves the group; on_revoke commits what it can
     source_.reset();
     auto s = KafkaSource::Connect(options_);
     if (!s.ok()) return s.status();
@@ -467,8 +467,7 @@ void SourceReader::Run() {
     // The checks first, against one publication (not held across the
     // broker calls below).
     Status read = srv_->Read([&](const LiveView& pub) {
-      const Plugin& loss = *pub.model->loss_plugin();
-      const std::string label_required_by = loss.loss().requires_label ? loss.name : std::string();
+      const std::string label_required_by = LabelRequiredBy(pub.model->loss_plugin().get());
       DocumentBuffer buf;
       for (auto& e : entries) {
         if (!e.error.ok() || adapter_->Logged(e.position)) continue;
@@ -489,7 +488,7 @@ void SourceReader::Run() {
     if (!read.ok()) {  // (no reader: nothing of the batch is acknowledged; delivered again)
       NoteError(read);
       if (!Pause(backoff_ms)) return;
-      adapter_->Connect();
+      if (Status c = adapter_->Connect(); !c.ok()) NoteError(c);  // (the next read tries again)
       continue;
     }
     bool lost = false;
@@ -532,7 +531,7 @@ void SourceReader::Run() {
           continue;
         }
         Pause(backoff_ms);
-        adapter_->Connect();
+        if (Status c = adapter_->Connect(); !c.ok()) NoteError(c);
         continue;
       }
       logged_ += n;
