@@ -1,7 +1,7 @@
-// The `tributary` command-line program: convert, train, eval, predict,
-// prequential, plugins. Script-facing names and flags are stable. Each
-// subcommand lives in its own file (commands/commands.h); Main only parses
-// the command line and runs the subcommand given.
+// The `tributary` command-line program. Script-facing names and flags are
+// stable. Each subcommand lives in its own file, and commands/commands.h
+// (Commands()) lists them all; Main only parses the command line and runs
+// the subcommand given.
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cstdio>

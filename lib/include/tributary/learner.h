@@ -2,7 +2,7 @@
 // a time — sdEM (sdem_learner.h: online EM as natural-gradient descent, any
 // loss) and SEP / EP / ADF (sep_engine.h: one damped global site, a site per
 // document, or none). `train`, `prequential`, the server's learner thread and
-// the Trainer drive a Learner; the front ends to come (Python, MPI) do too.
+// the Trainer drive a Learner; so do the server, LiveModel, Python and the MPI ranks.
 //
 // Contracts:
 //  - Learn() takes a document in the model's id space (DocumentDecoder, or a

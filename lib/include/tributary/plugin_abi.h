@@ -25,9 +25,15 @@
  * NULL (every family function not marked optional below; the loss's weights).
  *
  * ABI rules:
- *  - Structs passed across the boundary begin with their own size, and only
- *    ever grow at their end. A host reads a field only if the plugin's struct
- *    is large enough to hold it; a missing optional function is NULL.
+ *  - The structs that grow across minor versions begin with their own size
+ *    (struct_size: trib_host_api, trib_schema, trib_document, the family and
+ *    loss vtables, trib_option_table) and only ever grow at their end: a host
+ *    or plugin reads a field only if the other side's struct is large enough
+ *    to hold it; a missing optional function is NULL. The others
+ *    (trib_error, trib_plugin_info, trib_option, trib_block, trib_stats,
+ *    trib_delta, trib_step_log, trib_step, trib_option_spec) are fixed: they
+ *    change only with a major version (trib_plugin_info is checked by its
+ *    magic and versions instead).
  *  - A different major version is refused; an older minor version is
  *    accepted (the host treats fields beyond it as absent).
  *  - No C++ exception and no STL type crosses the boundary. Every fallible

@@ -22,6 +22,18 @@
 //                       has SEP hooks) one SEP pass, statistics/scores finite
 //   concurrent-score    4 threads, each with its own ScoringState, score
 //                       every document exactly as one thread does
+//   add-class           (families with ABI 1.4 add_class) a class brought
+//                       into use in place gives the model grow_classes
+//                       gives: every document scored the same to 1e-9
+//                       relative, and the padded model survives a snapshot
+//                       round trip bit for bit
+//   frozen-score        (families with ABI 1.6 freeze) the frozen table
+//                       scores every document as score() does, to 1e-9
+//                       relative, -inf exactly where score() gives -inf
+//   fused-step          (families with ABI 1.7 fused_step) the fused step
+//                       and accumulate + apply + commit leave the statistics
+//                       and block maps the same bit for bit after every
+//                       document, with each built-in loss
 // Loss:
 //   train-multinomial   one pass of the built-in multinomial family with the
 //                       loss: statistics and scores finite
