@@ -504,7 +504,7 @@ TEST(InputDocumentTest, FeaturesByNameAndTheirErrors) {
       {[](InputDocument& e) { e.SetReal("x", 1).SetReal("x", 2); }, "feature 'x' is set twice"},
       {[](InputDocument& e) { e.SetReal("x", 1).SetReal("y", 2); }, "feature 'colour' is neither set nor missing"},
       {[](InputDocument& e) { e.SetReal("x", 1).SetMissing("colour").SetReal("y", 2).SetWeight(0); },
-       "weight is 0, expected a finite number > 0"},
+       "weight is 0, expected a finite number in (0, 1e6]"},
   };
   for (const auto& c : cases) {
     d.Clear();

@@ -428,6 +428,10 @@ TEST_F(ServerHttpTest, TermCountDocumentsAndBadCounts) {
       {R"({"text": "t1", "lable": "c0"})", "unknown field \"lable\""},
       {R"({"text": 5, "label": "c0"})", "\"text\" must be a string"},
       {R"({"terms": {"t1": 1}, "label": "c0", "weight": -1})", "weight"},
+      // A given 0 is refused as InputDocument refuses it (it used to be read as 1).
+      {R"({"terms": {"t1": 1}, "label": "c0", "weight": 0})",
+       "\"weight\": weight is 0, expected a finite number in (0, 1e6]"},
+      {R"({"terms": {"t1": 1}, "label": "c0", "weight": 2e6})", "expected a finite number in (0, 1e6]"},
   };
   for (const auto& [doc, want] : bad_docs) {
     const std::string body = R"({"documents": [{"text": "t1 t2", "label": "c0"}, )" + doc + "]}";

@@ -449,6 +449,11 @@ std::string Num(double x) {
 }
 }  // namespace
 
+Status CheckGivenWeight(double weight) {
+  if (std::isfinite(weight) && weight > 0 && weight <= kMaxDocumentWeight) return Status::OK();
+  return Status::InvalidDocument("weight is " + Num(weight) + ", expected a finite number in (0, 1e6]");
+}
+
 Status DocumentDecoder::Decode(const v1::Document& doc, uint64_t index, const ModelSchema& model, DecodeGrowth growth,
                                DocumentBuffer* out, std::string* new_class, DecodeCounters* counters) const {
   out->Clear();

@@ -1,5 +1,7 @@
 #include "tributary/input_document.h"
 
+#include "tributary/document.h"
+
 #include "tributary/v1/tributary.pb.h"
 
 namespace tributary {
@@ -60,10 +62,12 @@ Status InputDocument::ToProto(const ModelSchema& schema, v1::Document* out) cons
   out->Clear();
   out->set_id(id_);
   if (has_label_) out->set_label(label_);
-  // (The wire format reads a weight of 0 as "absent", i.e. 1: refused here.
-  // Other bad values go to the decoder, which checks them.)
-  if (weight_ == 0.0) return Status::InvalidDocument("weight is 0, expected a finite number > 0");
-  if (weight_ != 1.0) out->set_weight(weight_);
+  // (document.h CheckGivenWeight: the wire format reads 0 as "absent", i.e.
+  // 1, so a given 0 is refused here, as HTTP refuses it.)
+  if (weight_ != 1.0) {
+    TRIB_RETURN_IF_ERROR(CheckGivenWeight(weight_));
+    out->set_weight(weight_);
+  }
   if (!text_.empty()) out->set_text(text_);
   for (const auto& [term, count] : terms_) {
     out->add_tokens(term);

@@ -144,6 +144,13 @@ inline constexpr size_t kMaxNewTermBytes = 256;
 /// near the largest double overflows the statistics.
 inline constexpr double kMaxDocumentWeight = 1e6;
 
+/// The weight rule of every door where a weight is given explicitly (HTTP's
+/// "weight", InputDocument::SetWeight): a finite number in (0,
+/// kMaxDocumentWeight]. (The wire format cannot tell 0 from absent, proto3,
+/// and reads both as 1; a given 0 is refused rather than read as 1.) Errors:
+/// InvalidDocument "weight is W, expected a finite number in (0, 1e6]".
+Status CheckGivenWeight(double weight);
+
 /// What Decode may report as new for the caller to add to the model: labels
 /// unknown to a schema with open classes, terms unknown to a schema with an
 /// open vocabulary. Learning allows both; evaluating a latent family allows

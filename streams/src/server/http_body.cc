@@ -66,9 +66,10 @@ std::string DocumentFromJson(const json& j, uint64_t index, v1::Document* doc) {
       }
     } else if (key == "weight") {
       if (!IsNumber(v)) return bad("\"weight\" must be a number, found " + std::string(v.type_name()));
-      const double w = v.get<double>();
-      if (!std::isfinite(w) || w < 0) return bad("\"weight\" is " + Dump(v) + ", expected a finite number >= 0");
-      doc->set_weight(w);
+      // (document.h CheckGivenWeight: the rule InputDocument applies; a given
+      // 0 is refused, not read as 1.)
+      if (Status st = CheckGivenWeight(v.get<double>()); !st.ok()) return bad("\"weight\": " + st.message());
+      doc->set_weight(v.get<double>());
     } else {
       return bad("unknown field \"" + key +
                  "\" (expected id, label, text, terms, reals, categoricals, missing_features, weight)");
