@@ -133,10 +133,8 @@ Result<std::unique_ptr<LiveLearner>> LiveLearner::Create(const ModelFactory& fac
     auto m = factory(setting.spec);
     if (!m.ok()) return m.status().WithContext("candidate '" + setting.spec.label + "'");
     c.model = std::move(m).value();
-    LearnerOptions lo;
-    lo.engine = "sdem";  // test-then-train needs the scores sdEM computes for its step
-    lo.seed = options.seed;
-    auto learner = Learner::Create(c.model.get(), lo);
+    // (sdEM: test-then-train needs the scores it computes for its step.)
+    auto learner = Learner::Create(c.model.get(), LearnerOptions::Sdem(options.seed));
     if (!learner.ok()) return learner.status().WithContext("candidate '" + setting.spec.label + "'");
     c.learner = std::move(learner).value();
     l->candidates_.push_back(std::move(c));
@@ -756,10 +754,7 @@ Result<std::unique_ptr<LiveLearner>> LiveLearner::FromModel(std::unique_ptr<Mode
       if (!m.ok()) return m.status();
       c.model = std::move(m).value();
     }
-    LearnerOptions lo;
-    lo.engine = "sdem";
-    lo.seed = o.seed;
-    auto learner = Learner::Create(c.model.get(), lo);
+    auto learner = Learner::Create(c.model.get(), LearnerOptions::Sdem(o.seed));
     if (!learner.ok()) return learner.status().WithContext(name);
     c.learner = std::move(learner).value();
     c.labelled = pc.labelled();

@@ -15,13 +15,6 @@ namespace tributary {
 
 namespace {
 
-LearnerOptions SdemOptions(uint64_t seed) {
-  LearnerOptions o;
-  o.engine = "sdem";
-  o.seed = seed;
-  return o;
-}
-
 // Strictly better: higher accuracy, or equal accuracy and lower NCLL.
 bool Better(double acc, double ncll, double best_acc, double best_ncll) {
   return acc > best_acc || (acc == best_acc && ncll < best_ncll);
@@ -311,7 +304,7 @@ Result<std::unique_ptr<Model>> Trainer::TrainOffline(const ModelFactory& factory
       auto m = factory(config.candidates[c]);
       if (!m.ok()) return m.status().WithContext("candidate '" + config.candidates[c].label + "'");
       runs[c].model = std::move(m).value();
-      auto l = Learner::Create(runs[c].model.get(), SdemOptions(config.seed));
+      auto l = Learner::Create(runs[c].model.get(), LearnerOptions::Sdem(config.seed));
       if (!l.ok()) return l.status().WithContext("candidate '" + config.candidates[c].label + "'");
       runs[c].learner = std::move(l).value();
       runs[c].bad.assign(docs.size(), 0);
@@ -440,7 +433,7 @@ Result<std::unique_ptr<Model>> Trainer::TrainOffline(const ModelFactory& factory
     rest.resize(docs.size());
     for (size_t i = 0; i < rest.size(); ++i) rest[i] = i;
   }
-  auto l = Learner::Create(model.get(), SdemOptions(config.seed));
+  auto l = Learner::Create(model.get(), LearnerOptions::Sdem(config.seed));
   if (!l.ok()) return l.status();
   std::mt19937_64 final_rng(config.seed ^ 0x7265666974ULL);
   const uint32_t passes = rest.size() == docs.size() ? kept_epochs : 1;
@@ -486,7 +479,7 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const ModelFactory& factory, co
     auto m = factory(spec);
     if (!m.ok()) return m.status().WithContext("candidate '" + spec.label + "'");
     c.model = std::move(m).value();
-    auto l = Learner::Create(c.model.get(), SdemOptions(config.seed));
+    auto l = Learner::Create(c.model.get(), LearnerOptions::Sdem(config.seed));
     if (!l.ok()) return l.status().WithContext("candidate '" + spec.label + "'");
     c.learner = std::move(l).value();
     t->candidates_.push_back(std::move(c));

@@ -448,7 +448,9 @@ class LiveClassifier:
     before it returns (the server's guarantee): a LiveClassifier made again on
     the same directory has every document learned before, even after a
     crash; ``checkpoint()`` writes a snapshot there and drops the log it
-    covers.
+    covers; ``learn_many`` logs a batch with one fsync. The directory is
+    locked while the classifier lives: a second one on it (or a server) is
+    refused with ``tributary.IOError`` naming the holder.
 
         >>> live = tributary.LiveClassifier()
         >>> live.learn_one("free money now", "spam")

@@ -41,6 +41,16 @@ struct LearnerOptions {
   /// the damping (0: the engine's default).
   double effective_size = 0;
   double damping = 0;  ///< SEP / EP / ADF only: SepOptions::damping (0: the engine's default)
+
+  /// sdEM with `seed` (what the Trainer's and the live learner's candidates
+  /// and train's one learner use: test-then-train needs the scores sdEM
+  /// computes for its step).
+  static LearnerOptions Sdem(uint64_t seed) {
+    LearnerOptions o;
+    o.engine = "sdem";
+    o.seed = seed;
+    return o;
+  }
 };
 
 /// What one Learn() call did.

@@ -59,10 +59,7 @@ int RunPrequential(const LearnFlags& f, const std::string& in, uint64_t every, b
     live = std::move(ll).value();
     model.reset();  // (the candidates have their own models; this one was for the checks above)
   } else {
-    LearnerOptions lo;
-    lo.engine = "sdem";
-    lo.seed = f.seed;
-    auto lr = Learner::Create(model.get(), lo);
+    auto lr = Learner::Create(model.get(), LearnerOptions::Sdem(f.seed));
     if (!lr.ok()) return refuse(lr.status());
     learner = std::move(lr).value();
   }

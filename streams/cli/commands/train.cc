@@ -353,10 +353,7 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
     learner = std::move(replicas[0].learner);
     if (f.restarts == 1) replicas.clear();
   } else {
-    LearnerOptions lo;
-    lo.engine = "sdem";
-    lo.seed = f.seed;
-    auto lr = Learner::Create(model.get(), lo);
+    auto lr = Learner::Create(model.get(), LearnerOptions::Sdem(f.seed));
     if (!lr.ok()) return refuse(lr.status());
     learner = std::move(lr).value();
   }
