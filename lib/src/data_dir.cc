@@ -70,17 +70,26 @@ std::vector<std::string> DataDir::Reports() const {
   return out;
 }
 
-Result<std::string> DataDir::MoveAside(const std::string& path, const std::string& why,
-                                       const std::string& recovered_from, uint64_t after) {
+Status DataDir::Report(const std::string& report, const std::string& what, const std::string& line,
+                       DataDirRecovery* rec) {
+  TRIB_RETURN_IF_ERROR(env_->CreateDirs(DamagedDir()));
+  TRIB_RETURN_IF_ERROR(env_->WriteFileAtomically(
+      report, "Tributary " + what + " damage, found at unix time " + stamp_ + "\n" + line +
+                  ".\nRemove this .report file once reviewed: /healthz fails while one exists.\n"));
+  rec->damage.push_back(line);
+  rec->reports.push_back(report);
+  return Status::OK();
+}
+
+Status DataDir::MoveAside(const std::string& path, const std::string& why, const std::string& recovered_from,
+                          uint64_t after, DataDirRecovery* rec) {
   TRIB_RETURN_IF_ERROR(env_->CreateDirs(DamagedDir()));
   const std::string kept = DamagedDir() + "/" + std::filesystem::path(path).filename().string() + "." + stamp_;
   TRIB_RETURN_IF_ERROR(env_->RenameFile(path, kept).WithContext("moving a damaged snapshot aside"));
-  const std::string line = why + "; kept as " + kept + "; recovered from " + recovered_from +
-                           " and the write-ahead log from sequence " + std::to_string(after + 1) + ": nothing lost";
-  TRIB_RETURN_IF_ERROR(env_->WriteFileAtomically(
-      kept + ".report", "Tributary snapshot damage, found at unix time " + stamp_ + "\n" + line +
-                            ".\nRemove this .report file once reviewed: /healthz fails while one exists.\n"));
-  return line;
+  return Report(kept + ".report", "snapshot",
+                why + "; kept as " + kept + "; recovered from " + recovered_from +
+                    " and the write-ahead log from sequence " + std::to_string(after + 1) + ": nothing lost",
+                rec);
 }
 
 Result<std::unique_ptr<Model>> DataDir::LoadModel(const PluginRegistry& registry, std::unique_ptr<Model> initial,
@@ -140,13 +149,7 @@ Result<std::unique_ptr<Model>> DataDir::LoadModel(const PluginRegistry& registry
         model->Save(InitialSnapshotPath(), SnapshotOptions{env_, 0}).WithContext("keeping the initial model"));
   }
   const std::string recovered_from = rec->from_snapshot ? rec->snapshot_path : std::string("the initial model");
-  for (const auto& [path, msg] : damaged) {
-    auto line = MoveAside(path, msg, recovered_from, after);
-    if (!line.ok()) return line.status();
-    rec->damage.push_back(*line);
-    rec->reports.push_back(DamagedDir() + "/" + std::filesystem::path(path).filename().string() + "." + stamp_ +
-                           ".report");
-  }
+  for (const auto& [path, msg] : damaged) TRIB_RETURN_IF_ERROR(MoveAside(path, msg, recovered_from, after, rec));
   rec->snapshot_sequence = after;
   snapshot_sequence_ = rec->from_snapshot ? after : 0;
   return model;
@@ -191,13 +194,7 @@ Status DataDir::Replay(const std::function<Status(const v1::WalRecord&)>& apply,
       line += "; " + std::to_string(rep.torn_bytes) + " bytes cut from the end of the log (kept as " +
               rep.torn_kept_as + ") may have held acknowledged documents";
     }
-    TRIB_RETURN_IF_ERROR(env_->CreateDirs(DamagedDir()));
-    const std::string report = DamagedDir() + "/wal.acked." + stamp_ + ".report";
-    TRIB_RETURN_IF_ERROR(env_->WriteFileAtomically(
-        report, "Tributary write-ahead log damage, found at unix time " + stamp_ + "\n" + line +
-                    ".\nRemove this .report file once reviewed: /healthz fails while one exists.\n"));
-    rec->damage.push_back(line);
-    rec->reports.push_back(report);
+    TRIB_RETURN_IF_ERROR(Report(DamagedDir() + "/wal.acked." + stamp_ + ".report", "write-ahead log", line, rec));
   }
   return wal_->MarkAcknowledged(*next_sequence - 1);
 }

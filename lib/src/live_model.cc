@@ -148,7 +148,7 @@ LiveModel::~LiveModel() {
   // damage to the last records is reported at the next Create, not taken
   // for a torn write. (An error here has nobody to go to: the next Create
   // reads the log without the newest mark, as after a crash.)
-  if (wal_ != nullptr && !wal_->failed() && marked_ < logged_.load()) (void)wal_->MarkAcknowledged(logged_.load());
+  if (wal_ != nullptr && !wal_->failed()) (void)MarkLocked();
 }
 
 std::unique_ptr<LiveModel::Publication> LiveModel::TakeSpareLocked() {
@@ -243,7 +243,6 @@ Status LiveModel::OpenDurable(std::unique_ptr<Model> initial) {
       },
       nullptr, &recovery_, &next));
   if (live_ == nullptr) model_->learner_state().skipped_documents += recovery_.unreadable_sequences.size();
-  snapshot_sequence_ = recovery_.snapshot_sequence;
   logged_ = next - 1;
   appended_ = logged_;
   marked_ = logged_;
@@ -314,26 +313,31 @@ Status LiveModel::AppendLocked(const v1::Document& doc) {
   return Status::OK();
 }
 
-Status LiveModel::SyncLocked(bool mark) {
+Status LiveModel::SyncLocked() {
   Status st = wal_->Sync();
   if (!st.ok()) {
     appended_ = logged_.load();  // the log dropped what was not durable (wal.h Sync)
     return st;
   }
   logged_ = appended_;
-  const auto now = std::chrono::steady_clock::now();
-  if (mark || now - marked_at_ >= std::chrono::milliseconds(options_.ack_mark_interval_ms)) {
-    TRIB_RETURN_IF_ERROR(wal_->MarkAcknowledged(logged_.load()));
-    marked_ = logged_.load();
-    marked_at_ = now;
+  if (std::chrono::steady_clock::now() - marked_at_ < std::chrono::milliseconds(options_.ack_mark_interval_ms)) {
+    return Status::OK();
   }
+  return MarkLocked();
+}
+
+Status LiveModel::MarkLocked() {
+  if (marked_ >= logged_.load()) return Status::OK();
+  TRIB_RETURN_IF_ERROR(wal_->MarkAcknowledged(logged_.load()));
+  marked_ = logged_.load();
+  marked_at_ = std::chrono::steady_clock::now();
   return Status::OK();
 }
 
 Status LiveModel::LogLocked(const v1::Document& doc, uint64_t index) {
   TRIB_RETURN_IF_ERROR(CheckLocked(doc, index));
   TRIB_RETURN_IF_ERROR(AppendLocked(doc));
-  return SyncLocked(false);
+  return SyncLocked();
 }
 
 Status LiveModel::LearnProtoLocked(const v1::Document& doc, uint64_t index, LearnResult* result) {
@@ -379,12 +383,7 @@ Status LiveModel::CheckpointLocked() {
         return live_ ? live_->Save(path, so) : model_->Save(path, so);
       },
       logged_.load(), &replaced));
-  snapshot_sequence_ = logged_.load();
-  if (marked_ < logged_.load()) {
-    TRIB_RETURN_IF_ERROR(wal_->MarkAcknowledged(logged_.load()));
-    marked_ = logged_.load();
-    marked_at_ = std::chrono::steady_clock::now();
-  }
+  TRIB_RETURN_IF_ERROR(MarkLocked());
   // Segments wholly before the replaced snapshot: no snapshot needs them.
   return wal_->DropCovered(replaced);
 }
@@ -441,7 +440,7 @@ Status LiveModel::LearnBatch(std::span<const InputDocument> docs, std::vector<Le
   inputs_ += docs.size();
   if (wal_ != nullptr && !docs.empty()) {
     for (const v1::Document& d : protos) TRIB_RETURN_IF_ERROR(AppendLocked(d));
-    TRIB_RETURN_IF_ERROR(SyncLocked(false));
+    TRIB_RETURN_IF_ERROR(SyncLocked());
   }
   for (size_t i = 0; i < docs.size(); ++i) {
     LearnResult* r = results != nullptr ? &(*results)[i] : nullptr;

@@ -145,10 +145,13 @@ class DataDir {
 
  private:
   DataDir() = default;
-  /// Moves `path` into damaged/ and writes its report (`why`, and what
-  /// recovery read instead); returns the report line.
-  Result<std::string> MoveAside(const std::string& path, const std::string& why, const std::string& recovered_from,
-                                uint64_t after);
+  /// Moves `path` into damaged/ and reports it (`why`, and what recovery
+  /// read instead).
+  Status MoveAside(const std::string& path, const std::string& why, const std::string& recovered_from, uint64_t after,
+                   DataDirRecovery* rec);
+  /// Writes the .report file `report` (damage to `what`, the line `line`)
+  /// and records both in `rec`.
+  Status Report(const std::string& report, const std::string& what, const std::string& line, DataDirRecovery* rec);
   std::string path_;
   DataDirOptions options_;
   Env* env_ = nullptr;

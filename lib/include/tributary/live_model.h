@@ -285,8 +285,11 @@ class LiveModel {
   /// Durable mode: `doc` appended to the log (not yet synced). Writer mutex held.
   Status AppendLocked(const v1::Document& doc);
   /// Durable mode: the appended records fsynced; the acknowledgement mark
-  /// rewritten when ack_mark_interval_ms has passed (or `mark`).
-  Status SyncLocked(bool mark);
+  /// rewritten when ack_mark_interval_ms has passed since the last one.
+  Status SyncLocked();
+  /// Durable mode: the acknowledgement mark moved to the last synced record
+  /// (nothing when it is there already). Writer mutex held (or destruction).
+  Status MarkLocked();
   /// Durable mode: Checkpoint with the writer mutex held.
   Status CheckpointLocked();
   /// Decodes (growing the model) and learns a logged or given document. Writer mutex held.
@@ -327,7 +330,6 @@ class LiveModel {
   std::unique_ptr<DataDir> dir_;     ///< durable mode's data directory (writer mutex)
   WriteAheadLog* wal_ = nullptr;     ///< its log (writer mutex)
   DataDirRecovery recovery_;         ///< what Create's recovery found (fixed after Create)
-  uint64_t snapshot_sequence_ = 0;   ///< durable: the last sequence the directory's snapshot holds (writer mutex)
   std::atomic<uint64_t> logged_{0};  ///< durable: the last sequence in the fsynced log
   uint64_t appended_ = 0;            ///< durable: the last sequence appended, synced or not (writer mutex)
   uint64_t marked_ = 0;              ///< durable: the sequence the acknowledgement mark holds (writer mutex)
