@@ -87,6 +87,30 @@ void MpiSession::Abort(int code) const {
   std::abort();  // not reached
 }
 
+// ---- MpiTrainerGroup --------------------------------------------------------------
+
+Status MpiTrainerGroup::SumAll(std::vector<double>* values) const {
+  std::vector<double> sum(values->size());
+  for (size_t at = 0; at < values->size(); at += kMaxCount) {
+    const int n = static_cast<int>(std::min(kMaxCount, values->size() - at));
+    TRIB_MPI(MPI_Allreduce(values->data() + at, sum.data() + at, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD),
+             "MPI_Allreduce");
+  }
+  *values = std::move(sum);
+  return Status::OK();
+}
+
+Status MpiTrainerGroup::Broadcast(int root, std::string* bytes) const {
+  uint64_t size = bytes->size();
+  TRIB_MPI(MPI_Bcast(&size, 1, MPI_UINT64_T, root, MPI_COMM_WORLD), "MPI_Bcast");
+  bytes->resize(size);
+  for (size_t at = 0; at < size; at += kMaxCount) {
+    const int n = static_cast<int>(std::min<size_t>(kMaxCount, size - at));
+    TRIB_MPI(MPI_Bcast(bytes->data() + at, n, MPI_CHAR, root, MPI_COMM_WORLD), "MPI_Bcast");
+  }
+  return Status::OK();
+}
+
 // ---- DistributedLearner ----------------------------------------------------------
 
 DistributedLearner::~DistributedLearner() = default;

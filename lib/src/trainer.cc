@@ -311,11 +311,15 @@ Result<std::unique_ptr<Model>> Trainer::TrainOffline(const ModelFactory& factory
     }
     const uint32_t max_epochs = config.epochs ? config.epochs : config.max_epochs;
     std::vector<size_t> order = search_idx;
+    // With a group, this member learns its own candidates; the others' results
+    // arrive after each pass (TrainerGroup).
+    const TrainerGroup* group = config.group;
+    auto own = [group](size_t c) { return group == nullptr || static_cast<int>(c % group->size()) == group->rank(); };
     for (uint32_t e = 1; e <= max_epochs; ++e) {
       if (config.shuffle) std::shuffle(order.begin(), order.end(), rng);
       std::vector<size_t> live;
       for (size_t c = 0; c < C; ++c) {
-        if (runs[c].active) live.push_back(c);
+        if (runs[c].active && own(c)) live.push_back(c);
       }
       // One pass and one validation per live candidate, in parallel: each
       // touches only its own Run.
@@ -344,6 +348,37 @@ Result<std::unique_ptr<Model>> Trainer::TrainOffline(const ModelFactory& factory
           ++r.stale;
         }
       });
+      if (group != nullptr) {
+        // Every member stops if any candidate failed; then each candidate's
+        // pass, as its member saw it.
+        Status local;
+        for (size_t c = 0; c < C && local.ok(); ++c) local = runs[c].status;
+        Status agreed;
+        if (group->AnyFailed(local, &agreed)) return agreed;
+        constexpr size_t kFields = 5;
+        std::vector<double> shared(C * kFields, 0.0);
+        for (size_t c = 0; c < C; ++c) {
+          if (!own(c)) continue;
+          const Run& r = runs[c];
+          double* f = &shared[c * kFields];
+          f[0] = static_cast<double>(r.steps);
+          f[1] = r.best_acc;
+          f[2] = r.best_ncll;
+          f[3] = r.best_epoch;
+          f[4] = r.stale;
+        }
+        TRIB_RETURN_IF_ERROR(group->SumAll(&shared));
+        for (size_t c = 0; c < C; ++c) {
+          if (own(c)) continue;
+          Run& r = runs[c];
+          const double* f = &shared[c * kFields];
+          r.steps = static_cast<uint64_t>(f[0]);
+          r.best_acc = f[1];
+          r.best_ncll = f[2];
+          r.best_epoch = static_cast<uint32_t>(f[3]);
+          r.stale = static_cast<uint32_t>(f[4]);
+        }
+      }
       bool any = false;
       updates = 0;
       for (size_t c = 0; c < C; ++c) {
@@ -371,6 +406,22 @@ Result<std::unique_ptr<Model>> Trainer::TrainOffline(const ModelFactory& factory
       }
       if (!any) break;
     }
+    if (group != nullptr) {
+      // The per-document outcomes ChooseCandidate compares, then the kept
+      // candidate's model and refused documents from its member.
+      const size_t V = val_idx.size();
+      std::vector<double> shared(C * V, 0.0);
+      for (size_t c = 0; c < C; ++c) {
+        if (!own(c)) continue;
+        for (size_t j = 0; j < V && j < runs[c].best_correct.size(); ++j) shared[c * V + j] = runs[c].best_correct[j];
+      }
+      TRIB_RETURN_IF_ERROR(group->SumAll(&shared));
+      for (size_t c = 0; c < C; ++c) {
+        if (own(c)) continue;
+        runs[c].best_correct.assign(V, 0);
+        for (size_t j = 0; j < V; ++j) runs[c].best_correct[j] = shared[c * V + j] > 0.5;
+      }
+    }
     {
       std::vector<double> acc(C), ncll(C);
       std::vector<std::vector<char>> right(C);
@@ -382,6 +433,32 @@ Result<std::unique_ptr<Model>> Trainer::TrainOffline(const ModelFactory& factory
         gen[c] = config.candidates[c].generative;
       }
       kept = ChooseCandidate(acc, ncll, right, gen);
+    }
+    if (group != nullptr) {
+      const int holder = static_cast<int>(kept % group->size());
+      std::string bytes, bad;
+      Status local;
+      if (own(kept)) {
+        auto s = runs[kept].best->Serialize({}, "candidate '" + config.candidates[kept].label + "'");
+        if (s.ok()) {
+          bytes = std::move(s).value();
+        } else {
+          local = s.status();
+        }
+        bad.assign(runs[kept].bad.begin(), runs[kept].bad.end());
+      }
+      Status agreed;
+      if (group->AnyFailed(local, &agreed)) return agreed;
+      TRIB_RETURN_IF_ERROR(group->Broadcast(holder, &bytes));
+      TRIB_RETURN_IF_ERROR(group->Broadcast(holder, &bad));
+      if (!own(kept)) {
+        auto m =
+            Model::Parse(bytes, "candidate '" + config.candidates[kept].label + "' from rank " + std::to_string(holder),
+                         group->registry());
+        if (!m.ok()) return m.status();
+        runs[kept].best = std::move(m).value();
+        runs[kept].bad.assign(bad.begin(), bad.end());
+      }
     }
     kept_epochs = config.epochs ? config.epochs : std::max<uint32_t>(1, runs[kept].best_epoch);
     if (config.candidates[kept].generative) kept_epochs = 1;

@@ -33,6 +33,7 @@
 #include "tributary/model.h"
 #include "tributary/parallel.h"
 #include "tributary/status.h"
+#include "tributary/trainer.h"
 
 namespace tributary {
 
@@ -65,6 +66,25 @@ class MpiSession {
   MpiSession() = default;
   int rank_ = 0, size_ = 1;
   std::string host_;
+};
+
+/// The MPI ranks as a TrainerGroup (trainer.h): `train --distributed` shares
+/// the defaults' search among the ranks (each learns its own candidates), so
+/// that N ranks keep the model one process keeps. Borrows the session and the
+/// registry; call it from the session's thread.
+class MpiTrainerGroup final : public TrainerGroup {
+ public:
+  MpiTrainerGroup(const MpiSession* session, const PluginRegistry* registry) : session_(session), registry_(registry) {}
+  int rank() const override { return session_->rank(); }
+  int size() const override { return session_->size(); }
+  Status SumAll(std::vector<double>* values) const override;
+  bool AnyFailed(const Status& local, Status* agreed) const override { return session_->AnyFailed(local, agreed); }
+  Status Broadcast(int root, std::string* bytes) const override;
+  const PluginRegistry& registry() const override { return *registry_; }
+
+ private:
+  const MpiSession* session_;
+  const PluginRegistry* registry_;
 };
 
 /// What a DistributedLearner has done so far, on this rank.

@@ -87,6 +87,31 @@ ModelConfig CandidateConfig(const ModelConfig& base, const CandidateSpec& c);
 /// the user's flags.
 using ModelFactory = std::function<Result<std::unique_ptr<Model>>(const CandidateSpec&)>;
 
+/// Processes that run one offline search together (MPI ranks: distributed.h
+/// MpiTrainerGroup). Every member calls TrainOffline with the same documents,
+/// configuration and factory; member m learns the candidates c with
+/// c % size() == m, the members exchange each pass's validation results (a
+/// few numbers per candidate) and, at the end, the kept candidate's model, so
+/// that every member returns the model one process would have returned, bit
+/// for bit. Every method is collective except rank(), size() and registry():
+/// every member calls it, in the same order.
+class TrainerGroup {
+ public:
+  virtual ~TrainerGroup() = default;
+  virtual int rank() const = 0;  ///< this member, 0 .. size() - 1
+  virtual int size() const = 0;  ///< members, >= 1
+  /// Element-wise sum of `values` over the members, in place (every member
+  /// gives the same length).
+  virtual Status SumAll(std::vector<double>* values) const = 0;
+  /// True on every member if `local` is an error on any; *agreed gets the
+  /// lowest failing member's error (named by its rank on the others).
+  virtual bool AnyFailed(const Status& local, Status* agreed) const = 0;
+  /// `*bytes` of member `root` copied to every member.
+  virtual Status Broadcast(int root, std::string* bytes) const = 0;
+  /// Finds the plugins of a model another member sends (Model::Parse).
+  virtual const PluginRegistry& registry() const = 0;
+};
+
 /// What the Trainer tries and how long it searches (the two modes are at the
 /// top of this file).
 struct TrainerConfig {
@@ -113,6 +138,10 @@ struct TrainerConfig {
   /// screened before training (the --skip-bad contract). When null such an
   /// error stops training.
   std::function<void(const Status&)> on_bad;
+  /// Offline: when set, the search is shared with the group's other members
+  /// (TrainerGroup above; borrowed). The model returned does not depend on
+  /// it. A bad document is reported by the members whose candidates met it.
+  const TrainerGroup* group = nullptr;
 };
 
 /// How one candidate did on the held-out documents.

@@ -38,13 +38,22 @@ struct TrainFlags {
   std::string in, out;
 };
 
+}  // namespace
+
 // train without tuning flags, for a discriminative loss: candidates chosen on
 // the training stream (lib/include/tributary/trainer.h).
 int RunTrainSelect(const LearnFlags& f, const std::string& in, const std::string& out,
-                   std::unique_ptr<Model> schema_model, std::unique_ptr<DocumentReader> reader, uint64_t length) {
-  const bool streaming = in == "-" || f.epochs == 1;
-  // Every refusal names the training stream (cli_common.h NameFile).
-  auto refuse = [&in](const Status& st) { return ReportError(NameFile(st, in)); };
+                   std::unique_ptr<Model> schema_model, std::unique_ptr<DocumentReader> reader, uint64_t length,
+                   const TrainerGroup* group) {
+  // With a group (the MPI ranks) every member reads the whole stream and
+  // searches its share of the candidates; rank 0 writes and reports.
+  const bool lead = group == nullptr || group->rank() == 0;
+  const bool quiet = f.quiet || !lead;
+  const bool streaming = group == nullptr && (in == "-" || f.epochs == 1);
+  // Every refusal names the training stream (cli_common.h NameFile); with a
+  // group, rank 0 says it for every rank (an error only another rank met
+  // comes to it named by that rank).
+  auto refuse = [&in, lead](const Status& st) { return lead ? ReportError(NameFile(st, in)) : kExitError; };
   const Result<ModelSchema> stream_schema = reader->schema();  // (copies share the vocabulary)
   auto base = ConfigFromFlags(f);
   if (!base.ok()) return ReportError(base.status());
@@ -53,8 +62,9 @@ int RunTrainSelect(const LearnFlags& f, const std::string& in, const std::string
   cfg.epochs = f.epochs;
   cfg.shuffle = !f.no_shuffle;
   cfg.seed = f.seed;
-  cfg.threads = f.threads;
+  cfg.threads = group != nullptr ? 1 : f.threads;  // one thread per rank
   cfg.search_documents = f.search_documents;
+  cfg.group = group;
   BadInput bad;
   if (f.skip_bad) cfg.on_bad = [&bad](const Status& st) { bad.Record(st); };
   Model* classes_from = schema_model.get();
@@ -66,7 +76,7 @@ int RunTrainSelect(const LearnFlags& f, const std::string& in, const std::string
     if (classes_from != nullptr) TRIB_RETURN_IF_ERROR((*m)->GrowTo(classes_from->schema()));
     return m;
   };
-  Progress progress("train", f.quiet);
+  Progress progress("train", quiet);
   uint64_t steps = 0;
   auto start = std::chrono::steady_clock::now();
   TrainReport report;
@@ -77,10 +87,20 @@ int RunTrainSelect(const LearnFlags& f, const std::string& in, const std::string
     // Decode once into memory (labels as class indices of schema_model).
     DocumentSet docs;
     auto ds = DecodedStream::OpenPass(&reader, in, f.max_frame_bytes, *schema_model);
-    if (!ds.ok()) return refuse(ds.status());
+    Status opened = ds.ok() ? Status::OK() : ds.status();
+    Status agreed;
+    // (Every member of a group goes on, or stops, together.)
+    if (group != nullptr && group->AnyFailed(opened, &agreed)) return refuse(agreed);
+    if (!opened.ok()) return refuse(opened);
     for (;;) {
       bool eof = false, grew = false;
       Status st = (*ds)->Next(schema_model.get(), true, f.skip_bad, &bad, &doc, &eof, &grew);
+      if (group != nullptr && (!st.ok() || eof)) {
+        // A group writes no .partial: the ranks may have read different
+        // amounts before a failure (rerun on one process to keep them).
+        if (group->AnyFailed(st, &agreed)) return refuse(agreed);
+        break;
+      }
       if (!st.ok()) {
         // Nothing is lost: the documents read before the damage are learned
         // (the same way) and saved to <out>.partial.
@@ -145,12 +165,13 @@ int RunTrainSelect(const LearnFlags& f, const std::string& in, const std::string
   }
   progress.Done(documents);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!lead) return kExitOk;
   PrintBad(bad);
   model->learner_state().skipped_documents += bad.skipped;
   model->set_training_report(report.ToJson());
   Status st = model->Save(out);
   if (!st.ok()) return ReportError(NameFile(st, out));
-  if (!f.quiet) {
+  if (!quiet) {
     std::ostringstream os;
     os << "chose '" << report.kept << "' on " << report.validation_documents << " held-out training documents ("
        << report.mode << ";";
@@ -161,10 +182,11 @@ int RunTrainSelect(const LearnFlags& f, const std::string& in, const std::string
     }
     std::string line = os.str();
     line.back() = ')';
+    const std::string on_ranks = group != nullptr ? " on " + std::to_string(group->size()) + " MPI ranks" : "";
     std::cerr << line << "\ntrained " << model->family().name << "/" << model->loss_plugin()->name << " on "
-              << documents << " documents (" << report.final_epochs << " pass(es) of the kept setting, "
-              << report.document_updates << " updates while choosing) in " << Fmt(secs, 3) << " s -> " << out
-              << std::endl;
+              << documents << " documents" << on_ranks << " (" << report.final_epochs
+              << " pass(es) of the kept setting, " << report.document_updates << " updates while choosing) in "
+              << Fmt(secs, 3) << " s -> " << out << std::endl;
   }
   return kExitOk;
 }
@@ -177,6 +199,7 @@ int RunTrainSelect(const LearnFlags& f, const std::string& in, const std::string
 // served candidate predicts; serve --model and Python resume it).
 int RunTrainLive(const LearnFlags& f, const std::string& in, const std::string& out,
                  std::unique_ptr<DocumentReader> reader, uint64_t length) {
+  // (Also run by rank 0 of train --distributed.)
   auto refuse = [&in](const Status& st) { return ReportError(NameFile(st, in)); };
   auto base = ConfigFromFlags(f);
   if (!base.ok()) return ReportError(base.status());
@@ -240,6 +263,8 @@ int RunTrainLive(const LearnFlags& f, const std::string& in, const std::string& 
   return kExitOk;
 }
 
+namespace {
+
 int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& out) {
   LearnFlags f = flags;
   const bool ep_family = f.engine != "sdem";
@@ -276,8 +301,18 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
     model = std::move(mr).value();
   }
   std::unique_ptr<DocumentReader> reader = std::move(first).value();
-  // mpirun -np N tributary train --distributed: one learner per rank.
-  if (f.distributed) return RunTrainDistributed(f, in, out, std::move(model), std::move(reader));
+  // Defaults that work: a discriminative loss on class outputs, with the
+  // choice left to the program, goes through the Trainer; one pass in arrival
+  // order (standard input, or --epochs 1) through the live learner. (The same
+  // rule as the live front ends': live_learner.h LiveLearnerApplies.) The
+  // same flags mean the same on one process, threads and MPI ranks.
+  TrainMode mode = TrainMode::kOneLearner;
+  if (!ep_family && LiveLearnerApplies(f.select, "sdem", *model)) {
+    const bool one_pass = (in == "-" ? f.epochs <= 1 : f.epochs == 1) && !f.shuffle && !f.threads_given;
+    mode = one_pass ? TrainMode::kLive : TrainMode::kSelect;
+  }
+  // mpirun -np N tributary train --distributed.
+  if (f.distributed) return RunTrainDistributed(f, in, out, mode, std::move(model), std::move(reader), *length);
   if (f.restarts > 1 && !ep_family) {
     return ReportError(
         Status::InvalidArgument("--restarts needs --engine sep, ep or adf (sdEM has no evidence to "
@@ -295,16 +330,8 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
   if (f.epochs > 1 && in == "-" && !f.shuffle) {
     return ReportError(Status::InvalidArgument("--epochs > 1 needs a file (or --shuffle), not standard input"));
   }
-  // Defaults that work: a discriminative loss on class outputs, with the
-  // choice left to the program, goes through the Trainer.
-  // (The same rule as the live front ends': live_learner.h LiveLearnerApplies.)
-  if (!ep_family && LiveLearnerApplies(f.select, "sdem", *model)) {
-    // One pass in arrival order (standard input, or --epochs 1): the live learner.
-    if ((in == "-" ? f.epochs <= 1 : f.epochs == 1) && !f.shuffle && !f.threads_given) {
-      return RunTrainLive(f, in, out, std::move(reader), *length);
-    }
-    return RunTrainSelect(f, in, out, std::move(model), std::move(reader), *length);
-  }
+  if (mode == TrainMode::kLive) return RunTrainLive(f, in, out, std::move(reader), *length);
+  if (mode == TrainMode::kSelect) return RunTrainSelect(f, in, out, std::move(model), std::move(reader), *length);
   if (f.epochs == 0) f.epochs = 1;
   // Several passes over a file are shuffled (scikit-learn's SGD does the
   // same); --no-shuffle keeps the arrival order.
@@ -653,12 +680,15 @@ Runner SetUpTrain(CLI::App* cmd) {
   cmd->add_option("--sync-every", f->learn.sync_every,
                   "--threads / --distributed: documents each thread or rank learns between two compositions "
                   "(default: statistics / " +
-                      std::to_string(kStatisticsPerSyncDocument) + ", at least " + std::to_string(kMinSyncEvery) + ")")
+                      std::to_string(kStatisticsPerSyncDocument) + ", at least " + std::to_string(kMinSyncEvery) +
+                      ", at most a thread's or rank's share of the stream)")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--distributed", f->learn.distributed,
-                "run under mpirun: one learner per MPI rank, each learning its share of the documents (rank r the "
-                "r-th --sync-every documents of every round), composed every round with MPI_Allreduce; one learner "
-                "with the given settings (as --select off); rank 0 writes --out");
+                "run under mpirun; the same flags mean what they mean on one process: the defaults' search shares "
+                "its candidates among the ranks (the model one process keeps), one pass in arrival order is the "
+                "live learner's on rank 0, and one learner (--select off, nll, sep) has one shard per rank composed "
+                "every round with MPI_Allreduce (in arrival order rank r learns the r-th --sync-every documents of "
+                "every round; shuffled passes give each rank a random share); rank 0 writes --out");
   cmd->add_option("--search-documents", f->learn.search_documents,
                   "--select auto on a file: the candidates search on a sample of this many training documents, then "
                   "the kept setting learns the others once (0: search on all of them; cost grows with the file)")

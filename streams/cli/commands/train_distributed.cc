@@ -2,12 +2,18 @@
 // round (lib/include/tributary/distributed.h), started by
 // `mpirun -np N tributary train --distributed ...`.
 //
-// Sharding by document index: round j covers documents [j R K, (j + 1) R K)
-// of the stream (R ranks, K = --sync-every) and rank r learns the r-th K of
-// them, so that composing the ranks in order is the stream's own order. Every
-// rank reads the whole file (frames it does not own are passed over without
-// parsing); several passes over a file are shuffled per rank. Rank 0 writes
-// the model and the report.
+// One learner (--select off, nll, SEP): sharding by document index. In
+// arrival order round j covers documents [j R K, (j + 1) R K) of the stream
+// (R ranks, K = --sync-every, by default no more than a rank's share of the
+// stream) and rank r learns the r-th K of them, so that composing the ranks
+// in order is the stream's own order; several passes over a file are
+// shuffled per rank, each rank owning the documents a seeded hash of their
+// index gives it. Every rank reads the whole file (frames it does not own
+// are passed over without parsing). Rank 0 writes the model and the report.
+//
+// The defaults (a discriminative loss, --select auto) run as on one process:
+// the candidates' search shared among the ranks (trainer.h TrainerGroup), or
+// one pass in arrival order by the live learner on rank 0.
 #include "commands/train_distributed.h"
 
 #include <unistd.h>
@@ -56,8 +62,8 @@ int ExecMpiProgram() {
 #endif
 }
 
-int RunTrainDistributed(const LearnFlags&, const std::string&, const std::string&, std::unique_ptr<Model>,
-                        std::unique_ptr<DocumentReader>) {
+int RunTrainDistributed(const LearnFlags&, const std::string&, const std::string&, TrainMode, std::unique_ptr<Model>,
+                        std::unique_ptr<DocumentReader>, uint64_t) {
   return ReportError(Status::InvalidArgument(
       "--distributed: this tributary was built without MPI (configure with -DTRIBUTARY_MPI=ON; Debian packages "
       "libopenmpi-dev and openmpi-bin)"));
@@ -91,10 +97,14 @@ Status NextOwn(DecodedStream* ds, Model* model, bool skip_bad, BadInput* bad, Do
 }
 
 int Run(const LearnFlags& f, const std::string& in, const std::string& out, Model* model,
-        std::unique_ptr<DocumentReader>* reader, const MpiSession& mpi) {
+        std::unique_ptr<DocumentReader>* reader, uint64_t length, const MpiSession& mpi) {
   const int rank = mpi.rank(), R = mpi.size();
   const bool lead = rank == 0;
-  const uint64_t K = f.sync_every > 0 ? f.sync_every : DefaultSyncEvery(model->stats().size());
+  // Documents per rank and round: --sync-every, else the default for the
+  // model's size, but no more than a rank's share of the stream when its
+  // length is known (a larger round would give rank 0 every document).
+  uint64_t K = f.sync_every > 0 ? f.sync_every : DefaultSyncEvery(model->stats().size());
+  if (f.sync_every == 0 && length > 0) K = std::min<uint64_t>(K, (length + R - 1) / static_cast<uint64_t>(R));
   // Every rank either goes on or stops here together (a collective call
   // that some rank never reaches would hang the job).
   auto agree = [&](const Status& local, Status* agreed) { return mpi.AnyFailed(local, agreed); };
@@ -174,9 +184,21 @@ int Run(const LearnFlags& f, const std::string& in, const std::string& out, Mode
   // The next document of the stream: this rank's, decoded into `doc`
   // (*have set unless --skip-bad refused it), or another rank's, passed over.
   DocumentBuffer doc;
+  // Who learns document i: in arrival order, rank r the r-th K of every
+  // round (the ranks composed in order are the stream's order); shuffled,
+  // a seeded hash of i, so that every rank holds a random share of every
+  // part of the file (contiguous shares of a file sorted by class or time
+  // gave each rank different classes, and their average lost 8 points).
+  auto owner = [&](uint64_t i) {
+    if (!shuffle) return static_cast<int>((i % round_docs) / K);
+    uint64_t z = (i + 1) * 0x9E3779B97F4A7C15ull ^ (f.seed + 0x632BE59BD9B4E019ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return static_cast<int>((z ^ (z >> 31)) % static_cast<uint64_t>(R));
+  };
   auto next = [&](DecodedStream* ds, BadInput* record, bool* eof, bool* have) {
     *have = false;
-    if (static_cast<int>((ds->next_index() % round_docs) / K) != rank) return ds->Skip(eof);
+    if (owner(ds->next_index()) != rank) return ds->Skip(eof);
     Status st = NextOwn(ds, model, f.skip_bad, record, &doc, eof);
     *have = st.ok() && !*eof && doc.label != kRefused;
     return st;
@@ -246,14 +268,48 @@ int Run(const LearnFlags& f, const std::string& in, const std::string& out, Mode
   return kExitOk;
 }
 
+// The defaults on the ranks: the search shared (kSelect) or the live learner
+// on rank 0 (kLive); the same model as one process either way.
+int RunDefaults(const LearnFlags& f, const std::string& in, const std::string& out, TrainMode mode,
+                std::unique_ptr<Model> model, std::unique_ptr<DocumentReader> reader, uint64_t length,
+                const MpiSession& mpi) {
+  const bool lead = mpi.rank() == 0;
+  Status setup;
+  if (in == "-") setup = Status::InvalidArgument("--distributed reads a file on every rank, not standard input");
+  if (setup.ok() && f.threads_given && f.threads != 1) {
+    setup = Status::InvalidArgument("--distributed runs one thread per rank: start more ranks instead of --threads");
+  }
+  Status agreed;
+  if (mpi.AnyFailed(setup, &agreed)) return lead || !setup.ok() ? ReportError(agreed) : kExitError;
+  if (mode == TrainMode::kSelect) {
+    MpiTrainerGroup group(&mpi, &Registry());
+    return RunTrainSelect(f, in, out, std::move(model), std::move(reader), length, &group);
+  }
+  // One pass in arrival order is one sequence of steps: rank 0 learns it.
+  int rc = kExitOk;
+  if (lead) {
+    if (!f.quiet) {
+      std::cerr << "tributary: --distributed: one pass in arrival order is learned by the live learner on rank 0 "
+                   "(it is sequential; --select off shares one learner among the ranks)"
+                << std::endl;
+    }
+    rc = RunTrainLive(f, in, out, std::move(reader), length);
+  }
+  const Status done = rc == kExitOk ? Status::OK() : Status::Internal("rank 0 failed");
+  return mpi.AnyFailed(done, &agreed) ? kExitError : kExitOk;
+}
+
 }  // namespace
 
-int RunTrainDistributed(const LearnFlags& f, const std::string& in, const std::string& out,
-                        std::unique_ptr<Model> model, std::unique_ptr<DocumentReader> reader) {
+int RunTrainDistributed(const LearnFlags& f, const std::string& in, const std::string& out, TrainMode mode,
+                        std::unique_ptr<Model> model, std::unique_ptr<DocumentReader> reader, uint64_t length) {
   auto session = MpiSession::Init(nullptr, nullptr);
   if (!session.ok()) return ReportError(session.status());
   try {
-    return Run(f, in, out, model.get(), &reader, **session);
+    if (mode != TrainMode::kOneLearner) {
+      return RunDefaults(f, in, out, mode, std::move(model), std::move(reader), length, **session);
+    }
+    return Run(f, in, out, model.get(), &reader, length, **session);
   } catch (const std::exception& ex) {
     // A rank that cannot reach the next collective call must not leave the
     // others waiting in it.
