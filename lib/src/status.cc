@@ -46,4 +46,12 @@ Status Status::WithContext(std::string_view prefix) const {
   return Status(rep_->code, msg);
 }
 
+Status Status::WithFile(std::string_view path) const {
+  std::string quoted = "'";
+  quoted += path;
+  quoted += "'";
+  if (ok() || rep_->message.find(quoted) != std::string::npos) return *this;
+  return WithContext(quoted);
+}
+
 }  // namespace tributary

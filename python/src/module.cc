@@ -29,6 +29,7 @@
 
 #include "tributary/convert.h"
 #include "tributary/document.h"
+#include "tributary/document_source.h"
 #include "tributary/input_document.h"
 #include "tributary/latent_metrics.h"
 #include "tributary/learner.h"
@@ -516,8 +517,8 @@ std::vector<v1::Document> ToDocuments(Handle& h, const py::sequence& xs, const p
 // What a learn_* call did: documents learned, bad ones skipped (with the
 // first messages), or the error that stopped it.
 struct LearnTally {
-  uint64_t learned = 0, skipped = 0;
-  std::vector<std::string> messages;
+  uint64_t learned = 0;
+  SkippedDocuments skipped;  // (the program's --skip-bad count)
   Status failed;
   // Counts the outcome of one document; false: stop (`failed` is set). With
   // skip_bad a document refused as invalid or numerically bad is counted
@@ -528,8 +529,7 @@ struct LearnTally {
       return true;
     }
     if (skip_bad && DocumentRefused(st)) {
-      ++skipped;
-      if (messages.size() < 5) messages.push_back(st.message());
+      skipped.Record(st);
       return true;
     }
     failed = st;
@@ -541,8 +541,8 @@ struct LearnTally {
     Check(failed);
     py::dict r;
     r["learned"] = learned;
-    r["skipped"] = skipped;
-    r["messages"] = messages;
+    r["skipped"] = skipped.skipped;
+    r["messages"] = skipped.first_messages;
     return r;
   }
 };
@@ -817,18 +817,20 @@ py::dict LearnFile(Handle& h, const std::string& path, bool skip_bad, uint32_t m
   {
     py::gil_scoped_release nogil;
     std::lock_guard<std::mutex> lock(h.mu());
-    auto reader = Take(DocumentReader::Open(path, max_frame_bytes));
-    auto decoder = Take(DocumentDecoder::Create(h.model().schema(), reader->fields().schema(), reader->vocabulary()));
-    v1::Document doc;
+    // The program's document source: a damaged frame that keeps the framing
+    // and a document the decoder refuses are skipped under skip_bad, as
+    // `train --skip-bad` skips them.
+    auto source = Take(DocumentSource::Open(path, max_frame_bytes, h.model()));
     DocumentBuffer b;
-    DecodeCounters counters;
-    for (uint64_t i = 0;; ++i) {
-      bool eof = false;
-      Status st = reader->Next(&doc, &eof);
-      if (!st.ok()) Throw(st.WithContext("'" + path + "'"));
+    for (;;) {
+      bool eof = false, grew = false;
+      Status st = source->Next(&h.model(), true, skip_bad ? &tally.skipped : nullptr, &b, &eof, &grew);
+      if (!st.ok()) {
+        tally.failed = st.WithFile(path);
+        break;
+      }
       if (eof) break;
-      st = DecodeGrowing(decoder, doc, i, &h.model(), kGrowClassesAndTerms, &b, &counters);
-      if (st.ok()) st = h.LearnBufferLocked(b);
+      st = h.LearnBufferLocked(b);
       if (!tally.Add(st.ok() ? st : st.WithContext("'" + path + "'"), skip_bad)) break;
     }
   }

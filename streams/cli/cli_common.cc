@@ -16,10 +16,7 @@ int ReportError(const Status& st) {
   return kExitError;
 }
 
-Status NameFile(const Status& st, const std::string& path) {
-  if (st.ok() || st.message().find("'" + path + "'") != std::string::npos) return st;
-  return st.WithContext("'" + path + "'");
-}
+Status NameFile(const Status& st, const std::string& path) { return st.WithFile(path); }
 
 namespace {
 char** program_arguments = nullptr;
@@ -98,11 +95,6 @@ void NoteScheduleGiven(const CLI::App& cmd, LearnFlags* f) {
   for (const char* opt : {"--schedule", "--lambda", "--tau0", "--kappa", "--rho"}) {
     if (const CLI::Option* o = cmd.get_option_no_throw(opt)) f->schedule_given |= o->count() > 0;
   }
-}
-
-void BadInput::Record(const Status& st) {
-  ++skipped;
-  if (first_messages.size() < 5) first_messages.push_back(st.message());
 }
 
 void PrintBad(const BadInput& bad) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tributary/document.h"
+#include "tributary/document_source.h"
 #include "tributary/model.h"
 #include "tributary/model_config.h"
 #include "tributary/plugin_registry.h"
@@ -33,9 +34,7 @@ int ReportError(const Status& st);
 void SetProgramArguments(char** argv);
 char** ProgramArguments();
 
-// `st` naming the file it is about: "'<path>': <message>", unless the message
-// names the file already (the stream reader's, DecodedStream's and
-// Model::Load's errors do). OK stays OK. Every refusal of a command that reads
+// `st` naming the file it is about (Status::WithFile). Every refusal of a command that reads
 // a file names the file (and the document, where one is involved): through
 // this, or in its own words.
 Status NameFile(const Status& st, const std::string& path);
@@ -133,11 +132,8 @@ CLI::Validator EffectiveSizeCheck();
 Result<uint64_t> StreamLength(const DocumentReader& r, const std::string& path, const LearnFlags& f);
 
 // Counters of bad documents met while reading a stream.
-struct BadInput {
-  uint64_t skipped = 0;
-  std::vector<std::string> first_messages;  // up to 5
-  void Record(const Status& st);
-};
+// The documents --skip-bad left out (the library's SkippedDocuments).
+using BadInput = SkippedDocuments;
 
 // Prints the count and first messages of the skipped bad documents to
 // stderr; nothing when none was skipped.

@@ -1,5 +1,6 @@
 """tributary.Classifier and the model functions: the same model as the
 program's, the same snapshots, errors as exceptions."""
+import json
 import os
 import pickle
 import subprocess
@@ -74,7 +75,7 @@ def test_snapshots_are_the_programs(fortunes, cli, tmp_path):
         assert p[i].tolist() == pytest.approx([rows[i]["probabilities"][c] for c in m.classes], rel=1e-9)
 
 
-def test_streams_read_back_what_was_written(tmp_path):
+def test_streams_read_back_what_was_written(tmp_path, cli):
     xs = ["the cat sat", {"dog": 2.0, "barks": 1.0}]
     tributary.write_stream(tmp_path / "s.pb", xs, ["a", 7], ids=["d1", "d2"])
     r = tributary.read_stream(tmp_path / "s.pb")
@@ -90,6 +91,21 @@ def test_streams_read_back_what_was_written(tmp_path):
     assert "bad.pb" in r["messages"][0] and "document #1" in r["messages"][0]
     with pytest.raises(tributary.InvalidDocument, match="bad.pb.*document #1"):
         tributary.Classifier().learn_file(tmp_path / "bad.pb")
+    # A damaged frame whose framing holds (a flipped byte inside document #1):
+    # skipped on request, as `train --skip-bad` skips it (one document source).
+    tributary.write_stream(tmp_path / "flip.pb", ["fine words", "broken words", "more words"], ["a", "b", "a"])
+    raw = bytearray((tmp_path / "flip.pb").read_bytes())
+    at = raw.find(b"broken")
+    assert at > 0
+    raw[at] ^= 0x20
+    (tmp_path / "flip.pb").write_bytes(bytes(raw))
+    r = tributary.Classifier().learn_file(tmp_path / "flip.pb", skip_bad=True)
+    assert (r["learned"], r["skipped"]) == (2, 1)
+    assert "flip.pb" in r["messages"][0]
+    with pytest.raises(tributary.CorruptionError, match="flip.pb"):
+        tributary.Classifier().learn_file(tmp_path / "flip.pb")
+    cli("train", "-q", "--skip-bad", "--in", tmp_path / "flip.pb", "--out", tmp_path / "flip.trib")
+    assert json.loads(cli("inspect", "--model", tmp_path / "flip.trib", "--json"))["skipped_documents"] == 1
 
 
 def test_open_classes_and_vocabulary_predictions():

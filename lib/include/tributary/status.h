@@ -81,6 +81,10 @@ class [[nodiscard]] Status {
   std::string ToString() const;
   /// Returns a copy whose message is "<prefix>: <message>".
   Status WithContext(std::string_view prefix) const;
+  /// A copy naming the file it is about: "'<path>': <message>", unless the
+  /// message names it ('<path>') already (the stream reader's and
+  /// Model::Load's errors do). OK stays OK.
+  Status WithFile(std::string_view path) const;
 
   /// Deep copy: the copy owns its own message.
   Status(const Status& other) : rep_(other.rep_ ? std::make_unique<Rep>(*other.rep_) : nullptr) {}

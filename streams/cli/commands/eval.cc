@@ -40,7 +40,7 @@ int RunEval(const std::string& model_path, const std::string& in, bool as_json, 
   DocumentBuffer doc;
   for (;;) {
     bool eof = false, grew = false;
-    Status st = ds->Next(model.get(), false, skip_bad, &bad, &doc, &eof, &grew);
+    Status st = ds->Next(model.get(), false, skip_bad ? &bad : nullptr, &doc, &eof, &grew);
     if (!st.ok()) return ReportError(NameFile(st, in));
     if (eof) break;
     trib_document v = doc.View();

@@ -71,7 +71,7 @@ int RunPredict(const std::string& model_path, const std::string& in, const std::
   v1::Prediction pred;
   for (;;) {
     bool eof = false, grew = false;
-    Status st = ds->Next(model.get(), false, skip_bad, &bad, &doc, &eof, &grew);
+    Status st = ds->Next(model.get(), false, skip_bad ? &bad : nullptr, &doc, &eof, &grew);
     if (!st.ok()) return ReportError(NameFile(st, in));
     if (eof) break;
     if (by_proportions) {

@@ -65,7 +65,7 @@ int RunPrequential(const LearnFlags& f, const std::string& in, uint64_t every, b
   }
   // The model that decodes the stream (the live learner's first candidate's).
   Model* schema = live ? live->schema_model() : model.get();
-  auto ds = DecodedStream::Open(std::move(first).value(), *schema);
+  auto ds = DocumentSource::Open(std::move(first).value(), *schema);
   if (!ds.ok()) return refuse(ds.status());
   // Progressive (test-then-train) accuracy, log-loss (NCLL, -log p(y | x))
   // and hinge loss (eq. 17, margin 1), cumulative and over the last window.
@@ -124,7 +124,7 @@ int RunPrequential(const LearnFlags& f, const std::string& in, uint64_t every, b
   LiveStep live_step;
   for (;;) {
     bool eof = false, grew = false;
-    Status st = (*ds)->Next(schema, true, f.skip_bad, &bad, &doc, &eof, &grew);
+    Status st = (*ds)->Next(schema, true, f.skip_bad ? &bad : nullptr, &doc, &eof, &grew);
     if (!st.ok()) {
       save_partial();
       return refuse(st);

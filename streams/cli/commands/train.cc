@@ -86,7 +86,7 @@ int RunTrainSelect(const LearnFlags& f, const std::string& in, const std::string
   if (!streaming) {
     // Decode once into memory (labels as class indices of schema_model).
     DocumentSet docs;
-    auto ds = DecodedStream::OpenPass(&reader, in, f.max_frame_bytes, *schema_model);
+    auto ds = DocumentSource::OpenPass(&reader, in, f.max_frame_bytes, *schema_model);
     Status opened = ds.ok() ? Status::OK() : ds.status();
     Status agreed;
     // (Every member of a group goes on, or stops, together.)
@@ -94,7 +94,7 @@ int RunTrainSelect(const LearnFlags& f, const std::string& in, const std::string
     if (!opened.ok()) return refuse(opened);
     for (;;) {
       bool eof = false, grew = false;
-      Status st = (*ds)->Next(schema_model.get(), true, f.skip_bad, &bad, &doc, &eof, &grew);
+      Status st = (*ds)->Next(schema_model.get(), true, f.skip_bad ? &bad : nullptr, &doc, &eof, &grew);
       if (group != nullptr && (!st.ok() || eof)) {
         // A group writes no .partial: the ranks may have read different
         // amounts before a failure (rerun on one process to keep them).
@@ -126,7 +126,7 @@ int RunTrainSelect(const LearnFlags& f, const std::string& in, const std::string
     auto tr = Trainer::Create(factory, cfg);
     if (!tr.ok()) return refuse(tr.status());
     std::unique_ptr<Trainer> trainer = std::move(tr).value();
-    auto ds = DecodedStream::OpenPass(&reader, in, f.max_frame_bytes, *trainer->schema_model());
+    auto ds = DocumentSource::OpenPass(&reader, in, f.max_frame_bytes, *trainer->schema_model());
     if (!ds.ok()) return refuse(ds.status());
     auto fail = [&](const Status& st) {
       if (documents > 0) {
@@ -140,7 +140,7 @@ int RunTrainSelect(const LearnFlags& f, const std::string& in, const std::string
     };
     for (;;) {
       bool eof = false, grew = false;
-      Status st = (*ds)->Next(trainer->schema_model(), true, f.skip_bad, &bad, &doc, &eof, &grew);
+      Status st = (*ds)->Next(trainer->schema_model(), true, f.skip_bad ? &bad : nullptr, &doc, &eof, &grew);
       if (!st.ok()) return fail(st);
       if (eof) break;
       if (grew) {
@@ -208,7 +208,7 @@ int RunTrainLive(const LearnFlags& f, const std::string& in, const std::string& 
       *base, [&](const ModelConfig& c) { return NewModel(c, Registry(), stream_schema, length, in); });
   if (!made.ok()) return refuse(made.status());
   std::unique_ptr<LiveLearner> live = std::move(made).value();
-  auto ds = DecodedStream::Open(std::move(reader), *live->schema_model());
+  auto ds = DocumentSource::Open(std::move(reader), *live->schema_model());
   if (!ds.ok()) return refuse(ds.status());
   Progress progress("train", f.quiet);
   BadInput bad;
@@ -218,7 +218,7 @@ int RunTrainLive(const LearnFlags& f, const std::string& in, const std::string& 
   auto save = [&](const std::string& path) { return live->Save(path); };
   for (;;) {
     bool eof = false, grew = false;
-    Status st = (*ds)->Next(live->schema_model(), true, f.skip_bad, &bad, &doc, &eof, &grew);
+    Status st = (*ds)->Next(live->schema_model(), true, f.skip_bad ? &bad : nullptr, &doc, &eof, &grew);
     if (st.ok() && grew) st = live->SyncClasses();
     if (!st.ok()) {
       // Nothing is lost: what was learned is saved to <out>.partial.
@@ -504,11 +504,11 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
     // the order of the documents, which stay where they are (DocumentSet:
     // compact, fetched ahead in the shuffled order).
     DocumentSet docs;
-    auto ds = DecodedStream::OpenPass(&reader, in, f.max_frame_bytes, *model);
+    auto ds = DocumentSource::OpenPass(&reader, in, f.max_frame_bytes, *model);
     if (!ds.ok()) return refuse(ds.status());
     for (;;) {
       bool eof = false, grew = false;
-      Status st = (*ds)->Next(model.get(), true, f.skip_bad, &bad, &doc, &eof, &grew);
+      Status st = (*ds)->Next(model.get(), true, f.skip_bad ? &bad : nullptr, &doc, &eof, &grew);
       if (!st.ok()) return fail(st);
       if (eof) break;
       if (grew) {
@@ -539,11 +539,11 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
     }
   } else {
     for (uint32_t e = 0; e < f.epochs; ++e) {
-      auto ds = DecodedStream::OpenPass(&reader, in, f.max_frame_bytes, *model);
+      auto ds = DocumentSource::OpenPass(&reader, in, f.max_frame_bytes, *model);
       if (!ds.ok()) return fail(ds.status());
       for (;;) {
         bool eof = false, grew = false;
-        Status st = (*ds)->Next(model.get(), true, f.skip_bad && e == 0, &bad, &doc, &eof, &grew);
+        Status st = (*ds)->Next(model.get(), true, (f.skip_bad && e == 0) ? &bad : nullptr, &doc, &eof, &grew);
         if (!st.ok()) {
           if (f.skip_bad && e > 0) continue;  // already reported in epoch 1
           return fail(st);

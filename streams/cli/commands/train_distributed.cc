@@ -83,10 +83,9 @@ constexpr int64_t kRefused = -2;
 // `bad` (when given: the first pass) under --skip-bad and comes back with
 // label kRefused; it still takes its index, so that every rank agrees on
 // who owns which document.
-Status NextOwn(DecodedStream* ds, Model* model, bool skip_bad, BadInput* bad, DocumentBuffer* doc, bool* eof) {
+Status NextOwn(DocumentSource* ds, Model* model, bool skip_bad, BadInput* bad, DocumentBuffer* doc, bool* eof) {
   bool grew = false;
-  BadInput ignored;
-  Status st = ds->Next(model, true, false, &ignored, doc, eof, &grew);
+  Status st = ds->Next(model, true, nullptr, doc, eof, &grew);
   if (st.ok()) return st;
   if (skip_bad && (ds->reader().last_error_recoverable() || st.IsInvalidDocument())) {
     if (bad != nullptr) bad->Record(st);
@@ -196,7 +195,7 @@ int Run(const LearnFlags& f, const std::string& in, const std::string& out, Mode
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return static_cast<int>((z ^ (z >> 31)) % static_cast<uint64_t>(R));
   };
-  auto next = [&](DecodedStream* ds, BadInput* record, bool* eof, bool* have) {
+  auto next = [&](DocumentSource* ds, BadInput* record, bool* eof, bool* have) {
     *have = false;
     if (owner(ds->next_index()) != rank) return ds->Skip(eof);
     Status st = NextOwn(ds, model, f.skip_bad, record, &doc, eof);
@@ -208,7 +207,7 @@ int Run(const LearnFlags& f, const std::string& in, const std::string& out, Mode
     // generator per rank: reproducible for a fixed seed and rank count).
     DocumentSet own;
     Status read;
-    auto ds = DecodedStream::OpenPass(reader, in, f.max_frame_bytes, *model);
+    auto ds = DocumentSource::OpenPass(reader, in, f.max_frame_bytes, *model);
     if (!ds.ok()) read = ds.status();
     while (read.ok()) {
       bool eof = false, have = false;
@@ -233,7 +232,7 @@ int Run(const LearnFlags& f, const std::string& in, const std::string& out, Mode
   } else {
     for (uint32_t e = 0; e < epochs; ++e) {
       Status read;
-      auto ds = DecodedStream::OpenPass(reader, in, f.max_frame_bytes, *model);
+      auto ds = DocumentSource::OpenPass(reader, in, f.max_frame_bytes, *model);
       if (!ds.ok()) read = ds.status();
       while (read.ok()) {
         bool eof = false, have = false;
