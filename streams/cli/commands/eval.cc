@@ -9,7 +9,7 @@
 
 #include "cli_common.h"
 #include "commands/commands.h"
-#include "decoded_stream.h"
+#include "scoring_input.h"
 #include "posterior_summary.h"
 #include "tributary/document.h"
 #include "tributary/latent_metrics.h"

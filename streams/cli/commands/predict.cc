@@ -12,7 +12,7 @@
 
 #include "cli_common.h"
 #include "commands/commands.h"
-#include "decoded_stream.h"
+#include "scoring_input.h"
 #include "tributary/metrics.h"
 #include "tributary/stream_io.h"
 

@@ -8,7 +8,7 @@
 
 #include "cli_common.h"
 #include "commands/commands.h"
-#include "decoded_stream.h"
+#include "scoring_input.h"
 #include "plot_source.h"
 #include "tributary/learner.h"
 #include "tributary/live_learner.h"

@@ -16,7 +16,7 @@
 #include "cli_common.h"
 #include "commands/commands.h"
 #include "commands/train_distributed.h"
-#include "decoded_stream.h"
+#include "scoring_input.h"
 #include "tributary/learner.h"
 #include "tributary/live_learner.h"
 #include "tributary/parallel.h"

@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "decoded_stream.h"
+#include "scoring_input.h"
 #include "tributary/parallel.h"
 
 #ifdef TRIBUTARY_HAVE_MPI

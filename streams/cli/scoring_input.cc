@@ -1,4 +1,4 @@
-#include "decoded_stream.h"
+#include "scoring_input.h"
 
 #include <filesystem>
 #include <system_error>

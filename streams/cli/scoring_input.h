@@ -1,7 +1,7 @@
 // What eval, predict and infer start from (documents: the library's
 // DocumentSource, tributary/document_source.h).
-#ifndef TRIBUTARY_STREAMS_CLI_DECODED_STREAM_H_
-#define TRIBUTARY_STREAMS_CLI_DECODED_STREAM_H_
+#ifndef TRIBUTARY_STREAMS_CLI_SCORING_INPUT_H_
+#define TRIBUTARY_STREAMS_CLI_SCORING_INPUT_H_
 
 #include <cstdint>
 #include <memory>
@@ -29,4 +29,4 @@ Result<ScoringInput> OpenForScoring(const std::string& model_path, const std::st
 
 }  // namespace tributary::cli
 
-#endif  // TRIBUTARY_STREAMS_CLI_DECODED_STREAM_H_
+#endif  // TRIBUTARY_STREAMS_CLI_SCORING_INPUT_H_
