@@ -2,12 +2,9 @@
 // by default choosing among a few settings on the training stream.
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
-#include <numeric>
-#include <random>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -16,22 +13,15 @@
 #include "cli_common.h"
 #include "commands/commands.h"
 #include "commands/train_distributed.h"
-#include "scoring_input.h"
 #include "tributary/learner.h"
 #include "tributary/live_learner.h"
 #include "tributary/parallel.h"
 #include "tributary/sep_engine.h"
 #include "tributary/trainer.h"
+#include "tributary/training_job.h"
 
 namespace tributary::cli {
 namespace {
-
-// The documents' views, in `*out` (reused).
-const std::vector<trib_document>& Views(const std::vector<DocumentBuffer>& docs, std::vector<trib_document>* out) {
-  out->clear();
-  for (const auto& d : docs) out->push_back(d.View());
-  return *out;
-}
 
 struct TrainFlags {
   LearnFlags learn;
@@ -333,296 +323,59 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
   if (mode == TrainMode::kLive) return RunTrainLive(f, in, out, std::move(reader), *length);
   if (mode == TrainMode::kSelect) return RunTrainSelect(f, in, out, std::move(model), std::move(reader), *length);
   if (f.epochs == 0) f.epochs = 1;
-  // Several passes over a file are shuffled (scikit-learn's SGD does the
-  // same); --no-shuffle keeps the arrival order.
-  if (f.epochs > 1 && in != "-" && !f.no_shuffle) f.shuffle = true;
-  if (f.no_shuffle) f.shuffle = false;
-  std::unique_ptr<Learner> learner;  // sdEM, or SEP / EP / ADF (learner.h)
-  // Restarts (SEP / EP / ADF): replicas with seeds seed + 1, ... learn the
-  // same documents as the main model until the restart window closes; then
-  // the one whose documents had the highest approximate log evidence (the
-  // sum of their log Z_i, each computed before the document was learned:
-  // log p(x_i | x_1..i-1) under the approximation) is kept.
-  struct Replica {
-    std::unique_ptr<Model> model;
-    std::unique_ptr<Learner> learner;
-    uint64_t seed = 0;
-    double log_z = 0;     // sum of the finite log Z_i in the window
-    uint64_t scored = 0;  // documents with a finite log Z_i
+  // One learner with the given settings: the library's training job
+  // (training_job.h). Several passes over a file are shuffled (scikit-learn's
+  // SGD does the same); --no-shuffle keeps the arrival order.
+  TrainingJobOptions job;
+  job.learner.engine = ep_family ? f.engine : "sdem";
+  job.learner.seed = f.seed;
+  job.learner.damping = f.damping;
+  job.epochs = f.epochs;
+  job.shuffle = !f.no_shuffle && (f.shuffle || (f.epochs > 1 && in != "-"));
+  job.threads = threads;
+  job.sync_every = f.sync_every;
+  job.restarts = f.restarts;
+  job.restart_window = f.restart_window;
+  job.new_model = [&](uint64_t seed) {
+    LearnFlags fr = f;
+    fr.seed = seed;
+    return NewModelFromFlags(fr, Registry(), *reader, *length, in);
   };
-  std::vector<Replica> replicas;  // [0] is the main model while the window is open
-  if (ep_family) {
-    auto engine = ParseSepEngine(f.engine);
-    if (!engine.ok()) return refuse(engine.status());
-    for (uint32_t r = 0; r < f.restarts; ++r) {
-      Replica rep;
-      rep.seed = f.seed + r;
-      if (r == 0) {
-        rep.model = std::move(model);
-      } else {
-        LearnFlags fr = f;
-        fr.seed = rep.seed;
-        auto mr2 = NewModelFromFlags(fr, Registry(), *reader, *length, in);
-        if (!mr2.ok()) return ReportError(mr2.status());
-        rep.model = std::move(mr2).value();
-      }
-      LearnerOptions lo;
-      lo.engine = f.engine;
-      lo.effective_size = rep.model->learner_state().effective_size;
-      lo.damping = f.damping;
-      lo.seed = rep.seed;
-      auto sl = Learner::Create(rep.model.get(), lo);
-      if (!sl.ok()) return refuse(sl.status());
-      rep.learner = std::move(sl).value();
-      replicas.push_back(std::move(rep));
-    }
-    model = std::move(replicas[0].model);
-    learner = std::move(replicas[0].learner);
-    if (f.restarts == 1) replicas.clear();
-  } else {
-    auto lr = Learner::Create(model.get(), LearnerOptions::Sdem(f.seed));
-    if (!lr.ok()) return refuse(lr.status());
-    learner = std::move(lr).value();
-  }
-  std::unique_ptr<ParallelLearner> par;
-  BadInput bad;
-  if (threads > 1) {
-    ParallelOptions po;
-    po.threads = threads;
-    po.sync_every = f.sync_every;  // 0: the library's default for the model's size
-    po.learner.engine = ep_family ? f.engine : "sdem";
-    po.learner.seed = f.seed;
-    po.learner.effective_size = model->learner_state().effective_size;
-    po.learner.damping = f.damping;
-    if (f.skip_bad) {
-      po.on_bad = [&bad, &model](const Status& st) {
-        bad.Record(st);
-        model->learner_state().skipped_documents++;
-      };
-    }
-    learner.reset();  // the parallel learner makes its own, on the same model
-    auto pr = ParallelLearner::Create(model.get(), po);
-    if (!pr.ok()) return refuse(pr.status().WithContext("--threads " + std::to_string(threads)));
-    par = std::move(pr).value();
-  }
-  // A new class (open schema): the learner rebuilds itself for a classifier's
-  // new layout (learner.h); latent families only name their classes, and the
-  // restart replicas get the names too.
-  auto renew = [&]() -> Status {
-    for (size_t r = 1; r < replicas.size(); ++r) {
-      for (const auto& c : model->schema().classes()) {
-        if (replicas[r].model->schema().ClassIndex(c) < 0) TRIB_RETURN_IF_ERROR(replicas[r].model->AddClass(c));
-      }
-    }
-    return Status::OK();
-  };
+  job.skip_bad = f.skip_bad;
+  job.max_frame_bytes = f.max_frame_bytes;
   Progress progress("train", f.quiet);
-  uint64_t seen = 0;
-  const uint64_t window = f.restart_window;
-  std::string restart_report;
-  // Keeps the replica with the highest sum of log Z_i (ties: the lower seed).
-  auto choose = [&]() {
-    size_t best = 0;
-    for (size_t r = 1; r < replicas.size(); ++r) {
-      const Replica &a = replicas[r], &b = replicas[best];
-      if (a.scored > b.scored || (a.scored == b.scored && a.log_z > b.log_z)) best = r;
-    }
-    std::ostringstream msg;
-    msg << "restarts: kept seed " << replicas[best].seed << " of " << replicas.size() << " after " << seen
-        << " documents (sum of log Z_i:";
-    for (const auto& r : replicas) msg << " seed " << r.seed << " " << Fmt(r.log_z, 8);
-    msg << ")";
-    restart_report = msg.str();
-    model = std::move(replicas[best].model);  // replicas[0] holds the main model while choosing
-    learner = std::move(replicas[best].learner);
-    replicas.clear();
-  };
-  auto learn_one = [&](const trib_document& doc) -> Status {
-    LearnResult outcome;
-    Status st = learner->Learn(doc, &outcome);
-    if (st.ok() && !replicas.empty()) {
-      // replicas[0]'s model and learner live in `model` / `learner` meanwhile.
-      if (std::isfinite(outcome.log_z) && !outcome.skipped) {
-        replicas[0].log_z += outcome.log_z;
-        ++replicas[0].scored;
-      }
-      for (size_t r = 1; r < replicas.size(); ++r) {
-        LearnResult o;
-        Status rs = replicas[r].learner->Learn(doc, &o);
-        if (!rs.ok()) return rs.WithContext("restart with seed " + std::to_string(replicas[r].seed));
-        if (std::isfinite(o.log_z) && !o.skipped) {
-          replicas[r].log_z += o.log_z;
-          ++replicas[r].scored;
-        }
-      }
-    }
-    if (!st.ok()) {
-      if (f.skip_bad && DocumentRefused(st)) {
-        bad.Record(st);
-        model->learner_state().skipped_documents++;
-        return Status::OK();
-      }
-      return st;
-    }
-    progress.Tick(++seen);
-    if (!replicas.empty() && window > 0 && seen == window) {
-      replicas[0].model = std::move(model);
-      replicas[0].learner = std::move(learner);
-      choose();
-    }
-    return Status::OK();
-  };
-  // --threads: documents in rounds of the parallel learner.
-  auto learn_batch = [&](const std::vector<trib_document>& views) -> Status {
-    const uint64_t skipped_before = bad.skipped;
-    TRIB_RETURN_IF_ERROR(par->Learn(views.data(), views.size()));
-    seen += views.size() - (bad.skipped - skipped_before);
-    progress.Tick(seen);
-    return Status::OK();
-  };
-  const size_t round_docs =
-      par ? static_cast<size_t>(threads) * (f.sync_every > 0 ? f.sync_every : DefaultSyncEvery(model->stats().size()))
-          : 0;
-  std::vector<trib_document> views;
-  std::vector<DocumentBuffer> batch;
-  // The end of the first pass closes the window when --restart-window is 0
-  // (or longer than the pass).
-  auto end_of_pass = [&]() {
-    if (replicas.empty()) return;
-    replicas[0].model = std::move(model);
-    replicas[0].learner = std::move(learner);
-    choose();
-  };
-  auto fail = [&](const Status& st) {
-    SavePartial(*model, out);
+  job.on_progress = [&progress](uint64_t n) { progress.Tick(n); };
+  TrainingJobResult done;
+  const auto start = std::chrono::steady_clock::now();
+  Status st = RunTrainingJob(job, in, &reader, &model, &done);
+  progress.Done(done.documents);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  PrintBad(done.skipped);
+  if (!st.ok()) {
+    // Nothing is lost: what was learned before the error is kept.
+    if (model && done.documents > 0 && !(done.sep && done.counters.updates == 0)) SavePartial(*model, out);
     return refuse(st);
-  };
-  auto start = std::chrono::steady_clock::now();
-  DocumentBuffer doc;
-  if (f.shuffle) {
-    // Decode once into memory, then shuffle per epoch (Algorithm 1, line 0):
-    // the order of the documents, which stay where they are (DocumentSet:
-    // compact, fetched ahead in the shuffled order).
-    DocumentSet docs;
-    auto ds = DocumentSource::OpenPass(&reader, in, f.max_frame_bytes, *model);
-    if (!ds.ok()) return refuse(ds.status());
-    for (;;) {
-      bool eof = false, grew = false;
-      Status st = (*ds)->Next(model.get(), true, f.skip_bad ? &bad : nullptr, &doc, &eof, &grew);
-      if (!st.ok()) return fail(st);
-      if (eof) break;
-      if (grew) {
-        if (Status g = renew(); !g.ok()) return fail(g);
-      }
-      docs.Add(doc);
-    }
-    std::vector<uint32_t> order(docs.size());
-    std::iota(order.begin(), order.end(), 0u);
-    std::mt19937_64 rng(f.seed);
-    const size_t n = order.size();
-    for (uint32_t e = 0; e < f.epochs; ++e) {
-      std::shuffle(order.begin(), order.end(), rng);
-      if (par) {
-        views.clear();
-        for (uint32_t i : order) views.push_back(docs.View(i));
-        Status st = learn_batch(views);
-        if (!st.ok()) return fail(st);
-        continue;
-      }
-      for (size_t j = 0; j < n; ++j) {
-        if (j + 8 < n) docs.PrefetchRecord(order[j + 8]);
-        if (j + 4 < n) docs.Prefetch(order[j + 4]);
-        Status st = learn_one(docs.View(order[j]));
-        if (!st.ok()) return fail(st);
-      }
-      end_of_pass();
-    }
-  } else {
-    for (uint32_t e = 0; e < f.epochs; ++e) {
-      auto ds = DocumentSource::OpenPass(&reader, in, f.max_frame_bytes, *model);
-      if (!ds.ok()) return fail(ds.status());
-      for (;;) {
-        bool eof = false, grew = false;
-        Status st = (*ds)->Next(model.get(), true, (f.skip_bad && e == 0) ? &bad : nullptr, &doc, &eof, &grew);
-        if (!st.ok()) {
-          if (f.skip_bad && e > 0) continue;  // already reported in epoch 1
-          return fail(st);
-        }
-        if (eof) break;
-        if (grew) {
-          if (Status g = renew(); !g.ok()) return fail(g);
-        }
-        if (par) {
-          // A round's documents are decoded first (the model may grow
-          // between rounds, never during one).
-          batch.push_back(doc);
-          if (batch.size() == round_docs) {
-            st = learn_batch(Views(batch, &views));
-            if (!st.ok()) return fail(st);
-            batch.clear();
-          }
-          continue;
-        }
-        st = learn_one(doc.View());
-        if (!st.ok()) return fail(st);
-      }
-      if (par && !batch.empty()) {
-        Status st = learn_batch(Views(batch, &views));
-        if (!st.ok()) return fail(st);
-        batch.clear();
-      }
-      end_of_pass();
-    }
   }
-  progress.Done(seen);
-  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  PrintBad(bad);
-  if (seen == 0) {
-    return refuse(Status::InvalidArgument("'" + in + "': no document was learned (empty stream?)"));
-  }
-  // SEP's counters (summed over the threads' shards with --threads).
-  const SepLearner* sep = par ? par->shard(0).sep() : learner->sep();
-  SepCounters sep_counters;
-  if (sep != nullptr) {
-    for (uint32_t r = 0; r < (par ? par->threads() : 1u); ++r) {
-      const SepCounters& c = par ? par->shard(r).sep()->counters() : sep->counters();
-      sep_counters.updates += c.updates;
-      sep_counters.skipped_infeasible += c.skipped_infeasible;
-      sep_counters.moves += c.moves;
-      sep_counters.log_evidence += c.log_evidence;
-    }
-  }
-  if (sep && sep_counters.updates == 0) {
-    // Every update was infeasible (e.g. SEP with --damping above 1/N
-    // extrapolates each site by N * damping): the model is still the prior.
-    std::string why = "every one of the " + std::to_string(sep_counters.skipped_infeasible) +
-                      " updates would have left the feasible set and was skipped; the model is still the prior";
-    if (f.engine == "sep" && sep->damping() * sep->effective_size() > 1.0) {
-      why += " (--damping " + Fmt(sep->damping(), 6) + " > 1/N = " + Fmt(1.0 / sep->effective_size(), 6) +
-             ": each site is applied " + Fmt(sep->damping() * sep->effective_size(), 4) +
-             " times over; use a smaller --damping)";
-    }
-    return refuse(Status::Numeric("'" + in + "': " + why));
-  }
-  Status st = model->Save(out);
+  st = model->Save(out);
   if (!st.ok()) return ReportError(NameFile(st, out));
-  if (!f.quiet && !restart_report.empty()) std::cerr << restart_report << std::endl;
-  const std::string on_threads = par ? " on " + std::to_string(threads) + " threads" : std::string();
-  if (!f.quiet && sep) {
-    const auto& c = sep_counters;
-    std::cerr << "trained " << model->family().name << " by " << f.engine << " on " << seen << " documents ("
-              << f.epochs << " pass(es), N = " << sep->effective_size() << ", damping " << sep->damping() << ", "
+  if (!f.quiet && !done.restart_report.empty()) std::cerr << done.restart_report << std::endl;
+  const std::string on_threads = threads > 1 ? " on " + std::to_string(threads) + " threads" : std::string();
+  if (!f.quiet && done.sep) {
+    const SepCounters& c = done.counters;
+    std::cerr << "trained " << model->family().name << " by " << f.engine << " on " << done.documents << " documents ("
+              << f.epochs << " pass(es), N = " << done.effective_size << ", damping " << done.damping << ", "
               << c.skipped_infeasible << " infeasible updates skipped, "
               << (c.moves > 0 ? std::to_string(c.moves) + " structural move(s), " : std::string()) << "sum of log Z_i "
               << Fmt(c.log_evidence, 8)
-              << (f.engine == "ep" ? ", " + std::to_string(sep->SiteBytes()) + " bytes of sites" : std::string()) << ")"
+              << (f.engine == "ep" ? ", " + std::to_string(done.site_bytes) + " bytes of sites" : std::string()) << ")"
               << on_threads << " in " << Fmt(secs, 3) << " s -> " << out << std::endl;
   } else if (!f.quiet) {
     const auto& ls = model->learner_state();
-    std::cerr << "trained " << model->family().name << "/" << model->loss_plugin()->name << " on " << seen
+    std::cerr << "trained " << model->family().name << "/" << model->loss_plugin()->name << " on " << done.documents
               << " document updates (" << f.epochs << " epoch(s), " << ls.schedule.ToString()
               << ", n = " << ls.effective_size << ")" << on_threads << " in " << Fmt(secs, 3) << " s ("
-              << Fmt(static_cast<double>(seen) / std::max(secs, 1e-9), 4) << " documents/s) -> " << out << std::endl;
+              << Fmt(static_cast<double>(done.documents) / std::max(secs, 1e-9), 4) << " documents/s) -> " << out
+              << std::endl;
   }
   return kExitOk;
 }
