@@ -116,6 +116,20 @@ TEST(LearnerTest, EnginesAreCheckedAgainstTheFamily) {
   EXPECT_FALSE(Learner::Create(nullptr, o).ok());
 }
 
+// The loss a model records: SEP / EP / ADF learn the likelihood (nll),
+// sdEM the loss given; one answer for train, serve and Python.
+TEST(LearnerTest, RecordedLossFollowsTheEngine) {
+  const Plugin& multinomial = *testing::BuiltinFamily("multinomial");
+  const Plugin& mixture = *testing::BuiltinFamily("emsd-mixture");
+  EXPECT_EQ(RecordedLoss("sdem", multinomial, "ncll"), "ncll");
+  EXPECT_EQ(RecordedLoss("auto", multinomial, "hinge"), "hinge");
+  EXPECT_EQ(RecordedLoss("auto", mixture, "ncll"), "nll");  // auto: SEP for a family with SEP hooks
+  for (const char* e : {"sep", "ep", "adf"}) EXPECT_EQ(RecordedLoss(e, mixture, "hinge"), "nll") << e;
+  // An engine the family cannot take: left for the learner to refuse.
+  EXPECT_EQ(RecordedLoss("sep", multinomial, "ncll"), "ncll");
+  EXPECT_EQ(RecordedLoss("gibbs", mixture, "ncll"), "ncll");
+}
+
 // SEP behind the same interface: the same model as SepLearner driven
 // directly, and the outcome's log Z_i.
 TEST(LearnerTest, SepThroughTheInterfaceEqualsTheEngine) {

@@ -488,6 +488,13 @@ TEST(InputDocumentTest, FeaturesByNameAndTheirErrors) {
   ASSERT_TRUE(d.ToProto(*schema, &out).ok());
   EXPECT_EQ(std::vector<uint32_t>(out.missing_features().begin(), out.missing_features().end()),
             std::vector<uint32_t>{1});
+  // A feature not given is missing, as SetMissing makes it (Python's absent
+  // key, the same rule).
+  v1::Document absent;
+  d.Clear();
+  d.SetReal("x", 1).SetReal("y", 0);
+  ASSERT_TRUE(d.ToProto(*schema, &absent).ok());
+  EXPECT_EQ(absent.SerializeAsString(), out.SerializeAsString());
   struct Case {
     std::function<void(InputDocument&)> fill;
     std::string message;
@@ -502,7 +509,6 @@ TEST(InputDocumentTest, FeaturesByNameAndTheirErrors) {
       {[](InputDocument& e) { e.SetReal("colour", 1); },
        "feature 'colour' is CATEGORICAL, expected a category (SetCategory), found a value"},
       {[](InputDocument& e) { e.SetReal("x", 1).SetReal("x", 2); }, "feature 'x' is set twice"},
-      {[](InputDocument& e) { e.SetReal("x", 1).SetReal("y", 2); }, "feature 'colour' is neither set nor missing"},
       {[](InputDocument& e) { e.SetReal("x", 1).SetMissing("colour").SetReal("y", 2).SetWeight(0); },
        "weight is 0, expected a finite number in (0, 1e6]"},
   };

@@ -97,11 +97,15 @@ Status InputDocument::ToProto(const ModelSchema& schema, v1::Document* out) cons
     given[pos] = static_cast<int>(i);
   }
   for (size_t pos = 0; pos < specs.size(); ++pos) {
-    if (given[pos] < 0) {
-      return Status::InvalidDocument("feature '" + specs[pos].name +
-                                     "' is neither set nor missing (SetReal / SetCategory / SetMissing)");
-    }
-    const FeatureValue& f = features_[static_cast<size_t>(given[pos])];
+    // A feature not given is missing (as an absent key is in a Python dict
+    // or a River-style stream): the decoder refuses it for a family that
+    // cannot learn or score with a missing value, naming the feature.
+    static const FeatureValue kAbsent = [] {
+      FeatureValue v;
+      v.missing = true;
+      return v;
+    }();
+    const FeatureValue& f = given[pos] < 0 ? kAbsent : features_[static_cast<size_t>(given[pos])];
     const bool categorical = specs[pos].kind == TRIB_FEATURE_CATEGORICAL;
     if (f.missing) out->add_missing_features(static_cast<uint32_t>(pos));
     if (!categorical) {
@@ -113,8 +117,10 @@ Status InputDocument::ToProto(const ModelSchema& schema, v1::Document* out) cons
       const auto& cats = specs[pos].categories;
       while (index < cats.size() && cats[index] != f.category) ++index;
       if (index == cats.size()) {
+        std::string names;
+        for (const auto& c : cats) names += (names.empty() ? "'" : ", '") + c + "'";
         return Status::InvalidDocument("feature '" + f.name + "': category '" + f.category + "' is not one of its " +
-                                       std::to_string(cats.size()) + " categories");
+                                       std::to_string(cats.size()) + " categories (" + names + ")");
       }
     }
     out->add_categoricals(index);

@@ -22,6 +22,11 @@ Result<std::string> ResolveEngine(const std::string& engine, const Plugin& famil
   return Status::InvalidArgument("unknown engine '" + engine + "' (expected auto, sdem, sep, ep or adf)");
 }
 
+std::string RecordedLoss(const std::string& engine, const Plugin& family, const std::string& loss) {
+  auto resolved = ResolveEngine(engine, family);
+  return resolved.ok() && *resolved != "sdem" ? std::string("nll") : loss;
+}
+
 std::string LabelRequiredBy(const Plugin* loss) {
   return loss != nullptr && loss->kind == TRIB_KIND_LOSS && loss->loss().requires_label ? loss->name : std::string();
 }

@@ -102,110 +102,93 @@ Options ToOptions(const py::dict& d) {
 // What a Python `x` may be: raw text (tokenized as `convert` does: the
 // decoder's text field), a dict term -> count, or, for a model with
 // features, a dict feature name -> value (a number; a category name or index
-// for a categorical feature; None for missing).
-void FillDocument(const ModelSchema& schema, const py::handle& x, uint64_t index, v1::Document* doc) {
-  doc->Clear();
-  auto where = [&] { return DocumentName(index, ""); };
+// for a categorical feature; None, or the key left out, for missing). Built
+// as an InputDocument (input_document.h), the library's one rule set for a
+// document in names; only the Python types are checked here.
+constexpr uint64_t kUnnumbered = UINT64_MAX;  // FillInput's index for a document the caller numbers itself
+
+void FillInput(const ModelSchema& schema, const py::handle& x, uint64_t index, InputDocument* in) {
+  in->Clear();
+  auto where = [&] { return index == kUnnumbered ? std::string("document") : DocumentName(index, ""); };
+  auto type_name = [](const py::handle& v) { return py::str(py::type::of(v).attr("__name__")).cast<std::string>(); };
   if (py::isinstance<py::str>(x)) {
     if (!schema.features().empty()) {
       Throw(Status::InvalidDocument(where() + ": the model takes features (" +
                                     std::to_string(schema.features().size()) +
                                     "), not text: pass a dict feature name -> value"));
     }
-    doc->set_text(x.cast<std::string>());
+    in->AddText(x.cast<std::string>());
     return;
   }
   if (!py::isinstance<py::dict>(x)) {
-    Throw(Status::InvalidDocument(where() + ": expected text (str) or a dict, found " +
-                                  py::str(py::type::of(x).attr("__name__")).cast<std::string>()));
+    Throw(Status::InvalidDocument(where() + ": expected text (str) or a dict, found " + type_name(x)));
   }
   auto d = py::reinterpret_borrow<py::dict>(x);
-  if (schema.features().empty()) {
-    for (auto [k, v] : d) {
-      if (!py::isinstance<py::str>(k)) {
-        Throw(Status::InvalidDocument(where() + ": terms must be str, found " +
-                                      py::str(py::type::of(k).attr("__name__")).cast<std::string>() + " " +
-                                      py::repr(k).cast<std::string>()));
-      }
+  for (auto [k, v] : d) {
+    if (!py::isinstance<py::str>(k)) {
+      Throw(Status::InvalidDocument(where() + ": " + (schema.features().empty() ? "terms" : "feature names") +
+                                    " must be str, found " + type_name(k) + " " + py::repr(k).cast<std::string>()));
+    }
+    const std::string name = k.cast<std::string>();
+    if (schema.features().empty()) {
       double c;
       try {
         c = v.cast<double>();
       } catch (const py::cast_error&) {
-        Throw(Status::InvalidDocument(where() + ": the count of term '" + k.cast<std::string>() +
-                                      "' must be a number, found " + py::repr(v).cast<std::string>()));
+        Throw(Status::InvalidDocument(where() + ": the count of term '" + name + "' must be a number, found " +
+                                      py::repr(v).cast<std::string>()));
       }
-      doc->add_tokens(k.cast<std::string>());
-      doc->add_token_counts(c);
-    }
-    return;
-  }
-  // Features: in the schema's order; reals (REAL and COUNT) and categoricals
-  // each in their own array (DocumentDecoder's layout).
-  size_t used = 0;
-  uint32_t real_i = 0, cat_i = 0;
-  for (const auto& f : schema.features()) {
-    const bool categorical = f.kind == TRIB_FEATURE_CATEGORICAL;
-    const uint32_t slot = categorical ? cat_i++ : real_i++;
-    py::object key = py::str(f.name);
-    if (!d.contains(key) || d[key].is_none()) {
-      doc->add_missing_features(static_cast<uint32_t>(&f - schema.features().data()));
-      if (categorical) {
-        doc->add_categoricals(0);
-      } else {
-        doc->add_reals(0.0);
-      }
-      if (d.contains(key)) ++used;
+      in->AddTerm(name, c);
       continue;
     }
-    ++used;
-    py::object v = d[key];
-    if (categorical) {
-      int64_t idx = -1;
-      if (py::isinstance<py::str>(v)) {
-        const std::string name = v.cast<std::string>();
-        for (size_t c = 0; c < f.categories.size(); ++c)
-          if (f.categories[c] == name) idx = static_cast<int64_t>(c);
-        if (idx < 0) {
-          std::string all;
-          for (const auto& c : f.categories) all += (all.empty() ? "'" : ", '") + c + "'";
-          Throw(Status::InvalidDocument(where() + ": feature '" + f.name + "': unknown category '" + name +
-                                        "' (expected one of " + all + ")"));
-        }
-      } else if (py::isinstance<py::int_>(v) && !py::isinstance<py::bool_>(v)) {
-        idx = v.cast<int64_t>();
-        if (idx < 0) {
-          Throw(Status::InvalidDocument(where() + ": feature '" + f.name + "': category index " + std::to_string(idx) +
-                                        " is negative"));
-        }
-      } else {
-        Throw(Status::InvalidDocument(where() + ": feature '" + f.name +
-                                      "' is categorical: expected a category name or index, found " +
-                                      py::repr(v).cast<std::string>()));
-      }
-      doc->add_categoricals(static_cast<uint32_t>(std::min<int64_t>(idx, UINT32_MAX)));
-    } else {
+    const FeatureSpecInfo* spec = nullptr;
+    for (const auto& f : schema.features()) spec = f.name == name ? &f : spec;
+    if (v.is_none() || spec == nullptr) {
+      in->SetMissing(name);  // (an unknown name is refused by ToProto, naming the features)
+      continue;
+    }
+    if (spec->kind != TRIB_FEATURE_CATEGORICAL) {
       try {
-        doc->add_reals(v.cast<double>());
+        in->SetReal(name, v.cast<double>());
       } catch (const py::cast_error&) {
-        Throw(Status::InvalidDocument(where() + ": feature '" + f.name + "' must be a number, found " +
+        Throw(Status::InvalidDocument(where() + ": feature '" + name + "' must be a number, found " +
                                       py::repr(v).cast<std::string>()));
       }
-    }
-    (void)slot;
-  }
-  if (used != d.size()) {
-    for (auto [k, v] : d) {
-      const std::string name = py::str(k).cast<std::string>();
-      bool known = false;
-      for (const auto& f : schema.features()) known |= f.name == name;
-      if (!known) {
-        std::string all;
-        for (const auto& f : schema.features()) all += (all.empty() ? "'" : ", '") + f.name + "'";
-        Throw(
-            Status::InvalidDocument(where() + ": unknown feature '" + name + "' (the model's features: " + all + ")"));
+    } else if (py::isinstance<py::str>(v)) {
+      in->SetCategory(name, v.cast<std::string>());
+    } else if (py::isinstance<py::int_>(v) && !py::isinstance<py::bool_>(v)) {
+      // A category by its index in the schema.
+      const int64_t idx = v.cast<int64_t>();
+      if (idx < 0 || idx >= static_cast<int64_t>(spec->categories.size())) {
+        Throw(Status::InvalidDocument(where() + ": feature '" + name + "': category index " + std::to_string(idx) +
+                                      " is not one of its " + std::to_string(spec->categories.size()) +
+                                      " categories (0 .. " + std::to_string(spec->categories.size() - 1) + ")"));
       }
+      in->SetCategory(name, spec->categories[static_cast<size_t>(idx)]);
+    } else {
+      Throw(Status::InvalidDocument(where() + ": feature '" + name +
+                                    "' is categorical: expected a category name or index, found " +
+                                    py::repr(v).cast<std::string>()));
     }
   }
+}
+
+// LiveClassifier's schema: text (its documents have no features).
+const ModelSchema& TextOnlySchema() {
+  static const ModelSchema* schema = [] {
+    auto s = ModelSchema::FromProto(TextStreamSchema());
+    return new ModelSchema(std::move(s).value());
+  }();
+  return *schema;
+}
+
+// `x` as the wire format's document for a model of `schema` (FillInput, then
+// InputDocument::ToProto; errors name the document).
+void FillDocument(const ModelSchema& schema, const py::handle& x, uint64_t index, v1::Document* doc) {
+  InputDocument in;
+  FillInput(schema, x, index, &in);
+  Status st = in.ToProto(schema, doc);
+  if (!st.ok()) Throw(st.WithContext(DocumentName(index, "")));
 }
 
 void SetLabel(const py::handle& y, uint64_t index, v1::Document* doc) {
@@ -480,8 +463,8 @@ std::shared_ptr<Handle> Create(const std::string& family, const std::string& los
   ModelConfig c = ConfigFrom(family, loss, options, loss_options, schedule, n, seed);
   v1::Schema schema = NewSchema(family, classes, open_classes, vocabulary, hashed_dim, features);
   // SEP / EP / ADF learn the likelihood: their snapshots record nll (as
-  // `train --engine sep` does).
-  if (engine != "sdem" && engine != "auto") c.loss = "nll";
+  // `train --engine sep` does; learner.h RecordedLoss).
+  if (auto fam = Registry().Find(c.family, TRIB_KIND_FAMILY); fam.ok()) c.loss = RecordedLoss(engine, **fam, c.loss);
   if (select != "auto" && select != "off") {
     Throw(Status::InvalidArgument("select: expected 'auto' or 'off', found '" + select + "'"));
   }
@@ -993,19 +976,6 @@ struct LiveReaderBox {
   std::unique_ptr<LiveModel::Reader> reader;
 };
 
-// A document given to LiveClassifier: raw text, or a dict term -> count.
-void FillInput(const py::object& x, InputDocument* d) {
-  d->Clear();
-  if (py::isinstance<py::str>(x)) {
-    d->AddText(x.cast<std::string>());
-  } else if (py::isinstance<py::dict>(x)) {
-    for (auto item : x.cast<py::dict>()) d->AddTerm(item.first.cast<std::string>(), item.second.cast<double>());
-  } else {
-    Throw(Status::InvalidDocument("expected a text (str) or a dict term -> count, found " +
-                                  py::str(py::type::of(x)).cast<std::string>()));
-  }
-}
-
 }  // namespace
 }  // namespace tributary::python
 
@@ -1145,7 +1115,7 @@ PYBIND11_MODULE(_tributary, mod) {
           "predict",
           [](LiveReaderBox& r, const py::object& x) {
             InputDocument d;
-            FillInput(x, &d);
+            FillInput(TextOnlySchema(), x, kUnnumbered, &d);
             LivePrediction p;
             {
               py::gil_scoped_release nogil;
@@ -1186,7 +1156,7 @@ PYBIND11_MODULE(_tributary, mod) {
           "learn_one",
           [](LiveHolder& h, const py::object& x, const py::object& y) {
             InputDocument d;
-            FillInput(x, &d);
+            FillInput(TextOnlySchema(), x, kUnnumbered, &d);
             if (!y.is_none()) d.SetLabel(y.cast<std::string>());
             py::gil_scoped_release nogil;
             Check(h.live->Learn(d));
@@ -1201,7 +1171,7 @@ PYBIND11_MODULE(_tributary, mod) {
             }
             std::vector<InputDocument> docs(xs.size());
             for (size_t i = 0; i < docs.size(); ++i) {
-              FillInput(xs[i], &docs[i]);
+              FillInput(TextOnlySchema(), xs[i], i, &docs[i]);
               if (!ys[i].is_none()) docs[i].SetLabel(py::str(ys[i]).cast<std::string>());
             }
             std::vector<LearnResult> results;

@@ -168,10 +168,9 @@ int RunServe(const ServeFlags& f) {
       auto r = DocumentReader::Open(f.schema, f.learn.max_frame_bytes);
       if (!r.ok()) return ReportError(r.status());
       LearnFlags learn = f.learn;
-      if (f.engine != "sdem") {
-        // SEP / ADF record nll, the likelihood they approximate (as train does).
-        auto fam = Registry().Find(learn.family, TRIB_KIND_FAMILY);
-        if (fam.ok() && SepLearner::Supports(**fam)) learn.loss = "nll";
+      // SEP / ADF record nll, the likelihood they approximate (learner.h).
+      if (auto fam = Registry().Find(learn.family, TRIB_KIND_FAMILY); fam.ok()) {
+        learn.loss = RecordedLoss(f.engine, **fam, learn.loss);
       }
       auto m = NewModelFromFlags(learn, Registry(), **r, 0, f.schema);
       if (!m.ok()) return ReportError(m.status());

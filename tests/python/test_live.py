@@ -84,8 +84,15 @@ def test_durable_mode_keeps_what_was_learned(tmp_path):
 
 def test_bad_input_is_refused_naming_it():
     live = tributary.LiveClassifier()
-    with pytest.raises(tributary.InvalidDocument, match="expected a text"):
+    with pytest.raises(tributary.InvalidDocument, match=r"expected text \(str\) or a dict, found float"):
         live.learn_one(3.5, "a")
+    # One document constructor for Classifier and LiveClassifier (FillInput ->
+    # InputDocument): the same refusals in the same words.
+    for bad, message in [({"w": "x"}, "the count of term 'w' must be a number"), ({3: 1.0}, "terms must be str")]:
+        with pytest.raises(tributary.InvalidDocument, match=message):
+            live.learn_one(bad, "a")
+        with pytest.raises(tributary.InvalidDocument, match=message):
+            tributary.Classifier().learn_one(bad, "a")
     with pytest.raises(tributary.InvalidDocument, match="no content|empty|nothing"):
         live.learn_one("...", "a")
     with pytest.raises(TypeError):

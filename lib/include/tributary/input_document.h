@@ -66,9 +66,12 @@ class InputDocument {
   /// (kInvalidDocument, naming the feature; the document is named by the
   /// caller): a feature the schema does not have (the schema's features
   /// listed), a category the feature does not have, a category given to a
-  /// REAL feature or a value to a CATEGORICAL one, a feature set twice, a
-  /// feature of the schema neither set nor missing. Terms, counts, label and
-  /// weight are checked by DocumentDecoder, as for any document.
+  /// REAL feature or a value to a CATEGORICAL one, a feature set twice. A
+  /// feature of the schema not given is missing, as SetMissing makes it (the
+  /// decoder refuses a missing value for a family that cannot use one,
+  /// naming the feature). Terms, counts, label and weight are checked by
+  /// DocumentDecoder, as for any document. Python's documents are built
+  /// through this too: one rule set for every front end.
   Status ToProto(const ModelSchema& schema, v1::Document* out) const;
 
  private:

@@ -79,6 +79,13 @@ struct LearnResult {
 /// trained by SEP (no sdEM update: every document would fail).
 Result<std::string> ResolveEngine(const std::string& engine, const Plugin& family);
 
+/// The loss a new model of `family` records when `engine` learns it: SEP, EP
+/// and ADF approximate the posterior of the likelihood, so "nll" whatever
+/// `loss` says; sdEM learns `loss` itself. An engine that does not resolve
+/// for the family (ResolveEngine's error, which the learner reports) leaves
+/// `loss`. What train, serve and Python's Classifier record.
+std::string RecordedLoss(const std::string& engine, const Plugin& family, const std::string& loss);
+
 /// The name of `loss` when it learns labelled documents only (NCLL, hinge:
 /// DocumentDecoder::DecodeForLearning refuses an unlabelled document naming
 /// it), else "" (NLL learns unlabelled ones too; no loss: SEP).

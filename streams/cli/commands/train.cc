@@ -259,8 +259,10 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
   LearnFlags f = flags;
   const bool ep_family = f.engine != "sdem";
   // SEP / EP / ADF use no loss; the snapshot records nll (the posterior they
-  // approximate is the likelihood's) whatever --loss says.
-  if (ep_family) f.loss = "nll";
+  // approximate is the likelihood's) whatever --loss says (learner.h).
+  if (auto fam = Registry().Find(f.family, TRIB_KIND_FAMILY); ep_family && fam.ok()) {
+    f.loss = RecordedLoss(f.engine, **fam, f.loss);
+  }
   // Every refusal names the training stream (cli_common.h NameFile), or the
   // file it is about (--resume, --out).
   auto refuse = [&in](const Status& st) { return ReportError(NameFile(st, in)); };
