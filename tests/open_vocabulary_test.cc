@@ -14,6 +14,7 @@
 #include "test_util.h"
 #include "tributary/document.h"
 #include "tributary/learner.h"
+#include "tributary/model_config.h"
 #include "tributary/v1/tributary.pb.h"
 
 namespace tributary {
@@ -525,6 +526,38 @@ TEST(GrowthLimitsTest, TermsStopAtTheLimitClassesAreRefusedAndTheBudgetHolds) {
   }
   EXPECT_GT(refused, 0u);
   EXPECT_EQ(open->schema().limits().max_classes, open->num_classes());
+}
+
+}  // namespace
+}  // namespace tributary
+
+namespace tributary {
+namespace {
+
+// The default schema of raw text (model_config.h DefaultTextSchema), one rule
+// for serve without --schema, Python's text models and LiveClassifier: open
+// vocabulary when the family can add terms, else hashed ids.
+TEST(OpenVocabularyTest, TheDefaultTextSchemaFollowsTheFamily) {
+  const v1::Schema open = DefaultTextSchema(testing::BuiltinFamily("multinomial").get(), 0, {"a"}, true);
+  EXPECT_TRUE(open.open_vocabulary());
+  EXPECT_EQ(open.hashed_dim(), 0u);
+  EXPECT_TRUE(open.open_classes());
+  ASSERT_EQ(open.class_names_size(), 1);
+  EXPECT_EQ(open.class_names(0), "a");
+  const v1::Schema given = DefaultTextSchema(testing::BuiltinFamily("multinomial").get(), 1024, {}, false);
+  EXPECT_FALSE(given.open_vocabulary());
+  EXPECT_EQ(given.hashed_dim(), 1024u);
+  EXPECT_FALSE(given.open_classes());
+  // A family that cannot add terms, and no family: hashed into 2^18 ids.
+  ASSERT_EQ(testing::BuiltinFamily("emsd-mixture")->family().add_terms, nullptr);
+  for (const Plugin* f : {testing::BuiltinFamily("emsd-mixture").get(), static_cast<const Plugin*>(nullptr)}) {
+    const v1::Schema hashed = DefaultTextSchema(f);
+    EXPECT_FALSE(hashed.open_vocabulary());
+    EXPECT_EQ(hashed.hashed_dim(), kLiveHashedDim);
+  }
+  // Every one of them makes a model of its family.
+  ModelConfig c;
+  EXPECT_TRUE(NewModel(c, testing::BuiltinRegistry(), open, 0).ok());
 }
 
 }  // namespace

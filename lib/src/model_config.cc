@@ -107,4 +107,16 @@ v1::Schema TextStreamSchema(const std::vector<std::string>& classes, bool open_c
   return s;
 }
 
+v1::Schema DefaultTextSchema(const Plugin* family, uint64_t hashed_dim, const std::vector<std::string>& classes,
+                             bool open_classes) {
+  v1::Schema s = TextStreamSchema(classes, open_classes);
+  const bool open =
+      hashed_dim == 0 && family != nullptr && family->kind == TRIB_KIND_FAMILY && family->family().add_terms != nullptr;
+  if (!open) {
+    s.set_open_vocabulary(false);
+    s.set_hashed_dim(hashed_dim > 0 ? hashed_dim : kLiveHashedDim);
+  }
+  return s;
+}
+
 }  // namespace tributary

@@ -394,16 +394,9 @@ v1::Schema NewSchema(const std::string& family, const py::object& classes, bool 
     for (auto t : vocabulary) s.add_vocabulary(py::str(t).cast<std::string>());
     return s;
   }
-  if (hashed_dim == 0) {
-    auto fam = Registry().Find(family, TRIB_KIND_FAMILY);
-    if (fam.ok() && (*fam)->family().add_terms != nullptr) {
-      s.set_open_vocabulary(true);
-      return s;
-    }
-    hashed_dim = kLiveHashedDim;
-  }
-  s.set_hashed_dim(hashed_dim);
-  return s;
+  auto fam = Registry().Find(family, TRIB_KIND_FAMILY);
+  std::vector<std::string> names(s.class_names().begin(), s.class_names().end());
+  return DefaultTextSchema(fam.ok() ? fam->get() : nullptr, hashed_dim, names, open_classes);
 }
 
 // select "auto" (learn_one's default): the live learner (live_learner.h),
@@ -1138,7 +1131,8 @@ PYBIND11_MODULE(_tributary, mod) {
              }
              auto h = std::make_shared<LiveHolder>();
              py::gil_scoped_release nogil;
-             const v1::Schema schema = TextStreamSchema(classes, open_classes);
+             auto fam = Registry().Find(family, TRIB_KIND_FAMILY);
+             const v1::Schema schema = DefaultTextSchema(fam.ok() ? fam->get() : nullptr, 0, classes, open_classes);
              auto m = Take(NewModel(c, Registry(), schema, 0, "LiveClassifier"));
              m = LiveOrSingle(select, "auto", c, std::move(m), [&](const ModelConfig& cc) {
                return NewModel(cc, Registry(), schema, 0, "LiveClassifier");

@@ -190,19 +190,14 @@ int RunServe(const ServeFlags& f) {
       // ids. Families of real or categorical features need --schema.
       v1::StreamHeader live = NewStreamHeader();
       auto fam = Registry().Find(f.learn.family, TRIB_KIND_FAMILY);
-      const bool open = f.hashed_dim == 0 && fam.ok() && (*fam)->family().add_terms != nullptr;
-      const uint64_t dim = f.hashed_dim ? f.hashed_dim : kLiveHashedDim;
-      if (open) {
-        live.mutable_schema()->set_open_vocabulary(true);
-      } else {
-        live.mutable_schema()->set_hashed_dim(dim);
-      }
-      live.mutable_schema()->set_open_classes(true);
+      *live.mutable_schema() = DefaultTextSchema(fam.ok() ? fam->get() : nullptr, f.hashed_dim);
       auto m = NewModelFromFlags(f.learn, Registry(), live, 0, "<the default schema>");
       if (!m.ok()) {
         return ReportError(m.status().WithContext(
             std::string("serve: no snapshot in --data-dir, no --model and no --schema, and the default schema (") +
-            (open ? std::string("text with an open vocabulary") : "text hashed into " + std::to_string(dim) + " ids") +
+            (live.schema().open_vocabulary()
+                 ? std::string("text with an open vocabulary")
+                 : "text hashed into " + std::to_string(live.schema().hashed_dim()) + " ids") +
             ", open classes) does not suit family '" + f.learn.family +
             "'; pass --model SNAPSHOT or --schema STREAM (whose header gives the schema)"));
       }

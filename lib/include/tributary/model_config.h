@@ -105,6 +105,22 @@ Result<std::unique_ptr<Model>> NewModel(const ModelConfig& config, const PluginR
                                         const Result<ModelSchema>& schema, uint64_t stream_documents,
                                         const std::string& source = "");
 
+/// Hashed ids of raw text when no dimension is given and the vocabulary
+/// cannot grow (a live tsv conversion, a family without add_terms): 2^18
+/// buckets (a vocabulary of ~20,000 words collides in ~4 % of its terms),
+/// 2 MiB of statistics per class for the multinomial family.
+inline constexpr uint64_t kLiveHashedDim = uint64_t{1} << 18;
+
+/// The schema of raw text for a new model of `family` when no vocabulary is
+/// given: an open vocabulary (terms added as documents bring them) when the
+/// family can add terms (ABI add_terms) and `hashed_dim` is 0, else terms
+/// hashed into `hashed_dim` ids (0: kLiveHashedDim); the classes `classes`
+/// and, when `open_classes`, any class a labelled document names. What
+/// `serve` without --schema, Python's text models and LiveClassifier start
+/// from. `family` may be null (hashed).
+v1::Schema DefaultTextSchema(const Plugin* family, uint64_t hashed_dim = 0,
+                             const std::vector<std::string>& classes = {}, bool open_classes = true);
+
 /// The schema of a stream of raw text: an open vocabulary (terms are added as
 /// documents bring them), the classes `classes` and, when `open_classes`,
 /// any class a labelled document names. What a program that learns from text

@@ -37,6 +37,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tributary/model_config.h"  // kLiveHashedDim
 #include "tributary/status.h"
 #include "tributary/tokenizer.h"  // Tokenize, EnglishStopWords (moved to lib)
 
@@ -82,11 +83,6 @@ struct ConvertReport {
   /// Live conversions: the hashed_dim used (0: the input was read twice).
   uint64_t hashed_dim = 0;
 };
-
-/// Hashed ids of a live tsv conversion when hashed_dim is not given: 2^18
-/// buckets (a vocabulary of ~20,000 words collides in ~4 % of its terms),
-/// 2 MiB of statistics per class for the multinomial family.
-constexpr uint64_t kLiveHashedDim = uint64_t{1} << 18;
 
 /// Converts options.in to a document stream at options.out. Errors:
 /// InvalidArgument (bad options, input and output the same file), NotFound
