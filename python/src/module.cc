@@ -219,6 +219,17 @@ class Handle {
   }
   LiveLearner* live() { return live_.get(); }
   std::mutex& mu() { return mu_; }
+  // Runs fn() with the GIL released and the model's mutex held, and returns
+  // what it returns: the one way into the model from Python (a thread never
+  // waits for the mutex while holding the GIL, which the thread holding the
+  // mutex may need). fn makes C++ values only; Python objects are made from
+  // them after, with the GIL back.
+  template <typename Fn>
+  auto Locked(Fn&& fn) {
+    py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lock(mu_);
+    return fn();
+  }
 
   // The bytes of a snapshot (mu held): the model, or the live learner whole.
   Result<std::string> SerializeLocked() { return live_ ? live_->Serialize() : model_->Serialize(); }
@@ -528,13 +539,11 @@ struct LearnTally {
 // first refusal stops (the documents before it stay learned).
 py::dict LearnDocuments(Handle& h, const std::vector<v1::Document>& docs, bool skip_bad) {
   LearnTally tally;
-  {
-    py::gil_scoped_release nogil;
-    std::lock_guard<std::mutex> lock(h.mu());
+  h.Locked([&] {
     for (const auto& d : docs) {
       if (!tally.Add(h.LearnLocked(d), skip_bad)) break;
     }
-  }
+  });
   return tally.Result();
 }
 
@@ -542,14 +551,12 @@ py::array_t<double> ScoreDocuments(Handle& h, const std::vector<v1::Document>& d
   const size_t n = docs.size();
   std::vector<double> out;
   size_t k = 0;
-  {
-    py::gil_scoped_release nogil;
-    std::lock_guard<std::mutex> lock(h.mu());
+  h.Locked([&] {
     k = h.outputs();
     if (k == 0) Throw(Status::InvalidArgument("the model has no class yet: learn a labelled document first"));
     out.resize(n * k);
     for (size_t i = 0; i < n; ++i) Check(h.ScoreLocked(docs[i], out.data() + i * k));
-  }
+  });
   py::array_t<double> a({n, k});
   std::copy(out.begin(), out.end(), a.mutable_data());
   return a;
@@ -653,9 +660,7 @@ Status ResolveLabel(Model* model, const DocumentBuffer& b, const std::string& na
 
 py::dict LearnCsr(Handle& h, const Csr& m, bool skip_bad) {
   LearnTally tally;
-  {
-    py::gil_scoped_release nogil;
-    std::lock_guard<std::mutex> lock(h.mu());
+  h.Locked([&] {
     DocumentBuffer b;
     for (int64_t r = 0; r < m.rows(); ++r) {
       Status st = CsrRow(m, r, h.model().schema().vocab_size(), &b);
@@ -665,7 +670,7 @@ py::dict LearnCsr(Handle& h, const Csr& m, bool skip_bad) {
       if (st.ok()) st = h.LearnBufferLocked(b);
       if (!tally.Add(st, skip_bad)) break;
     }
-  }
+  });
   return tally.Result();
 }
 
@@ -673,9 +678,7 @@ py::array_t<double> ScoreCsr(Handle& h, const Csr& m) {
   const size_t n = static_cast<size_t>(m.rows());
   std::vector<double> out;
   size_t k = 0;
-  {
-    py::gil_scoped_release nogil;
-    std::lock_guard<std::mutex> lock(h.mu());
+  h.Locked([&] {
     k = h.outputs();
     if (k == 0) Throw(Status::InvalidArgument("the model has no class yet: learn a labelled document first"));
     out.resize(n * k);
@@ -684,7 +687,7 @@ py::array_t<double> ScoreCsr(Handle& h, const Csr& m) {
       Check(CsrRow(m, static_cast<int64_t>(i), h.model().schema().vocab_size(), &b));
       Check(h.ScoreBuffer(b, out.data() + i * k));
     }
-  }
+  });
   py::array_t<double> a({n, k});
   std::copy(out.begin(), out.end(), a.mutable_data());
   return a;
@@ -754,33 +757,47 @@ std::pair<std::shared_ptr<Handle>, std::string> TrainOffline(const std::string& 
 // log p(x) per document, clusters' sizes; for SEP families the approximate
 // log evidence.
 py::dict EvaluateLatent(Handle& h, const std::vector<v1::Document>& docs) {
-  py::gil_scoped_release nogil;
-  std::lock_guard<std::mutex> lock(h.mu());
-  Model& m = h.model();
-  if (!m.latent_outputs()) Throw(Status::InvalidArgument("evaluate: the model's outputs are classes, not latent"));
-  auto state = Take(m.NewScoringState(h.learner_options().seed));
-  auto decoder = Take(DocumentDecoder::ForModel(m.schema()));
-  LatentMetrics lat(m);
-  std::vector<double> scores(m.num_outputs());
-  DocumentBuffer b;
-  for (size_t i = 0; i < docs.size(); ++i) {
-    Check(decoder.Decode(docs[i], i, m.schema(), kGrowNothing, &b, nullptr, nullptr));
-    b.label = -1;
-    Check(m.Score(b.View(), state.get(), scores.data()));
-    Check(lat.Add(m, b.View(), scores.data(), state.get()).WithContext(b.Name()));
-  }
-  py::gil_scoped_acquire gil;
+  struct Figures {
+    double perplexity = 0, log_px = 0, log_evidence = 0;
+    std::vector<double> mass;
+    bool completion = false, sep = false;
+    uint64_t evidence_documents = 0;
+  };
+  const Figures f = h.Locked([&] {
+    Model& m = h.model();
+    if (!m.latent_outputs()) Throw(Status::InvalidArgument("evaluate: the model's outputs are classes, not latent"));
+    auto state = Take(m.NewScoringState(h.learner_options().seed));
+    auto decoder = Take(DocumentDecoder::ForModel(m.schema()));
+    LatentMetrics lat(m);
+    std::vector<double> scores(m.num_outputs());
+    DocumentBuffer b;
+    for (size_t i = 0; i < docs.size(); ++i) {
+      Check(decoder.Decode(docs[i], i, m.schema(), kGrowNothing, &b, nullptr, nullptr));
+      b.label = -1;
+      Check(m.Score(b.View(), state.get(), scores.data()));
+      Check(lat.Add(m, b.View(), scores.data(), state.get()).WithContext(b.Name()));
+    }
+    Figures out;
+    out.perplexity = lat.perplexity();
+    out.log_px = lat.log_px;
+    out.mass = lat.mass;
+    out.completion = m.has_completion();
+    out.sep = lat.sep;
+    out.evidence_documents = lat.evidence_documents;
+    out.log_evidence = lat.log_evidence;
+    return out;
+  });
   py::dict j;
   j["documents"] = docs.size();
-  j["perplexity"] = lat.perplexity();
-  j["perplexity_kind"] = m.has_completion() ? "document_completion" : "per_word";
-  j["log_likelihood_per_document"] = docs.empty() ? std::nan("") : lat.log_px / static_cast<double>(docs.size());
+  j["perplexity"] = f.perplexity;
+  j["perplexity_kind"] = f.completion ? "document_completion" : "per_word";
+  j["log_likelihood_per_document"] = docs.empty() ? std::nan("") : f.log_px / static_cast<double>(docs.size());
   std::vector<double> weights;
-  for (double w : lat.mass) weights.push_back(docs.empty() ? 0.0 : w / static_cast<double>(docs.size()));
+  for (double w : f.mass) weights.push_back(docs.empty() ? 0.0 : w / static_cast<double>(docs.size()));
   j["weights"] = weights;
-  if (lat.sep) {
-    j["log_evidence"] = lat.evidence_documents ? py::cast(lat.log_evidence) : py::none();
-    j["log_evidence_documents"] = lat.evidence_documents;
+  if (f.sep) {
+    j["log_evidence"] = f.evidence_documents ? py::cast(f.log_evidence) : py::none();
+    j["log_evidence_documents"] = f.evidence_documents;
   }
   return j;
 }
@@ -790,9 +807,7 @@ py::dict EvaluateLatent(Handle& h, const std::vector<v1::Document>& docs) {
 // model growing with its open vocabulary and classes.
 py::dict LearnFile(Handle& h, const std::string& path, bool skip_bad, uint32_t max_frame_bytes) {
   LearnTally tally;
-  {
-    py::gil_scoped_release nogil;
-    std::lock_guard<std::mutex> lock(h.mu());
+  h.Locked([&] {
     // The program's document source: a damaged frame that keeps the framing
     // and a document the decoder refuses are skipped under skip_bad, as
     // `train --skip-bad` skips them.
@@ -809,7 +824,7 @@ py::dict LearnFile(Handle& h, const std::string& path, bool skip_bad, uint32_t m
       st = h.LearnBufferLocked(b);
       if (!tally.Add(st.ok() ? st : st.WithContext("'" + path + "'"), skip_bad)) break;
     }
-  }
+  });
   return tally.Result();
 }
 
@@ -932,10 +947,10 @@ uint64_t WriteStream(const std::string& path, const py::sequence& xs, const py::
 }
 
 py::dict Info(Handle& h) {
-  py::gil_scoped_release nogil;
+  // (Read with the GIL held and the mutex taken after it, as stats() does:
+  // the mutex's holder never needs the GIL.)
   std::lock_guard<std::mutex> lock(h.mu());
   const Model& m = h.served();
-  py::gil_scoped_acquire gil;
   py::dict j;
   j["family"] = m.family().name;
   j["family_version"] = m.family().version;
@@ -1234,28 +1249,19 @@ PYBIND11_MODULE(_tributary, mod) {
             return std::make_shared<Handle>(std::move(m), LearnerFrom(engine, seed, 0));
           },
           py::arg("path"), py::arg("engine") = "auto", py::arg("seed") = 1)
-      .def("save",
-           [](Handle& h, const std::string& path) {
-             py::gil_scoped_release nogil;
-             std::lock_guard<std::mutex> lock(h.mu());
-             Check(h.SaveLocked(path));
-           })
+      .def("save", [](Handle& h, const std::string& path) { h.Locked([&] { Check(h.SaveLocked(path)); }); })
       .def("flush",
            [](Handle& h) {
              // The live learner: the documents held in its per-class sample
              // learned now (at the end of a stream); nothing for one model.
-             py::gil_scoped_release nogil;
-             std::lock_guard<std::mutex> lock(h.mu());
-             if (h.live()) Check(h.live()->Flush());
+             h.Locked([&] {
+               if (h.live()) Check(h.live()->Flush());
+             });
            })
       .def("to_bytes",
            [](Handle& h) {
              std::string s;
-             {
-               py::gil_scoped_release nogil;
-               std::lock_guard<std::mutex> lock(h.mu());
-               s = Take(h.SerializeLocked());
-             }
+             h.Locked([&] { s = Take(h.SerializeLocked()); });
              return py::bytes(s);
            })
       .def(
@@ -1342,38 +1348,27 @@ PYBIND11_MODULE(_tributary, mod) {
            })
       .def_property_readonly("classes",
                              [](Handle& h) {
-                               py::gil_scoped_release nogil;
-                               std::lock_guard<std::mutex> lock(h.mu());
-                               auto c = h.model().schema().classes();
-                               py::gil_scoped_acquire gil;
+                               auto c = h.Locked([&] { return h.model().schema().classes(); });
                                return py::cast(c);
                              })
       .def_property_readonly("output_names",
                              [](Handle& h) {
-                               py::gil_scoped_release nogil;
-                               std::lock_guard<std::mutex> lock(h.mu());
-                               std::vector<std::string> names;
-                               for (uint32_t k = 0; k < h.model().num_outputs(); ++k)
-                                 names.push_back(h.model().OutputName(k));
-                               py::gil_scoped_acquire gil;
-                               return py::cast(names);
+                               return py::cast(h.Locked([&] {
+                                 std::vector<std::string> names;
+                                 for (uint32_t k = 0; k < h.model().num_outputs(); ++k)
+                                   names.push_back(h.model().OutputName(k));
+                                 return names;
+                               }));
                              })
       .def("vocabulary",
            [](Handle& h) {
-             py::gil_scoped_release nogil;
-             std::lock_guard<std::mutex> lock(h.mu());
-             auto v = h.model().schema().vocabulary();
-             py::gil_scoped_acquire gil;
+             auto v = h.Locked([&] { return h.model().schema().vocabulary(); });
              return py::cast(v);
            })
       .def("component_terms",
            [](Handle& h, uint32_t k) {
              std::vector<double> out;
-             {
-               py::gil_scoped_release nogil;
-               std::lock_guard<std::mutex> lock(h.mu());
-               Check(h.model().ComponentTerms(k, &out));
-             }
+             h.Locked([&] { Check(h.model().ComponentTerms(k, &out)); });
              py::array_t<double> a(out.size());
              std::copy(out.begin(), out.end(), a.mutable_data());
              return a;
@@ -1384,15 +1379,13 @@ PYBIND11_MODULE(_tributary, mod) {
              auto docs = ToDocuments(h, xs, ys, h.documents_learned());
              std::vector<uint8_t> correct(docs.size());
              std::vector<double> ncll(docs.size());
-             {
-               py::gil_scoped_release nogil;
-               std::lock_guard<std::mutex> lock(h.mu());
+             h.Locked([&] {
                for (size_t i = 0; i < docs.size(); ++i) {
                  bool c = false;
                  Check(h.PrequentialLocked(docs[i], &c, &ncll[i]));
                  correct[i] = c;
                }
-             }
+             });
              py::array_t<bool> a(correct.size());
              std::copy(correct.begin(), correct.end(), a.mutable_data());
              py::array_t<double> b(ncll.size());
@@ -1407,11 +1400,7 @@ PYBIND11_MODULE(_tributary, mod) {
       .def(py::pickle(
           [](Handle& h) {
             std::string s;
-            {
-              py::gil_scoped_release nogil;
-              std::lock_guard<std::mutex> lock(h.mu());
-              s = Take(h.SerializeLocked());
-            }
+            h.Locked([&] { s = Take(h.SerializeLocked()); });
             const auto& lo = h.learner_options();
             return py::make_tuple(py::bytes(s), lo.engine, lo.seed, lo.damping);
           },
@@ -1427,10 +1416,7 @@ PYBIND11_MODULE(_tributary, mod) {
                 std::move(m), LearnerFrom(t[1].cast<std::string>(), t[2].cast<uint64_t>(), t[3].cast<double>()));
           }))
       .def_property_readonly("stats_digest", [](Handle& h) {
-        py::gil_scoped_release nogil;
-        std::lock_guard<std::mutex> lock(h.mu());
-        auto d = h.served().StatsDigest();
-        py::gil_scoped_acquire gil;
+        auto d = h.Locked([&] { return h.served().StatsDigest(); });
         return d;
       });
 }

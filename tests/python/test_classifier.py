@@ -345,7 +345,22 @@ def test_threads_predict_while_one_learns(fortunes):
         except Exception as e:  # noqa: BLE001
             errors.append(e)
 
+    def look():
+        # Readers that take the model's mutex from Python: info() and stats()
+        # with the GIL held, classes and the digest through Handle::Locked.
+        # (info() used to take the GIL back while holding the mutex, which
+        # deadlocks against stats() waiting for the mutex with the GIL.)
+        try:
+            for _ in range(200):
+                c.info()
+                c.stats()
+                assert set(c.classes) <= set(ys)
+                assert len(c.stats_digest) == 8
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
     threads = [threading.Thread(target=learn)] + [threading.Thread(target=predict) for _ in range(2)]
+    threads += [threading.Thread(target=look) for _ in range(2)]
     for t in threads:
         t.start()
     for t in threads:
