@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <utility>
 
+#include "tributary/v1/tributary.pb.h"
+
 namespace tributary {
 
 struct LiveModel::Publication {
@@ -142,6 +144,8 @@ Result<std::unique_ptr<LiveModel>> LiveModel::Create(std::unique_ptr<Model> mode
   if (!v.ok()) return v.status();
   return live;
 }
+
+LiveModel::LiveModel() : proto_(std::make_unique<v1::Document>()) {}
 
 LiveModel::~LiveModel() {
   // Durable: the mark says everything logged was acknowledged (wal.h), so
@@ -393,8 +397,8 @@ uint64_t LiveModel::acknowledged() const { return logged_.load(); }
 Status LiveModel::Learn(const trib_document& doc, LearnResult* result) {
   std::lock_guard<std::mutex> l(writer_mu_);
   if (wal_ != nullptr) {
-    ToModelProto(model_->schema(), doc, &proto_);
-    TRIB_RETURN_IF_ERROR(LogLocked(proto_, doc.index));
+    ToModelProto(model_->schema(), doc, proto_.get());
+    TRIB_RETURN_IF_ERROR(LogLocked(*proto_, doc.index));
   }
   if (live_ != nullptr) {
     TRIB_RETURN_IF_ERROR(CheckDocument(model_->schema(), doc));
@@ -413,9 +417,9 @@ Status LiveModel::Learn(const trib_document& doc, LearnResult* result) {
 Status LiveModel::Learn(const InputDocument& doc, LearnResult* result) {
   std::lock_guard<std::mutex> l(writer_mu_);
   const uint64_t index = inputs_++;
-  Status st = doc.ToProto(model_->schema(), &proto_);
+  Status st = doc.ToProto(model_->schema(), proto_.get());
   if (!st.ok()) return st.WithContext(DocumentName(index, doc.id()));
-  return LearnWireLocked(proto_, index, result);
+  return LearnWireLocked(*proto_, index, result);
 }
 
 Status LiveModel::Learn(const v1::Document& doc, uint64_t index, LearnResult* result) {
@@ -595,7 +599,8 @@ Result<std::unique_ptr<LiveModel::Reader>> LiveModel::NewReader() {
   return std::unique_ptr<Reader>(new Reader(this, *slot));
 }
 
-LiveModel::Reader::Reader(LiveModel* owner, uint32_t slot) : owner_(owner), slot_(slot) {}
+LiveModel::Reader::Reader(LiveModel* owner, uint32_t slot)
+    : owner_(owner), slot_(slot), proto_(std::make_unique<v1::Document>()) {}
 
 LiveModel::Reader::~Reader() { owner_->FreeSlot(slot_); }
 
@@ -655,13 +660,13 @@ Status LiveModel::Reader::Predict(const InputDocument& doc, LivePrediction* out)
   const ModelSchema& schema = p->model->schema();
   // (The decoder names the document in its errors; the others get the name
   // here. A prediction needs no label: an unknown one is no error.)
-  Status st = doc.ToProto(schema, &proto_);
+  Status st = doc.ToProto(schema, proto_.get());
   bool named = false;
   auto cached = WithDecoder(*p);
   if (st.ok() && !cached.ok()) st = cached.status();
   if (st.ok()) {
-    proto_.clear_label();
-    st = (*cached)->decoder->Decode(proto_, 0, schema, kGrowNothing, &buffer_, nullptr, nullptr);
+    proto_->clear_label();
+    st = (*cached)->decoder->Decode(*proto_, 0, schema, kGrowNothing, &buffer_, nullptr, nullptr);
     named = !st.ok();
   }
   if (st.ok()) st = Score(*p, buffer_.View(), out);

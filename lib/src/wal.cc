@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "tributary/checksum.h"
+#include "tributary/v1/tributary.pb.h"
 
 namespace tributary {
 

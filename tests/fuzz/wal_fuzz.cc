@@ -26,6 +26,7 @@
 
 #include "fuzz_check.h"
 #include "mem_env.h"
+#include "tributary/v1/tributary.pb.h"
 #include "tributary/wal.h"
 
 namespace {

@@ -63,7 +63,6 @@
 #include "tributary/live_learner.h"
 #include "tributary/model.h"
 #include "tributary/status.h"
-#include "tributary/v1/tributary.pb.h"
 #include "tributary/wal.h"
 
 namespace tributary {
@@ -263,14 +262,14 @@ class LiveModel {
     Result<Cached*> WithDecoder(const Publication& p);
     LiveModel* owner_;
     uint32_t slot_;
-    v1::Document proto_;  ///< Predict(InputDocument)'s scratch
+    std::unique_ptr<v1::Document> proto_;  ///< Predict(InputDocument)'s scratch (made at construction)
     DocumentBuffer buffer_;
     std::unique_ptr<Cached> cache_;  ///< the scoring state and decoder of the last publication read
   };
 
  private:
   struct Slot;
-  LiveModel() = default;
+  LiveModel();
   /// Durable mode: the directory's snapshot (or `initial`'s, saved), the log
   /// replayed after it. Writer state not yet shared.
   Status OpenDurable(std::unique_ptr<Model> initial);
@@ -325,7 +324,7 @@ class LiveModel {
   uint64_t generation_ = 0;                   ///< Restore() count (writer mutex)
   uint64_t inputs_ = 0;                       ///< InputDocuments given to Learn (their index in messages; writer mutex)
   std::unique_ptr<DocumentDecoder> decoder_;  ///< the model's own id space (writer mutex)
-  v1::Document proto_;                        ///< Learn(InputDocument)'s scratch (writer mutex)
+  std::unique_ptr<v1::Document> proto_;       ///< Learn(InputDocument)'s scratch (made at construction; writer mutex)
   DocumentBuffer buffer_;
   std::unique_ptr<DataDir> dir_;     ///< durable mode's data directory (writer mutex)
   WriteAheadLog* wal_ = nullptr;     ///< its log (writer mutex)

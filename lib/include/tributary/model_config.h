@@ -30,6 +30,7 @@
 #include "tributary/schema.h"
 #include "tributary/status.h"
 #include "tributary/step_schedule.h"
+#include "tributary/v1/tributary.pb.h"  // v1::Schema: NewModel and TextStreamSchema take and return it
 
 namespace tributary {
 

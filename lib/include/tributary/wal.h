@@ -45,9 +45,12 @@
 
 #include "tributary/env.h"
 #include "tributary/status.h"
-#include "tributary/v1/tributary.pb.h"
 
 namespace tributary {
+
+namespace v1 {
+class WalRecord;  // tributary/v1/tributary.pb.h (generated; included by the sources that read records)
+}  // namespace v1
 
 /// What WriteAheadLog::Replay does with corruption (damage to acknowledged
 /// records; a torn tail is always cut).
