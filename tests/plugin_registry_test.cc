@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <thread>
+#include <vector>
 
 #include "test_util.h"
 
@@ -35,6 +37,25 @@ TEST(PluginRegistryTest, BuiltinsAreFoundWithMetadata) {
     EXPECT_EQ((*r)->kind, TRIB_KIND_LOSS);
   }
   EXPECT_TRUE(reg.refused().empty()) << reg.refused().front().path << ": " << reg.refused().front().reason;
+}
+
+// The process's registry (embedders, the program): one instance, made once
+// even when many threads ask at once, over the built-in directory next to the
+// program (the build tree mirrors the install tree), each plugin loaded once.
+TEST(PluginRegistryTest, TheDefaultRegistryIsOneAndFindsTheBuiltins) {
+  std::vector<const PluginRegistry*> seen(8);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < seen.size(); ++i) threads.emplace_back([&seen, i] { seen[i] = &PluginRegistry::Default(); });
+  for (auto& t : threads) t.join();
+  for (const PluginRegistry* r : seen) EXPECT_EQ(r, seen[0]);
+  const PluginRegistry& reg = PluginRegistry::Default();
+  EXPECT_EQ(reg.search_path().front(), PluginRegistry::BuiltinPluginDir());
+  auto a = reg.Find("multinomial", TRIB_KIND_FAMILY);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_TRUE((*a)->builtin);
+  auto b = PluginRegistry::Default().Find("multinomial", TRIB_KIND_FAMILY);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(a->get(), b->get());  // loaded once
 }
 
 TEST(PluginRegistryTest, UnknownNameListsAvailable) {

@@ -463,6 +463,13 @@ PluginRegistry::PluginRegistry(std::vector<std::string> search_path, bool first_
 
 PluginRegistry::PluginRegistry() : PluginRegistry(DefaultSearchPath(), true) {}
 
+const PluginRegistry& PluginRegistry::Default() {
+  // Leaked on purpose: a model (and its plugin handles) may outlive every
+  // static destructor that would otherwise unload the plugins under it.
+  static const PluginRegistry* registry = new PluginRegistry();
+  return *registry;
+}
+
 std::shared_ptr<const Plugin> PluginRegistry::LoadLocked(const std::string& file, size_t d) const {
   if (std::find(tried_.begin(), tried_.end(), file) != tried_.end()) {
     for (const auto& p : plugins_) {

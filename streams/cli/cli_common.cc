@@ -118,8 +118,7 @@ void SavePartial(const Model& model, const std::string& out) {
 const PluginRegistry& Registry() {
   // Lazy: a command loads only the plugins it names (plugin_registry.h);
   // `tributary plugins` loads them all.
-  static PluginRegistry* reg = new PluginRegistry();
-  return *reg;
+  return PluginRegistry::Default();
 }
 
 std::string Fmt(double x, int precision) {

@@ -118,6 +118,12 @@ class PluginRegistry {
   explicit PluginRegistry(std::vector<std::string> search_path, bool first_is_builtin = true);
   /// A registry over DefaultSearchPath().
   PluginRegistry();
+  /// The process's registry over DefaultSearchPath(): made on first use
+  /// (thread-safe) and never destroyed, so plugins stay loaded as long as any
+  /// model may use them. What the program uses, and what an embedder that
+  /// needs no other search path should use (one registry, each plugin loaded
+  /// and probed once per process).
+  static const PluginRegistry& Default();
 
   /// Loads every *.so in the search path. Files that fail are recorded in
   /// refused(); a name already taken by an earlier directory (built-ins come
