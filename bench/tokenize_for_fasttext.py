@@ -8,7 +8,7 @@ Writes two files with one line per input line, in order:
                                       exactly these tokens)
   --ft-out   __label__label tok tok tok   (fastText's supervised format)
 
-The tokens follow tributary's tokenizer, version 2 (lib/src/tokenizer.cc,
+The tokens follow tributary's tokenizer, version 2 (lib/src/core/tokenizer.cc,
 docs/tokenizer.md): NFKC_Casefold, words are maximal runs of letters (L*) and
 numbers (N*) with the combining marks (M*) that follow them, everything else
 separates (apostrophes included: "don't" -> "don", "t"), invalid UTF-8

@@ -1,4 +1,4 @@
-// Google Benchmark: throughput of the library tokenizer (lib/src/tokenizer.cc,
+// Google Benchmark: throughput of the library tokenizer (lib/src/core/tokenizer.cc,
 // docs/tokenizer.md), bytes of input per second (the "bytes_per_second"
 // column, shown as MB/s or MiB/s by Google Benchmark):
 //   BM_TokenizeAscii          English ASCII text (the ASCII lines of the

@@ -1,4 +1,4 @@
-// The library tokenizer (lib/src/tokenizer.cc, docs/tokenizer.md): ASCII text
+// The library tokenizer (lib/src/core/tokenizer.cc, docs/tokenizer.md): ASCII text
 // tokenizes as in version 1, the Unicode rules of version 2, and the
 // invariants on any input: every token is non-empty, valid UTF-8, in
 // NFKC_Casefold, and tokenizes to itself.

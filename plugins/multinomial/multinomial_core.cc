@@ -846,7 +846,7 @@ int Commit(trib_family_model* mm, trib_stats* s, const uint64_t* idx, const doub
 // ---- The fused step (ABI 1.7) ------------------------------------------------
 //
 // Accumulate, the engine's apply (raw[i] += d_i rho / scale_b,
-// lib/src/sdem_learner.cc) and Commit in one pass over each row the document
+// lib/src/learning/sdem_learner.cc) and Commit in one pass over each row the document
 // touches: the same operations in the same order on every entry, so the
 // statistics and totals come out bit for bit as the three calls leave them
 // (plugin-check 'fused-step'), without the (index, value) delta, its second

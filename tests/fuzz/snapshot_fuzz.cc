@@ -37,7 +37,7 @@ void PutLE(std::string* out, uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
 }
 
-// The file Model::Save writes around `payload` (lib/src/snapshot.cc).
+// The file Model::Save writes around `payload` (lib/src/core/snapshot.cc).
 std::string Seal(const std::string& payload) {
   std::string file = "TRIBSNAP";
   PutLE(&file, 1, 4);
