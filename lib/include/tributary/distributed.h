@@ -74,6 +74,7 @@ class MpiSession {
 /// registry; call it from the session's thread.
 class MpiTrainerGroup final : public TrainerGroup {
  public:
+  /// Over `session`'s ranks; models sent between them are parsed with `registry`.
   MpiTrainerGroup(const MpiSession* session, const PluginRegistry* registry) : session_(session), registry_(registry) {}
   int rank() const override { return session_->rank(); }
   int size() const override { return session_->size(); }

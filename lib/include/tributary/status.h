@@ -81,9 +81,9 @@ class [[nodiscard]] Status {
   std::string ToString() const;
   /// Returns a copy whose message is "<prefix>: <message>".
   Status WithContext(std::string_view prefix) const;
-  /// A copy naming the file it is about: "'<path>': <message>", unless the
-  /// message names it ('<path>') already (the stream reader's and
-  /// Model::Load's errors do). OK stays OK.
+  /// A copy naming the file it is about: "'PATH': message", unless the
+  /// message names the file (in quotes) already, as the stream reader's and
+  /// Model::Load's errors do. OK stays OK.
   Status WithFile(std::string_view path) const;
 
   /// Deep copy: the copy owns its own message.

@@ -22,9 +22,9 @@ namespace tributary {
 /// The documents a run left out as bad (`--skip-bad`, `skip_bad=True`): how
 /// many, and the first messages (each names its document).
 struct SkippedDocuments {
-  static constexpr size_t kKeptMessages = 5;
-  uint64_t skipped = 0;
-  std::vector<std::string> first_messages;  ///< at most kKeptMessages
+  static constexpr size_t kKeptMessages = 5;  ///< messages kept (the first ones)
+  uint64_t skipped = 0;                       ///< documents and frames left out
+  std::vector<std::string> first_messages;    ///< at most kKeptMessages
   /// Counts `st` (a refused document or a damaged frame).
   void Record(const Status& st);
 };
@@ -62,8 +62,8 @@ class DocumentSource {
   Status Skip(bool* eof) { return reader_->Skip(eof); }
   /// The index of the next document in the stream.
   uint64_t next_index() const { return reader_->documents_read(); }
-  const DocumentReader& reader() const { return *reader_; }
-  const DecodeCounters& counters() const { return counters_; }
+  const DocumentReader& reader() const { return *reader_; }     ///< the stream's reader (its header, its errors)
+  const DecodeCounters& counters() const { return counters_; }  ///< what decoding counted (unseen terms, ...)
 
  private:
   DocumentSource(std::unique_ptr<DocumentReader> r, DocumentDecoder d);
