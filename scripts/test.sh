@@ -30,7 +30,7 @@ run_suite build-test -DCMAKE_BUILD_TYPE=Release -DTRIBUTARY_BUILD_BENCH=OFF -DTR
 # checked against the program just built. setup.py's CMake build goes to the
 # Release tree just built (TRIBUTARY_PYTHON_BUILD_DIR) instead of a fresh
 # build-python/: its flags are the same (Release), so the library and the
-# plugins are already built and only the module (python/src/module.cc) is
+# plugins are already built and only the module (python/src/*.cc) is
 # compiled; a fresh build-python/ compiled the whole library a second time
 # (about 4 minutes on 2 cores).
 echo "== Python package (venv, pip install ., tests/python)" >&2

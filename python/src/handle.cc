@@ -360,27 +360,55 @@ py::dict LearnFile(Handle& h, const std::string& path, bool skip_bad, uint32_t m
 }
 
 py::dict Info(Handle& h) {
-  // (Read with the GIL held and the mutex taken after it, as stats() does:
-  // the mutex's holder never needs the GIL.)
-  std::lock_guard<std::mutex> lock(h.mu());
-  const Model& m = h.served();
+  // Copied under the mutex, then made into Python objects without it (making
+  // them may run Python code and let another thread take the GIL and wait
+  // for the mutex).
+  struct Copy {
+    std::string family, family_version, loss, vocabulary, schedule, digest;
+    std::vector<std::string> classes;
+    uint64_t vocabulary_size = 0, statistics = 0, updates = 0, unseen_terms = 0;
+    double effective_size = 0;
+    uint32_t outputs = 0;
+    bool latent = false;
+    Options options;
+  };
+  const Copy c = h.Locked([&] {
+    const Model& m = h.served();
+    Copy x;
+    x.family = m.family().name;
+    x.family_version = m.family().version;
+    x.loss = m.loss_plugin() ? m.loss_plugin()->name : "";
+    x.classes = m.schema().classes();
+    x.vocabulary_size = m.schema().vocab_size();
+    x.vocabulary = m.schema().open_vocabulary() ? "open" : m.schema().hashed() ? "hashed" : "closed";
+    x.statistics = m.stats().size();
+    x.updates = m.learner_state().updates;
+    x.effective_size = m.learner_state().effective_size;
+    x.schedule = m.learner_state().schedule.ToString();
+    x.digest = m.StatsDigest();
+    x.outputs = m.num_outputs();
+    x.latent = m.latent_outputs();
+    x.unseen_terms = h.counters().unseen_terms;
+    x.options = m.family_options();
+    return x;
+  });
   py::dict j;
-  j["family"] = m.family().name;
-  j["family_version"] = m.family().version;
-  j["loss"] = m.loss_plugin() ? m.loss_plugin()->name : "";
-  j["classes"] = m.schema().classes();
-  j["vocabulary_size"] = m.schema().vocab_size();
-  j["vocabulary"] = m.schema().open_vocabulary() ? "open" : m.schema().hashed() ? "hashed" : "closed";
-  j["statistics"] = m.stats().size();
-  j["updates"] = m.learner_state().updates;
-  j["effective_size"] = m.learner_state().effective_size;
-  j["schedule"] = m.learner_state().schedule.ToString();
-  j["stats_digest"] = m.StatsDigest();
-  j["outputs"] = m.num_outputs();
-  j["latent"] = m.latent_outputs();
-  j["unseen_terms"] = h.counters().unseen_terms;
+  j["family"] = c.family;
+  j["family_version"] = c.family_version;
+  j["loss"] = c.loss;
+  j["classes"] = c.classes;
+  j["vocabulary_size"] = c.vocabulary_size;
+  j["vocabulary"] = c.vocabulary;
+  j["statistics"] = c.statistics;
+  j["updates"] = c.updates;
+  j["effective_size"] = c.effective_size;
+  j["schedule"] = c.schedule;
+  j["stats_digest"] = c.digest;
+  j["outputs"] = c.outputs;
+  j["latent"] = c.latent;
+  j["unseen_terms"] = c.unseen_terms;
   py::dict opts;
-  for (const auto& [k, v] : m.family_options()) opts[py::str(k)] = v;
+  for (const auto& [k, v] : c.options) opts[py::str(k)] = v;
   j["options"] = opts;
   return j;
 }

@@ -43,12 +43,12 @@ class Handle {
     return live_ ? live_->served() : *model_;
   }
   LiveLearner* live() { return live_.get(); }
-  std::mutex& mu() { return mu_; }
   // Runs fn() with the GIL released and the model's mutex held, and returns
-  // what it returns: the one way into the model from Python (a thread never
-  // waits for the mutex while holding the GIL, which the thread holding the
-  // mutex may need). fn makes C++ values only; Python objects are made from
-  // them after, with the GIL back.
+  // what it returns: the one way into the model from Python. A thread never
+  // waits for the mutex while holding the GIL, and never touches a Python
+  // object while holding the mutex (making one may run Python code, which
+  // lets another thread take the GIL and wait for the mutex: a deadlock).
+  // fn makes C++ values only; Python objects are made from them after.
   template <typename Fn>
   auto Locked(Fn&& fn) {
     py::gil_scoped_release nogil;

@@ -359,15 +359,33 @@ PYBIND11_MODULE(_tributary, mod) {
            [](Handle& h) {
              // The prequential figures (quality_monitor.h) as a dict; class
              // names from the model's schema.
+             // Copied under the mutex, then turned into Python objects
+             // without it (making them may run Python code, e.g. json.loads
+             // or a finalizer, and let another thread take the GIL and wait
+             // for the mutex: a deadlock).
+             struct Copy {
+               QualityMonitor q;
+               std::vector<std::string> names;
+               std::string live_json;
+               std::vector<uint64_t> live_alarms;
+               bool live = false;
+             };
+             const Copy copy = h.Locked([&] {
+               Copy c{h.quality(), h.model().schema().classes(), "", {}, h.live() != nullptr};
+               if (c.live) {
+                 c.live_json = h.live()->ToJson();
+                 for (const LiveAlarm& a : h.live()->alarms()) c.live_alarms.push_back(a.document);
+               }
+               return c;
+             });
              py::dict d;
-             std::lock_guard<std::mutex> lock(h.mu());
-             const QualityMonitor& q = h.quality();
-             const std::vector<std::string>& names = h.model().schema().classes();
+             const QualityMonitor& q = copy.q;
+             const std::vector<std::string>& names = copy.names;
              auto name = [&](uint32_t k) { return k < names.size() ? names[k] : std::to_string(k); };
              auto num = [](double x) { return std::isnan(x) ? py::object(py::none()) : py::object(py::float_(x)); };
              d["documents"] = q.documents();
              // A live learner: its candidates, the one served, its alarms.
-             if (h.live()) d["live"] = py::module_::import("json").attr("loads")(h.live()->ToJson());
+             if (copy.live) d["live"] = py::module_::import("json").attr("loads")(copy.live_json);
              d["accuracy"] = num(q.accuracy());
              d["window_accuracy"] = num(q.window_accuracy());
              d["log_loss"] = num(q.log_loss());
@@ -393,11 +411,9 @@ PYBIND11_MODULE(_tributary, mod) {
                confused.append(e);
              }
              d["most_confused"] = confused;
-             if (h.live()) {
+             if (copy.live) {
                // The live learner's alarms (the ones that raised its steps).
-               std::vector<uint64_t> at;
-               for (const LiveAlarm& a : h.live()->alarms()) at.push_back(a.document);
-               d["drift_alarms"] = at;
+               d["drift_alarms"] = copy.live_alarms;
              } else {
                d["drift_alarms"] = q.alarms();
              }

@@ -346,10 +346,12 @@ def test_threads_predict_while_one_learns(fortunes):
             errors.append(e)
 
     def look():
-        # Readers that take the model's mutex from Python: info() and stats()
-        # with the GIL held, classes and the digest through Handle::Locked.
-        # (info() used to take the GIL back while holding the mutex, which
-        # deadlocks against stats() waiting for the mutex with the GIL.)
+        # Readers of the model from Python: info(), stats(), classes and the
+        # digest, all through Handle::Locked (GIL released, mutex held, C++
+        # values copied out). info() used to take the GIL back while holding
+        # the mutex and stats() to hold the mutex while making Python objects
+        # (json.loads among them): either lets another thread take the GIL
+        # and wait for the mutex, a deadlock (seen here as a hang).
         try:
             for _ in range(200):
                 c.info()
