@@ -3,40 +3,53 @@
 // a deterministic stream the plugin accepts, and runs named checks of the
 // contracts in plugin_abi.h that the host relies on but cannot see at load:
 //
-// Family:
+// Every plugin:
+//   load                the file loads as a plugin (PluginRegistry::Add, then
+//                       LoadPluginFile); on FAIL no other check runs
+// Family, in the order reported:
+//   schema              (reported only on FAIL) create() accepts one of the
+//                       generated schemas (text, real, mixed features); on
+//                       FAIL no other check runs
 //   rho0-noop           an sdEM step with rho = 0 (score, loss weights,
 //                       accumulate, commit) leaves every statistic, the block
 //                       maps and the exported cache unchanged
-//   cache-rebuild       (families that export a cache) after one pass the
-//                       exported cache equals the one after rebuild(), to
-//                       1e-9 relative, and rebuild with rho = 0 leaves raw as is
+//   cache-rebuild       (families that export a cache; SKIP otherwise) after
+//                       one pass the exported cache equals the one after
+//                       rebuild(), to 1e-9 relative, and rebuild with rho = 0
+//                       leaves raw as is
 //                       (SKIP for families trained with SEP, having no sdEM
 //                       update: rho0-noop and cache-rebuild; train-sep instead)
 //   snapshot-roundtrip  Save + Load keeps raw statistics, block scale/shift
 //                       and every document's Score() bit for bit
+//   add-class           (families with ABI 1.4 add_class, trained by sdEM) a
+//                       class brought into use in place gives the model
+//                       grow_classes gives: every document scored the same to
+//                       1e-9 relative, and the padded model survives a
+//                       snapshot round trip bit for bit
 //   train-nll / train-ncll / train-hinge
 //                       one pass with each built-in loss: no NaN/inf in the
 //                       statistics or scores (SKIP when the family or the
-//                       engine refuses the loss, with the reason)
+//                       engine refuses the loss, with the reason); the first
+//                       that passes trains the model the other checks use
 //   train-sep           (only when no loss trains the family by sdEM and it
 //                       has SEP hooks) one SEP pass, statistics/scores finite
-//   concurrent-score    4 threads, each with its own ScoringState, score
-//                       every document exactly as one thread does
-//   add-class           (families with ABI 1.4 add_class) a class brought
-//                       into use in place gives the model grow_classes
-//                       gives: every document scored the same to 1e-9
-//                       relative, and the padded model survives a snapshot
-//                       round trip bit for bit
-//   frozen-score        (families with ABI 1.6 freeze) the frozen table
-//                       scores every document as score() does, to 1e-9
-//                       relative, -inf exactly where score() gives -inf
 //   fused-step          (families with ABI 1.7 fused_step) the fused step
 //                       and accumulate + apply + commit leave the statistics
 //                       and block maps the same bit for bit after every
-//                       document, with each built-in loss
+//                       document, with each built-in loss, and at the end the
+//                       exported caches and every score
+//   concurrent-score    PluginCheckOptions::threads threads (4; at least 2),
+//                       each with its own ScoringState, score every document
+//                       exactly as one thread does
+//   frozen-score        (families with ABI 1.6 freeze) the frozen table
+//                       scores every document as score() does, to 1e-9
+//                       relative, -inf exactly where score() gives -inf
+// (When nothing trains the family, the checks that need a trained model are
+// reported as SKIP, add-class left out.)
 // Loss:
 //   train-multinomial   one pass of the built-in multinomial family with the
-//                       loss: statistics and scores finite
+//                       loss: statistics and scores finite (on FAIL the
+//                       weights checks do not run)
 //   weights-finite      w, c and the loss value finite on every document
 //   weights-pure        the same arguments give the same results twice
 //
