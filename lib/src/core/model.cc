@@ -1,7 +1,10 @@
+// Model (model.h): made from a family and a loss (the family's layout sized
+// against the machine's memory first), its loss, copies (Clone, and
+// RefreshFrom's copy of the pages written since), scoring and what the family
+// reports about documents and components, and the statistics' digest.
+// Growth is in model_growth.cc, the statistics in sufficient_stats.cc,
+// snapshots in snapshot.cc.
 #include "tributary/model.h"
-#include "tributary/utf8.h"
-
-#include "tributary/checksum.h"
 
 #include <unistd.h>
 
@@ -9,9 +12,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <unordered_set>
 #include <vector>
 
+#include "tributary/checksum.h"
 #include "tributary/metrics.h"
 
 namespace tributary {
@@ -32,96 +35,6 @@ Status PluginStatus(int code, const trib_error& err, const Plugin& plugin, const
   }
 }
 
-// ---- SufficientStats ---------------------------------------------------------
-
-namespace {
-// Installed memory (0: unknown).
-uint64_t PhysicalMemoryBytes() {
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
-}
-}  // namespace
-
-Status SufficientStats::Init(std::vector<trib_block> blocks) {
-  uint64_t expect = 0;
-  for (size_t b = 0; b < blocks.size(); ++b) {
-    if (blocks[b].offset != expect) {
-      return Status::Internal("statistics block " + std::to_string(b) + " starts at " +
-                              std::to_string(blocks[b].offset) + ", expected " + std::to_string(expect) +
-                              " (blocks must be contiguous and ordered)");
-    }
-    if (!std::isfinite(blocks[b].nu) || blocks[b].nu < 0 || !std::isfinite(blocks[b].alpha_bar)) {
-      return Status::Internal("statistics block " + std::to_string(b) + " has an invalid prior (nu, alpha_bar)");
-    }
-    blocks[b].scale = 1.0;
-    blocks[b].shift = 1.0;  // mu_0 = alpha_bar (Algorithm 1, line 1)
-    expect += blocks[b].size;
-  }
-  blocks_ = std::move(blocks);
-  raw_.assign(expect, 0.0);
-  page_epoch_.assign((expect >> kPageShift) + 1, epoch_);
-  all_epoch_ = epoch_;
-  return Status::OK();
-}
-
-void SufficientStats::CopyWrittenSince(const SufficientStats& src, uint64_t since) {
-  blocks_ = src.blocks_;
-  // (src.epoch_ < since: src is not what this copy was made from, e.g. a
-  // model re-created by growth; copy everything.)
-  if (src.all_epoch_ > since || src.epoch_ < since || raw_.size() != src.raw_.size() ||
-      page_epoch_.size() != src.page_epoch_.size()) {
-    raw_ = src.raw_;
-  } else {
-    const uint64_t page = uint64_t{1} << kPageShift;
-    for (uint64_t p = 0; p < src.page_epoch_.size(); ++p) {
-      if (src.page_epoch_[p] <= since) continue;
-      const uint64_t first = p * page, end = std::min<uint64_t>(first + page, raw_.size());
-      std::copy(src.raw_.begin() + static_cast<std::ptrdiff_t>(first),
-                src.raw_.begin() + static_cast<std::ptrdiff_t>(end), raw_.begin() + static_cast<std::ptrdiff_t>(first));
-    }
-  }
-  page_epoch_ = src.page_epoch_;
-  epoch_ = src.epoch_;
-  all_epoch_ = src.all_epoch_;
-}
-
-uint64_t SufficientStats::PagesWrittenSince(uint64_t since) const {
-  if (all_epoch_ > since) return page_epoch_.size();
-  uint64_t n = 0;
-  for (uint64_t e : page_epoch_) n += e > since;
-  return n;
-}
-
-void SufficientStats::Materialize(uint32_t b) {
-  trib_block& blk = blocks_[b];
-  const double add = blk.shift * blk.alpha_bar;
-  for (uint64_t i = blk.offset; i < blk.offset + blk.size; ++i) raw_[i] = blk.scale * raw_[i] + add;
-  blk.scale = 1.0;
-  blk.shift = 0.0;
-  NoteWritten(blk.offset, blk.offset + blk.size);
-}
-
-void SufficientStats::Restart(uint32_t b, double f, double prior_step) {
-  // N = scale (raw + abar) becomes f N; gamma = shift - scale becomes
-  // f gamma + prior_step; with scale' = 1: raw' = f N - abar, shift' = gamma' + 1.
-  trib_block& blk = blocks_[b];
-  const double mult = f * blk.scale;
-  const double abar = blk.alpha_bar;
-  for (uint64_t i = blk.offset; i < blk.offset + blk.size; ++i) raw_[i] = mult * (raw_[i] + abar) - abar;
-  NoteWritten(blk.offset, blk.offset + blk.size);
-  blk.shift = f * (blk.shift - blk.scale) + prior_step + 1.0;
-  blk.scale = 1.0;
-}
-
-trib_stats SufficientStats::View() {
-  return trib_stats{raw_.data(), raw_.size(), static_cast<uint32_t>(blocks_.size()), blocks_.data()};
-}
-
-trib_stats SufficientStats::ConstView() const {
-  return trib_stats{const_cast<double*>(raw_.data()), raw_.size(), static_cast<uint32_t>(blocks_.size()),
-                    blocks_.data()};
-}
-
 // ---- ScoringState -------------------------------------------------------------
 
 ScoringState::~ScoringState() {
@@ -139,6 +52,12 @@ constexpr uint32_t kFirstClassRoom = 4;
 // Room for terms of an open vocabulary created empty (a live stream): 1,024
 // terms, 8 KiB per class for multinomial.
 constexpr uint64_t kFirstTermRoom = 1024;
+
+// Installed memory (0: unknown).
+uint64_t PhysicalMemoryBytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+}
 }  // namespace
 
 uint64_t Model::TermRoom(const Plugin& family, const ModelSchema& schema, uint64_t requested) {
@@ -466,192 +385,6 @@ Status Model::Proportions(const trib_document& doc, ScoringState* state, double*
 double Model::PerplexityTokens(const trib_document& doc) const {
   if (family_->family().perplexity_tokens) return family_->family().perplexity_tokens(fmodel_, &doc);
   return doc.total_count;
-}
-
-void Model::SetGrowthLimits(const GrowthLimits& limits, uint64_t max_statistics_bytes) {
-  user_limits_ = limits;
-  stats_budget_ = max_statistics_bytes;
-  FoldGrowthBudget();
-}
-
-void Model::FoldGrowthBudget() {
-  GrowthLimits eff = user_limits_;
-  auto fold = [](uint64_t* limit, uint64_t cap) { *limit = *limit == 0 ? cap : std::min(*limit, cap); };
-  if (stats_budget_ != 0) {
-    // What one more class (term) costs: the statistics over the classes
-    // (terms) they have room for, the other dimension as it is now, rounded
-    // up (the share of the parts that are not per class is counted in, so
-    // the grown statistics stay within the budget). Never below what the
-    // model already has (it is not shrunk).
-    auto CeilDiv = [](uint64_t a, uint64_t b) { return (a + b - 1) / b; };
-    const uint64_t bytes = std::max<uint64_t>(1, statistics_bytes());
-    if (schema_.open_classes() && !latent_outputs()) {
-      const uint64_t per_class = CeilDiv(bytes, std::max<uint64_t>(1, class_capacity()));
-      fold(&eff.max_classes, std::max<uint64_t>(stats_budget_ / per_class, num_classes()));
-    }
-    if (schema_.open_vocabulary()) {
-      const uint64_t per_term = CeilDiv(bytes, std::max<uint64_t>(1, vocab_capacity()));
-      fold(&eff.max_terms, std::max<uint64_t>(stats_budget_ / per_term, schema_.vocab_size()));
-    }
-  }
-  schema_.set_limits(eff);
-}
-
-Status Model::AddClass(const std::string& name) {
-  if (schema_.ClassIndex(name) < 0) {
-    const GrowthLimits& lim = schema_.limits();
-    if (lim.max_label_bytes != 0 && name.size() > lim.max_label_bytes) {
-      return Status::InvalidDocument("cannot add a class named by " + std::to_string(name.size()) +
-                                     " bytes: the model's max_label_bytes is " + std::to_string(lim.max_label_bytes));
-    }
-    if (lim.max_classes != 0 && num_classes() >= lim.max_classes) {
-      return Status::InvalidDocument("cannot add class '" + Printable(name, 128) + "': the model has " +
-                                     std::to_string(num_classes()) +
-                                     " classes, its limit (max_classes, or what its "
-                                     "statistics budget allows)");
-    }
-  }
-  stats_.NoteAllWritten();  // add_class writes the new class's entries
-  if (latent_outputs()) {   // classes only label documents for evaluation
-    if (schema_.ClassIndex(name) < 0) schema_.AddClass(name);
-    return Status::OK();
-  }
-  if (schema_.ClassIndex(name) >= 0) return Status::OK();
-  const auto& fv = family_->family();
-  if (!fv.grow_classes) {
-    return Status::InvalidArgument("family '" + family_->name + "' cannot add class '" + name +
-                                   "' to a model being trained (it does not support open classes)");
-  }
-  // In place while a padding class stays spare after this one: the spare is
-  // a class never seen (a family may keep its padding moving as untouched
-  // entries move: multinomial does), which grow_classes copies into the new
-  // room, so every new class starts where a class declared from the start
-  // and never seen would be.
-  if (!fv.add_class || num_classes() + 1 >= class_capacity()) return GrowClasses(name);
-  // In place: the next padded class comes into use (ABI 1.4 add_class).
-  trib_error err{};
-  trib_stats view = stats_.View();
-  int rc = fv.add_class(fmodel_, &view, &err);
-  if (rc != TRIB_OK) return PluginStatus(rc, err, *family_, "add_class").WithContext("adding class '" + name + "'");
-  schema_.AddClass(name);
-  ++num_outputs_;
-  ++layout_version_;
-  FoldGrowthBudget();
-  return Status::OK();
-}
-
-// A new model with one more class (and, for a family with add_class, room
-// for half as many again: amortised O(model / classes) per class), the old
-// classes' statistics copied into it by the family (grow_classes).
-Status Model::GrowClasses(const std::string& name) {
-  const auto& fv = family_->family();
-  ModelSchema grown = schema_;
-  grown.AddClass(name);
-  const uint32_t k = num_classes() + 1;
-  uint32_t room = fv.add_class ? std::max(k + k / 2, k + 1) : k;  // <= MaxClassRoom(k); one spare
-  // Never more room than the limits allow.
-  if (const uint64_t max = schema_.limits().max_classes; max != 0 && room > max) {
-    room = static_cast<uint32_t>(std::max<uint64_t>(k, max));
-  }
-  auto r = CreateInternal(family_, loss_, grown, options_, room, vocab_capacity_);
-  if (!r.ok() && room > k) r = CreateInternal(family_, loss_, grown, options_, k, vocab_capacity_);
-  if (!r.ok()) return r.status().WithContext("adding class '" + name + "'");
-  return TakeGrown(std::move(r).value(), fv.grow_classes, "grow_classes", "adding a class");
-}
-
-// The statistics of this model copied by the family's `grow` (grow_classes
-// or grow_terms) into `nm`, a model of the grown schema made by
-// CreateInternal (blocks' scale and shift carried over, rebuild after), whose
-// layout, schema and room this model then takes.
-Status Model::TakeGrown(std::unique_ptr<Model> nm, GrowFn grow, const char* call, const char* what) {
-  if (nm->stats_.blocks().size() != stats_.blocks().size()) {
-    return Status::Internal("family '" + family_->name + "' changed its number of blocks when " + what);
-  }
-  for (size_t b = 0; b < stats_.blocks().size(); ++b) {
-    nm->stats_.mutable_blocks()[b].scale = stats_.blocks()[b].scale;
-    nm->stats_.mutable_blocks()[b].shift = stats_.blocks()[b].shift;
-  }
-  trib_error err{};
-  trib_stats old_view = stats_.ConstView();
-  trib_stats new_view = nm->stats_.View();
-  int rc = grow(fmodel_, &old_view, nm->fmodel_, &new_view, &err);
-  if (rc != TRIB_OK) return PluginStatus(rc, err, *family_, call);
-  trib_step step{0.0, learner_.effective_size, 0.0, learner_.updates};
-  TRIB_RETURN_IF_ERROR(nm->Rebuild(step));
-  std::swap(fmodel_, nm->fmodel_);
-  stats_ = std::move(nm->stats_);
-  num_outputs_ = nm->num_outputs_;
-  class_capacity_ = nm->class_capacity_;
-  vocab_capacity_ = nm->vocab_capacity_;
-  schema_ = std::move(nm->schema_);
-  ++layout_version_;
-  FoldGrowthBudget();
-  return Status::OK();
-}
-
-Status Model::AddTerms(const std::vector<std::string>& names) {
-  stats_.NoteAllWritten();  // add_terms writes the new terms' entries
-  std::vector<std::string> fresh;
-  {
-    std::unordered_set<std::string> seen;
-    for (const std::string& t : names) {
-      if (schema_.TermIndex(t) < 0 && seen.insert(t).second) fresh.push_back(t);
-    }
-  }
-  if (fresh.empty()) return Status::OK();
-  if (const uint64_t max = schema_.limits().max_terms; max != 0 && schema_.vocab_size() + fresh.size() > max) {
-    return Status::InvalidDocument("cannot add " + std::to_string(fresh.size()) + " terms to the model's " +
-                                   std::to_string(schema_.vocab_size()) + ": its limit is " + std::to_string(max) +
-                                   " terms (max_terms, or what its statistics budget allows)");
-  }
-  if (!schema_.open_vocabulary()) {
-    return Status::InvalidArgument("cannot add term '" + fresh[0] + "': the model's vocabulary is not open");
-  }
-  const auto& fv = family_->family();
-  if (!fv.add_terms) {
-    return Status::InvalidArgument("family '" + family_->name + "' cannot add terms (term '" + fresh[0] + "')");
-  }
-  const uint64_t v = schema_.vocab_size();
-  if (v + fresh.size() > UINT32_MAX) {
-    return Status::InvalidArgument("adding " + std::to_string(fresh.size()) + " terms to " + std::to_string(v) +
-                                   " exceeds 2^32-1 terms (term ids are 32-bit); use hashed term ids");
-  }
-  if (v + fresh.size() > vocab_capacity()) return GrowTerms(fresh);
-  // In place: the next padded terms come into use (ABI 1.5 add_terms).
-  trib_error err{};
-  trib_stats view = stats_.View();
-  int rc = fv.add_terms(fmodel_, &view, fresh.size(), &err);
-  if (rc != TRIB_OK) {
-    return PluginStatus(rc, err, *family_, "add_terms").WithContext("adding term '" + fresh[0] + "'");
-  }
-  schema_.AddTerms(fresh);
-  FoldGrowthBudget();
-  return Status::OK();
-}
-
-// A new model with the new terms and room for half as many again (amortised
-// O(classes) per term), the old terms' statistics copied into it by the
-// family (grow_terms).
-Status Model::GrowTerms(const std::vector<std::string>& names) {
-  const auto& fv = family_->family();
-  ModelSchema grown = schema_;
-  grown.AddTerms(names);
-  const uint64_t v = grown.vocab_size();
-  uint64_t room = MaxTermRoom(v);
-  if (const uint64_t max = schema_.limits().max_terms; max != 0) room = std::max(v, std::min(room, max));
-  auto r = CreateInternal(family_, loss_, grown, options_, class_capacity_, room);
-  if (!r.ok()) r = CreateInternal(family_, loss_, grown, options_, class_capacity_, v);  // no memory to spare
-  if (!r.ok()) return r.status().WithContext("adding term '" + names[0] + "'");
-  return TakeGrown(std::move(r).value(), fv.grow_terms, "grow_terms", "adding terms");
-}
-
-Status Model::GrowTo(const ModelSchema& reference) {
-  for (const auto& c : reference.classes()) {
-    if (schema_.ClassIndex(c) < 0) TRIB_RETURN_IF_ERROR(AddClass(c));
-  }
-  if (!schema_.open_vocabulary() || reference.vocab_size() <= schema_.vocab_size()) return Status::OK();
-  const auto& v = reference.vocabulary();
-  return AddTerms(std::vector<std::string>(v.begin() + static_cast<std::ptrdiff_t>(schema_.vocab_size()), v.end()));
 }
 
 std::string Model::StatsDigest() const {
