@@ -1,8 +1,10 @@
 // The implementation shared by the families "multinomial" (multinomial naive
 // Bayes over bags of words, Variant::kNaiveBayes) and "multinomial-mixture"
 // (the same with the class made latent, Variant::kMixture); compiled into
-// each plugin (and into the test fixture multinomial_v2), whose own .cc only
-// names the plugin, its version and its option table, and calls Init.
+// each plugin (and into the test fixtures that wrap the family), whose own .cc
+// only names the plugin, its version and its option table, and calls Init.
+// The implementation is the files multinomial_*.cc of this directory (their
+// map: multinomial_model.h).
 //
 // Statistics (sdEM Appendix A, Algorithms 2-4), two blocks:
 //   block 0  C[k]      prior class counts,        nu = 0, abar = 1
