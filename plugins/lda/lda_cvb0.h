@@ -57,7 +57,7 @@ struct VecOf<4> {
 //
 // Stochastic CVB0 (Foulds et al. 2013; the zero-order collapsed update, eq. 7
 // of the supervised-LDA paper with one class): with the topics fixed at their
-// point estimate beta_kw = lambda_kw / lambda_k (lda_local.cc, MeanBeta),
+// point estimate beta_kw = lambda_kw / lambda_k (lda_kernels.cc, MeanBeta),
 //   phi_wk propto beta_kw (N_dk^{-w} + alpha),   N_dk = sum_w n_w phi_wk,
 // where N_dk^{-w} = N_dk - u_w phi_wk leaves out the token's own share
 // (u_w = min(1, n_w): one token of the term, or all of a fractional count).

@@ -1,9 +1,10 @@
 // The local steps of the "lda" family: per document, with the topics fixed,
 // the topic proportions and the per-term topic shares that score(),
-// accumulate() and completion() (lda.cc) use. The three inference options
-// (mean-field VI, collapsed Gibbs, stochastic CVB0) and the burn-in of the
-// local alpha are explained in lda.cc's header comment, "Local step"; the
-// CVB0 sweep kernel is in lda_cvb0.h.
+// accumulate() and completion() (lda.cc, lda_step.cc, lda_fused.cc) use. The
+// four inference options (mean-field VI, Fast LDA, collapsed Gibbs,
+// stochastic CVB0), DLDA's labelled steps and the burn-in of the local alpha
+// are explained in lda.cc's header comment, "Local step"; the CVB0 sweep
+// kernels are in lda_cvb0.h, chosen for this CPU in lda_kernels.cc.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -11,19 +12,18 @@
 #include <limits>
 #include <random>
 #include <stdexcept>
-#include <type_traits>
 #include <vector>
 
 #include "lda_cvb0.h"
 #include "lda_math.h"
 #include "lda_model.h"
 #include "tributary/plugin_sdk.h"
-#include "tributary/simd.h"
 
 namespace tributary::lda {
 namespace {
 
 using tributary::sdk::Digamma;
+using tributary::sdk::Fail;
 double LogGamma(double x) { return tributary::sdk::Lgamma(x); }
 
 // ---- Kernels over K (v2d and Load2: lda_model.h) ----------------------------------
@@ -210,140 +210,6 @@ void FastLocal(const Model& m, const trib_stats& s, const trib_document& d, Stat
 
 // ---- Local step: collapsed Gibbs -------------------------------------------------
 
-}  // namespace
-
-namespace {
-
-// x > lo ? x : lo in every lane: what maxpd computes (its second operand
-// when either is NaN), in one instruction; GCC otherwise compares and blends.
-// (In place, through a pointer: a vector passed by value to or from code
-// compiled outside the AVX2 clones would change its ABI.)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wpsabi"
-template <typename V>
-__attribute__((always_inline)) inline void MaxLanes(V* x, const V& lo) {
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-  if constexpr (sizeof(V) == 32) {
-    *x = __builtin_ia32_maxpd256(*x, lo);
-  } else {
-    *x = __builtin_ia32_maxpd(*x, lo);
-  }
-#else
-  *x = *x > lo ? *x : lo;
-#endif
-}
-#pragma GCC diagnostic pop
-
-// The document's rows of E[beta]: row_j[k] = Positive(a raw_wk + b) inv_k,
-// the rows scattered over the model (prefetched kAhead rows ahead), row j at
-// rows + j stride. Out = float (the float CVB0 kernel's rows): rounded to
-// float, floored at 1e-30; the padding up to the stride is not written
-// (MeanBetaFloat keeps it zero); Out = double: the padding set to zero. The
-// same lane-wise operations in the AVX2 clones (no FMA), so the same bits;
-// chosen with the CVB0 kernel (SelectCvb0Kernel).
-template <typename Out, int W>
-__attribute__((always_inline)) inline void MeanBetaRowsT(Out* __restrict rows, uint32_t stride,
-                                                         const double* __restrict raw, const uint32_t* ids, uint32_t T,
-                                                         uint32_t K, double a, double b, const double* __restrict inv) {
-  constexpr uint32_t kAhead = 4;
-  const uint32_t lines = (K + 7) / 8;  // 64-byte lines per row
-  for (uint32_t j = 0; j < T && j < kAhead; ++j) {
-    for (uint32_t l = 0; l < lines; ++l) __builtin_prefetch(raw + static_cast<uint64_t>(ids[j]) * K + 8 * l);
-  }
-  for (uint32_t j = 0; j < T; ++j) {
-    if (j + kAhead < T) {
-      const double* next = raw + static_cast<uint64_t>(ids[j + kAhead]) * K;
-      for (uint32_t l = 0; l < lines; ++l) __builtin_prefetch(next + 8 * l);
-    }
-    const double* r = raw + static_cast<uint64_t>(ids[j]) * K;
-    Out* row = rows + static_cast<size_t>(j) * stride;
-    uint32_t k = 0;
-    if constexpr (std::is_same_v<Out, float>) {  // (by hand: GCC leaves the clamp and rounding scalar)
-      using V = typename VecOf<W>::type;
-      typedef float F __attribute__((vector_size(4 * W)));
-      const V vz = {};
-      const V va = vz + a, vb = vz + b, lo = vz + 1e-300, flo = vz + 1e-30;
-      for (; k + W <= K; k += W) {
-        V x, iv;
-        std::memcpy(&x, r + k, sizeof(V));
-        std::memcpy(&iv, inv + k, sizeof(V));
-        x = va * x + vb;
-        MaxLanes(&x, lo);
-        x = x * iv;
-        MaxLanes(&x, flo);
-        const F f = __builtin_convertvector(x, F);
-        std::memcpy(row + k, &f, sizeof(F));
-      }
-    }
-    for (; k < K; ++k) {
-      const double x = Positive(a * r[k] + b) * inv[k];
-      if constexpr (std::is_same_v<Out, float>) {
-        row[k] = x > 1e-30 ? static_cast<float>(x) : 1e-30f;
-      } else {
-        row[k] = x;
-      }
-    }
-    if constexpr (!std::is_same_v<Out, float>) {
-      for (k = K; k < stride; ++k) row[k] = 0;
-    }
-  }
-}
-template <typename Out>
-using MeanBetaRowsFn = void (*)(Out*, uint32_t, const double*, const uint32_t*, uint32_t, uint32_t, double, double,
-                                const double*);
-template <typename Out>
-TRIB_KEEP_LOOPS void MeanBetaRowsSse2(Out* rows, uint32_t stride, const double* raw, const uint32_t* ids, uint32_t T,
-                                      uint32_t K, double a, double b, const double* inv) {
-  MeanBetaRowsT<Out, 2>(rows, stride, raw, ids, T, K, a, b, inv);
-}
-#ifdef TRIB_LDA_HAVE_AVX2
-template <typename Out>
-TRIB_KEEP_LOOPS __attribute__((target("avx2"))) void MeanBetaRowsAvx2(Out* rows, uint32_t stride, const double* raw,
-                                                                      const uint32_t* ids, uint32_t T, uint32_t K,
-                                                                      double a, double b, const double* inv) {
-  MeanBetaRowsT<Out, 4>(rows, stride, raw, ids, T, K, a, b, inv);
-}
-#endif
-MeanBetaRowsFn<double> g_mean_beta_rows = MeanBetaRowsSse2<double>;
-MeanBetaRowsFn<float> g_mean_beta_rows_float = MeanBetaRowsSse2<float>;
-
-// 1 / lambda_k into st->inv_total.
-LambdaMap InverseTotals(const Model& m, const trib_stats& s, State* st) {
-  const uint32_t K = m.K;
-  const LambdaMap f = MapOf(m, s);
-  st->inv_total.resize(K);
-  for (uint32_t k = 0; k < K; ++k) {
-    st->inv_total[k] = 1.0 / Positive(f.a * m.raw_total[k] + f.b * static_cast<double>(m.V));
-  }
-  return f;
-}
-
-}  // namespace
-
-// Fills st->rows with E[beta_kw] = lambda_kw / lambda_k.
-void MeanBeta(const Model& m, const trib_stats& s, const uint32_t* ids, uint32_t T, State* st) {
-  const LambdaMap f = InverseTotals(m, s, st);
-  st->rows.resize(static_cast<size_t>(T) * m.K);
-  g_mean_beta_rows(st->rows.data(), m.K, s.raw, ids, T, m.K, f.a, f.b, st->inv_total.data());
-}
-
-// The same into st->fbeta as floats, rows padded to Cvb0Stride(K) with zeros
-// (the float CVB0 kernel's layout). The padding is written once: the
-// vector only grows with zeros, the rows' kernel writes the K entries of
-// each row and nothing else writes it (a new stride starts it afresh).
-void MeanBetaFloat(const Model& m, const trib_stats& s, const uint32_t* ids, uint32_t T, State* st) {
-  const LambdaMap f = InverseTotals(m, s, st);
-  const uint32_t Kp = Cvb0Stride(m.K);
-  if (st->fbeta_stride != Kp) {
-    st->fbeta.clear();
-    st->fbeta_stride = Kp;
-  }
-  st->fbeta.resize(static_cast<size_t>(T) * Kp);
-  g_mean_beta_rows_float(st->fbeta.data(), Kp, s.raw, ids, T, m.K, f.a, f.b, st->inv_total.data());
-}
-
-namespace {
-
 // Uniform double in [0, 1) from 53 random bits (no library distribution, so
 // the same seed gives the same numbers everywhere).
 inline double Uniform(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
@@ -429,10 +295,6 @@ void GibbsLocal(const Model& m, const trib_document& d, State* st) {
 
 // ---- Local step: CVB0 (kernel and its equations in lda_cvb0.h) --------------------
 
-Cvb0SweepsFn g_cvb0_sweeps = Cvb0SweepsSse2;            // chosen at plugin init (SelectCvb0Kernel)
-Cvb0SweepsVecFn g_cvb0_sweeps_vec = Cvb0SweepsVecSse2;  // (the same, alpha a vector)
-Cvb0FloatSweepsFn g_cvb0_float = Cvb0FloatSweepsSse2;   // (the float group kernel, a scalar alpha)
-
 // Runs the sweeps; leaves phi in st->fphi (scalar alpha, phi_float) or
 // st->rows (T x K doubles, asymmetric), N_dk in st->nk,
 // theta_k = (N_dk + alpha) / (L + K alpha) in st->theta and, per term, the
@@ -451,8 +313,8 @@ void Cvb0Local(const Model& m, const trib_document& d, bool predict, State* st) 
     st->nk.assign(K, 0.0);
     st->last_nk.resize(K);
     const double* a = st->local_alpha_vec.data();
-    g_cvb0_sweeps_vec(st->rows.data(), st->phi.data(), st->nk.data(), st->last_nk.data(), st->phinorm.data(),
-                      d.term_counts, T, K, a, iters, tol);
+    Cvb0SweepsVec(st->rows.data(), st->phi.data(), st->nk.data(), st->last_nk.data(), st->phinorm.data(), d.term_counts,
+                  T, K, a, iters, tol);
     const double denom = 1.0 / (st->local_alpha_sum + d.total_count);
     for (uint32_t k = 0; k < K; ++k) st->theta[k] = (std::max(st->nk[k], 0.0) + a[k]) * denom;
     st->rows.swap(st->phi);  // rows = phi, as for gibbs
@@ -466,8 +328,8 @@ void Cvb0Local(const Model& m, const trib_document& d, bool predict, State* st) 
   st->fcounts.resize(T);
   for (uint32_t j = 0; j < T; ++j) st->fcounts[j] = static_cast<float>(d.term_counts[j]);
   const double alpha = st->local_alpha;
-  g_cvb0_float(st->fbeta.data(), st->fphi.data(), st->fnk.data(), st->flast.data(), st->fnorm.data(),
-               st->fcounts.data(), T, Kp, static_cast<float>(alpha), iters, static_cast<float>(tol), /*fresh=*/true);
+  Cvb0FloatSweeps(st->fbeta.data(), st->fphi.data(), st->fnk.data(), st->flast.data(), st->fnorm.data(),
+                  st->fcounts.data(), T, Kp, static_cast<float>(alpha), iters, static_cast<float>(tol), /*fresh=*/true);
   const double denom = 1.0 / (K * alpha + d.total_count);
   for (uint32_t k = 0; k < K; ++k) {
     st->nk[k] = st->fnk[k];
@@ -479,55 +341,7 @@ void Cvb0Local(const Model& m, const trib_document& d, bool predict, State* st) 
 
 }  // namespace
 
-namespace {
-// sum_k log G(a_k + n_k) on this CPU's widest lanes (lda_math.h: the same
-// bits in every width).
-double LogGammaSumSse2(const double* a, const double* n, uint32_t K) { return LogGammaSumT<2>(a, n, K); }
-#ifdef TRIB_LDA_HAVE_AVX2
-__attribute__((target("avx2"))) double LogGammaSumAvx2(const double* a, const double* n, uint32_t K) {
-  return LogGammaSumT<4>(a, n, K);
-}
-#endif
-double (*g_log_gamma_sum)(const double*, const double*, uint32_t) = LogGammaSumSse2;
-void LogEachSse2(const double* x, double* out, uint32_t n) { LogEachT<2>(x, out, n); }
-#ifdef TRIB_LDA_HAVE_AVX2
-__attribute__((target("avx2"))) void LogEachAvx2(const double* x, double* out, uint32_t n) { LogEachT<4>(x, out, n); }
-#endif
-WeightedLogRatioSumFn g_weighted_log_ratio_sum = WeightedLogRatioSumSse2;  // (lda_math.h)
-void (*g_log_each)(const double*, double*, uint32_t) = LogEachSse2;
-}  // namespace
-
-void SelectCvb0Kernel() {
-#ifdef TRIB_LDA_HAVE_AVX2
-  if (tributary::simd::MaxLevel() >= tributary::simd::kAvx2) {
-    g_cvb0_sweeps = Cvb0SweepsAvx2;
-    g_cvb0_sweeps_vec = Cvb0SweepsVecAvx2;
-    g_log_gamma_sum = LogGammaSumAvx2;
-    g_weighted_log_ratio_sum = WeightedLogRatioSumAvx2;
-    g_log_each = LogEachAvx2;
-    g_mean_beta_rows = MeanBetaRowsAvx2<double>;
-    g_mean_beta_rows_float = MeanBetaRowsAvx2<float>;
-    g_cvb0_float = Cvb0FloatSweepsAvx2;
-  }
-  if (tributary::simd::Avx512With(tributary::simd::Feature::kAvx512Vl)) {
-    g_cvb0_float = Cvb0FloatSweepsAvx512;  // (the AVX2 kernels with 32 registers)
-    g_weighted_log_ratio_sum = WeightedLogRatioSumAvx512;
-  }
-#endif
-}
-
-double LogGammaSum(const double* a, const double* n, uint32_t K) { return g_log_gamma_sum(a, n, K); }
-void LogEach(const double* x, double* out, uint32_t n) { g_log_each(x, out, n); }
-
-uint32_t Cvb0SweepsVec(const double* beta, double* phi, double* nk, double* last, double* norm, const double* counts,
-                       uint32_t T, uint32_t K, const double* alpha, uint32_t max_iter, double tol) {
-  return g_cvb0_sweeps_vec(beta, phi, nk, last, norm, counts, T, K, alpha, max_iter, tol);
-}
-
-// Plug-in estimate of log p(x) from the last CVB0 sweep: every token's
-// predictive probability given the rest of the document,
-//   sum_w n_w log( sum_k beta_kw (N_dk^{-w} + alpha) / (L - u_w + K alpha) ).
-// The logs in vectors (lda_math.h WeightedLogSumT: the same bits in every width).
+// The Fast LDA bound on log p(x) (Shan & Banerjee 2010):
 // eq. 60 with the terms of (55)-(59): E log p(pi | alpha) + E log p(z | pi)
 // + E log p(x | beta, z) - E log q(pi | gamma) - E log q(z | phi), where
 // E log p(z | pi) = m sum_k phi_k E log theta_k, E log p(x | beta, z) =
@@ -549,10 +363,14 @@ double FastElbo(const Model& m, const trib_document& d, const State& st) {
   return elbo;
 }
 
+// Plug-in estimate of log p(x) from the last CVB0 sweep: every token's
+// predictive probability given the rest of the document,
+//   sum_w n_w log( sum_k beta_kw (N_dk^{-w} + alpha) / (L - u_w + K alpha) ).
+// The logs in vectors (lda_math.h WeightedLogRatioSumT: the same bits in every width).
 double Cvb0LogPx(const Model& m, const trib_document& d, State* st) {
   const double ka = m.asymmetric ? st->local_alpha_sum : m.K * st->local_alpha;
   bool nan = false;
-  const double s = g_weighted_log_ratio_sum(d.term_counts, st->phinorm.data(), d.total_count, ka, d.num_terms, &nan);
+  const double s = WeightedLogRatioSum(d.term_counts, st->phinorm.data(), d.total_count, ka, d.num_terms, &nan);
   // (A NaN stays one: the learner refuses the score by name.)
   return nan ? std::numeric_limits<double>::quiet_NaN() : s;
 }
@@ -712,6 +530,18 @@ void LabelledLocalSteps(const Model& m, const trib_stats& s, const trib_document
     for (uint32_t c = 0; c < K; ++c) L += (a - gamma[c]) * (Digamma(gamma[c]) - psum) + LogGamma(gamma[c]);
     st->slot_bound[y] = L;
   }
+}
+
+// DLDA's local steps for every class (LabelledLocalSteps), after the label
+// parameters of the current statistics (LabelParameters).
+int LabelledStep(const Model& m, const trib_stats& s, const trib_document& d, State* st, trib_error* err) {
+  st->scored.valid = false;
+  uint32_t bad = 0;
+  if (!LabelParameters(m, s, st, &bad)) {
+    return Fail(err, TRIB_ERR_NUMERIC, "label statistics of topic %u are not positive and finite", bad);
+  }
+  LabelledLocalSteps(m, s, d, st);
+  return TRIB_OK;
 }
 
 // Runs the configured local step on `d`; results stay in `st`.

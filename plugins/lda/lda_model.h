@@ -1,7 +1,9 @@
-// The "lda" family's model and per-thread state, and what its two halves
-// share: the family's entry points (lda.cc, whose header comment explains the
-// model, its statistics, the local steps and the options) and the local steps
-// (lda_local.cc). Everything else stays file-local to one of them.
+// The "lda" family's model and per-thread state, and what its files share:
+// the family's entry points (lda.cc, whose header comment explains the model,
+// its statistics, the local steps and the options; lda_step.cc, lda_fused.cc:
+// lda_family.h), the local steps (lda_local.cc) and the kernels chosen for
+// this CPU (lda_kernels.cc, also compiled into slda and lgda, which use this
+// header's Model and State for their topics). Everything else stays file-local.
 #ifndef TRIBUTARY_PLUGINS_LDA_LDA_MODEL_H_
 #define TRIBUTARY_PLUGINS_LDA_LDA_MODEL_H_
 
@@ -185,6 +187,12 @@ void LabelledLocalSteps(const Model& m, const trib_stats& s, const trib_document
 // Plug-in estimate of log p(x) from the last CVB0 sweep LocalStep ran.
 double Cvb0LogPx(const Model& m, const trib_document& d, State* st);
 
+// DLDA: LabelParameters, then LabelledLocalSteps; TRIB_ERR_NUMERIC in `err`
+// when the label statistics are not positive and finite.
+int LabelledStep(const Model& m, const trib_stats& s, const trib_document& d, State* st, trib_error* err);
+
+// ---- Kernels chosen for this CPU (lda_kernels.cc; lda, slda, lgda) ---------------
+
 // out_j = log x_j for x_j normal and positive (lda_math.h LogEachT, on this
 // CPU's widest lanes: the same bits in every width).
 void LogEach(const double* x, double* out, uint32_t n);
@@ -200,6 +208,15 @@ void MeanBetaFloat(const Model& m, const trib_stats& s, const uint32_t* ids, uin
 // eq. 7 with the class's alpha row), on this CPU's kernel.
 uint32_t Cvb0SweepsVec(const double* beta, double* phi, double* nk, double* last, double* norm, const double* counts,
                        uint32_t T, uint32_t K, const double* alpha, uint32_t max_iter, double tol);
+
+// The float group sweeps of lda_cvb0.h (a scalar alpha; rows of Kp =
+// Cvb0Stride(K)), on this CPU's kernel.
+uint32_t Cvb0FloatSweeps(const float* beta, float* phi, float* nk, float* last, float* norm, const float* counts,
+                         uint32_t T, uint32_t Kp, float alpha, uint32_t max_iter, float tol, bool fresh);
+
+// lda_math.h's WeightedLogRatioSumT (Cvb0LogPx's sum) on this CPU's widest
+// lanes: the same bits in every width.
+double WeightedLogRatioSum(const double* c, const double* p, double t, double a, uint32_t n, bool* nan);
 
 // Picks the CVB0 sweep kernels, MeanBeta's and LogGammaSum's for this CPU (AVX2 where
 // available; both give the same bits, lda_cvb0.h, lda_math.h). Called once,
