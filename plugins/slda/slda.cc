@@ -116,81 +116,35 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <memory>
-#include <random>
-#include <string>
 #include <vector>
 
 #include "../lda/lda_math.h"
 #include "../lda/lda_model.h"
 #include "../lda/lda_topics.h"
 #include "../shared/dirichlet_fit.h"
+#include "slda_model.h"
 #include "tributary/plugin_sdk.h"
 
+// The family's entry points; the local steps are in slda_local.cc and the
+// classifiers in slda_classify.cc (slda_model.h).
 namespace {
 
 namespace sdk = tributary::sdk;
 namespace lda = tributary::lda;
 using sdk::Fail;
 using sdk::Guard;
-
-enum class Train { kCvb0, kMap };
-enum class Classifier { kCvb02, kCvb01, kMap };
-
-struct Model {
-  lda::Model topics;  // K, V, eta, raw_total, n, t, the cvb0 and burn-in settings
-  uint32_t C = 0;
-  double class_prior = 1.0;
-  bool learn_alpha = true;
-  double alpha0 = -1;
-  Train train = Train::kCvb0;
-  Classifier classifier = Classifier::kCvb02;
-  uint32_t classify_iter = 20;
-  double classify_tol = 0.01;
-  uint32_t map_iter = 50;
-  double map_tol = 1e-4;
-  std::vector<double> alpha;      // C x K (a function of S and N; cached for warm starts)
-  std::vector<double> alpha_sum;  // A_c
-  std::vector<double> log_norm;   // log G(A_c) - sum_k log G(alpha_ck)
-  bool fitted = false;            // alpha has been fitted (rebuild) or imported (import_cache)
-  bool learn_eta = false;         // eta learned (topics.eta_point, a cache like alpha)
-  uint32_t eta_every = 1000;
-
-  uint32_t K() const { return topics.K; }
-  uint64_t Counts() const { return topics.V * topics.K; }
-  uint64_t LogTheta() const { return Counts() + C; }
-  double T0() const { return sdk::Digamma(alpha0) - sdk::Digamma(topics.K * alpha0); }
-  void Derive(uint32_t c) {  // alpha_sum and log_norm of class c
-    const uint32_t K = topics.K;
-    double a = 0, lg = 0;
-    for (uint32_t k = 0; k < K; ++k) {
-      a += alpha[size_t{c} * K + k];
-      lg += lda::LogGammaPositive(alpha[size_t{c} * K + k]);
-    }
-    alpha_sum[c] = a;
-    log_norm[c] = lda::LogGammaPositive(a) - lg;
-  }
-};
-
-struct State {
-  lda::State base;  // rows (the document's phi_kw), inv_total, last_nk, phinorm
-  // Per class slot c (cvb0-1 and the training steps): gamma (J x K each),
-  // topic counts n (K each).
-  std::vector<double> gamma, nk, theta;
-  std::vector<double> local_alpha, mix, post, work;
-  std::vector<uint32_t> active;  // cvb0-2: the classes still in the mixture
-  std::vector<char> have_post;
-  std::vector<double> scratch;    // proportions: the scores it does not return
-  std::vector<double> ones;       // map: the prior-free first phase
-  std::vector<double> log_prior;  // log P(c) of the current document's scoring
-  // accumulate: E[log theta | x, c] of one class, of every class, burn-in flags
-  std::vector<double> e_log_theta, e_log_theta_by_class;
-  std::vector<char> burn;
-};
-
-inline Model* M(trib_family_model* m) { return sdk::As<Model>(m); }
-inline const Model* M(const trib_family_model* m) { return sdk::As<Model>(m); }
+using tributary::slda::ClassCount;
+using tributary::slda::Classifier;
+using tributary::slda::Components;
+using tributary::slda::M;
+using tributary::slda::Model;
+using tributary::slda::Prepare;
+using tributary::slda::Proportions;
+using tributary::slda::Score;
+using tributary::slda::State;
+using tributary::slda::Train;
+using tributary::slda::TrainStep;
 
 constexpr trib_option_spec kOptions[] = {
     sdk::Integer("topics", "10", "number of topics K").AtLeast(1).AtMost(100000),
@@ -305,8 +259,6 @@ int InitStats(trib_family_model* mm, trib_stats* s, uint64_t seed, trib_error* e
   });
 }
 
-inline double ClassCount(const Model& m, const trib_stats& s, uint32_t c) { return sdk::Mu(s, 1, m.Counts() + c); }
-
 // alpha_c refitted to t_c = S_c / N_c (made feasible first: t_ck < 0 and
 // log sum_k exp(t_ck) < 0, which a mean of documents' values always is; only
 // negative weights (NCLL, hinge) can take it out), warm-started from the
@@ -399,347 +351,6 @@ int StateCreate(const trib_family_model*, uint64_t seed, trib_family_state** out
     auto* st = new State();
     st->base.rng.seed(seed);
     *out = reinterpret_cast<trib_family_state*>(st);
-    return TRIB_OK;
-  });
-}
-
-// ---- Local steps ------------------------------------------------------------------
-
-double LogSumExp(const double* x, uint32_t n) {
-  double top = -HUGE_VAL;
-  for (uint32_t i = 0; i < n; ++i) top = std::max(top, x[i]);
-  if (!std::isfinite(top)) return top;
-  double z = 0;
-  for (uint32_t i = 0; i < n; ++i) z += std::exp(x[i] - top);
-  return top + std::log(z);
-}
-
-inline double LogPrior(const Model& m, const trib_stats& s, uint32_t c, double log_total) {
-  return std::log(ClassCount(m, s, c)) - log_total;
-}
-double LogTotal(const Model& m, const trib_stats& s) {
-  double total = 0;
-  for (uint32_t c = 0; c < m.C; ++c) total += ClassCount(m, s, c);
-  return std::log(total);
-}
-
-// The training step's alpha for class c: alpha_c, or during the burn-in
-// alpha_c moved linearly towards burnin_alpha (1 - t / burnin of the way).
-const double* TrainAlpha(const Model& m, uint32_t c, State* st, bool* burnin) {
-  const uint32_t K = m.K();
-  const double* a = m.alpha.data() + size_t{c} * K;
-  const double t = static_cast<double>(m.topics.t);
-  *burnin = t < m.topics.burnin;
-  if (!*burnin) return a;
-  const double f = 1.0 - t / m.topics.burnin;
-  st->local_alpha.resize(K);
-  for (uint32_t k = 0; k < K; ++k) st->local_alpha[k] = a[k] + (m.topics.burnin_alpha - a[k]) * f;
-  return st->local_alpha.data();
-}
-
-// CVB0 with the vector prior `a` on base.rows (phi_kw of the document's
-// terms) into slot c (gamma J x K, n K), from zero (the sequential start).
-void Cvb0Slot(const Model& m, const trib_document& d, const double* a, uint32_t iters, double tol, uint32_t c,
-              State* st) {
-  const uint32_t K = m.K(), J = d.num_terms;
-  double* gamma = st->gamma.data() + size_t{c} * J * K;
-  double* nk = st->nk.data() + size_t{c} * K;
-  std::fill(gamma, gamma + size_t{J} * K, 0.0);
-  std::fill(nk, nk + K, 0.0);
-  st->base.last_nk.resize(K);
-  st->base.phinorm.resize(J);
-  lda::Cvb0SweepsVec(st->base.rows.data(), gamma, nk, st->base.last_nk.data(), st->base.phinorm.data(), d.term_counts,
-                     J, K, a, iters, tol);
-  for (uint32_t k = 0; k < K; ++k) nk[k] = std::max(nk[k], 0.0);
-}
-
-// MAP EM for theta (eq. 3-4 with the prior term prior_k - 1 = a_k - 1, or
-// eq. 15's class-weighted term when `mix` is set: prior recomputed each
-// iteration from P(c | theta^)) into st->theta; leaves in base.phinorm the
-// normalisers sum_k phi_kw theta_k of the final theta.
-void MapTheta(const Model& m, const trib_stats& s, const trib_document& d, const double* a, bool mix, State* st) {
-  const uint32_t K = m.K(), J = d.num_terms, C = m.C;
-  std::vector<double>& th = st->theta;
-  std::vector<double>& g = st->work;
-  th.assign(K, 1.0 / K);
-  g.resize(K);
-  st->base.phinorm.resize(J);
-  st->mix.resize(K);
-  const double* rows = st->base.rows.data();
-  st->post.resize(C);
-  std::vector<double>& prior = st->log_prior;  // log P(c), once per document
-  if (mix) {
-    const double log_total = LogTotal(m, s);
-    prior.resize(C);
-    for (uint32_t c = 0; c < C; ++c) prior[c] = LogPrior(m, s, c, log_total);
-  }
-  auto norms = [&] {
-    for (uint32_t j = 0; j < J; ++j) {
-      const double* r = rows + size_t{j} * K;
-      double p = 0;
-      for (uint32_t k = 0; k < K; ++k) p += r[k] * th[k];
-      st->base.phinorm[j] = p > 1e-300 ? p : 1e-300;
-    }
-  };
-  auto class_posterior = [&] {  // P(c | theta) propto P(c) Dir(theta | alpha_c)
-    for (uint32_t c = 0; c < C; ++c) {
-      const double* ac = m.alpha.data() + size_t{c} * K;
-      double lp = prior[c] + m.log_norm[c];
-      for (uint32_t k = 0; k < K; ++k) lp += (ac[k] - 1) * std::log(std::max(th[k], 1e-12));
-      st->post[c] = lp;
-    }
-    const double z = LogSumExp(st->post.data(), C);
-    for (uint32_t c = 0; c < C; ++c) st->post[c] = std::exp(st->post[c] - z);
-  };
-  // eq. 15 leaves theta's start open. From the uniform theta the prior term
-  // of a sharp alpha (hundreds once the training documents' theta* are
-  // nearly fixed by their class) pulls every document to whichever class's
-  // Dirichlet is densest at the uniform point; so theta starts at the
-  // document's own maximum-likelihood proportions (the same EM without the
-  // prior term, alpha = 1: PLSA's fold-in), then the class-weighted prior
-  // joins.
-  std::vector<double>& ones = st->ones;
-  ones.assign(K, 1.0);
-  const uint32_t phases = mix ? 2 : 1;
-  for (uint32_t phase = 0; phase < phases; ++phase) {
-    const bool mixing = mix && phase == 1;
-    if (mix && phase == 0) a = ones.data();
-    for (uint32_t it = 0; it < m.map_iter; ++it) {
-      norms();
-      if (mixing) {
-        class_posterior();
-        std::fill(st->mix.begin(), st->mix.end(), 0.0);
-        for (uint32_t c = 0; c < C; ++c) {
-          for (uint32_t k = 0; k < K; ++k) st->mix[k] += st->post[c] * m.alpha[size_t{c} * K + k];
-        }
-        a = st->mix.data();
-      }
-      std::fill(g.begin(), g.end(), 0.0);
-      for (uint32_t j = 0; j < J; ++j) {
-        const double* r = rows + size_t{j} * K;
-        const double f = d.term_counts[j] / st->base.phinorm[j];
-        for (uint32_t k = 0; k < K; ++k) g[k] += f * r[k];
-      }
-      double sum = 0;
-      for (uint32_t k = 0; k < K; ++k) {
-        g[k] = std::max(th[k] * g[k] + (a[k] - 1), 0.0);
-        sum += g[k];
-      }
-      if (!(sum > 0)) break;  // every g_k <= 0 (a document shorter than the prior's pull): keep theta
-      double change = 0;
-      for (uint32_t k = 0; k < K; ++k) {
-        const double v = g[k] / sum;
-        change += std::fabs(v - th[k]);
-        th[k] = v;
-      }
-      if (change < m.map_tol) break;
-    }
-  }
-  norms();
-  if (mix) class_posterior();
-}
-
-// The local step given class c for training (cvb0: slot c; map: theta) and
-// this document's E[log theta | x, c] into e (K).
-void TrainStep(const Model& m, const trib_stats& s, const trib_document& d, uint32_t c, State* st, double* e,
-               bool* burnin) {
-  const uint32_t K = m.K();
-  const double* a = TrainAlpha(m, c, st, burnin);
-  if (m.train == Train::kMap) {
-    MapTheta(m, s, d, a, /*mix=*/false, st);
-    for (uint32_t k = 0; k < K; ++k) e[k] = std::log(std::max(st->theta[k], 1e-12));
-    return;
-  }
-  Cvb0Slot(m, d, a, m.topics.cvb0_max_iter, m.topics.cvb0_tol, c, st);
-  const double* nk = st->nk.data() + size_t{c} * K;
-  double A = 0;
-  for (uint32_t k = 0; k < K; ++k) A += a[k];
-  const double ps = sdk::Digamma(A + d.total_count);
-  for (uint32_t k = 0; k < K; ++k) e[k] = sdk::Digamma(nk[k] + a[k]) - ps;
-}
-
-void Prepare(const Model& m, const trib_stats& s, const trib_document& d, State* st) {
-  const uint32_t K = m.K(), J = d.num_terms;
-  lda::MeanBeta(m.topics, s, d.term_ids, J, &st->base);  // rows = phi_kw of the document's terms
-  st->gamma.resize(size_t{m.C} * J * K);
-  st->nk.resize(size_t{m.C} * K);
-}
-
-// Plug-in log p(x) of the last CVB0 sweep with prior sum A (lda's Cvb0LogPx,
-// alpha a vector): sum_w n_w log(norm_w / (L - u_w + A)).
-double PlugInLogPx(const trib_document& d, const double* norm, double A) {
-  double lp = 0;
-  for (uint32_t j = 0; j < d.num_terms; ++j) {
-    const double c = d.term_counts[j], u = c < 1 ? c : 1.0;
-    lp += c * std::log(std::max(norm[j], 1e-300) / (d.total_count - u + A));
-  }
-  return lp;
-}
-
-// ---- Score: the classifiers -------------------------------------------------------
-
-// log P(c) + log Polya(n | alpha_c) up to a constant common to every class.
-inline double LogClassJoint(const Model& m, uint32_t c, double log_prior, const double* nk, double L) {
-  const uint32_t K = m.K();
-  const double* ac = m.alpha.data() + size_t{c} * K;
-  return log_prior + m.log_norm[c] - lda::LogGammaPositive(m.alpha_sum[c] + L) + lda::LogGammaSum(ac, nk, K);
-}
-
-// Classes whose posterior falls below e^-kPrune of the best leave the
-// mixture for the document's later sweeps (their weight moves alpha^mix by
-// less than 1e-13 of itself); the final scores use every class.
-constexpr double kPrune = 30;
-
-void ScoreCvb02(const Model& m, const trib_stats& s, const trib_document& d, State* st, double* out) {
-  const uint32_t K = m.K(), J = d.num_terms, C = m.C;
-  const double log_total = LogTotal(m, s);
-  std::vector<double>& prior = st->log_prior;
-  prior.resize(C);
-  for (uint32_t c = 0; c < C; ++c) prior[c] = LogPrior(m, s, c, log_total);
-  st->post.assign(prior.begin(), prior.end());
-  st->active.resize(C);
-  for (uint32_t c = 0; c < C; ++c) st->active[c] = c;
-  st->mix.assign(K, 0.0);
-  double* gamma = st->gamma.data();  // slot 0 as scratch
-  double* nk = st->nk.data();
-  std::fill(gamma, gamma + size_t{J} * K, 0.0);
-  std::fill(nk, nk + K, 0.0);
-  st->base.last_nk.resize(K);
-  st->base.phinorm.resize(J);
-  st->work.resize(K);
-  double A = 0;
-  for (uint32_t it = 0; it < m.classify_iter; ++it) {
-    // alpha^mix from P(c | n^) (st->post: log P(c) + log Polya(n^ | alpha_c)).
-    double top = -HUGE_VAL;
-    for (uint32_t c : st->active) top = std::max(top, st->post[c]);
-    double z = 0;
-    std::fill(st->mix.begin(), st->mix.end(), 0.0);
-    size_t kept = 0;
-    for (uint32_t c : st->active) {
-      const double e = st->post[c] - top;
-      if (e < -kPrune) continue;
-      st->active[kept++] = c;
-      const double p = std::exp(e);
-      z += p;
-      const double* ac = m.alpha.data() + size_t{c} * K;
-      for (uint32_t k = 0; k < K; ++k) st->mix[k] += p * ac[k];
-    }
-    st->active.resize(kept);
-    A = 0;
-    for (uint32_t k = 0; k < K; ++k) A += (st->mix[k] /= z);
-    std::memcpy(st->work.data(), nk, K * sizeof(double));
-    lda::Cvb0SweepsVec(st->base.rows.data(), gamma, nk, st->base.last_nk.data(), st->base.phinorm.data(), d.term_counts,
-                       J, K, st->mix.data(), 1, 0.0);
-    double change = 0;
-    for (uint32_t k = 0; k < K; ++k) {
-      nk[k] = std::max(nk[k], 0.0);
-      change = std::max(change, std::fabs(nk[k] - st->work[k]));
-    }
-    for (uint32_t c : st->active) st->post[c] = LogClassJoint(m, c, prior[c], nk, d.total_count);
-    if (it > 0 && change < m.classify_tol) break;
-  }
-  // Every class at the final counts (the pruned ones too).
-  st->have_post.assign(C, 0);
-  for (uint32_t c : st->active) st->have_post[c] = 1;
-  for (uint32_t c = 0; c < C; ++c) {
-    if (!st->have_post[c]) st->post[c] = LogClassJoint(m, c, prior[c], nk, d.total_count);
-  }
-  const double z = LogSumExp(st->post.data(), C);
-  const double logpx = PlugInLogPx(d, st->base.phinorm.data(), A);
-  for (uint32_t c = 0; c < C; ++c) out[c] = (st->post[c] - z) + logpx;
-}
-
-void ScoreCvb01(const Model& m, const trib_stats& s, const trib_document& d, State* st, double* out) {
-  const uint32_t K = m.K(), J = d.num_terms, C = m.C;
-  const double log_total = LogTotal(m, s);
-  // sum_w n_w sum_k gamma_wk log phi_kw needs log phi once for every class.
-  std::vector<double>& lrow = st->base.acc;
-  lrow.resize(size_t{J} * K);
-  for (size_t i = 0; i < lrow.size(); ++i) lrow[i] = std::log(std::max(st->base.rows[i], 1e-300));
-  for (uint32_t c = 0; c < C; ++c) {
-    const double* ac = m.alpha.data() + size_t{c} * K;
-    Cvb0Slot(m, d, ac, m.classify_iter, m.classify_tol, c, st);
-    const double* gamma = st->gamma.data() + size_t{c} * J * K;
-    const double* nk = st->nk.data() + size_t{c} * K;
-    double L = LogClassJoint(m, c, LogPrior(m, s, c, log_total), nk, d.total_count);
-    for (uint32_t j = 0; j < J; ++j) {
-      const double* g = gamma + size_t{j} * K;
-      const double* lr = lrow.data() + size_t{j} * K;
-      double acc = 0;
-      for (uint32_t k = 0; k < K; ++k) {
-        if (g[k] > 0) acc += g[k] * (lr[k] - std::log(g[k]));
-      }
-      L += d.term_counts[j] * acc;
-    }
-    out[c] = L;
-  }
-}
-
-void ScoreMap(const Model& m, const trib_stats& s, const trib_document& d, State* st, double* out) {
-  MapTheta(m, s, d, nullptr, /*mix=*/true, st);
-  double logpx = 0;
-  for (uint32_t j = 0; j < d.num_terms; ++j) logpx += d.term_counts[j] * std::log(st->base.phinorm[j]);
-  for (uint32_t c = 0; c < m.C; ++c) out[c] = std::log(std::max(st->post[c], 1e-300)) + logpx;
-}
-
-int Score(const trib_family_model* mm, const trib_stats* s, trib_family_state* ss, const trib_document* d, double* out,
-          trib_error* err) {
-  return Guard(err, [&] {
-    const Model* m = M(mm);
-    auto* st = reinterpret_cast<State*>(ss);
-    Prepare(*m, *s, *d, st);
-    if (m->classifier == Classifier::kCvb01) {
-      ScoreCvb01(*m, *s, *d, st, out);
-    } else if (m->classifier == Classifier::kMap) {
-      ScoreMap(*m, *s, *d, st, out);
-    } else {
-      ScoreCvb02(*m, *s, *d, st, out);
-    }
-    for (uint32_t c = 0; c < m->C; ++c) {
-      if (!std::isfinite(out[c])) return Fail(err, TRIB_ERR_NUMERIC, "score of class %u is %g", c, out[c]);
-    }
-    st->base.scored.Remember(*d, m->topics.t);
-    return TRIB_OK;
-  });
-}
-
-// ABI 1.8: the topics are the model's components (component_terms ranges
-// over them, `tributary topics` lists them) and a document's topic
-// proportions its supervised low-dimensional description (§5.2: one theta
-// for a test document rather than C): train=map, MAP's theta* of eq. 15;
-// otherwise CVB0-2's run, theta_k = (n_k + alpha^mix_k) / (L + A^mix).
-int Components(const trib_family_model* mm, uint32_t* count, trib_error*) {
-  *count = M(mm)->K();
-  return TRIB_OK;
-}
-
-int Proportions(const trib_family_model* mm, const trib_stats* s, trib_family_state* ss, const trib_document* d,
-                double* out, trib_error* err) {
-  return Guard(err, [&] {
-    const Model* m = M(mm);
-    auto* st = reinterpret_cast<State*>(ss);
-    const uint32_t K = m->K();
-    st->base.scored.valid = false;
-    if (d->num_terms == 0) {  // the prior's mean under P(c)
-      const double log_total = LogTotal(*m, *s);
-      std::fill(out, out + K, 0.0);
-      for (uint32_t c = 0; c < m->C; ++c) {
-        const double p = std::exp(LogPrior(*m, *s, c, log_total)) / m->alpha_sum[c];
-        for (uint32_t k = 0; k < K; ++k) out[k] += p * m->alpha[size_t{c} * K + k];
-      }
-      return TRIB_OK;
-    }
-    Prepare(*m, *s, *d, st);
-    st->scratch.resize(m->C);
-    if (m->train == Train::kMap) {
-      ScoreMap(*m, *s, *d, st, st->scratch.data());
-      std::copy(st->theta.begin(), st->theta.end(), out);
-      return TRIB_OK;
-    }
-    ScoreCvb02(*m, *s, *d, st, st->scratch.data());
-    double sum = 0;
-    for (uint32_t k = 0; k < K; ++k) sum += (out[k] = st->nk[k] + st->mix[k]);  // ~ L + A
-    for (uint32_t k = 0; k < K; ++k) out[k] /= sum;
     return TRIB_OK;
   });
 }
