@@ -1,11 +1,12 @@
 // The "mmnb" family's model, document features and per-thread state, and
-// what its two halves share: the family's entry points (mmnb.cc, whose header
-// comment explains the model, the statistics, their layout and the options)
-// and the variational local step (mmnb_local.cc). Everything else stays
-// file-local to one of them.
+// what its files share: the family's entry points (mmnb.cc, whose header
+// comment explains the model, the statistics, their layout and the options),
+// the check-step (mmnb_check.cc: rebuild and commit) and the variational
+// local step (mmnb_local.cc). Everything else stays file-local to one of them.
 #ifndef TRIBUTARY_PLUGINS_MMNB_MMNB_MODEL_H_
 #define TRIBUTARY_PLUGINS_MMNB_MMNB_MODEL_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -89,6 +90,15 @@ struct State {
 
 // The block of a statistic kind (present in the layout).
 inline uint32_t B(const Model& m, uint32_t kind) { return static_cast<uint32_t>(m.block_of[kind]); }
+
+inline Model* M(trib_family_model* m) { return tributary::sdk::As<Model>(m); }
+inline const Model* M(const trib_family_model* m) { return tributary::sdk::As<Model>(m); }
+
+// ---- Check-step (mmnb_check.cc) --------------------------------------------------
+
+int Rebuild(trib_family_model* mm, trib_stats* s, const trib_step* step, trib_error* err);
+int Commit(trib_family_model* mm, trib_stats* s, const uint64_t* idx, const double* old_raw, size_t count,
+           const trib_step* step, trib_error* err);
 
 // ---- Local step (mmnb_local.cc) --------------------------------------------------
 
