@@ -234,25 +234,22 @@ Result<RedisSourceOptions> ParseRedisSourceUrl(std::string_view url) {
   TRIB_RETURN_IF_ERROR(url_parse::ForEachParameter(
       parts.query, error, [&](const std::string& name, const std::string& value, const std::string& part) -> Status {
         if (name == "group" || name == "consumer" || name == "dead_letter") {
-          if (value.empty()) return UrlError(url, part, "a non-empty name", "an empty value");
-          if (std::string why = Utf8Error(value); !why.empty()) return UrlError(url, part, "a UTF-8 name", why);
-          (name == "group" ? o.group : name == "consumer" ? o.consumer : o.dead_letter) = value;
+          TRIB_RETURN_IF_ERROR(url_parse::NameParameter(error, part, value,
+                                                        name == "group"      ? &o.group
+                                                        : name == "consumer" ? &o.consumer
+                                                                             : &o.dead_letter));
         } else if (name == "batch") {
-          if (!ParseUnsigned<uint32_t>(value, 1, 1000000, &o.batch)) {
-            return UrlError(url, part, "a number in 1..1000000", Quoted(value));
-          }
+          TRIB_RETURN_IF_ERROR(url_parse::NumberParameter<uint32_t>(error, part, value, 1, 1000000, &o.batch));
         } else if (name == "block_ms") {
-          if (!ParseUnsigned<uint32_t>(value, 0, 3600000, &o.block_ms)) {
-            return UrlError(url, part, "a number of milliseconds in 0..3600000", Quoted(value));
-          }
+          TRIB_RETURN_IF_ERROR(
+              url_parse::NumberParameter<uint32_t>(error, part, value, 0, 3600000, &o.block_ms, "milliseconds"));
         } else if (name == "claim_idle_ms") {
           if (!ParseUnsigned<uint64_t>(value, 0, std::numeric_limits<int64_t>::max(), &o.claim_idle_ms)) {
             return UrlError(url, part, "a number of milliseconds", Quoted(value));
           }
         } else if (name == "connect_timeout_ms") {
-          if (!ParseUnsigned<uint32_t>(value, 1, 3600000, &o.connect_timeout_ms)) {
-            return UrlError(url, part, "a number of milliseconds in 1..3600000", Quoted(value));
-          }
+          TRIB_RETURN_IF_ERROR(url_parse::NumberParameter<uint32_t>(error, part, value, 1, 3600000,
+                                                                    &o.connect_timeout_ms, "milliseconds"));
         } else {
           return UrlError(url, "parameter",
                           "one of group, consumer, dead_letter, batch, block_ms, claim_idle_ms, connect_timeout_ms",

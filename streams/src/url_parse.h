@@ -1,4 +1,4 @@
-// Private to the sources (redis_source.cc, kafka_source.cc): the small
+// Private to the broker sources (redis_source.cc, kafka_url.cc): the small
 // pieces their URL parsers share.
 #ifndef TRIBUTARY_STREAMS_SRC_URL_PARSE_H_
 #define TRIBUTARY_STREAMS_SRC_URL_PARSE_H_
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tributary/status.h"
+#include "tributary/utf8.h"
 
 namespace tributary::url_parse {
 
@@ -120,6 +121,32 @@ inline Status ForEachParameter(
     TRIB_RETURN_IF_ERROR(fn(name, value, part));
   }
   return Status::OK();
+}
+
+// The rules for a parameter's value that both sources apply (`part` as
+// ForEachParameter gives it; errors through `error`):
+//
+// A name (a consumer group, a consumer, a dead-letter stream, a client id):
+// not empty, and UTF-8, since it goes into every log record's source
+// position (a proto3 string): one that is not UTF-8 would make the log
+// unreadable.
+inline Status NameParameter(const ErrorFn& error, const std::string& part, const std::string& value, std::string* out) {
+  if (value.empty()) return error(part, "a non-empty name", "an empty value");
+  if (std::string why = Utf8Error(value); !why.empty()) return error(part, "a UTF-8 name", why);
+  *out = value;
+  return Status::OK();
+}
+
+// A number in [min, max] ("batch"); `unit` names what it counts in the error
+// ("a number of milliseconds in 0..3600000"), empty for a plain number.
+template <typename T>
+Status NumberParameter(const ErrorFn& error, const std::string& part, std::string_view value, T min, T max, T* out,
+                       std::string_view unit = {}) {
+  if (ParseUnsigned<T>(value, min, max, out)) return Status::OK();
+  return error(part,
+               "a number " + (unit.empty() ? std::string() : "of " + std::string(unit) + " ") + "in " +
+                   std::to_string(min) + ".." + std::to_string(max),
+               Quoted(value));
 }
 
 }  // namespace tributary::url_parse

@@ -303,6 +303,7 @@ class KafkaSource {
   struct Callbacks;  ///< librdkafka's callbacks (kafka_source.cc)
 
   explicit KafkaSource(KafkaSourceOptions options);
+  // Rebalances (kafka_rebalance.cc).
   void OnRebalance(int err, rd_kafka_topic_partition_list_s* partitions);
   void Assign(rd_kafka_topic_partition_list_s* partitions, bool incremental);
   void Revoke(rd_kafka_topic_partition_list_s* partitions, bool incremental);
