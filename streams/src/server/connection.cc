@@ -1,25 +1,20 @@
-// The client connection (framed protobuf protocol) and the accept loop that
-// creates connections.
+// A client connection of the framed protobuf protocol (connection.h): its
+// reads and framing, the token deadline, the idle timer, the budget of
+// buffered bytes, and its answers written in request order; and the accept
+// loop that creates connections. What each request does is in
+// connection_requests.cc.
 #include "server/connection.h"
 
 #include <algorithm>
 #include <chrono>
-#include <mutex>
 #include <vector>
 
 #include "server/frame.h"
-#include "tributary/metrics.h"
 
 namespace tributary {
 
-using server_internal::CountError;
+using server_internal::FrameMessage;
 using server_internal::FrameParse;
-
-namespace {
-
-std::string Frame(const google::protobuf::MessageLite& msg) { return server_internal::FrameMessage(msg); }
-
-}  // namespace
 
 // ---- Connection --------------------------------------------------------------
 
@@ -94,8 +89,8 @@ void Connection::RefuseUnauthenticated(uint64_t slot, uint64_t id) {
   buf_.clear();
   Account();
   closing_ = true;
-  Fill(slot,
-       Frame(ErrorResponse(id, v1::Response::UNAUTHENTICATED, "missing or wrong auth_token; closing the connection")));
+  Fill(slot, FrameMessage(ErrorResponse(id, v1::Response::UNAUTHENTICATED,
+                                        "missing or wrong auth_token; closing the connection")));
   MaybeFinish();
 }
 
@@ -143,8 +138,9 @@ bool Connection::TooSlow() {
 }
 
 void Connection::Complete(uint64_t slot, v1::Response response) {
-  asio::post(strand_,
-             [self = shared_from_this(), slot, r = std::move(response)]() mutable { self->Fill(slot, Frame(r)); });
+  asio::post(strand_, [self = shared_from_this(), slot, r = std::move(response)]() mutable {
+    self->Fill(slot, FrameMessage(r));
+  });
 }
 
 void Connection::ArmIdle() {
@@ -263,10 +259,11 @@ bool Connection::ParseOne() {
     ArmIdle();
     srv_->counters.requests++;
     srv_->counters.document_limit_refusals++;
-    Fill(NewSlot(), Frame(ErrorResponse(frame_id, v1::Response::INVALID_REQUEST,
-                                        "request holds " + std::to_string(docs) + " documents, over the limit of " +
-                                            std::to_string(srv_->opt.max_request_documents) +
-                                            " (--max-request-documents): send them in smaller requests")));
+    Fill(NewSlot(),
+         FrameMessage(ErrorResponse(frame_id, v1::Response::INVALID_REQUEST,
+                                    "request holds " + std::to_string(docs) + " documents, over the limit of " +
+                                        std::to_string(srv_->opt.max_request_documents) +
+                                        " (--max-request-documents): send them in smaller requests")));
     return true;
   }
   v1::Request req;
@@ -293,7 +290,7 @@ bool Connection::BadFrame(const std::string& why) {
   Account();
   closing_ = true;
   uint64_t slot = NewSlot();
-  Fill(slot, Frame(r));
+  Fill(slot, FrameMessage(r));
   MaybeFinish();
   return false;
 }
@@ -361,224 +358,6 @@ void Connection::MaybeFinish() {
   socket_.close(ignored);
 }
 
-v1::Response Connection::ErrorResponse(uint64_t id, v1::Response::Code code, const std::string& msg) {
-  CountError(srv_->counters, code);
-  v1::Response r;
-  r.set_request_id(id);
-  r.set_code(code);
-  r.set_message(msg);
-  return r;
-}
-
-void Connection::Handle(v1::Request req) {
-  const uint64_t slot = NewSlot();
-  const uint64_t id = req.request_id();
-  auto start = Clock::now();
-  const server_internal::RequestCheck check = server_internal::CheckRequest(req, srv_->opt.auth_token);
-  if (check == server_internal::RequestCheck::kUnauthenticated) {
-    RefuseUnauthenticated(slot, id);
-    return;
-  }
-  if (!srv_->opt.auth_token.empty()) MarkAuthenticated();
-  switch (req.kind_case()) {
-    case v1::Request::kPing: {
-      v1::Response r;
-      r.set_request_id(id);
-      r.mutable_pong();
-      Fill(slot, Frame(r));
-      return;
-    }
-    case v1::Request::kStats: {
-      v1::Response r;
-      r.set_request_id(id);
-      auto* s = r.mutable_stats();
-      s->set_documents_learned(srv_->counters.documents_learned);
-      s->set_predictions(srv_->counters.predictions);
-      s->set_queue_depth(srv_->QueueDepth());
-      s->set_wal_sequence(srv_->counters.documents_acknowledged);
-      s->set_errors(srv_->counters.errors());
-      s->set_learning_enabled(srv_->learning_enabled);
-      // (The protocol port opens once recovery is done: a model is published.)
-      Status read = srv_->Read([&](const LiveView& pub) {
-        s->set_model_version(pub.version);
-        s->set_family(pub.model->family().name);
-        s->set_loss(pub.model->loss_plugin() ? pub.model->loss_plugin()->name : "");
-        return Status::OK();
-      });
-      if (!read.ok()) {
-        Fill(slot, Frame(ErrorResponse(id, v1::Response::INTERNAL, read.ToString())));
-        return;
-      }
-      Fill(slot, Frame(r));
-      return;
-    }
-    case v1::Request::kPredict: {
-      Fill(slot, Frame(Predict(id, req.predict(), start)));
-      return;
-    }
-    case v1::Request::kSnapshot: {
-      std::weak_ptr<Connection> weak = shared_from_this();
-      std::unique_lock<std::mutex> l(srv_->learn_mu);
-      if (srv_->stopping_learn) {
-        // The learner has been told to stop: it would never answer.
-        l.unlock();
-        Fill(slot, Frame(ErrorResponse(id, v1::Response::UNAVAILABLE, "server is shutting down")));
-        return;
-      }
-      srv_->snapshot_waiters.push_back(
-          [weak, slot, id, this_srv = srv_](const Status& st, const std::string& path, uint64_t seq) {
-            auto c = weak.lock();
-            if (!c) return;
-            v1::Response r;
-            r.set_request_id(id);
-            if (st.ok()) {
-              r.mutable_snapshot()->set_path(path);
-              r.mutable_snapshot()->set_wal_sequence(seq);
-            } else {
-              CountError(this_srv->counters, v1::Response::INTERNAL);
-              r.set_code(v1::Response::INTERNAL);
-              r.set_message(st.ToString());
-            }
-            c->Complete(slot, std::move(r));
-          });
-      srv_->learn_cv.notify_one();
-      return;
-    }
-    case v1::Request::kLearn: {
-      Learn(slot, id, std::move(*req.mutable_learn()), start);
-      return;
-    }
-    case v1::Request::KIND_NOT_SET:
-      break;
-  }
-  Fill(slot, Frame(ErrorResponse(id, v1::Response::INVALID_REQUEST, server_internal::kNoKindMessage)));
-}
-
-v1::Response Connection::Predict(uint64_t id, const v1::PredictRequest& pr, Clock::time_point start) {
-  v1::Response r;
-  r.set_request_id(id);
-  auto* out = r.mutable_predict();
-  const Model* model = nullptr;
-  int bad = -1;
-  // Protobuf: per Prediction its tags, lengths and index (32 bytes), a
-  // packed double 8 bytes, a string byte one.
-  Status st = srv_->PredictDocuments(
-      pr.documents(), Server::Impl::AnswerShape{32, 8, 1},
-      [&](const Server::Impl::PredictedOutputs& o) {
-        model = o.model;
-        out->set_model_version(o.version);
-        for (uint32_t k = 0; k < o.model->num_outputs(); ++k) out->add_class_names(o.model->OutputName(k));
-      },
-      [&](int i, const std::vector<double>& probs, uint32_t best) {
-        auto* p = out->add_predictions();
-        p->set_id(pr.documents(i).id());
-        p->set_index(static_cast<uint64_t>(i));
-        p->set_predicted(model->OutputName(best));
-        for (double x : probs) p->add_probabilities(x);
-      },
-      &bad);
-  if (!st.ok()) {
-    return bad >= 0 || bad == Server::Impl::kAnswerTooLarge
-               ? ErrorResponse(id, v1::Response::INVALID_REQUEST, "predict: " + st.message())
-               : ErrorResponse(id, v1::Response::INTERNAL, st.ToString());
-  }
-  srv_->counters.predictions += static_cast<uint64_t>(pr.documents_size());
-  srv_->counters.predict_latency.Observe(std::chrono::duration<double>(Clock::now() - start).count());
-  return r;
-}
-
-void Connection::Learn(uint64_t slot, uint64_t id, v1::LearnRequest lr, Clock::time_point start) {
-  if (auto refusal = srv_->CheckLearn(lr)) {
-    Fill(slot, Frame(ErrorResponse(id, refusal->code, refusal->message)));
-    return;
-  }
-  const uint64_t n = static_cast<uint64_t>(lr.documents_size());
-  auto job = std::make_shared<LearnJob>();
-  job->docs.assign(std::make_move_iterator(lr.mutable_documents()->begin()),
-                   std::make_move_iterator(lr.mutable_documents()->end()));
-  job->complete = [weak = weak_from_this(), slot, this_srv = srv_](v1::Response r) {
-    // Errors are counted here, whether or not the client is still there.
-    if (r.code() != v1::Response::OK) CountError(this_srv->counters, r.code());
-    if (auto c = weak.lock()) c->Complete(slot, std::move(r));
-  };
-  job->request_id = id;
-  job->start = start;
-  Enqueue(job, n);
-}
-
-void Connection::Enqueue(std::shared_ptr<LearnJob> job, uint64_t n) {
-  auto self = shared_from_this();
-  auto retry = [self, job, n] { asio::post(self->strand_, [self, job, n] { self->Enqueue(job, n); }); };
-  if (!srv_->TryReserve(n, retry)) {
-    paused_ = true;  // backpressure: stop reading this connection
-    return;
-  }
-  if (paused_) {
-    paused_ = false;
-    asio::post(strand_, [self] { self->ReadMore(); });
-  }
-  if (srv_->SubmitLearn(*job)) return;
-  // The committer has drained and stopped (shutdown): this request, read
-  // before the drain but admitted after it, would never be logged or
-  // answered. Refuse it instead.
-  srv_->ReleaseCapacity(n);
-  v1::Response r;
-  r.set_request_id(job->request_id);
-  r.set_code(v1::Response::UNAVAILABLE);
-  r.set_message("server is shutting down");
-  job->complete(std::move(r));
-}
-
-// ---- Strangers: connections that have not shown the token -------------------------
-
-uint64_t Server::Impl::AdmitStranger(std::string peer, std::function<void()> close) {
-  if (opt.auth_token.empty()) return 0;
-  std::function<void()> evict;
-  uint64_t id;
-  {
-    std::lock_guard<std::mutex> l(strangers_mu);
-    id = next_stranger++;
-    strangers.emplace(id, Stranger{std::move(peer), std::move(close)});
-    if (opt.max_unauthenticated_connections != 0 && strangers.size() > opt.max_unauthenticated_connections) {
-      // The address with the most stranger slots (the earliest to reach that
-      // count on a tie), then its oldest connection: O(slots), a few dozen.
-      std::map<std::string_view, size_t> per_peer;
-      std::string_view busiest;
-      size_t most = 0;
-      for (const auto& [sid, st] : strangers) {
-        const size_t n = ++per_peer[st.peer];
-        if (n > most) {
-          most = n;
-          busiest = st.peer;
-        }
-      }
-      for (auto it = strangers.begin(); it != strangers.end(); ++it) {
-        if (it->second.peer == busiest) {
-          evict = std::move(it->second.close);
-          strangers.erase(it);
-          break;
-        }
-      }
-    }
-  }
-  if (evict) {
-    counters.strangers_evicted++;
-    evict();
-  }
-  return id;
-}
-
-void Server::Impl::ForgetStranger(uint64_t id) {
-  if (id == 0) return;
-  std::lock_guard<std::mutex> l(strangers_mu);
-  strangers.erase(id);
-}
-
-size_t Server::Impl::StrangerCount() {
-  std::lock_guard<std::mutex> l(strangers_mu);
-  return strangers.size();
-}
-
 // ---- Accept loop -----------------------------------------------------------------
 
 void Server::Impl::StartAccept() {
@@ -591,7 +370,7 @@ void Server::Impl::StartAccept() {
       v1::Response r;
       r.set_code(v1::Response::OVERLOADED);
       r.set_message("too many connections (limit " + std::to_string(opt.max_connections) + ")");
-      auto frame = std::make_shared<std::string>(Frame(r));
+      auto frame = std::make_shared<std::string>(FrameMessage(r));
       auto sock = std::make_shared<tcp::socket>(std::move(s));
       asio::async_write(*sock, asio::buffer(*frame), [sock, frame](boost::system::error_code, size_t) {
         boost::system::error_code ignored;

@@ -1,7 +1,7 @@
 // One client connection of the framed protobuf protocol (Request / Response):
-// framing, authentication, idle timeout, backpressure, and the handling of
-// each request kind. Its state lives on its strand; Complete() may be called
-// from any thread.
+// framing, authentication, idle timeout, backpressure (connection.cc), and
+// the handling of each request kind (connection_requests.cc). Its state lives
+// on its strand; Complete() may be called from any thread.
 #ifndef TRIBUTARY_STREAMS_SRC_SERVER_CONNECTION_H_
 #define TRIBUTARY_STREAMS_SRC_SERVER_CONNECTION_H_
 
@@ -50,6 +50,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Fill(uint64_t slot, std::string frame);
   void Flush();
   void MaybeFinish();
+  // The requests (connection_requests.cc).
   v1::Response ErrorResponse(uint64_t id, v1::Response::Code code, const std::string& msg);
   void Handle(v1::Request req);
   v1::Response Predict(uint64_t id, const v1::PredictRequest& pr, Clock::time_point start);

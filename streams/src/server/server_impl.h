@@ -1,6 +1,7 @@
 // Private to the server (streams/src/server/): the state shared by its parts.
 // The design is described in tributary/server.h. Which thread touches what:
-//   I/O threads      Connection (connection.cc), HttpSession (http.cc), accept loops
+//   I/O threads      Connection (connection.cc, connection_requests.cc), HttpSession (http.cc),
+//                    accept loops
 //   committer thread Impl::CommitterLoop (committer.cc)
 //   learner thread   Impl::LearnerLoop, Apply, Publish, SaveSnapshot (learner_loop.cc)
 //                    on the writer side of `live` (a LiveModel, live_model.h);
@@ -192,7 +193,7 @@ struct Server::Impl {
   std::atomic<uint32_t> http_connections{0};  // open HTTP connections (also bounded by max_connections)
   // Connections of both ports that have not shown the token yet, by the
   // order they came (ids increase), each with its peer's address and the
-  // call that closes it on its own strand (connection.cc AdmitStranger).
+  // call that closes it on its own strand (strangers.cc).
   struct Stranger {
     std::string peer;
     std::function<void()> close;
@@ -351,7 +352,7 @@ struct Server::Impl {
   uint64_t QueueDepth();
 
   // committer.cc: the one admission path of learn requests, shared by the
-  // binary protocol (connection.cc) and the HTTP API (http.cc). CheckLearn
+  // binary protocol (connection_requests.cc) and the HTTP API (http.cc). CheckLearn
   // refuses a request that must not be logged (not ready, draining, log
   // disabled, no documents, any document DecodeForLearning refuses: a
   // request is learned whole or refused whole); nullopt when it may be.
