@@ -1,6 +1,6 @@
 // The subcommands of the `tributary` program: a table that Main walks to add
 // them to the command line and to run the one given. Each command lives in
-// its own file (commands/<name>.cc; serve and client in serve.cc), which owns
+// its own file (commands/<name>.cc; predict and infer in predict.cc), which owns
 // its options, their storage and the code that runs it.
 #ifndef TRIBUTARY_STREAMS_CLI_COMMANDS_COMMANDS_H_
 #define TRIBUTARY_STREAMS_CLI_COMMANDS_COMMANDS_H_
@@ -37,8 +37,8 @@ Runner SetUpPrequential(CLI::App* cmd);  // commands/prequential.cc
 Runner SetUpPlugins(CLI::App* cmd);      // commands/plugins.cc
 Runner SetUpInspect(CLI::App* cmd);      // commands/inspect.cc
 Runner SetUpPluginCheck(CLI::App* cmd);  // commands/plugin_check.cc
-Runner SetUpServe(CLI::App* cmd);        // serve.cc
-Runner SetUpClient(CLI::App* cmd);       // serve.cc
+Runner SetUpServe(CLI::App* cmd);        // commands/serve.cc
+Runner SetUpClient(CLI::App* cmd);       // commands/client.cc
 
 }  // namespace tributary::cli
 
