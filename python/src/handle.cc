@@ -271,21 +271,14 @@ std::pair<std::shared_ptr<Handle>, std::string> TrainOffline(const std::string& 
   }
   if (set.empty()) Throw(Status::InvalidArgument("fit: no document to learn from"));
   TrainerConfig cfg;
-  cfg.candidates = DefaultCandidates(base, /*streaming=*/false, &schema_model->family());
   cfg.epochs = epochs;
   cfg.seed = seed;
   cfg.threads = threads;
-  Model* classes_from = schema_model.get();
-  ModelFactory factory = [&](const CandidateSpec& c) -> Result<std::unique_ptr<Model>> {
-    auto m = NewModel(CandidateConfig(base, c), Registry(), schema, length);
-    if (!m.ok()) return m.status();
-    TRIB_RETURN_IF_ERROR((*m)->GrowTo(classes_from->schema()));
-    return m;
-  };
   TrainReport report;
-  std::unique_ptr<Model> model = Take(Trainer::TrainOffline(factory, cfg, set, &report));
+  std::unique_ptr<Model> model = Take(Trainer::TrainDefaults(
+      base, [&](const ModelConfig& c) { return NewModel(c, Registry(), schema, length); }, *schema_model, cfg, set,
+      &report));
   model->learner_state().skipped_documents += skipped;
-  model->set_training_report(report.ToJson());
   std::string json = report.ToJson();
   return {std::make_shared<Handle>(std::move(model), LearnerFrom("sdem", seed, 0)), json};
 }

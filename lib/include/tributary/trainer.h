@@ -84,8 +84,20 @@ ModelConfig CandidateConfig(const ModelConfig& base, const CandidateSpec& c);
 
 /// Builds a fresh model (statistics at the prior, schedule and n set) for a
 /// candidate. Provided by the front end, which knows the stream's schema and
-/// the user's flags.
+/// the user's flags (usually through CandidateFactory below).
 using ModelFactory = std::function<Result<std::unique_ptr<Model>>(const CandidateSpec&)>;
+
+/// Builds a fresh model of a configuration for the documents at hand: the
+/// front end's NewModel (model_config.h) with its registry, the stream's
+/// schema and length.
+using ConfigBuilder = std::function<Result<std::unique_ptr<Model>>(const ModelConfig&)>;
+
+/// The factory every front end gives the Trainer and the live learner:
+/// build(CandidateConfig(base, c)), grown to `decoded_by`'s schema when it is
+/// given (documents decoded into its class and term ids, open classes and an
+/// open vocabulary included, then mean the same in every candidate; borrowed,
+/// it must outlive the factory). Errors: build's, GrowTo's.
+ModelFactory CandidateFactory(const ModelConfig& base, ConfigBuilder build, const Model* decoded_by = nullptr);
 
 /// Processes that run one offline search together (MPI ranks: distributed.h
 /// MpiTrainerGroup). Every member calls TrainOffline with the same documents,
@@ -195,6 +207,15 @@ class Trainer {
   static Result<std::unique_ptr<Model>> TrainOffline(
       const ModelFactory& factory, const TrainerConfig& config, const DocumentSet& docs, TrainReport* report,
       const std::function<void(uint64_t updates)>& on_progress = nullptr);
+  /// The defaults over documents in memory, as `train` and Python's fit run
+  /// them: `config.candidates`, when empty, become DefaultCandidates(base,
+  /// offline, decoded_by's family); the candidates' models come from
+  /// CandidateFactory(base, build, &decoded_by) (`docs` hold labels and terms
+  /// as decoded_by's ids); the kept model carries `report` as its training
+  /// report (Model::training_report). Errors: TrainOffline's.
+  static Result<std::unique_ptr<Model>> TrainDefaults(
+      const ModelConfig& base, const ConfigBuilder& build, const Model& decoded_by, TrainerConfig config,
+      const DocumentSet& docs, TrainReport* report, const std::function<void(uint64_t updates)>& on_progress = nullptr);
   /// The same over DocumentBuffers (copied into a DocumentSet first).
   static Result<std::unique_ptr<Model>> TrainOffline(
       const ModelFactory& factory, const TrainerConfig& config, const std::vector<DocumentBuffer>& docs,

@@ -93,8 +93,7 @@ Result<std::unique_ptr<LiveLearner>> NewDefaultLiveLearner(
   LiveLearnerOptions lo;
   lo.candidates = DefaultLiveCandidates(base);
   lo.seed = base.seed;
-  ModelFactory factory = [&](const CandidateSpec& c) { return build(CandidateConfig(base, c)); };
-  return LiveLearner::Create(factory, lo);
+  return LiveLearner::Create(CandidateFactory(base, build), lo);
 }
 
 std::vector<LiveCandidate> DefaultLiveCandidates(const ModelConfig& base, uint64_t memory) {

@@ -543,6 +543,19 @@ Result<std::unique_ptr<Model>> Trainer::TrainOffline(const ModelFactory& factory
   return model;
 }
 
+Result<std::unique_ptr<Model>> Trainer::TrainDefaults(const ModelConfig& base, const ConfigBuilder& build,
+                                                      const Model& decoded_by, TrainerConfig config,
+                                                      const DocumentSet& docs, TrainReport* report,
+                                                      const std::function<void(uint64_t)>& on_progress) {
+  if (config.candidates.empty()) config.candidates = DefaultCandidates(base, /*streaming=*/false, &decoded_by.family());
+  TrainReport rep;
+  auto model = TrainOffline(CandidateFactory(base, build, &decoded_by), config, docs, &rep, on_progress);
+  if (!model.ok()) return model.status();
+  (*model)->set_training_report(rep.ToJson());
+  if (report) *report = std::move(rep);
+  return model;
+}
+
 // ---- Streaming -----------------------------------------------------------------
 
 Result<std::unique_ptr<Trainer>> Trainer::Create(const ModelFactory& factory, const TrainerConfig& config) {
@@ -727,6 +740,15 @@ ModelConfig CandidateConfig(const ModelConfig& base, const CandidateSpec& c) {
   for (const auto& [k, v] : c.family_options) set(&m.family_options, k, v);
   for (const auto& [k, v] : c.loss_options) set(&m.loss_options, k, v);
   return m;
+}
+
+ModelFactory CandidateFactory(const ModelConfig& base, ConfigBuilder build, const Model* decoded_by) {
+  return [base, build = std::move(build), decoded_by](const CandidateSpec& c) -> Result<std::unique_ptr<Model>> {
+    auto m = build(CandidateConfig(base, c));
+    if (!m.ok()) return m.status();
+    if (decoded_by != nullptr) TRIB_RETURN_IF_ERROR((*m)->GrowTo(decoded_by->schema()));
+    return m;
+  };
 }
 
 }  // namespace tributary

@@ -57,15 +57,7 @@ int RunTrainSelect(const LearnFlags& f, const std::string& in, const std::string
   cfg.group = group;
   BadInput bad;
   if (f.skip_bad) cfg.on_bad = [&bad](const Status& st) { bad.Record(st); };
-  Model* classes_from = schema_model.get();
-  ModelFactory factory = [&](const CandidateSpec& c) -> Result<std::unique_ptr<Model>> {
-    auto m = NewModel(CandidateConfig(*base, c), Registry(), stream_schema, length, in);
-    if (!m.ok()) return m.status();
-    // The documents were decoded into classes_from's ids: classes and terms
-    // (an open vocabulary) it gained while reading mean the same here.
-    if (classes_from != nullptr) TRIB_RETURN_IF_ERROR((*m)->GrowTo(classes_from->schema()));
-    return m;
-  };
+  ConfigBuilder build = [&](const ModelConfig& c) { return NewModel(c, Registry(), stream_schema, length, in); };
   Progress progress("train", quiet);
   uint64_t steps = 0;
   auto start = std::chrono::steady_clock::now();
@@ -95,11 +87,8 @@ int RunTrainSelect(const LearnFlags& f, const std::string& in, const std::string
         // Nothing is lost: the documents read before the damage are learned
         // (the same way) and saved to <out>.partial.
         if (!docs.empty()) {
-          auto r = Trainer::TrainOffline(factory, cfg, docs, &report);
-          if (r.ok()) {
-            (*r)->set_training_report(report.ToJson());
-            SavePartial(**r, out);
-          }
+          auto r = Trainer::TrainDefaults(*base, build, *schema_model, cfg, docs, &report);
+          if (r.ok()) SavePartial(**r, out);
         }
         return refuse(st);
       }
@@ -108,12 +97,13 @@ int RunTrainSelect(const LearnFlags& f, const std::string& in, const std::string
     }
     documents = docs.size();
     if (docs.empty()) return refuse(Status::InvalidArgument("'" + in + "': no document was learned (empty stream?)"));
-    auto r = Trainer::TrainOffline(factory, cfg, docs, &report, [&](uint64_t n) { progress.Tick(steps = n); });
+    auto r = Trainer::TrainDefaults(*base, build, *schema_model, cfg, docs, &report,
+                                    [&](uint64_t n) { progress.Tick(steps = n); });
     if (!r.ok()) return refuse(r.status().WithContext("'" + in + "'"));
     model = std::move(r).value();
   } else {
-    classes_from = nullptr;  // the trainer's first candidate decodes the stream
-    auto tr = Trainer::Create(factory, cfg);
+    // (The trainer's first candidate decodes the stream.)
+    auto tr = Trainer::Create(CandidateFactory(*base, build), cfg);
     if (!tr.ok()) return refuse(tr.status());
     std::unique_ptr<Trainer> trainer = std::move(tr).value();
     auto ds = DocumentSource::OpenPass(&reader, in, f.max_frame_bytes, *trainer->schema_model());
