@@ -69,17 +69,9 @@ extern "C" {
 
 /** ABI major version of this header: a plugin built for another major version is refused. */
 #define TRIB_ABI_MAJOR 1u
-/** ABI minor version of this header. Minor versions: 1.1 export_cache / import_cache; 1.2 latent outputs,
- * topics, completion, SEP hooks, loss options, real_kinds, missing values;
- * 1.3 the optional option table (tributary_plugin_options); 1.4 classes added
- * in place (trib_schema.class_capacity, add_class); 1.5 terms added to an
- * open vocabulary (trib_schema.vocab_capacity, add_terms, grow_terms); 1.6
- * frozen scoring (freeze, frozen_destroy, score_frozen) and a family's
- * defaults under a gradient loss (gradient_lambda, gradient_prior); 1.7 the
- * fused step (fused_step, trib_step_log); 1.8 random_start (the default
- * schedule of a family whose statistics start at random) and a classifier's
- * latent components (components, proportions); 1.9 the SEP hooks' structural
- * move (trib_sep_hooks.move, sep_abi.h). */
+/** ABI minor version of this header. What each minor version added is in docs/plugins.md §3 (the
+ * fields and functions themselves are marked "ABI 1.N" below); tests/docs_abi_test.cc checks that the
+ * documents name this version. */
 #define TRIB_ABI_MINOR 9u
 #define TRIB_PLUGIN_MAGIC 0x54524942u /**< "TRIB": trib_plugin_info.magic of every plugin */
 
