@@ -1,5 +1,5 @@
 // librdkafka is loaded by the first KafkaSource::Connect, not at start-up
-// (kafka_source.cc, "librdkafka, loaded on first use"). This program does not
+// (streams/src/rdkafka_api.cc, "librdkafka, loaded on first use"). This program does not
 // link librdkafka (unlike kafka_source_test, whose mock cluster needs it), so
 // it sees the process before and after the load.
 
