@@ -39,7 +39,7 @@ DocumentBuffer Doc(uint64_t i, std::mt19937_64* rng, int64_t label, uint32_t V) 
 
 LearnerOptions Sdem(uint64_t seed = 1) {
   LearnerOptions o;
-  o.engine = "sdem";
+  o.engine = Engine::kSdem;
   o.seed = seed;
   return o;
 }
@@ -51,7 +51,7 @@ TEST(LearnerTest, RebuildsItselfWhenTheModelGrowsAClass) {
   auto a = Multinomial(12, 2, true), b = Multinomial(12, 2, true);
   auto la = Learner::Create(a.get(), Sdem());
   ASSERT_TRUE(la.ok()) << la.status().ToString();
-  EXPECT_EQ((*la)->engine(), "sdem");
+  EXPECT_EQ((*la)->engine(), Engine::kSdem);
   ASSERT_NE((*la)->sdem(), nullptr);
   EXPECT_EQ((*la)->sep(), nullptr);
   auto lb = SdemLearner::Create(b.get(), 1);
@@ -100,19 +100,26 @@ TEST(LearnerTest, ARefusedDocumentChangesNothing) {
 TEST(LearnerTest, EnginesAreCheckedAgainstTheFamily) {
   auto m = Multinomial(12, 2, false);
   LearnerOptions o;
-  o.engine = "gibbs";
-  auto bad = Learner::Create(m.get(), o);
+  auto bad = ParseEngine("gibbs");
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().ToString().find("unknown engine 'gibbs'"), std::string::npos) << bad.status().ToString();
-  o.engine = "sep";
+  EXPECT_NE(bad.status().ToString().find("unknown engine 'gibbs' (expected auto, sdem, sep, ep or adf)"),
+            std::string::npos)
+      << bad.status().ToString();
+  // Every engine's name parses back to it.
+  for (Engine e : {Engine::kAuto, Engine::kSdem, Engine::kSep, Engine::kEp, Engine::kAdf}) {
+    auto parsed = ParseEngine(EngineName(e));
+    ASSERT_TRUE(parsed.ok()) << EngineName(e);
+    EXPECT_EQ(*parsed, e) << EngineName(e);
+  }
+  o.engine = Engine::kSep;
   auto no_hooks = Learner::Create(m.get(), o);
   ASSERT_FALSE(no_hooks.ok());
   EXPECT_NE(no_hooks.status().ToString().find("it has no SEP hooks"), std::string::npos)
       << no_hooks.status().ToString();
-  o.engine = "auto";  // multinomial has no SEP hooks: sdEM
+  o.engine = Engine::kAuto;  // multinomial has no SEP hooks: sdEM
   auto automatic = Learner::Create(m.get(), o);
   ASSERT_TRUE(automatic.ok());
-  EXPECT_EQ((*automatic)->engine(), "sdem");
+  EXPECT_EQ((*automatic)->engine(), Engine::kSdem);
   EXPECT_FALSE(Learner::Create(nullptr, o).ok());
 }
 
@@ -121,13 +128,15 @@ TEST(LearnerTest, EnginesAreCheckedAgainstTheFamily) {
 TEST(LearnerTest, RecordedLossFollowsTheEngine) {
   const Plugin& multinomial = *testing::BuiltinFamily("multinomial");
   const Plugin& mixture = *testing::BuiltinFamily("emsd-mixture");
-  EXPECT_EQ(RecordedLoss("sdem", multinomial, "ncll"), "ncll");
-  EXPECT_EQ(RecordedLoss("auto", multinomial, "hinge"), "hinge");
-  EXPECT_EQ(RecordedLoss("auto", mixture, "ncll"), "nll");  // auto: SEP for a family with SEP hooks
-  for (const char* e : {"sep", "ep", "adf"}) EXPECT_EQ(RecordedLoss(e, mixture, "hinge"), "nll") << e;
+  EXPECT_EQ(RecordedLoss(Engine::kSdem, multinomial, "ncll"), "ncll");
+  EXPECT_EQ(RecordedLoss(Engine::kAuto, multinomial, "hinge"), "hinge");
+  EXPECT_EQ(RecordedLoss(Engine::kAuto, mixture, "ncll"), "nll");  // auto: SEP for a family with SEP hooks
+  for (Engine e : {Engine::kSep, Engine::kEp, Engine::kAdf}) {
+    EXPECT_EQ(RecordedLoss(e, mixture, "hinge"), "nll") << EngineName(e);
+  }
   // An engine the family cannot take: left for the learner to refuse.
-  EXPECT_EQ(RecordedLoss("sep", multinomial, "ncll"), "ncll");
-  EXPECT_EQ(RecordedLoss("gibbs", mixture, "ncll"), "ncll");
+  EXPECT_EQ(RecordedLoss(Engine::kSep, multinomial, "ncll"), "ncll");
+  EXPECT_EQ(RecordedLoss(Engine::kSdem, mixture, "ncll"), "ncll");
 }
 
 // SEP behind the same interface: the same model as SepLearner driven
@@ -146,7 +155,7 @@ TEST(LearnerTest, SepThroughTheInterfaceEqualsTheEngine) {
   o.seed = 2;
   auto la = Learner::Create(a.get(), o);
   ASSERT_TRUE(la.ok()) << la.status().ToString();
-  EXPECT_EQ((*la)->engine(), "sep");
+  EXPECT_EQ((*la)->engine(), Engine::kSep);
   ASSERT_NE((*la)->sep(), nullptr);
   SepOptions so;
   so.engine = SepEngine::kSep;

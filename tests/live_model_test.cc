@@ -717,7 +717,7 @@ TEST(LiveModelTest, ALiveLearnerIsServedAndRecoveredBitForBit) {
   // A live learner learns with sdEM only.
   LiveModelOptions sep = opt;
   sep.data_dir.clear();
-  sep.learner.engine = "sep";
+  sep.learner.engine = Engine::kSep;
   auto m = LiveLearner::ToModel(make());
   ASSERT_TRUE(m.ok());
   auto refused = LiveModel::Create(std::move(m).value(), sep);

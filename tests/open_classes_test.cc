@@ -135,7 +135,7 @@ TEST(OpenClassesTest, LateClassesLearnWhatDeclaredClassesLearn) {
     ASSERT_TRUE(declared.ok());
     (*declared)->learner_state().effective_size = 400;
     (*declared)->learner_state().schedule.lambda = (*declared)->loss_plugin()->loss().default_lambda;
-    auto ld = Learner::Create(declared->get(), LearnerOptions{"auto", 9});
+    auto ld = Learner::Create(declared->get(), LearnerOptions{Engine::kAuto, 9});
     ASSERT_TRUE(ld.ok());
     Grower open(c, testing::BuiltinFamily("multinomial"), loss);
     open.model->learner_state().schedule.lambda = open.model->loss_plugin()->loss().default_lambda;
@@ -240,7 +240,7 @@ TEST_P(OpenClassesTest, SnapshotKeepsTheRoomAndResumesExactly) {
   Model& b = **loaded;
   EXPECT_EQ(b.class_capacity(), 6u);
   ASSERT_EQ(b.stats().raw(), a.model->stats().raw());
-  auto lb = Learner::Create(&b, LearnerOptions{"auto", 9});
+  auto lb = Learner::Create(&b, LearnerOptions{Engine::kAuto, 9});
   ASSERT_TRUE(lb.ok());
   // Both add the fifth class in place (no move: a sixth stays spare) and
   // learn the same documents.

@@ -58,7 +58,7 @@ std::vector<trib_document> Views(const std::vector<DocumentBuffer>& docs) {
 
 // Sequential sdEM (one Learner) over the documents in order.
 void LearnSequential(Model* m, const std::vector<DocumentBuffer>& docs) {
-  auto l = Learner::Create(m, LearnerOptions{"sdem", 1, 0, 0});
+  auto l = Learner::Create(m, LearnerOptions{Engine::kSdem, 1, 0, 0});
   ASSERT_TRUE(l.ok());
   for (const auto& d : docs) ASSERT_TRUE((*l)->Learn(d.View()).ok());
 }
@@ -67,7 +67,7 @@ void LearnParallel(Model* m, const std::vector<DocumentBuffer>& docs, uint32_t t
   ParallelOptions o;
   o.threads = threads;
   o.sync_every = sync_every;
-  o.learner.engine = "sdem";
+  o.learner.engine = Engine::kSdem;
   auto p = ParallelLearner::Create(m, o);
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   auto v = Views(docs);
@@ -183,12 +183,12 @@ TEST(ParallelLearnerTest, RefusesBadOptionsAndPerDocumentEngines) {
                            {{"components", "2"}}, 1);
   ASSERT_TRUE(mix.ok()) << mix.status().ToString();
   o.threads = 2;
-  o.learner.engine = "ep";
+  o.learner.engine = Engine::kEp;
   o.learner.effective_size = 100;
   auto ep = ParallelLearner::Create(mix->get(), o);
   ASSERT_FALSE(ep.ok());
   EXPECT_NE(ep.status().ToString().find("EP keeps a site per document"), std::string::npos) << ep.status().ToString();
-  o.learner.engine = "sep";
+  o.learner.engine = Engine::kSep;
   EXPECT_TRUE(ParallelLearner::Create(mix->get(), o).ok());
 }
 

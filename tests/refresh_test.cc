@@ -42,7 +42,7 @@ TEST(RefreshTest, RefreshedCopyEqualsTheModelAndCopiesLittle) {
   for (const char* loss : {"ncll", "nll"}) {
     SCOPED_TRACE(loss);
     auto m = NewModel("multinomial", loss);
-    auto l = Learner::Create(m.get(), LearnerOptions{"sdem", 1, 0, 0});
+    auto l = Learner::Create(m.get(), LearnerOptions{Engine::kSdem, 1, 0, 0});
     ASSERT_TRUE(l.ok());
     std::mt19937_64 rng(3);
     Learn(l->get(), rng, 50);
@@ -106,7 +106,7 @@ TEST(RefreshTest, GrowthCopiesEverythingOrIsRefused) {
 // tracked as well.
 TEST(RefreshTest, SepUpdatesAreTracked) {
   auto m = NewModel("emsd-mixture", "nll", {{"components", "3"}});
-  LearnerOptions lo{"sep", 1, 1000, 0};
+  LearnerOptions lo{Engine::kSep, 1, 1000, 0};
   auto l = Learner::Create(m.get(), lo);
   ASSERT_TRUE(l.ok()) << l.status().ToString();
   std::mt19937_64 rng(5);

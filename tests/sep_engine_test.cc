@@ -563,7 +563,7 @@ TEST(SepEngineTest, MoveRunsUnderSepOnlyAndResumesBitForBit) {
     auto m = model({});
     ParallelOptions po;
     po.threads = 2;
-    po.learner.engine = "sep";
+    po.learner.engine = Engine::kSep;
     po.learner.effective_size = n;
     auto pl = ParallelLearner::Create(m.get(), po);
     ASSERT_TRUE(pl.ok()) << pl.status().ToString();

@@ -1589,19 +1589,19 @@ TEST_F(ServerTest, SepFamilyIsLearnedBySepLikeOfflineAndRecovered) {
   rs->Shutdown();
   // sdEM cannot train this family; SEP cannot train a family without hooks.
   ServerOptions bad = Options(dir_ + "/bad1");
-  bad.engine = "sdem";
+  bad.engine = Engine::kSdem;
   auto s1 = Server::Start(bad, NewSepModel());
   ASSERT_FALSE(s1.ok());
   EXPECT_NE(s1.status().message().find("family 'emsd-mixture' is trained by SEP, EP or ADF, not sdEM"),
             std::string::npos)
       << s1.status().ToString();
   ServerOptions bad2 = Options(dir_ + "/bad2");
-  bad2.engine = "sep";
+  bad2.engine = Engine::kSep;
   auto s2 = Server::Start(bad2, NewModel());
   ASSERT_FALSE(s2.ok());
   EXPECT_NE(s2.status().message().find("family 'multinomial' cannot be trained with --engine sep"), std::string::npos)
       << s2.status().ToString();
-  bad2.engine = "ep";
+  bad2.engine = Engine::kEp;
   bad2.data_dir = dir_ + "/bad3";
   auto s3 = Server::Start(bad2, NewSepModel());
   ASSERT_FALSE(s3.ok());

@@ -123,7 +123,7 @@ TEST_F(TrainingJobTest, ABadDocumentStopsWithWhatWasLearnedKeptOrIsSkipped) {
 TEST_F(TrainingJobTest, SepRestartsKeepTheBestEvidence) {
   const std::string p = Write("s.pb", 400);
   TrainingJobOptions o;
-  o.learner.engine = "sep";
+  o.learner.engine = Engine::kSep;
   o.learner.seed = 5;
   o.restarts = 3;
   o.restart_window = 200;
@@ -149,7 +149,7 @@ TEST_F(TrainingJobTest, SepRestartsKeepTheBestEvidence) {
 TEST_F(TrainingJobTest, ContradictoryOptionsAreRefused) {
   const std::string p = Write("s.pb", 10);
   auto check = [&](TrainingJobOptions o, const std::string& path, const std::string& expected) {
-    auto m = o.learner.engine == "sep" ? Fresh("emsd-mixture", "nll") : Fresh("multinomial", "ncll");
+    auto m = o.learner.engine == Engine::kSep ? Fresh("emsd-mixture", "nll") : Fresh("multinomial", "ncll");
     TrainingJobResult r;
     std::unique_ptr<DocumentReader> first;
     Status st = RunTrainingJob(o, path, &first, &m, &r);
@@ -162,7 +162,7 @@ TEST_F(TrainingJobTest, ContradictoryOptionsAreRefused) {
   o = TrainingJobOptions();
   o.restarts = 2;  // ("auto": sdEM for the multinomial)
   check(o, p, "restarts need the sep, ep or adf engine");
-  o.learner.engine = "sep";
+  o.learner.engine = Engine::kSep;
   check(o, p, "restarts need new_model");
   o.threads = 2;
   check(o, p, "restarts cannot learn on several threads");

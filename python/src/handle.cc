@@ -51,7 +51,7 @@ v1::Schema NewSchema(const std::string& family, const py::object& classes, bool 
 std::unique_ptr<Model> LiveOrSingle(const std::string& select, const std::string& engine, const ModelConfig& base,
                                     std::unique_ptr<Model> single,
                                     const std::function<Result<std::unique_ptr<Model>>(const ModelConfig&)>& build) {
-  if (!LiveLearnerApplies(select, engine, *single)) return single;
+  if (!LiveLearnerApplies(Take(ParseSelection(select)), Take(ParseEngine(engine)), *single)) return single;
   return Take(LiveLearner::ToModel(Take(NewDefaultLiveLearner(base, build))));
 }
 
@@ -68,7 +68,7 @@ ModelConfig ConfigFrom(const std::string& family, const std::string& loss, const
     const std::string key = py::str(k).cast<std::string>();
     c.schedule_given = true;
     if (key == "kind") {
-      c.schedule = py::str(v).cast<std::string>();
+      c.schedule = Take(ParseScheduleKind(py::str(v).cast<std::string>()));
     } else if (key == "lambda") {
       c.lambda = v.cast<double>();
     } else if (key == "tau0") {
@@ -91,7 +91,7 @@ ModelConfig ConfigFrom(const std::string& family, const std::string& loss, const
 
 LearnerOptions LearnerFrom(const std::string& engine, uint64_t seed, double damping) {
   LearnerOptions lo;
-  lo.engine = engine;
+  lo.engine = Take(ParseEngine(engine));
   lo.seed = seed;
   lo.damping = damping;
   return lo;
@@ -106,10 +106,9 @@ std::shared_ptr<Handle> Create(const std::string& family, const std::string& los
   v1::Schema schema = NewSchema(family, classes, open_classes, vocabulary, hashed_dim, features);
   // SEP / EP / ADF learn the likelihood: their snapshots record nll (as
   // `train --engine sep` does; learner.h RecordedLoss).
-  if (auto fam = Registry().Find(c.family, TRIB_KIND_FAMILY); fam.ok()) c.loss = RecordedLoss(engine, **fam, c.loss);
-  if (select != "auto" && select != "off") {
-    Throw(Status::InvalidArgument("select: expected 'auto' or 'off', found '" + select + "'"));
-  }
+  if (auto fam = Registry().Find(c.family, TRIB_KIND_FAMILY); fam.ok())
+    c.loss = RecordedLoss(Take(ParseEngine(engine)), **fam, c.loss);
+  Take(ParseSelection(select));  // (refused before anything is built)
   std::unique_ptr<Model> m;
   {
     py::gil_scoped_release nogil;

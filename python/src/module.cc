@@ -493,7 +493,7 @@ PYBIND11_MODULE(_tributary, mod) {
             std::string s;
             h.Locked([&] { s = Take(h.SerializeLocked()); });
             const auto& lo = h.learner_options();
-            return py::make_tuple(py::bytes(s), lo.engine, lo.seed, lo.damping);
+            return py::make_tuple(py::bytes(s), EngineName(lo.engine), lo.seed, lo.damping);
           },
           [](const py::tuple& t) {
             if (t.size() != 4) Throw(Status::InvalidArgument("unpickling a tributary model: unexpected state"));

@@ -148,7 +148,9 @@ Result<ModelConfig> ConfigFromFlags(const LearnFlags& f) {
   };
   TRIB_RETURN_IF_ERROR(parse(f.options, "--opt", &c.family_options));
   TRIB_RETURN_IF_ERROR(parse(f.loss_options, "--loss-opt", &c.loss_options));
-  c.schedule = f.schedule;
+  auto kind = ParseScheduleKind(f.schedule);
+  if (!kind.ok()) return kind.status();
+  c.schedule = *kind;
   c.schedule_given = f.schedule_given;
   c.lambda = f.lambda;
   c.tau0 = f.tau0;

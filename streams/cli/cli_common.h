@@ -12,6 +12,8 @@
 
 #include "tributary/document.h"
 #include "tributary/document_source.h"
+#include "tributary/learner.h"
+#include "tributary/live_learner.h"
 #include "tributary/model.h"
 #include "tributary/model_config.h"
 #include "tributary/plugin_registry.h"
@@ -26,6 +28,16 @@ constexpr int kExitError = 1;  // bad input, bad model, failed plugin
 constexpr int kExitUsage = 2;  // bad command line
 
 // Prints "tributary: error: <status>" to stderr and returns kExitError.
+// The engine an --engine flag names (its IsMember check admits only engine
+// names, so it parses; learner.h ParseEngine).
+inline Engine EngineFlag(const std::string& name) {
+  const Result<Engine> e = ParseEngine(name);
+  return e.ok() ? *e : Engine::kAuto;
+}
+
+// The selection a --select flag names (checked by its IsMember: auto | off).
+inline Selection SelectionFlag(const std::string& name) { return name == "off" ? Selection::kOff : Selection::kAuto; }
+
 int ReportError(const Status& st);
 
 // The arguments `main` got (argv, null-terminated), kept for a command that

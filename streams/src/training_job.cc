@@ -51,7 +51,7 @@ Status RunTrainingJob(const TrainingJobOptions& o, const std::string& path, std:
   if (!model) return Status::InvalidArgument("training job: no model");
   auto engine = ResolveEngine(o.learner.engine, model->family());
   if (!engine.ok()) return engine.status();
-  const bool sep = *engine != "sdem";
+  const bool sep = *engine != Engine::kSdem;
   TRIB_RETURN_IF_ERROR(CheckOptions(o, path, sep));
   LearnerOptions lo = o.learner;
   lo.engine = *engine;
@@ -300,7 +300,7 @@ Status RunTrainingJob(const TrainingJobOptions& o, const std::string& path, std:
       std::string why = "every one of the " + std::to_string(res.counters.skipped_infeasible) +
                         " updates would have left the feasible set and was skipped; the model is still the prior";
       const double over = res.damping * res.effective_size;
-      if (lo.engine == "sep" && over > 1.0) {
+      if (lo.engine == Engine::kSep && over > 1.0) {
         std::ostringstream os;
         os.precision(6);
         os << " (--damping " << res.damping << " > 1/N = " << 1.0 / res.effective_size;

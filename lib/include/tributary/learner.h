@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tributary/document.h"
@@ -31,12 +32,26 @@
 
 namespace tributary {
 
+/// The engines a Learner runs.
+enum class Engine {
+  kAuto,  ///< SEP for a family with SEP hooks (the count mixtures), else sdEM (ResolveEngine)
+  kSdem,  ///< sdEM: online EM as natural-gradient descent, any loss (sdem_learner.h)
+  kSep,   ///< stochastic expectation propagation: one damped global site (sep_engine.h)
+  kEp,    ///< expectation propagation: a site per document
+  kAdf,   ///< assumed density filtering: no site memory
+};
+
+/// "auto", "sdem", "sep", "ep" or "adf": the name flags and options use.
+const char* EngineName(Engine engine);
+
+/// The engine `name` names (a flag's or an option's text). Errors
+/// (InvalidArgument): "unknown engine 'x' (expected auto, sdem, sep, ep or adf)".
+Result<Engine> ParseEngine(std::string_view name);
+
 /// How Learner::Create sets up its engine.
 struct LearnerOptions {
-  /// "auto" (SEP for a family with SEP hooks, else sdEM), "sdem", "sep", "ep"
-  /// or "adf".
-  std::string engine = "auto";
-  uint64_t seed = 1;  ///< seeds the engine's random generator (SdemLearner::Create, SepOptions::seed)
+  Engine engine = Engine::kAuto;  ///< kAuto: ResolveEngine's rule
+  uint64_t seed = 1;              ///< seeds the engine's random generator (SdemLearner::Create, SepOptions::seed)
   /// SEP / EP / ADF only (sep_engine.h SepOptions): N (0: the model's) and
   /// the damping (0: the engine's default).
   double effective_size = 0;
@@ -47,7 +62,7 @@ struct LearnerOptions {
   /// computes for its step).
   static LearnerOptions Sdem(uint64_t seed) {
     LearnerOptions o;
-    o.engine = "sdem";
+    o.engine = Engine::kSdem;
     o.seed = seed;
     return o;
   }
@@ -73,18 +88,17 @@ struct LearnResult {
 
 /// The engine a model of `family` learns with under `engine`: "auto" is SEP
 /// for a family with SEP hooks (the count mixtures), else sdEM. The one rule
-/// Learner::Create, the server and the front ends apply. Errors
-/// (InvalidArgument): an unknown engine (expected auto, sdem, sep, ep or
-/// adf); SEP, EP or ADF for a family without SEP hooks; sdEM for a family
-/// trained by SEP (no sdEM update: every document would fail).
-Result<std::string> ResolveEngine(const std::string& engine, const Plugin& family);
+/// Learner::Create, the server and the front ends apply; never kAuto. Errors
+/// (InvalidArgument): SEP, EP or ADF for a family without SEP hooks; sdEM for
+/// a family trained by SEP (no sdEM update: every document would fail).
+Result<Engine> ResolveEngine(Engine engine, const Plugin& family);
 
 /// The loss a new model of `family` records when `engine` learns it: SEP, EP
 /// and ADF approximate the posterior of the likelihood, so "nll" whatever
 /// `loss` says; sdEM learns `loss` itself. An engine that does not resolve
 /// for the family (ResolveEngine's error, which the learner reports) leaves
 /// `loss`. What train, serve and Python's Classifier record.
-std::string RecordedLoss(const std::string& engine, const Plugin& family, const std::string& loss);
+std::string RecordedLoss(Engine engine, const Plugin& family, const std::string& loss);
 
 /// The name of `loss` when it learns labelled documents only (NCLL, hinge:
 /// DocumentDecoder::DecodeForLearning refuses an unlabelled document naming
@@ -108,8 +122,8 @@ class Learner {
   Status Learn(const trib_document& doc, LearnResult* result = nullptr);
 
   Model* model() const { return model_; }  ///< the model learned (borrowed)
-  /// The engine in use: "sdem", "sep", "ep" or "adf".
-  const std::string& engine() const { return engine_; }
+  /// The engine in use (resolved: never kAuto; EngineName gives its name).
+  Engine engine() const { return engine_; }
   /// Engine specifics (counters, site memory, last scores); null for the
   /// other engine.
   SdemLearner* sdem() { return sdem_.get(); }
@@ -125,7 +139,7 @@ class Learner {
   Status Build();
   Model* model_ = nullptr;
   LearnerOptions options_;
-  std::string engine_;
+  Engine engine_ = Engine::kSdem;
   uint64_t layout_ = 0;  ///< model_->layout_version() the engine was built for
   BlockTrace* trace_ = nullptr;
   std::unique_ptr<SdemLearner> sdem_;

@@ -74,6 +74,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tributary/document.h"
@@ -126,15 +127,23 @@ std::vector<LiveCandidate> DefaultLiveCandidates(const ModelConfig& base, uint64
 
 class LiveLearner;
 
+/// Whether a front end runs the defaults' choice among settings (kAuto: the
+/// live learner, the Trainer) or the user's one setting alone (kOff).
+enum class Selection { kAuto, kOff };
+
+/// The selection `name` names ("auto" or "off": --select, Python's select=).
+/// Errors (InvalidArgument): "select: expected 'auto' or 'off', found 'x'".
+Result<Selection> ParseSelection(std::string_view name);
+
 /// The one rule every front end that sees a stream once (serve, train from
 /// standard input or with one pass, Python's classifiers) applies: a model
 /// `single` built from the user's settings is learned by the default live
-/// learner when `select` is "auto", the engine is sdEM ("sdem", or "auto"
+/// learner when `select` is kAuto, the engine is sdEM (kSdem, or kAuto
 /// for a family without SEP hooks), the outputs are classes (not latent
 /// components) and the loss needs a label (a live learner learns labelled
 /// documents only: under nll, which learns unlabelled ones too, one learner
 /// with the user's settings runs). Otherwise `single` is learned alone.
-bool LiveLearnerApplies(const std::string& select, const std::string& engine, const Model& single);
+bool LiveLearnerApplies(Selection select, Engine engine, const Model& single);
 
 /// The default live learner for a stream whose user's settings are `base`:
 /// DefaultLiveCandidates(base), seeded with base.seed, each candidate's

@@ -59,13 +59,14 @@ struct ModelConfig {
   std::string loss = "ncll";           ///< loss plugin name or path (PluginRegistry::Find)
   Options family_options;              ///< e.g. {"prior", "3"}, {"topics", "20"}
   Options loss_options;                ///< e.g. {"margin", "10"}
-  /// "inverse" (1 + lambda t)^-1, "poly" (tau0 + t)^-kappa or "constant".
-  std::string schedule = "inverse";
+  /// (1 + lambda t)^-1 (kInverseLinear), (tau0 + t)^-kappa (kPolynomial) or
+  /// rho (kConstant); ParseScheduleKind reads the names flags use.
+  StepSchedule::Kind schedule = StepSchedule::Kind::kInverseLinear;
   /// True when the caller chose the schedule (any of the fields below): a
   /// latent family then keeps it instead of its own default.
   bool schedule_given = false;
   double lambda = -1;  ///< < 0: the family's gradient_lambda under a gradient loss, else the loss's default_lambda
-  /// "poly": tau0 of (tau0 + t)^-kappa, finite and >= 1 (StepSchedule::tau0).
+  /// kPolynomial: tau0 of (tau0 + t)^-kappa, finite and >= 1 (StepSchedule::tau0).
   double tau0 = 1.0, kappa = 0.7, rho = 0.01;
   /// \var kappa
   /// "poly": the exponent kappa, in (0, 1] (StepSchedule::kappa).
@@ -84,9 +85,9 @@ struct ModelConfig {
 /// enough that the statistics sdEM scales by n stay finite.
 inline constexpr double kMaxEffectiveSize = 1e12;
 
-/// The kind of step schedule a ModelConfig::schedule names ("inverse",
-/// "poly", "constant"). Errors: any other name, quoted, with the three
-/// expected (NewModel's error for it).
+/// The step schedule a flag or option names ("inverse", "poly", "constant"),
+/// for ModelConfig::schedule. Errors: any other name, quoted, with the three
+/// expected.
 Result<StepSchedule::Kind> ParseScheduleKind(const std::string& name);
 
 /// A fresh model (statistics at the prior; schedule, n and loss set) for

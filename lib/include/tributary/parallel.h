@@ -131,7 +131,7 @@ class ParallelLearner {
   /// fewer than 2 x threads documents) or a failed one is not counted.
   uint64_t rounds() const { return rounds_; }
   /// The engine in use ("sdem" or "sep").
-  const std::string& engine() const { return shards_[0].learner->engine(); }
+  Engine engine() const { return shards_[0].learner->engine(); }
   /// Shard r's learner (its engine's counters); shard 0 learns the model.
   const Learner& shard(uint32_t r) const { return *shards_[r].learner; }
 

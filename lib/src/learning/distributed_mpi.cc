@@ -133,8 +133,8 @@ Result<std::unique_ptr<DistributedLearner>> DistributedLearner::Create(Model* mo
   auto l = Learner::Create(model, lo);
   if (!l.ok()) return l.status();
   d->learner_ = std::move(l).value();
-  if (d->learner_->engine() == "ep" || d->learner_->engine() == "adf") {
-    return Status::InvalidArgument("engine '" + d->learner_->engine() +
+  if (d->learner_->engine() == Engine::kEp || d->learner_->engine() == Engine::kAdf) {
+    return Status::InvalidArgument(std::string("engine '") + EngineName(d->learner_->engine()) +
                                    "' cannot learn on several ranks (EP keeps a site per document and ADF has no "
                                    "damped step to compose); use sdem or sep");
   }

@@ -2,29 +2,49 @@
 
 namespace tributary {
 
-Result<std::string> ResolveEngine(const std::string& engine, const Plugin& family) {
+const char* EngineName(Engine engine) {
+  switch (engine) {
+    case Engine::kAuto:
+      return "auto";
+    case Engine::kSdem:
+      return "sdem";
+    case Engine::kSep:
+      return "sep";
+    case Engine::kEp:
+      return "ep";
+    case Engine::kAdf:
+      return "adf";
+  }
+  return "?";
+}
+
+Result<Engine> ParseEngine(std::string_view name) {
+  for (Engine e : {Engine::kAuto, Engine::kSdem, Engine::kSep, Engine::kEp, Engine::kAdf}) {
+    if (name == EngineName(e)) return e;
+  }
+  return Status::InvalidArgument("unknown engine '" + std::string(name) + "' (expected auto, sdem, sep, ep or adf)");
+}
+
+Result<Engine> ResolveEngine(Engine engine, const Plugin& family) {
   const bool has_sep = SepLearner::Supports(family);
-  if (engine == "auto") return std::string(has_sep ? "sep" : "sdem");
-  if (engine == "sdem") {
+  if (engine == Engine::kAuto) return has_sep ? Engine::kSep : Engine::kSdem;
+  if (engine == Engine::kSdem) {
     if (has_sep) {
       return Status::InvalidArgument("family '" + family.name +
                                      "' is trained by SEP, EP or ADF, not sdEM (use --engine auto, sep, ep or adf)");
     }
     return engine;
   }
-  if (engine == "sep" || engine == "ep" || engine == "adf") {
-    if (!has_sep) {
-      return Status::InvalidArgument("family '" + family.name + "' cannot be trained with --engine " + engine +
-                                     ": it has no SEP hooks (use --engine auto or sdem)");
-    }
-    return engine;
+  if (!has_sep) {
+    return Status::InvalidArgument("family '" + family.name + "' cannot be trained with --engine " +
+                                   EngineName(engine) + ": it has no SEP hooks (use --engine auto or sdem)");
   }
-  return Status::InvalidArgument("unknown engine '" + engine + "' (expected auto, sdem, sep, ep or adf)");
+  return engine;
 }
 
-std::string RecordedLoss(const std::string& engine, const Plugin& family, const std::string& loss) {
+std::string RecordedLoss(Engine engine, const Plugin& family, const std::string& loss) {
   auto resolved = ResolveEngine(engine, family);
-  return resolved.ok() && *resolved != "sdem" ? std::string("nll") : loss;
+  return resolved.ok() && *resolved != Engine::kSdem ? std::string("nll") : loss;
 }
 
 std::string LabelRequiredBy(const Plugin* loss) {
@@ -45,7 +65,7 @@ Result<std::unique_ptr<Learner>> Learner::Create(Model* model, const LearnerOpti
 
 Status Learner::Build() {
   layout_ = model_->layout_version();
-  if (engine_ == "sdem") {
+  if (engine_ == Engine::kSdem) {
     auto l = SdemLearner::Create(model_, options_.seed);
     if (!l.ok()) return l.status();
     sdem_ = std::move(l).value();
@@ -53,10 +73,8 @@ Status Learner::Build() {
     return Status::OK();
   }
   if (sep_) return Status::OK();  // SEP's families name classes only: its state stands
-  auto engine = ParseSepEngine(engine_);
-  if (!engine.ok()) return engine.status();
   SepOptions so;
-  so.engine = *engine;
+  so.engine = engine_ == Engine::kEp ? SepEngine::kEp : engine_ == Engine::kAdf ? SepEngine::kAdf : SepEngine::kSep;
   so.effective_size = options_.effective_size;
   so.damping = options_.damping;
   so.seed = options_.seed;

@@ -82,9 +82,15 @@ Status LiveLearnerOptions::Validate() const {
   return detector.Validate();
 }
 
-bool LiveLearnerApplies(const std::string& select, const std::string& engine, const Model& single) {
-  const Result<std::string> resolved = ResolveEngine(engine, single.family());
-  return select == "auto" && resolved.ok() && *resolved == "sdem" && !single.latent_outputs() &&
+Result<Selection> ParseSelection(std::string_view name) {
+  if (name == "auto") return Selection::kAuto;
+  if (name == "off") return Selection::kOff;
+  return Status::InvalidArgument("select: expected 'auto' or 'off', found '" + std::string(name) + "'");
+}
+
+bool LiveLearnerApplies(Selection select, Engine engine, const Model& single) {
+  const Result<Engine> resolved = ResolveEngine(engine, single.family());
+  return select == Selection::kAuto && resolved.ok() && *resolved == Engine::kSdem && !single.latent_outputs() &&
          !LabelRequiredBy(single.loss_plugin().get()).empty();
 }
 

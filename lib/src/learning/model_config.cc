@@ -40,9 +40,7 @@ Result<std::unique_ptr<Model>> NewModel(const ModelConfig& c, const PluginRegist
   if (!fam.ok()) return fam.status();
   auto loss = registry.Find(c.loss, TRIB_KIND_LOSS);
   if (!loss.ok()) return loss.status();
-  auto kind = ParseScheduleKind(c.schedule);
-  if (!kind.ok()) return kind.status();
-  const StepSchedule::Kind schedule_kind = *kind;
+  const StepSchedule::Kind schedule_kind = c.schedule;
   // Then the model for the stream's schema: a refusal may be the schema's as
   // well as an option's, so it names the stream.
   auto in_source = [&source](const Status& st) {

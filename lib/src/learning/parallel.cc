@@ -140,8 +140,8 @@ Result<std::unique_ptr<ParallelLearner>> ParallelLearner::Create(Model* model, c
   auto l = Learner::Create(model, options.learner);
   if (!l.ok()) return l.status();
   s0.learner = std::move(l).value();
-  if (s0.learner->engine() == "ep" || s0.learner->engine() == "adf") {
-    return Status::InvalidArgument("engine '" + s0.learner->engine() +
+  if (s0.learner->engine() == Engine::kEp || s0.learner->engine() == Engine::kAdf) {
+    return Status::InvalidArgument(std::string("engine '") + EngineName(s0.learner->engine()) +
                                    "' cannot learn on several threads or ranks (EP keeps a site per document and "
                                    "ADF has no damped step to compose); use sdem or sep");
   }

@@ -148,9 +148,10 @@ Status LiveModel::AdoptLocked(std::unique_ptr<Model> model) {
       return Status::InvalidArgument(
           "LiveModel: the model holds a live learner; LiveModelOptions::registry must be set to load its candidates");
     }
-    if (options_.learner.engine != "auto" && options_.learner.engine != "sdem") {
-      return Status::InvalidArgument("LiveModel: the model holds a live learner, which learns with sdEM, not engine '" +
-                                     options_.learner.engine + "'");
+    if (options_.learner.engine != Engine::kAuto && options_.learner.engine != Engine::kSdem) {
+      return Status::InvalidArgument(
+          std::string("LiveModel: the model holds a live learner, which learns with sdEM, not engine '") +
+          EngineName(options_.learner.engine) + "'");
     }
     const GrowthLimits limits = model->growth_limits();
     const uint64_t budget = model->statistics_budget();

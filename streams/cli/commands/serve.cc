@@ -99,7 +99,7 @@ std::vector<std::string> IgnoredModelFlags(const ServeFlags& f, const RecoveryIn
 Result<std::unique_ptr<Model>> LiveInitial(
     const ServeFlags& f, std::unique_ptr<Model> single,
     const std::function<Result<std::unique_ptr<Model>>(const ModelConfig&)>& build) {
-  if (!LiveLearnerApplies(f.learn.select, f.engine, *single)) return single;
+  if (!LiveLearnerApplies(SelectionFlag(f.learn.select), EngineFlag(f.engine), *single)) return single;
   auto base = ConfigFromFlags(f.learn);
   if (!base.ok()) return base.status();
   auto learner = NewDefaultLiveLearner(*base, build);
@@ -149,7 +149,7 @@ int RunServe(const ServeFlags& f) {
       LearnFlags learn = f.learn;
       // SEP / ADF record nll, the likelihood they approximate (learner.h).
       if (auto fam = Registry().Find(learn.family, TRIB_KIND_FAMILY); fam.ok()) {
-        learn.loss = RecordedLoss(f.engine, **fam, learn.loss);
+        learn.loss = RecordedLoss(EngineFlag(f.engine), **fam, learn.loss);
       }
       auto m = NewModelFromFlags(learn, Registry(), **r, 0, f.schema);
       if (!m.ok()) return ReportError(m.status());
@@ -189,7 +189,7 @@ int RunServe(const ServeFlags& f) {
     }
   }
   o.seed = f.learn.seed;
-  o.engine = f.engine;
+  o.engine = EngineFlag(f.engine);
   // The snapshot's plugins, and a live learner's candidates', are found where
   // the command's are: a model learned with --plugin FILE comes back after a
   // restart given the same --plugin.

@@ -247,11 +247,12 @@ namespace {
 
 int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& out) {
   LearnFlags f = flags;
-  const bool ep_family = f.engine != "sdem";
+  const Engine engine = EngineFlag(f.engine);
+  const bool ep_family = engine != Engine::kSdem;
   // SEP / EP / ADF use no loss; the snapshot records nll (the posterior they
   // approximate is the likelihood's) whatever --loss says (learner.h).
   if (auto fam = Registry().Find(f.family, TRIB_KIND_FAMILY); ep_family && fam.ok()) {
-    f.loss = RecordedLoss(f.engine, **fam, f.loss);
+    f.loss = RecordedLoss(engine, **fam, f.loss);
   }
   // Every refusal names the training stream (cli_common.h NameFile), or the
   // file it is about (--resume, --out).
@@ -289,7 +290,7 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
   // rule as the live front ends': live_learner.h LiveLearnerApplies.) The
   // same flags mean the same on one process, threads and MPI ranks.
   TrainMode mode = TrainMode::kOneLearner;
-  if (!ep_family && LiveLearnerApplies(f.select, "sdem", *model)) {
+  if (!ep_family && LiveLearnerApplies(SelectionFlag(f.select), Engine::kSdem, *model)) {
     const bool one_pass = (in == "-" ? f.epochs <= 1 : f.epochs == 1) && !f.shuffle && !f.threads_given;
     mode = one_pass ? TrainMode::kLive : TrainMode::kSelect;
   }
@@ -319,7 +320,7 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
   // (training_job.h). Several passes over a file are shuffled (scikit-learn's
   // SGD does the same); --no-shuffle keeps the arrival order.
   TrainingJobOptions job;
-  job.learner.engine = ep_family ? f.engine : "sdem";
+  job.learner.engine = ep_family ? engine : Engine::kSdem;
   job.learner.seed = f.seed;
   job.learner.damping = f.damping;
   job.epochs = f.epochs;
@@ -359,8 +360,8 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
               << c.skipped_infeasible << " infeasible updates skipped, "
               << (c.moves > 0 ? std::to_string(c.moves) + " structural move(s), " : std::string()) << "sum of log Z_i "
               << Fmt(c.log_evidence, 8)
-              << (f.engine == "ep" ? ", " + std::to_string(done.site_bytes) + " bytes of sites" : std::string()) << ")"
-              << on_threads << " in " << Fmt(secs, 3) << " s -> " << out << std::endl;
+              << (engine == Engine::kEp ? ", " + std::to_string(done.site_bytes) + " bytes of sites" : std::string())
+              << ")" << on_threads << " in " << Fmt(secs, 3) << " s -> " << out << std::endl;
   } else if (!f.quiet) {
     const auto& ls = model->learner_state();
     std::cerr << "trained " << model->family().name << "/" << model->loss_plugin()->name << " on " << done.documents

@@ -123,7 +123,7 @@ int Run(const LearnFlags& f, const std::string& in, const std::string& out, Mode
   std::unique_ptr<DistributedLearner> learner;
   if (setup.ok()) {
     LearnerOptions lo;
-    lo.engine = f.engine;
+    lo.engine = EngineFlag(f.engine);
     lo.seed = f.seed;
     lo.effective_size = model->learner_state().effective_size;
     lo.damping = f.damping;
@@ -257,9 +257,10 @@ int Run(const LearnFlags& f, const std::string& in, const std::string& out, Mode
   if (agree(saved, &agreed)) return report(agreed, !saved.ok());
   if (lead && !f.quiet) {
     const DistributedStats& ds = learner->stats();
-    std::cerr << "trained " << model->family().name << " by " << learner->learner().engine() << " on " << learned
-              << " documents on " << R << " MPI ranks (" << epochs << " pass(es), " << ds.rounds << " rounds of up to "
-              << K << " documents per rank; rank 0: " << Fmt(static_cast<double>(ds.allreduce_bytes) / 1048576.0, 4)
+    std::cerr << "trained " << model->family().name << " by " << EngineName(learner->learner().engine()) << " on "
+              << learned << " documents on " << R << " MPI ranks (" << epochs << " pass(es), " << ds.rounds
+              << " rounds of up to " << K
+              << " documents per rank; rank 0: " << Fmt(static_cast<double>(ds.allreduce_bytes) / 1048576.0, 4)
               << " MiB in Allreduce, " << Fmt(ds.allreduce_seconds, 3) << " s in it, " << Fmt(ds.wait_seconds, 3)
               << " s waiting) in " << Fmt(secs, 3) << " s ("
               << Fmt(static_cast<double>(learned) / std::max(secs, 1e-9), 4) << " documents/s) -> " << out << std::endl;

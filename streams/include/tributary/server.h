@@ -58,6 +58,7 @@
 
 #include "tributary/data_dir.h"
 #include "tributary/env.h"
+#include "tributary/learner.h"
 #include "tributary/model.h"
 #include "tributary/status.h"
 #include "tributary/step_schedule.h"
@@ -152,11 +153,11 @@ struct ServerOptions {
   /// either way). Bounds how long SIGTERM takes when learning is slow.
   uint32_t drain_timeout_ms = 30000;
   uint64_t seed = 1;  ///< the learner's seed (as `train --seed`)
-  /// "auto": SEP for families with SEP hooks (the count mixtures), else sdEM;
-  /// "sdem", "sep" or "adf" to insist (EP is not offered: its sites grow with
-  /// every document). Recovery replays the log with the same engine, so a
+  /// kAuto: SEP for families with SEP hooks (the count mixtures), else sdEM;
+  /// kSdem, kSep or kAdf to insist (EP is refused: its sites grow with every
+  /// document). Recovery replays the log with the same engine, so a
   /// restarted server must use the same one (auto does).
-  std::string engine = "auto";
+  Engine engine = Engine::kAuto;
   /// What to do with corruption inside the write-ahead log (wal.h).
   CorruptionPolicy on_corruption = CorruptionPolicy::kRefuse;
   /// Broker sources learned from, each by its own reader thread, exactly

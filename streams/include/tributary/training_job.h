@@ -37,8 +37,8 @@ namespace tributary {
 
 /// How a one-learner job learns (the top of this file).
 struct TrainingJobOptions {
-  /// The engine and its settings (engine "auto", "sdem", "sep", "ep" or
-  /// "adf", resolved by learner.h ResolveEngine; seed; damping).
+  /// The engine and its settings (the engine resolved by learner.h
+  /// ResolveEngine; seed; damping).
   /// effective_size 0: the model's learner_state().
   LearnerOptions learner;
   uint32_t epochs = 1;          ///< passes over the stream (EP: sweeps); >= 1

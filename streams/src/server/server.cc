@@ -231,14 +231,15 @@ Status Server::Impl::Recover(std::unique_ptr<Model> model) {
   s.snapshot_sequence = after;
   if (!model->loss_plugin()) return Status::InvalidArgument("serve: the model has no loss to learn with");
   const bool holds_live = LiveLearner::Holds(*model);
-  if (holds_live && s.opt.engine != "auto" && s.opt.engine != "sdem") {
+  if (holds_live && s.opt.engine != Engine::kAuto && s.opt.engine != Engine::kSdem) {
     return Status::InvalidArgument("serve: the model in '" + s.opt.data_dir +
-                                   "' is a live learner, which learns with sdEM, not --engine " + s.opt.engine);
+                                   "' is a live learner, which learns with sdEM, not --engine " +
+                                   EngineName(s.opt.engine));
   }
   auto resolved = ResolveEngine(s.opt.engine, model->family());  // learner.h: the one rule
   if (!resolved.ok()) return resolved.status().WithContext("serve");
-  const std::string engine = *resolved;
-  if (engine == "ep") {
+  const Engine engine = *resolved;
+  if (engine == Engine::kEp) {
     return Status::InvalidArgument(
         "serve: --engine ep keeps a site per document, which grows without bound on a stream: use --engine sep "
         "(one damped global site) or adf");
