@@ -10,6 +10,12 @@
 // memory and O(1) time per document (the confusions: one hash entry per
 // pair of classes ever confused).
 //
+// The history (history()) is the recent figures sampled every
+// `history_every` documents into at most `history_capacity` points: when it
+// is full, every other point is dropped and the interval doubles, so it
+// spans the whole stream in bounded memory (the server's status page draws
+// it, docs/http-api.md).
+//
 // Thread safety: none (one owner; the server guards it with a mutex).
 #ifndef TRIBUTARY_QUALITY_MONITOR_H_
 #define TRIBUTARY_QUALITY_MONITOR_H_
@@ -25,10 +31,20 @@ namespace tributary {
 
 /// How a QualityMonitor weighs and watches.
 struct QualityMonitorOptions {
-  uint32_t half_life = 500;       ///< documents: the recent window's half-life (>= 1)
-  uint32_t class_half_life = 50;  ///< documents of one class: its recent recall's half-life (>= 1)
-  bool detect_drift = true;       ///< run ADWIN on the 0/1 errors
-  AdwinOptions detector;          ///< its settings
+  uint32_t half_life = 500;         ///< documents: the recent window's half-life (>= 1)
+  uint32_t class_half_life = 50;    ///< documents of one class: its recent recall's half-life (>= 1)
+  bool detect_drift = true;         ///< run ADWIN on the 0/1 errors
+  AdwinOptions detector;            ///< its settings
+  uint32_t history_capacity = 720;  ///< most points history() keeps (0: no history; else >= 2)
+  uint32_t history_every = 10;      ///< documents between points at first (>= 1; doubles as it fills)
+};
+
+/// One point of the history: the recent figures after `documents`.
+struct QualityPoint {
+  uint64_t documents = 0;      ///< labelled documents counted (documents())
+  double time = 0;             ///< when: seconds since the Unix epoch (system clock)
+  double window_accuracy = 0;  ///< window_accuracy() then
+  double window_log_loss = 0;  ///< window_log_loss() then
 };
 
 /// One class's figures.
@@ -69,6 +85,12 @@ class QualityMonitor {
   /// 1-based document counts (documents()) after which the detector raised
   /// an alarm, oldest first.
   const std::vector<uint64_t>& alarms() const { return alarms_; }
+  /// The sampled recent figures, oldest first (see the file comment): a
+  /// point after every history_every()-th document, at most
+  /// history_capacity points.
+  const std::vector<QualityPoint>& history() const { return history_; }
+  /// Documents between the history's points now.
+  uint64_t history_every() const { return history_every_; }
 
  private:
   QualityMonitorOptions options_;
@@ -81,6 +103,8 @@ class QualityMonitor {
   std::unordered_map<uint64_t, uint64_t> confusions_;  ///< (truth << 32 | predicted) -> documents
   Adwin detector_;
   std::vector<uint64_t> alarms_;
+  std::vector<QualityPoint> history_;
+  uint64_t history_every_;
 };
 
 }  // namespace tributary

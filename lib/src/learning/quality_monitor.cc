@@ -3,6 +3,7 @@
 #include "tributary/quality_monitor.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 namespace tributary {
@@ -11,7 +12,8 @@ QualityMonitor::QualityMonitor(const QualityMonitorOptions& options)
     : options_(options),
       decay_(std::exp2(-1.0 / std::max<uint32_t>(1, options.half_life))),
       class_decay_(std::exp2(-1.0 / std::max<uint32_t>(1, options.class_half_life))),
-      detector_(options.detector) {}
+      detector_(options.detector),
+      history_every_(std::max<uint32_t>(1, options.history_every)) {}
 
 bool QualityMonitor::Add(const double* scores, uint32_t outputs, uint32_t label) {
   if (label >= outputs) return false;
@@ -48,6 +50,20 @@ bool QualityMonitor::Add(const double* scores, uint32_t outputs, uint32_t label)
   class_norm_[label] = class_decay_ * class_norm_[label] + 1.0;
   c.window_recall = class_right_[label] / class_norm_[label];
   if (!right) ++confusions_[(static_cast<uint64_t>(label) << 32) | best];
+  if (options_.history_capacity > 0 && documents_ % history_every_ == 0) {
+    if (history_.size() >= std::max<uint32_t>(2, options_.history_capacity)) {
+      // Full: keep the points at multiples of twice the interval.
+      const uint64_t every = 2 * history_every_;
+      history_.erase(std::remove_if(history_.begin(), history_.end(),
+                                    [&](const QualityPoint& p) { return p.documents % every != 0; }),
+                     history_.end());
+      history_every_ = every;
+    }
+    if (documents_ % history_every_ == 0) {
+      const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+      history_.push_back(QualityPoint{documents_, now, window_accuracy(), window_log_loss()});
+    }
+  }
   if (options_.detect_drift && detector_.Add(right ? 0.0 : 1.0)) {
     alarms_.push_back(documents_);
     return true;

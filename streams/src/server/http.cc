@@ -1,5 +1,7 @@
-// The HTTP port (ServerOptions::http): /healthz and /metrics (text), and the
-// JSON API, POST /v1/learn and POST /v1/predict (docs/http-api.md).
+// The HTTP port (ServerOptions::http): /healthz and /metrics (text), the
+// status page at / (status_page.h: HTML that polls /v1/status), and the
+// JSON API, POST /v1/learn, POST /v1/predict and GET /v1/status
+// (docs/http-api.md).
 //
 // One request at a time per connection (keep-alive, no pipelining): the
 // header is read first and judged alone (path, method, bearer token,
@@ -22,6 +24,7 @@
 
 #include "server/frame.h"
 #include "server/http_body.h"
+#include "server/status_page.h"
 #include "tributary/metrics.h"
 
 namespace tributary {
@@ -170,13 +173,31 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     }
     // Whatever is refused below leaves its body unread: close after answering.
     if (!parser_->is_done()) close_on_error_ = true;
+    allow_ = learn || predict ? "POST" : "GET";
+    if (path == "/") {
+      // The status page holds no data (it fetches /v1/status, behind the
+      // token, itself): served without the token, as /healthz.
+      if (req.method() != http::verb::get) {
+        return Error(405, "method " + std::string(req.method_string()) + " not allowed on / (use GET)");
+      }
+      if (!parser_->is_done()) close_ = true;
+      res_ = {};
+      res_.set(http::field::cache_control, "no-store");
+      res_.set("Content-Security-Policy",
+               "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; "
+               "connect-src 'self'");
+      return Reply(200, std::string(server_internal::StatusPageHtml()), "text/html; charset=utf-8",
+                   /*fresh=*/false);
+    }
     if (path == "/healthz" || path == "/metrics") {
       if (!parser_->is_done()) close_ = true;
       return path == "/healthz" ? Health() : Metrics();
     }
     if (!learn && !predict && !status) {
-      return Error(404, "not found: " + std::string(path) +
-                            " (try POST /v1/learn, POST /v1/predict, GET /v1/status, /healthz, /metrics)");
+      return Error(404,
+                   "not found: " + std::string(path) +
+                       " (try GET / (the status page), POST /v1/learn, POST /v1/predict, GET /v1/status, /healthz, "
+                       "/metrics)");
     }
     if (!srv_->opt.auth_token.empty()) {
       const auto auth = req[http::field::authorization];
@@ -429,7 +450,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     if (document_index >= 0) err["document_index"] = document_index;
     res_ = {};
     if (status == 401) res_.set(http::field::www_authenticate, "Bearer");
-    if (status == 405) res_.set(http::field::allow, "POST");
+    if (status == 405) res_.set(http::field::allow, allow_);
     if (status == 429) res_.set(http::field::retry_after, "1");
     if (status == 503) res_.set(http::field::retry_after, "1");
     Reply(status, Dump(json{{"error", std::move(err)}}), "application/json", /*fresh=*/false);
@@ -477,6 +498,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   bool close_ = false;           // close once the answer is written
   bool close_on_error_ = false;  // the body is unread: an error answer closes
   bool learn_ = false;           // this request is /v1/learn (else /v1/predict)
+  const char* allow_ = "POST";   // the methods the request's path takes (405's Allow)
   uint64_t need_ = 0;            // the body's length (or limit, when chunked)
   uint64_t reserved_ = 0;        // this body's share of srv_->frame_reservations
   Clock::time_point start_{};

@@ -4,9 +4,12 @@
 #include "server/source_reader.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <sstream>
+
+#include "tributary/top_terms.h"
 
 namespace tributary {
 
@@ -244,23 +247,83 @@ std::string Server::Impl::StatusJson() {
   const bool ready = recovery_phase.load() == RecoveryPhase::kReady;
   j["ready"] = ready;
   std::vector<std::string> class_names;
+  uint64_t version = 0;
   if (ready) {
     (void)Read([&](const LiveView& pub) {
       const Model& m = *pub.model;
+      version = pub.version;
       j["model"] = {{"family", m.family().name},
                     {"loss", m.loss_plugin() ? m.loss_plugin()->name : std::string()},
                     {"version", pub.version},
                     {"outputs", m.num_outputs()},
                     {"schedule", m.learner_state().schedule.ToString()}};
       if (!m.latent_outputs()) class_names = m.schema().classes();
+      // The components' (topics') most probable terms, where the family
+      // describes them by terms (Model::ComponentTerms): at most
+      // kStatusComponents components, kStatusTerms terms each.
+      constexpr uint32_t kStatusComponents = 50, kStatusTerms = 10;
+      const uint32_t components = m.num_components();
+      if (components > 0 && m.family().family().component_terms != nullptr) {
+        json top = json::array();
+        std::vector<TermProbability> terms;
+        for (uint32_t k = 0; k < components && k < kStatusComponents; ++k) {
+          if (!TopComponentTerms(m, k, kStatusTerms, &terms).ok()) break;
+          json t = json::array();
+          for (const TermProbability& tp : terms) t.push_back({{"term", tp.term}, {"p", tp.p}});
+          top.push_back({{"component", k},
+                         {"name", m.latent_outputs() ? m.OutputName(k) : std::to_string(k)},
+                         {"terms", std::move(t)}});
+        }
+        j["top_terms"] = std::move(top);
+      }
       return Status::OK();
     });
   }
-  j["documents_learned"] = counters.documents_learned.load();
+  const auto now = Clock::now();
+  const uint64_t learned = counters.documents_learned.load();
+  j["documents_learned"] = learned;
   j["documents_skipped"] = counters.documents_skipped.load();
   j["documents_acknowledged"] = counters.documents_acknowledged.load();
+  j["uptime_seconds"] = std::chrono::duration<double>(now - created).count();
+  // What waits: documents accepted but not learned, bytes of partly
+  // received frames, and whether the write-ahead log takes documents.
+  const std::string wal_err = WalError();
+  j["queue"] = {{"depth", QueueDepth()},
+                {"buffered_bytes", buffered_bytes.load()},
+                {"learning_enabled", learning_enabled.load()},
+                {"log_error", wal_err},
+                {"open_connections", open_connections.load()},
+                {"http_connections", http_connections.load()},
+                {"publications", ready ? live->stats().publications : uint64_t{0}}};
   auto name = [&](uint32_t k) { return k < class_names.size() ? class_names[k] : std::to_string(k); };
   std::lock_guard<std::mutex> l(quality_mu);
+  if (ready) {
+    // The model's age: since this endpoint first saw the served version
+    // (within a poll interval of its publication while someone watches).
+    if (version != status_version) {
+      status_version = version;
+      status_version_seen = now;
+    }
+    j["model"]["age_seconds"] = std::chrono::duration<double>(now - status_version_seen).count();
+  }
+  // documents_per_second: over the samples of the last ~10 s (one kept per
+  // second), or since the server started on the first call.
+  constexpr auto kRateWindow = std::chrono::seconds(10);
+  if (status_rate_samples.empty() || now - status_rate_samples.back().first >= std::chrono::seconds(1)) {
+    status_rate_samples.emplace_back(now, learned);
+  }
+  while (status_rate_samples.size() > 2 && now - status_rate_samples[1].first >= kRateWindow) {
+    status_rate_samples.pop_front();
+  }
+  {
+    auto [t0, d0] = status_rate_samples.front();
+    if (now - t0 < std::chrono::milliseconds(200)) {
+      t0 = created;
+      d0 = 0;
+    }
+    const double dt = std::chrono::duration<double>(now - t0).count();
+    j["documents_per_second"] = dt > 0 && learned >= d0 ? static_cast<double>(learned - d0) / dt : 0.0;
+  }
   json q;
   q["documents"] = quality.documents();
   q["accuracy"] = num(quality.accuracy());
@@ -285,11 +348,42 @@ std::string Server::Impl::StatusJson() {
   q["most_confused"] = confused;
   q["drift_alarms"] = live_learner ? live_alarms : quality.alarms();
   j["quality"] = q;
+  json live_json;
   if (live_learner && ready) {
     // The candidates, the one served, the learner's alarms (labelled
     // documents since it was made) and switches (LiveLearner::ToJson).
-    j["live"] = json::parse(live->live_report(), nullptr, false);
+    live_json = json::parse(live->live_report(), nullptr, false);
+    j["live"] = live_json;
   }
+  // The recent figures over time (QualityMonitor::history), on the axis of
+  // quality.documents, with the drift alarms on the same axis: a live
+  // learner counts its alarms in labelled documents since it was made (over
+  // restarts), moved here by its count now less the monitor's.
+  json points = json::array();
+  for (const QualityPoint& p : quality.history()) {
+    points.push_back(json::array({p.documents, p.time, num(p.window_accuracy), num(p.window_log_loss)}));
+  }
+  if (quality.documents() > 0 &&
+      (quality.history().empty() || quality.history().back().documents < quality.documents())) {
+    // The figures now, after the last sampled point.
+    const double t = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    points.push_back(
+        json::array({quality.documents(), t, num(quality.window_accuracy()), num(quality.window_log_loss())}));
+  }
+  json alarms = json::array();
+  if (live_learner) {
+    const uint64_t labelled = live_json.is_object() ? live_json.value("labelled", uint64_t{0}) : 0;
+    const uint64_t offset = labelled > quality.documents() ? labelled - quality.documents() : 0;
+    for (uint64_t a : live_alarms) {
+      if (a > offset) alarms.push_back(a - offset);
+    }
+  } else {
+    alarms = quality.alarms();
+  }
+  j["history"] = {{"fields", {"documents", "time", "window_accuracy", "window_log_loss"}},
+                  {"every", quality.history_every()},
+                  {"points", std::move(points)},
+                  {"alarms", std::move(alarms)}};
   return j.dump();
 }
 
