@@ -1,5 +1,6 @@
 #include "cli_common.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -189,9 +190,15 @@ CLI::Validator EffectiveSizeCheck() {
       "N in [1, 1e12]");
 }
 
+bool IsLiveInput(const std::string& in) {
+  if (in == "-") return true;
+  struct stat st;
+  return ::stat(in.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
+}
+
 Result<uint64_t> StreamLength(const DocumentReader& r, const std::string& path, const LearnFlags& f) {
   if (f.n > 0 || r.fields().document_count() > 0) return r.fields().document_count();
-  if (path == "-") return uint64_t{0};
+  if (IsLiveInput(path)) return uint64_t{0};  // (counting would read it up)
   auto n = DocumentReader::CountDocuments(path, f.max_frame_bytes);
   if (!n.ok() && !(f.skip_bad && n.status().IsCorruption())) return n.status();
   return n.ok() ? *n : uint64_t{0};

@@ -102,7 +102,14 @@ struct LearnFlags {
   bool skip_bad = false;
   uint32_t max_frame_bytes = kDefaultMaxFrameBytes;
   bool quiet = false;
+  uint64_t save_every = 0;    // --save-every: documents between saves of --out while learning (0: not by count)
+  double save_interval = -1;  // --save-interval: seconds between them (0: at the end only; < 0: live_output.h)
 };
+
+// True when `in` is a live input: standard input ("-") or a path that is not
+// a regular file (a FIFO, a terminal, a socket). It can be read once, has no
+// length to count in advance, and may never end (live_output.h).
+bool IsLiveInput(const std::string& in);
 
 // Adds the options of LearnFlags that `train` and `prequential` share to
 // `app`, bound to `f`.

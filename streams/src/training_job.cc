@@ -122,6 +122,7 @@ Status RunTrainingJob(const TrainingJobOptions& o, const std::string& path, std:
     return Status::OK();
   };
   uint64_t& seen = res.documents;
+  bool stopped = false;  // after_document said so: the stream ends here
   auto progress = [&] {
     if (o.on_progress) o.on_progress(seen);
   };
@@ -180,6 +181,7 @@ Status RunTrainingJob(const TrainingJobOptions& o, const std::string& path, std:
     ++seen;
     if ((seen & 1023) == 0) progress();
     if (!replicas.empty() && o.restart_window > 0 && seen == o.restart_window) close_window();
+    if (o.after_document && !o.after_document(seen, *model)) stopped = true;
     return Status::OK();
   };
   // Threads: documents in rounds of the parallel learner.
@@ -188,6 +190,7 @@ Status RunTrainingJob(const TrainingJobOptions& o, const std::string& path, std:
     TRIB_RETURN_IF_ERROR(par->Learn(views.data(), views.size()));
     seen += views.size() - (res.skipped.skipped - skipped_before);
     progress();
+    if (o.after_document && !o.after_document(seen, *model)) stopped = true;
     return Status::OK();
   };
   // On failure the main model is in `model` (a replica's window is closed
@@ -229,20 +232,22 @@ Status RunTrainingJob(const TrainingJobOptions& o, const std::string& path, std:
         views.clear();
         for (uint32_t i : order) views.push_back(docs.View(i));
         if (Status st = learn_batch(views); !st.ok()) return fail(st);
+        if (stopped) break;
         continue;
       }
-      for (size_t j = 0; j < n; ++j) {
+      for (size_t j = 0; j < n && !stopped; ++j) {
         if (j + 8 < n) docs.PrefetchRecord(order[j + 8]);
         if (j + 4 < n) docs.Prefetch(order[j + 4]);
         if (Status st = learn_one(docs.View(order[j])); !st.ok()) return fail(st);
       }
       close_window();  // the end of the first pass closes a window still open
+      if (stopped) break;
     }
   } else {
-    for (uint32_t e = 0; e < o.epochs; ++e) {
+    for (uint32_t e = 0; e < o.epochs && !stopped; ++e) {
       auto ds = DocumentSource::OpenPass(first, path, o.max_frame_bytes, *model);
       if (!ds.ok()) return fail(ds.status());
-      for (;;) {
+      while (!stopped) {
         bool eof = false, grew = false;
         // Bad documents are recorded in the first pass only.
         SkippedDocuments again;

@@ -8,8 +8,9 @@
 
 #include "cli_common.h"
 #include "commands/commands.h"
-#include "scoring_input.h"
+#include "live_output.h"
 #include "plot_source.h"
+#include "scoring_input.h"
 #include "tributary/learner.h"
 #include "tributary/live_learner.h"
 #include "tributary/metrics.h"
@@ -33,8 +34,13 @@ int RunPrequential(const LearnFlags& f, const std::string& in, uint64_t every, b
                    const std::string& plot) {
   // Every refusal names the stream (cli_common.h NameFile).
   auto refuse = [&in](const Status& st) { return ReportError(NameFile(st, in)); };
+  // A live stream has no end: a stop signal ends it where it is, and --out
+  // is saved now and then meanwhile (live_output.h).
+  StopSignals::Install(in);
+  Checkpoints checkpoints(f, in, out);
   auto first = DocumentReader::Open(in, f.max_frame_bytes);
-  if (!first.ok()) return refuse(first.status());
+  if (!first.ok()) return StopSignals::Received() ? StoppedBeforeLearning("prequential") : refuse(first.status());
+  StopSignals::Install(in);  // (a named FIFO's descriptor, now open)
   auto length = StreamLength(**first, in, f);
   if (!length.ok()) return refuse(length.status());
   auto mr = NewModelFromFlags(f, Registry(), **first, *length, in);
@@ -122,10 +128,17 @@ int RunPrequential(const LearnFlags& f, const std::string& in, uint64_t every, b
   // What the model learned so far, saved when the stream fails.
   auto save_partial = [&]() { SavePartial(live ? live->served() : *model, out); };
   LiveStep live_step;
+  // A checkpoint: the live learner whole (without learning its per-class
+  // sample, which it saves and resumes), or the one model.
+  auto save_checkpoint = [&](const std::string& path) { return live ? live->Save(path) : model->Save(path); };
   for (;;) {
+    if (StopSignals::Received()) break;
     bool eof = false, grew = false;
     Status st = (*ds)->Next(schema, true, f.skip_bad ? &bad : nullptr, &doc, &eof, &grew);
     if (!st.ok()) {
+      // A stop signal may cut the frame being read (live_output.h): the
+      // stream ends before it.
+      if (StopSignals::Received()) break;
       save_partial();
       return refuse(st);
     }
@@ -161,10 +174,13 @@ int RunPrequential(const LearnFlags& f, const std::string& in, uint64_t every, b
     window.Add(scores, doc.label, schema->PerplexityTokens(v));
     progress.Tick(total.documents());
     if (every > 0 && total.documents() % every == 0) emit();
+    checkpoints.After(total.documents(), save_checkpoint);
   }
   progress.Done(total.documents());
+  if (StopSignals::Received()) ReportStopped("prequential", total.documents(), out);
   if (window.documents() > 0 || curve.empty()) emit();
   PrintBad(bad);
+  if (total.documents() == 0 && StopSignals::Received()) return StoppedBeforeLearning("prequential");
   if (total.documents() == 0) return refuse(Status::InvalidArgument("'" + in + "': no document in the stream"));
   if (!out.empty()) {
     // The stream ended: the documents held in the per-class sample are
@@ -272,6 +288,7 @@ Runner SetUpPrequential(CLI::App* cmd) {
   cmd->add_option("--out", f->out,
                   "also save the final model here (the live learner whole: its served candidate predicts, serve "
                   "--model and Python resume the learner)");
+  AddSaveFlags(cmd, &f->learn);
   cmd->add_option("--select", f->learn.select,
                   "auto: the live learner (candidates with long and short memories and the generative NLL "
                   "learner test-then-train, the best recent one served, drift detected by ADWIN); off: one "

@@ -13,6 +13,7 @@
 #include "cli_common.h"
 #include "commands/commands.h"
 #include "commands/train_distributed.h"
+#include "live_output.h"
 #include "tributary/learner.h"
 #include "tributary/live_learner.h"
 #include "tributary/parallel.h"
@@ -39,7 +40,7 @@ int RunTrainSelect(const LearnFlags& f, const std::string& in, const std::string
   // searches its share of the candidates; rank 0 writes and reports.
   const bool lead = group == nullptr || group->rank() == 0;
   const bool quiet = f.quiet || !lead;
-  const bool streaming = group == nullptr && (in == "-" || f.epochs == 1);
+  const bool streaming = group == nullptr && (IsLiveInput(in) || f.epochs == 1);
   // Every refusal names the training stream (cli_common.h NameFile); with a
   // group, rank 0 says it for every rank (an error only another rank met
   // comes to it named by that rank).
@@ -196,10 +197,15 @@ int RunTrainLive(const LearnFlags& f, const std::string& in, const std::string& 
   uint64_t documents = 0, unlabelled = 0;
   const auto start = std::chrono::steady_clock::now();
   auto save = [&](const std::string& path) { return live->Save(path); };
+  // A stop signal ends the stream where it is; --out is saved now and then
+  // meanwhile, the learner whole (live_output.h).
+  Checkpoints checkpoints(f, in, out);
   for (;;) {
+    if (StopSignals::Received()) break;
     bool eof = false, grew = false;
     Status st = (*ds)->Next(live->schema_model(), true, f.skip_bad ? &bad : nullptr, &doc, &eof, &grew);
     if (st.ok() && grew) st = live->SyncClasses();
+    if (!st.ok() && StopSignals::Received()) break;  // the frame cut by the signal: the stream ends before it
     if (!st.ok()) {
       // Nothing is lost: what was learned is saved to <out>.partial.
       if (documents > 0) (void)save(out + ".partial");
@@ -217,9 +223,14 @@ int RunTrainLive(const LearnFlags& f, const std::string& in, const std::string& 
       return refuse(st.WithContext("'" + in + "'"));
     }
     progress.Tick(++documents);
+    checkpoints.After(documents, save);
   }
   progress.Done(documents);
   PrintBad(bad);
+  if (StopSignals::Received()) {
+    if (documents == 0) return StoppedBeforeLearning("train");
+    ReportStopped("train", documents, out);
+  }
   if (documents == 0) return refuse(Status::InvalidArgument("'" + in + "': no document was learned (empty stream?)"));
   // The stream ended: the documents held in the per-class sample are learned.
   if (Status st = live->Flush(); !st.ok()) return refuse(st);
@@ -257,8 +268,12 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
   // Every refusal names the training stream (cli_common.h NameFile), or the
   // file it is about (--resume, --out).
   auto refuse = [&in](const Status& st) { return ReportError(NameFile(st, in)); };
+  // SIGINT / SIGTERM / SIGHUP end the stream where it is; what was learned
+  // is saved to --out (live_output.h).
+  StopSignals::Install(in);
   auto first = DocumentReader::Open(in, f.max_frame_bytes);
-  if (!first.ok()) return refuse(first.status());
+  if (!first.ok()) return StopSignals::Received() ? StoppedBeforeLearning("train") : refuse(first.status());
+  StopSignals::Install(in);  // (a named FIFO's descriptor, now open)
   auto length = StreamLength(**first, in, f);
   if (!length.ok()) return refuse(length.status());
   std::unique_ptr<Model> model;
@@ -291,7 +306,7 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
   // same flags mean the same on one process, threads and MPI ranks.
   TrainMode mode = TrainMode::kOneLearner;
   if (!ep_family && LiveLearnerApplies(SelectionFlag(f.select), Engine::kSdem, *model)) {
-    const bool one_pass = (in == "-" ? f.epochs <= 1 : f.epochs == 1) && !f.shuffle && !f.threads_given;
+    const bool one_pass = (IsLiveInput(in) ? f.epochs <= 1 : f.epochs == 1) && !f.shuffle && !f.threads_given;
     mode = one_pass ? TrainMode::kLive : TrainMode::kSelect;
   }
   // mpirun -np N tributary train --distributed.
@@ -310,8 +325,9 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
         Status::InvalidArgument("--threads > 1 cannot be combined with --restarts (each restart "
                                 "would need its own threads); use one or the other"));
   }
-  if (f.epochs > 1 && in == "-" && !f.shuffle) {
-    return ReportError(Status::InvalidArgument("--epochs > 1 needs a file (or --shuffle), not standard input"));
+  if (f.epochs > 1 && IsLiveInput(in) && !f.shuffle) {
+    return ReportError(Status::InvalidArgument("--epochs > 1 needs a file (or --shuffle), not a live input ('" + in +
+                                               "': standard input or a FIFO)"));
   }
   if (mode == TrainMode::kLive) return RunTrainLive(f, in, out, std::move(reader), *length);
   if (mode == TrainMode::kSelect) return RunTrainSelect(f, in, out, std::move(model), std::move(reader), *length);
@@ -324,7 +340,7 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
   job.learner.seed = f.seed;
   job.learner.damping = f.damping;
   job.epochs = f.epochs;
-  job.shuffle = !f.no_shuffle && (f.shuffle || (f.epochs > 1 && in != "-"));
+  job.shuffle = !f.no_shuffle && (f.shuffle || (f.epochs > 1 && !IsLiveInput(in)));
   job.threads = threads;
   job.sync_every = f.sync_every;
   job.restarts = f.restarts;
@@ -338,12 +354,27 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
   job.max_frame_bytes = f.max_frame_bytes;
   Progress progress("train", f.quiet);
   job.on_progress = [&progress](uint64_t n) { progress.Tick(n); };
+  // A stop signal ends the job where it is; --out is saved now and then
+  // meanwhile (live_output.h).
+  Checkpoints checkpoints(f, in, out);
+  job.after_document = [&](uint64_t documents, const Model& m) {
+    checkpoints.After(documents, [&m](const std::string& path) { return m.Save(path); });
+    return StopSignals::Received() == 0;
+  };
   TrainingJobResult done;
   const auto start = std::chrono::steady_clock::now();
   Status st = RunTrainingJob(job, in, &reader, &model, &done);
   progress.Done(done.documents);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   PrintBad(done.skipped);
+  if (StopSignals::Received()) {
+    // The frame cut by the signal is no error: the stream ended before it,
+    // and what was learned goes to --out.
+    if (done.documents == 0 || !model) return StoppedBeforeLearning("train");
+    if (!st.ok()) std::cerr << "tributary train: (the stream was cut: " << st.ToString() << ")" << std::endl;
+    st = Status::OK();
+    ReportStopped("train", done.documents, out);
+  }
   if (!st.ok()) {
     // Nothing is lost: what was learned before the error is kept.
     if (model && done.documents > 0 && !(done.sep && done.counters.updates == 0)) SavePartial(*model, out);
@@ -378,6 +409,7 @@ int RunTrain(const LearnFlags& flags, const std::string& in, const std::string& 
 Runner SetUpTrain(CLI::App* cmd) {
   auto f = std::make_shared<TrainFlags>();
   AddLearnFlags(cmd, &f->learn);
+  AddSaveFlags(cmd, &f->learn);
   cmd->add_option("--engine", f->learn.engine,
                   "sdem, or sep / ep / adf for families with SEP hooks (emsd-, edcm-mixture)")
       ->capture_default_str()

@@ -57,6 +57,13 @@ struct TrainingJobOptions {
   uint32_t max_frame_bytes = kDefaultMaxFrameBytes;  ///< for the passes that reopen the file
   /// Called on the calling thread now and then with the documents learned so far.
   std::function<void(uint64_t documents)> on_progress;
+  /// Called on the calling thread after each document learned (with threads:
+  /// after each round), with the documents learned so far and the model as it
+  /// stands (whole: it may be saved; during a restart window, the first
+  /// restart's). Returning false ends the job there, as if the stream had
+  /// ended: what the caller does on a stop signal; a live command also saves
+  /// checkpoints from it. May be empty.
+  std::function<bool(uint64_t documents, const Model& model)> after_document;
 };
 
 /// What a job did.
