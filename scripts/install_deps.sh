@@ -24,7 +24,9 @@ pkgs=(cmake ninja-build g++ pkg-config python3 python3-protobuf
       python3-dev python3-venv python3-pip python3-wheel python3-setuptools pybind11-dev python3-pybind11
       python3-numpy python3-scipy python3-sklearn python3-pandas python3-matplotlib python3-pytest
       # the status page's browser test (tests/server_status_page_test.cc)
-      chromium)
+      chromium
+      # the Prometheus scrape test (tests/cli/prometheus.sh)
+      prometheus)
 if [[ "${1:-}" == "--demo" ]]; then
   pkgs+=(liblinear-tools fasttext)
 fi

@@ -4,6 +4,7 @@
 #include "server/source_reader.h"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -12,6 +13,22 @@
 #include "tributary/top_terms.h"
 
 namespace tributary {
+
+namespace {
+
+// A sample value as the text format spells it: integers in full (a stream's
+// default 6 digits would print 1234567 as 1.23457e+06), other numbers in the
+// shortest text that reads back the same, NaN, +Inf, -Inf.
+std::string PrometheusValue(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  if (v == std::floor(v) && std::fabs(v) < 9007199254740992.0) return std::to_string(static_cast<int64_t>(v));
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
+}  // namespace
 
 namespace server_internal {
 
@@ -35,7 +52,7 @@ void Histogram::Write(std::ostream& os, const std::string& name, const std::stri
   }
   cum += buckets_[kBounds.size()].load(std::memory_order_relaxed);
   os << name << "_bucket{le=\"+Inf\"} " << cum << "\n";
-  os << name << "_sum " << static_cast<double>(sum_ns_.load(std::memory_order_relaxed)) / 1e9 << "\n";
+  os << name << "_sum " << PrometheusValue(static_cast<double>(sum_ns_.load(std::memory_order_relaxed)) / 1e9) << "\n";
   os << name << "_count " << count_.load(std::memory_order_relaxed) << "\n";
 }
 
@@ -88,7 +105,8 @@ std::string Server::Impl::MetricsText() {
     os << "# HELP " << name << " " << help << "\n# TYPE " << name << " counter\n" << name << " " << v << "\n";
   };
   auto gauge = [&](const char* name, const char* help, double v) {
-    os << "# HELP " << name << " " << help << "\n# TYPE " << name << " gauge\n" << name << " " << v << "\n";
+    os << "# HELP " << name << " " << help << "\n# TYPE " << name << " gauge\n"
+       << name << " " << PrometheusValue(v) << "\n";
   };
   counter("tributary_documents_learned_total", "Documents applied to the model.", counters.documents_learned);
   counter("tributary_documents_acknowledged_total", "Documents acknowledged (durable in the log).",
@@ -199,12 +217,12 @@ std::string Server::Impl::MetricsText() {
       os << "# HELP tributary_prequential_accuracy Fraction of labelled documents predicted right before they were "
             "learned: over all of them (cumulative) and recently (recent: a document's weight halves every 500 "
             "later documents).\n# TYPE tributary_prequential_accuracy gauge\n";
-      os << "tributary_prequential_accuracy{window=\"cumulative\"} " << quality.accuracy() << "\n";
-      os << "tributary_prequential_accuracy{window=\"recent\"} " << quality.window_accuracy() << "\n";
+      os << "tributary_prequential_accuracy{window=\"cumulative\"} " << PrometheusValue(quality.accuracy()) << "\n";
+      os << "tributary_prequential_accuracy{window=\"recent\"} " << PrometheusValue(quality.window_accuracy()) << "\n";
       os << "# HELP tributary_prequential_log_loss Mean -log p(y | x) of labelled documents before they were "
             "learned (each capped at 50).\n# TYPE tributary_prequential_log_loss gauge\n";
-      os << "tributary_prequential_log_loss{window=\"cumulative\"} " << quality.log_loss() << "\n";
-      os << "tributary_prequential_log_loss{window=\"recent\"} " << quality.window_log_loss() << "\n";
+      os << "tributary_prequential_log_loss{window=\"cumulative\"} " << PrometheusValue(quality.log_loss()) << "\n";
+      os << "tributary_prequential_log_loss{window=\"recent\"} " << PrometheusValue(quality.window_log_loss()) << "\n";
       os << "# HELP tributary_class_recall Per class: fraction of its documents predicted right before they were "
             "learned, over its recent documents (weight halving every 50 of them).\n"
             "# TYPE tributary_class_recall gauge\n";
@@ -212,7 +230,7 @@ std::string Server::Impl::MetricsText() {
       for (size_t k = 0; k < classes.size() && k < class_names.size(); ++k) {
         if (classes[k].documents == 0) continue;
         os << "tributary_class_recall{class=\"" << server_internal::PrometheusLabel(class_names[k]) << "\"} "
-           << classes[k].window_recall << "\n";
+           << PrometheusValue(classes[k].window_recall) << "\n";
       }
     }
     // A live learner's own alarms (the ones that raised its steps), else the

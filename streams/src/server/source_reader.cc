@@ -566,7 +566,9 @@ void SourceReader::WriteMetrics(std::ostream& os, const std::vector<std::unique_
   if (readers.empty()) return;
   auto family = [&](const char* name, const char* type, const char* help, auto value) {
     os << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
-    for (const auto& r : readers) os << name << "{source=\"" << r->name_ << "\"} " << value(*r) << "\n";
+    for (const auto& r : readers) {
+      os << name << "{source=\"" << server_internal::PrometheusLabel(r->name_) << "\"} " << value(*r) << "\n";
+    }
   };
   os << "# HELP tributary_source_entries_total Entries read from a broker source (--source), by outcome: read; "
         "logged (learned through the write-ahead log, then acknowledged to the broker); duplicate (delivered "
@@ -574,7 +576,8 @@ void SourceReader::WriteMetrics(std::ostream& os, const std::vector<std::unique_
         "model can learn: acknowledged, and copied to the dead-letter stream if the source has one).\n"
         "# TYPE tributary_source_entries_total counter\n";
   for (const auto& r : readers) {
-    const std::string l = "tributary_source_entries_total{source=\"" + r->name_ + "\",outcome=\"";
+    const std::string l =
+        "tributary_source_entries_total{source=\"" + server_internal::PrometheusLabel(r->name_) + "\",outcome=\"";
     os << l << "read\"} " << r->read_ << "\n";
     os << l << "logged\"} " << r->logged_ << "\n";
     os << l << "duplicate\"} " << r->duplicates_ << "\n";
