@@ -308,6 +308,30 @@ TEST_F(ServerHttpTest, LearnsTextAndPredictsSeparableClasses) {
   EXPECT_GT(p["predictions"][0]["probabilities"][0].get<double>(), 0.9);  // in the order of "classes"
   EXPECT_EQ(p["predictions"][1]["predicted"], "cooking");
   EXPECT_GT(p["predictions"][1]["probabilities"][1].get<double>(), 0.9);
+  EXPECT_EQ(p["refused"], 0);
+
+  // A batch with one punctuation-only text: that one is refused in its
+  // place, saying why; the others are answered (issue 42). All of them
+  // refused: 400 naming the first.
+  HttpResponse mixed = c.Call("POST", "/v1/predict",
+                              Docs({{{"id", "s"}, {"text", "The striker scored a penalty!"}},
+                                    {{"id", "blank"}, {"text", " ... !!! "}},
+                                    {{"id", "k"}, {"text", "Bake the flour in the oven."}}})
+                                  .dump());
+  ASSERT_EQ(mixed.status, 200) << mixed.body;
+  json mj = mixed.Json();
+  ASSERT_EQ(mj["predictions"].size(), 3u);
+  EXPECT_EQ(mj["refused"], 1);
+  EXPECT_EQ(mj["predictions"][0]["predicted"], "sports");
+  EXPECT_EQ(mj["predictions"][1]["id"], "blank");
+  EXPECT_EQ(mj["predictions"][1]["index"], 1);
+  EXPECT_FALSE(mj["predictions"][1].contains("predicted"));
+  EXPECT_NE(mj["predictions"][1]["error"].get<std::string>().find("its text has no words"), std::string::npos)
+      << mj;
+  EXPECT_EQ(mj["predictions"][2]["predicted"], "cooking");
+  HttpResponse all_bad = c.Call("POST", "/v1/predict", Docs({{{"id", "blank"}, {"text", "?!"}}}).dump());
+  ASSERT_EQ(all_bad.status, 400) << all_bad.body;
+  EXPECT_EQ(all_bad.Json()["error"]["document_index"], 0);
 
   // An unknown class on this closed-class model: refused whole, with the
   // document named; nothing of the request is logged.
@@ -326,7 +350,7 @@ TEST_F(ServerHttpTest, LearnsTextAndPredictsSeparableClasses) {
 
   const std::string m = MetricsText(srv->http_port());
   EXPECT_EQ(Metric(m, "tributary_http_requests_total{endpoint=\"learn\"}"), 12);
-  EXPECT_EQ(Metric(m, "tributary_http_errors_total{status=\"400\",code=\"INVALID_REQUEST\"}"), 1);
+  EXPECT_EQ(Metric(m, "tributary_http_errors_total{status=\"400\",code=\"INVALID_REQUEST\"}"), 2);
   EXPECT_EQ(Metric(m, "tributary_documents_acknowledged_total"), static_cast<double>(sent + 1));
   // Publications after the first two reuse a copy nobody reads any more,
   // brought up to date page by page instead of copying the model.

@@ -1153,12 +1153,40 @@ TEST_F(ServerTest, InvalidRequestsAreRefusedAndNothingIsLearned) {
     EXPECT_THAT(resp.message(), HasSubstr("empty document"));
   }
   {
+    // A predict request whose documents are all bad is refused whole,
+    // naming the first.
     auto docs = ProbeDocs();
-    docs[3].add_term_ids(1000);
-    docs[3].add_term_counts(1);
+    for (auto& d : docs) {
+      d.add_term_ids(1000);
+      d.add_term_counts(1);
+    }
     v1::Response resp = c.Call(PredictRequest(docs));
     EXPECT_EQ(resp.code(), v1::Response::INVALID_REQUEST);
     EXPECT_THAT(resp.message(), HasSubstr("term id 1000 out of range"));
+    EXPECT_THAT(resp.message(), HasSubstr("document #0"));
+  }
+  {
+    // One bad document among good ones: it alone is refused, in its place,
+    // saying why; the others are answered (issue 42).
+    auto docs = ProbeDocs();
+    ASSERT_GE(docs.size(), 4u);
+    docs[3].add_term_ids(1000);
+    docs[3].add_term_counts(1);
+    docs[1].clear_term_ids();
+    docs[1].clear_term_counts();
+    v1::Response resp = c.Call(PredictRequest(docs));
+    ASSERT_EQ(resp.code(), v1::Response::OK) << resp.message();
+    const auto& p = resp.predict();
+    ASSERT_EQ(p.predictions_size(), static_cast<int>(docs.size()));
+    for (int i = 0; i < p.predictions_size(); ++i) {
+      EXPECT_EQ(p.predictions(i).index(), static_cast<uint64_t>(i));  // in the request's order
+      const bool bad = i == 1 || i == 3;
+      EXPECT_EQ(p.predictions(i).error().empty(), !bad) << i << ": " << p.predictions(i).error();
+      EXPECT_EQ(p.predictions(i).probabilities_size(), bad ? 0 : static_cast<int>(kClasses)) << i;
+      EXPECT_EQ(p.predictions(i).predicted().empty(), bad) << i;
+    }
+    EXPECT_THAT(p.predictions(3).error(), HasSubstr("term id 1000 out of range"));
+    EXPECT_THAT(p.predictions(1).error(), HasSubstr("empty document"));
   }
   // The connection survives refusals; nothing was logged or learned.
   auto stats = c.Call(StatsRequest()).stats();

@@ -214,6 +214,12 @@ int RunClient(const ClientFlags& f) {
       acknowledged += resp.learn().acknowledged();
     } else {
       for (const auto& p : resp.predict().predictions()) {
+        if (!p.error().empty()) {
+          // Refused alone by the server (the others were answered).
+          std::cerr << "tributary client: document '" << p.id() << "' (index " << p.index()
+                    << " of its request) refused: " << p.error() << std::endl;
+          continue;
+        }
         ++predicted;
         if (f.json) {
           json j{{"id", p.id()}, {"predicted", p.predicted()}, {"model_version", resp.predict().model_version()}};

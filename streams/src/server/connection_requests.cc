@@ -115,6 +115,7 @@ v1::Response Connection::Predict(uint64_t id, const v1::PredictRequest& pr, Cloc
   auto* out = r.mutable_predict();
   const Model* model = nullptr;
   int bad = -1;
+  uint64_t refused = 0;
   // Protobuf: per Prediction its tags, lengths and index (32 bytes), a
   // packed double 8 bytes, a string byte one.
   Status st = srv_->PredictDocuments(
@@ -131,13 +132,21 @@ v1::Response Connection::Predict(uint64_t id, const v1::PredictRequest& pr, Cloc
         p->set_predicted(model->OutputName(best));
         for (double x : probs) p->add_probabilities(x);
       },
+      [&](int i, const Status& why) {
+        // Refused alone (empty, bad ids, ...): the others are answered.
+        auto* p = out->add_predictions();
+        p->set_id(pr.documents(i).id());
+        p->set_index(static_cast<uint64_t>(i));
+        p->set_error(why.message());
+        ++refused;
+      },
       &bad);
   if (!st.ok()) {
     return bad >= 0 || bad == Server::Impl::kAnswerTooLarge
                ? ErrorResponse(id, v1::Response::INVALID_REQUEST, "predict: " + st.message())
                : ErrorResponse(id, v1::Response::INTERNAL, st.ToString());
   }
-  srv_->counters.predictions += static_cast<uint64_t>(pr.documents_size());
+  srv_->counters.predictions += static_cast<uint64_t>(pr.documents_size()) - refused;
   srv_->counters.predict_latency.Observe(std::chrono::duration<double>(Clock::now() - start).count());
   return r;
 }

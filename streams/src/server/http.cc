@@ -371,6 +371,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     uint64_t version = 0;
     const Model* model = nullptr;
     int bad = -1;
+    uint64_t refused = 0;
     // JSON: per document {"id":..,"index":..,"predicted":..,"probabilities":[..]}
     // (96 bytes of keys, braces and an index); a double takes at most 24
     // characters and a comma; a string byte at most 6 (\u00XX).
@@ -391,11 +392,19 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
                                  {"predicted", model->OutputName(best)},
                                  {"probabilities", std::move(p)}});
         },
+        [&](int i, const Status& why) {
+          // Refused alone (empty, bad ids, ...): the others are answered.
+          predictions.push_back({{"id", pr.documents(i).id()}, {"index", i}, {"error", why.message()}});
+          ++refused;
+        },
         &bad);
     if (bad == Server::Impl::kAnswerTooLarge) return Error(413, "predict: " + st.message());
     if (!st.ok()) return bad >= 0 ? Error(400, "predict: " + st.message(), bad) : Error(500, st.ToString());
-    json out = {{"model_version", version}, {"classes", std::move(classes)}, {"predictions", std::move(predictions)}};
-    srv_->counters.predictions += static_cast<uint64_t>(pr.documents_size());
+    json out = {{"model_version", version},
+                {"classes", std::move(classes)},
+                {"predictions", std::move(predictions)},
+                {"refused", refused}};
+    srv_->counters.predictions += static_cast<uint64_t>(pr.documents_size()) - refused;
     srv_->counters.predict_latency.Observe(std::chrono::duration<double>(Clock::now() - start_).count());
     Reply(200, Dump(out), "application/json");
   }

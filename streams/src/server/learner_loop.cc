@@ -212,7 +212,7 @@ Status Server::Impl::PredictDocuments(const google::protobuf::RepeatedPtrField<v
                                       const AnswerShape& shape,
                                       const std::function<void(const PredictedOutputs&)>& begin,
                                       const std::function<void(int, const std::vector<double>&, uint32_t)>& each,
-                                      int* bad_index) {
+                                      const std::function<void(int, const Status&)>& refused, int* bad_index) {
   *bad_index = -1;
   return Read([&](const LiveView& pub) {
     const Model& model = *pub.model;
@@ -241,19 +241,42 @@ Status Server::Impl::PredictDocuments(const google::protobuf::RepeatedPtrField<v
           " documents of short ids per request");
     }
     std::vector<double> scores(K), probs(K);
-    begin(PredictedOutputs{pub.version, &model});
+    // Answers go out in the documents' order. Until one document is scored,
+    // the refused ones wait (every one refused: nothing is answered and the
+    // request fails naming the first); then `begin`, and each in turn.
+    bool begun = false;
+    std::vector<std::pair<int, Status>> waiting;
     DocumentBuffer buf;
     for (int i = 0; i < docs.size(); ++i) {
       Status st = pub.decoder->Decode(docs.Get(i), static_cast<uint64_t>(i), model.schema(), kGrowNothing, &buf,
                                       nullptr, nullptr);
       if (st.ok()) st = model.Score(buf.View(), pub.state, scores.data());
       if (!st.ok()) {
-        *bad_index = i;
-        return st;
+        if (!DocumentRefused(st)) {
+          *bad_index = i;
+          return st;
+        }
+        if (begun) {
+          refused(i, st);
+        } else {
+          waiting.emplace_back(i, std::move(st));
+        }
+        continue;
+      }
+      if (!begun) {
+        begin(PredictedOutputs{pub.version, &model});
+        begun = true;
+        for (const auto& [j, why] : waiting) refused(j, why);
+        waiting.clear();
       }
       Posterior(scores.data(), K, probs.data());
       each(i, probs, static_cast<uint32_t>(std::max_element(probs.begin(), probs.end()) - probs.begin()));
     }
+    if (!waiting.empty()) {
+      *bad_index = waiting.front().first;
+      return waiting.front().second;
+    }
+    if (!begun) begin(PredictedOutputs{pub.version, &model});  // (no document at all)
     return Status::OK();
   });
 }

@@ -316,9 +316,13 @@ struct Server::Impl {
   // The one prediction path of both protocols: every document of `docs`
   // decoded and scored with the newest publication (one version for all,
   // passed to `begin` with the publication's outputs first), then
-  // `each(i, probabilities, best output)` per document. A document that
-  // fails stops it: *bad_index gets its index, and the Status (InvalidDocument
-  // family: the request's fault) names it; other errors are the server's.
+  // `each(i, probabilities, best output)` per document. A document the
+  // request's fault keeps from being scored (DocumentRefused: empty, ids out
+  // of range, bad UTF-8, ...) goes to `refused(i, why)` and the others are
+  // answered (issue 42: one punctuation-only text does not fail a batch);
+  // when every document is refused, nothing is answered: *bad_index gets the
+  // first one's index and the Status names it. Other errors are the
+  // server's and stop it.
   struct PredictedOutputs {
     uint64_t version;
     const Model* model;
@@ -339,7 +343,8 @@ struct Server::Impl {
   static constexpr int kAnswerTooLarge = -2;
   Status PredictDocuments(const google::protobuf::RepeatedPtrField<v1::Document>& docs, const AnswerShape& shape,
                           const std::function<void(const PredictedOutputs&)>& begin,
-                          const std::function<void(int, const std::vector<double>&, uint32_t)>& each, int* bad_index);
+                          const std::function<void(int, const std::vector<double>&, uint32_t)>& each,
+                          const std::function<void(int, const Status&)>& refused, int* bad_index);
 
   // learner_loop.cc: the learner's model (learner thread, and recovery).
   Status Publish();
