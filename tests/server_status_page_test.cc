@@ -180,7 +180,10 @@ class StatusPageTest : public ::testing::Test {
     const auto deadline = Clock::now() + std::chrono::seconds(20);
     for (;;) {
       json j = Status(port, token);
-      if (j.value("documents_learned", uint64_t{0}) >= n || Clock::now() > deadline) return j;
+      // Learned and published (the publication may follow the learning).
+      const bool learned = j.value("documents_learned", uint64_t{0}) >= n;
+      const bool published = j.contains("model") && j["model"].value("version", uint64_t{0}) >= n;
+      if ((learned && published) || Clock::now() > deadline) return j;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -30,9 +31,13 @@ struct ServeFlags {
   std::string engine = "auto";
   std::string model, schema, fsync = "interval", auth_token_file, port_file;
   std::string on_corruption = "refuse";
+  bool no_auth = false;            // --no-auth: serve a data directory once served with a token without one
   uint64_t hashed_dim = 0;         // the default schema: 0 = an open vocabulary when the family can grow one
   std::vector<std::string> given;  // the options given on the command line ("--loss", ...)
 };
+
+// The file in a data directory that says it is served with a token.
+constexpr const char* kAuthMarker = "AUTH";
 
 // The flags of a new model that differ from the model a restart recovered
 // (which keeps its own settings): "--loss nll (the model: ncll)", ...
@@ -116,6 +121,19 @@ int RunServe(const ServeFlags& f) {
     if (o.auth_token.empty()) {
       return ReportError(Status::InvalidArgument("--auth-token-file '" + f.auth_token_file + "' is empty"));
     }
+  }
+  // A data directory served with a token remembers it (kAuthMarker): a
+  // restart that forgets --auth-token-file would serve it to anyone.
+  const std::string auth_marker = o.data_dir + "/" + kAuthMarker;
+  const bool marked = std::filesystem::exists(auth_marker);
+  if (marked && o.auth_token.empty() && !f.no_auth) {
+    return ReportError(Status::InvalidArgument(
+        "'" + o.data_dir + "' was served with --auth-token-file (" + auth_marker +
+        " says so), and this start has none: it would answer anyone. Give --auth-token-file again, or --no-auth to "
+        "serve it without authentication from now on"));
+  }
+  if (!o.auth_token.empty() && f.no_auth) {
+    return ReportError(Status::InvalidArgument("--no-auth contradicts --auth-token-file: give one of them"));
   }
   if (f.fsync == "always") {
     o.fsync_every_request = true;
@@ -220,15 +238,33 @@ int RunServe(const ServeFlags& f) {
               << mib(so.max_buffered_bytes) << " buffered over all connections)" << std::endl;
   }
   if (!rec.snapshot_path.empty()) {
-    // A restart keeps the data directory's model: flags of a new model that
-    // differ from it are said, not silently dropped.
-    const std::vector<std::string> ignored = IgnoredModelFlags(f, rec);
-    if (!ignored.empty()) {
-      std::cerr << "tributary serve: NOTE: '" << o.data_dir << "' keeps the model it learned (from "
-                << rec.snapshot_path << "); these flags differ from it and are ignored:";
-      for (size_t i = 0; i < ignored.size(); ++i) std::cerr << (i ? "; " : " ") << ignored[i];
-      std::cerr << ". Start a new model with another --data-dir." << std::endl;
+    // A restart keeps the data directory's model, whose settings are its
+    // own: flags of a new model that contradict it would be dropped, so the
+    // start is refused, saying which and how to go on (issue 42). Nothing
+    // is lost: what the log holds is learned and stays.
+    const std::vector<std::string> contradict = IgnoredModelFlags(f, rec);
+    if (!contradict.empty()) {
+      std::string why = "'" + o.data_dir + "' holds a model learned with other settings (" + rec.snapshot_path +
+                        "), which a restart keeps; these flags contradict it:";
+      for (size_t i = 0; i < contradict.size(); ++i) why += (i ? "; " : " ") + contradict[i];
+      why +=
+          ". Drop them to serve the stored model as it is, or start a new model with another --data-dir (or move "
+          "this one aside)";
+      (*srv)->Shutdown();
+      (void)(*srv)->Wait();
+      return ReportError(Status::InvalidArgument(why));
     }
+  }
+  // Authentication as the data directory will remember it.
+  if (!o.auth_token.empty() && !marked) {
+    std::ofstream(auth_marker) << "This data directory is served with --auth-token-file: tributary serve refuses "
+                                  "to start it without one (--no-auth to serve it without authentication).\n";
+  } else if (o.auth_token.empty()) {
+    if (marked) std::filesystem::remove(auth_marker);  // --no-auth, said above
+    std::cerr << "tributary serve: NOTE: no --auth-token-file: every request on both ports is served without "
+                 "authentication"
+              << (marked ? " (--no-auth: '" + o.data_dir + "' no longer asks for a token)" : std::string())
+              << std::endl;
   }
   for (const auto& d : rec.damage) std::cerr << "tributary serve: DAMAGE: " << d << std::endl;
   if (rec.lost_records) {
@@ -341,7 +377,11 @@ Runner SetUpServe(CLI::App* sv) {
   sv->add_option("--idle-timeout-s", s->server.idle_timeout_s, "close idle connections after (0: never)")
       ->capture_default_str();
   sv->add_option("--max-inflight", s->server.max_inflight, "unanswered requests per connection")->capture_default_str();
-  sv->add_option("--auth-token-file", s->auth_token_file, "shared secret every request must carry");
+  sv->add_option("--auth-token-file", s->auth_token_file,
+                 "shared secret every request must carry; the data directory remembers it was served with one, and "
+                 "a restart without it is refused");
+  sv->add_flag("--no-auth", s->no_auth,
+               "serve a data directory once served with --auth-token-file without authentication from now on");
   sv->add_option("--port-file", s->port_file, "write '<port> <http port>' here once listening");
   sv->add_option("--source", s->server.sources,
                  "learn from a broker, exactly once (repeatable): "
