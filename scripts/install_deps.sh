@@ -26,7 +26,10 @@ pkgs=(cmake ninja-build g++ pkg-config python3 python3-protobuf
       # the status page's browser test (tests/server_status_page_test.cc)
       chromium
       # the Prometheus scrape test (tests/cli/prometheus.sh)
-      prometheus)
+      prometheus
+      # systemd-analyze: tests/cli/deploy.sh verifies deploy/systemd/tributary.service
+      # (a container base image may not have it)
+      systemd)
 if [[ "${1:-}" == "--demo" ]]; then
   pkgs+=(liblinear-tools fasttext)
 fi
