@@ -292,6 +292,17 @@ TEST_F(StatusPageTest, ServesThePageAndTheStatusItDraws) {
   s = Status(port);
   EXPECT_GE(s["model"]["age_seconds"].get<double>(), age0 + 0.25);
   EXPECT_EQ(s["model"]["version"], 800);
+  {
+    // The age counts from the publication, whoever watches: idle, it grows;
+    // a new version starts it again.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+    EXPECT_GE(Status(port)["model"]["age_seconds"].get<double>(), 1.0);
+    std::mt19937_64 more(43);
+    Learn(port, more, 800, 20);
+    json fresh = StatusWhenLearned(port, 820);
+    EXPECT_EQ(fresh["model"]["version"], 820);
+    EXPECT_LT(fresh["model"]["age_seconds"].get<double>(), 1.0);
+  }
 }
 
 TEST_F(StatusPageTest, PageNeedsNoTokenButTheStatusDoes) {

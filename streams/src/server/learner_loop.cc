@@ -173,7 +173,12 @@ Status Server::Impl::Publish() {
   // while it learns on; a copy no reader holds any more is brought up to
   // date in place by the pages written since (LiveModel, Model::RefreshFrom).
   auto v = live->Publish();
-  return v.ok() ? Status::OK() : v.status();
+  if (!v.ok()) return v.status();
+  if (*v != published_version) {
+    published_version = *v;
+    published_at.store(Clock::now().time_since_epoch().count());
+  }
+  return Status::OK();
 }
 
 namespace {

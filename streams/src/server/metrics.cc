@@ -265,11 +265,9 @@ std::string Server::Impl::StatusJson() {
   const bool ready = recovery_phase.load() == RecoveryPhase::kReady;
   j["ready"] = ready;
   std::vector<std::string> class_names;
-  uint64_t version = 0;
   if (ready) {
     (void)Read([&](const LiveView& pub) {
       const Model& m = *pub.model;
-      version = pub.version;
       j["model"] = {{"family", m.family().name},
                     {"loss", m.loss_plugin() ? m.loss_plugin()->name : std::string()},
                     {"version", pub.version},
@@ -316,13 +314,11 @@ std::string Server::Impl::StatusJson() {
   auto name = [&](uint32_t k) { return k < class_names.size() ? class_names[k] : std::to_string(k); };
   std::lock_guard<std::mutex> l(quality_mu);
   if (ready) {
-    // The model's age: since this endpoint first saw the served version
-    // (within a poll interval of its publication while someone watches).
-    if (version != status_version) {
-      status_version = version;
-      status_version_seen = now;
-    }
-    j["model"]["age_seconds"] = std::chrono::duration<double>(now - status_version_seen).count();
+    // The model's age: since the newest version was published (Publish;
+    // at start, since the recovered model was first published).
+    const int64_t at = published_at.load();
+    const Clock::time_point when = at != 0 ? Clock::time_point(Clock::duration(at)) : created;
+    j["model"]["age_seconds"] = std::max(0.0, std::chrono::duration<double>(now - when).count());
   }
   // documents_per_second: over the samples of the last ~10 s (one kept per
   // second), or since the server started on the first call.

@@ -180,12 +180,13 @@ struct Server::Impl {
   std::vector<uint64_t> live_alarms;
   uint64_t live_switches = 0;
   std::string live_served;
-  // The status endpoint's own observations (StatusJson, quality_mu): when
-  // it first saw the served version (the model's age), and recent
+  // The status endpoint's own observations (StatusJson, quality_mu): recent
   // (time, documents learned) samples for documents_per_second.
   const Clock::time_point created = Clock::now();
-  uint64_t status_version = UINT64_MAX;
-  Clock::time_point status_version_seen{};
+  // When the newest version was published (Clock ticks; Publish on the
+  // learner thread, or recovery; read by StatusJson): the model's age.
+  std::atomic<int64_t> published_at{0};
+  uint64_t published_version = UINT64_MAX;  // learner thread: the version published_at is for
   std::deque<std::pair<Clock::time_point, uint64_t>> status_rate_samples;
   // Finds the plugins of the snapshots and of a live learner's candidates:
   // ServerOptions::registry, else own_registry.
