@@ -326,8 +326,7 @@ TEST_F(ServerHttpTest, LearnsTextAndPredictsSeparableClasses) {
   EXPECT_EQ(mj["predictions"][1]["id"], "blank");
   EXPECT_EQ(mj["predictions"][1]["index"], 1);
   EXPECT_FALSE(mj["predictions"][1].contains("predicted"));
-  EXPECT_NE(mj["predictions"][1]["error"].get<std::string>().find("its text has no words"), std::string::npos)
-      << mj;
+  EXPECT_NE(mj["predictions"][1]["error"].get<std::string>().find("its text has no words"), std::string::npos) << mj;
   EXPECT_EQ(mj["predictions"][2]["predicted"], "cooking");
   HttpResponse all_bad = c.Call("POST", "/v1/predict", Docs({{{"id", "blank"}, {"text", "?!"}}}).dump());
   ASSERT_EQ(all_bad.status, 400) << all_bad.body;
@@ -475,6 +474,32 @@ TEST_F(ServerHttpTest, TermCountDocumentsAndBadCounts) {
   }
   const std::string m = MetricsText(srv->http_port());
   EXPECT_EQ(Metric(m, "tributary_documents_acknowledged_total"), 60);  // all-or-nothing
+}
+
+// Scoped tokens over HTTP: a predict-only token gets 403 on /v1/learn,
+// predicts and reads /v1/status; the full token learns.
+TEST_F(ServerHttpTest, APredictOnlyTokenCannotLearn) {
+  ServerOptions o = Options();
+  o.scoped_tokens = {{"predict-only", kScopePredict}};
+  auto srv = Start(o, HashedTextModel());
+  ASSERT_TRUE(srv);
+  const json learn = Docs({{{"text", "goal"}, {"label", "sports"}}});
+  HttpClient p(srv->http_port());
+  const std::vector<std::string> predict_only = {"Authorization: Bearer predict-only"};
+  HttpResponse r = p.Call("POST", "/v1/learn", learn.dump(), predict_only, false);
+  ASSERT_EQ(r.status, 403) << r.body;
+  EXPECT_EQ(r.Json()["error"]["code"], "PERMISSION_DENIED");
+  EXPECT_NE(r.Json()["error"]["message"].get<std::string>().find("/v1/learn needs learn"), std::string::npos) << r.body;
+  // (Refused from its header, the request's body is left unread: the
+  // connection is closed after the answer, as for every such refusal.)
+  HttpClient p2(srv->http_port());
+  HttpResponse pr = p2.Call("POST", "/v1/predict", learn.dump(), predict_only, false);
+  EXPECT_EQ(pr.status, 200) << pr.body;
+  EXPECT_EQ(p2.Call("GET", "/v1/status", "", predict_only, false, "").status, 200);
+  HttpClient a(srv->http_port());
+  EXPECT_EQ(a.Call("POST", "/v1/learn", learn.dump()).status, 200);  // (the client's default: the full token)
+  const std::string m = MetricsText(srv->http_port());
+  EXPECT_EQ(Metric(m, "tributary_http_errors_total{status=\"403\",code=\"PERMISSION_DENIED\"}"), 1);
 }
 
 TEST_F(ServerHttpTest, EachErrorHasItsStatus) {

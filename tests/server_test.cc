@@ -1067,6 +1067,43 @@ TEST_F(ServerTest, AuthTokenIsRequiredWhenSet) {
   EXPECT_EQ(l.learn().first_sequence(), 1u);
 }
 
+// Scoped tokens (issue 42): a predict-only token predicts and reads stats,
+// and is refused learning and snapshots with PERMISSION_DENIED on a
+// connection that stays open (no wrong guess); a learn-only token learns
+// and cannot predict; the full token does everything.
+TEST_F(ServerTest, ScopedTokensAllowOnlyTheirScopes) {
+  ServerOptions o = Options();
+  o.auth_token = "admin-token";
+  o.scoped_tokens = {{"predict-token", kScopePredict}, {"learn-token", kScopeLearn}};
+  auto srv = Start(o);
+  ASSERT_TRUE(srv);
+  std::mt19937_64 rng(23);
+  Client p(srv->port());
+  p.set_token("predict-token");
+  v1::Response r = p.Call(LearnRequest(RandomDocs(rng, 2)));
+  EXPECT_EQ(r.code(), v1::Response::PERMISSION_DENIED) << r.message();
+  EXPECT_THAT(r.message(), HasSubstr("this token may predict; this request needs learn"));
+  EXPECT_EQ(p.Call(SnapshotRequest()).code(), v1::Response::PERMISSION_DENIED);
+  EXPECT_EQ(p.Call(PredictRequest(ProbeDocs())).code(), v1::Response::OK) << "the connection stays open";
+  EXPECT_EQ(p.Call(StatsRequest()).code(), v1::Response::OK);
+  Client l(srv->port());
+  l.set_token("learn-token");
+  v1::Response learned = l.Call(LearnRequest(RandomDocs(rng, 2)));
+  EXPECT_EQ(learned.code(), v1::Response::OK) << learned.message();
+  EXPECT_EQ(l.Call(PredictRequest(ProbeDocs())).code(), v1::Response::PERMISSION_DENIED);
+  Client a(srv->port());
+  a.set_token("admin-token");
+  EXPECT_EQ(a.Call(SnapshotRequest()).code(), v1::Response::OK);
+  auto s = a.Call(StatsRequest()).stats();
+  EXPECT_EQ(s.wal_sequence(), 2u);  // only the learn token's documents
+  EXPECT_EQ(s.errors(), 3u);        // the three refusals, counted
+  // A scoped token is no wrong guess, but another string still is.
+  Client w(srv->port());
+  w.set_token("predict-tokem");
+  EXPECT_EQ(w.Call(PingRequest()).code(), v1::Response::UNAUTHENTICATED);
+  EXPECT_TRUE(w.WaitClosed(5000));
+}
+
 TEST_F(ServerTest, ConnectionsOverTheLimitGetOverloaded) {
   ServerOptions o = Options();
   o.max_connections = 2;

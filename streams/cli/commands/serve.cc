@@ -115,24 +115,22 @@ Result<std::unique_ptr<Model>> LiveInitial(
 int RunServe(const ServeFlags& f) {
   ServerOptions o = f.server;
   if (!f.auth_token_file.empty()) {
-    if (!ReadAuthToken(f.auth_token_file, &o.auth_token)) {
-      return ReportError(Status::NotFound("--auth-token-file '" + f.auth_token_file + "': cannot open"));
-    }
-    if (o.auth_token.empty()) {
-      return ReportError(Status::InvalidArgument("--auth-token-file '" + f.auth_token_file + "' is empty"));
+    if (Status st = ReadServeTokens(f.auth_token_file, &o.auth_token, &o.scoped_tokens); !st.ok()) {
+      return ReportError(st);
     }
   }
+  const bool any_token = !o.auth_token.empty() || !o.scoped_tokens.empty();
   // A data directory served with a token remembers it (kAuthMarker): a
   // restart that forgets --auth-token-file would serve it to anyone.
   const std::string auth_marker = o.data_dir + "/" + kAuthMarker;
   const bool marked = std::filesystem::exists(auth_marker);
-  if (marked && o.auth_token.empty() && !f.no_auth) {
+  if (marked && !any_token && !f.no_auth) {
     return ReportError(Status::InvalidArgument(
         "'" + o.data_dir + "' was served with --auth-token-file (" + auth_marker +
         " says so), and this start has none: it would answer anyone. Give --auth-token-file again, or --no-auth to "
         "serve it without authentication from now on"));
   }
-  if (!o.auth_token.empty() && f.no_auth) {
+  if (any_token && f.no_auth) {
     return ReportError(Status::InvalidArgument("--no-auth contradicts --auth-token-file: give one of them"));
   }
   if (f.fsync == "always") {
@@ -256,10 +254,10 @@ int RunServe(const ServeFlags& f) {
     }
   }
   // Authentication as the data directory will remember it.
-  if (!o.auth_token.empty() && !marked) {
+  if (any_token && !marked) {
     std::ofstream(auth_marker) << "This data directory is served with --auth-token-file: tributary serve refuses "
                                   "to start it without one (--no-auth to serve it without authentication).\n";
-  } else if (o.auth_token.empty()) {
+  } else if (!any_token) {
     if (marked) std::filesystem::remove(auth_marker);  // --no-auth, said above
     std::cerr << "tributary serve: NOTE: no --auth-token-file: every request on both ports is served without "
                  "authentication"
@@ -378,8 +376,9 @@ Runner SetUpServe(CLI::App* sv) {
       ->capture_default_str();
   sv->add_option("--max-inflight", s->server.max_inflight, "unanswered requests per connection")->capture_default_str();
   sv->add_option("--auth-token-file", s->auth_token_file,
-                 "shared secret every request must carry; the data directory remembers it was served with one, and "
-                 "a restart without it is refused");
+                 "the tokens requests must carry, one per line, alone (every scope) or followed by its scopes "
+                 "(predict, learn, admin, comma-separated: 'TOKEN predict'); '#' starts a comment line. The data "
+                 "directory remembers it was served with tokens, and a restart without them is refused");
   sv->add_flag("--no-auth", s->no_auth,
                "serve a data directory once served with --auth-token-file without authentication from now on");
   sv->add_option("--port-file", s->port_file, "write '<port> <http port>' here once listening");

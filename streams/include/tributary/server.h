@@ -66,6 +66,24 @@
 
 namespace tributary {
 
+/// What a token lets its holder do (ServerOptions::scoped_tokens).
+enum TokenScope : uint32_t {
+  kScopePredict = 1u << 0,  ///< POST /v1/predict, the binary predict
+  kScopeLearn = 1u << 1,    ///< POST /v1/learn, the binary learn
+  kScopeAdmin = 1u << 2,    ///< the binary snapshot (and what changes the served model)
+  kScopeAll = kScopePredict | kScopeLearn | kScopeAdmin,
+};
+/// A token and its scopes (any valid token may also read /v1/status, stats and ping).
+struct ScopedToken {
+  std::string token;
+  uint32_t scopes = kScopeAll;
+};
+/// "predict,learn" (the names of `scopes`' bits), or "none".
+std::string ScopeNames(uint32_t scopes);
+/// The scopes of "predict,learn,admin" (comma-separated names; "all" is
+/// every scope). InvalidArgument naming the word that is no scope.
+Result<uint32_t> ParseScopes(const std::string& names);
+
 /// Configuration of Server::Start: ports, limits, durability and learning.
 struct ServerOptions {
   std::string listen = "127.0.0.1:0";     ///< host:port of the protocol port; port 0 picks a free one (Server::port)
@@ -103,7 +121,12 @@ struct ServerOptions {
   uint32_t max_connections = 1024;               ///< per port (protocol, HTTP)
   uint32_t idle_timeout_s = 300;  ///< close connections idle (or not taking responses) this long; 0: never
   uint32_t max_inflight = 128;    ///< requests read but not yet answered, per connection (HTTP: 1)
-  std::string auth_token;         ///< empty: no authentication
+  std::string auth_token;         ///< a token with every scope; empty (and no scoped_tokens): no authentication
+  /// More tokens, each allowed only its scopes (TokenScope): a predict-only
+  /// token is refused learning (HTTP 403, PERMISSION_DENIED) but is no wrong
+  /// guess (a binary connection stays open). Either kind of token authenticates a
+  /// connection and passes the strangers' rules below.
+  std::vector<ScopedToken> scoped_tokens;
   /// Strangers (only when auth_token is set): until a connection has shown
   /// the token, a frame over pre_auth_max_frame_bytes must carry the token in
   /// its first bytes (the protocol's field order puts it there) or the

@@ -25,7 +25,7 @@ Connection::Connection(Server::Impl* srv, tcp::socket socket)
       idle_(strand_),
       auth_deadline_(strand_),
       budget_wait_(strand_),
-      authenticated_(srv->opt.auth_token.empty()) {}
+      authenticated_(!server_internal::AuthEnabled(srv->opt.auth_token, &srv->opt.scoped_tokens)) {}
 
 Connection::~Connection() {
   srv_->ForgetStranger(stranger_id_);
@@ -225,6 +225,7 @@ bool Connection::ParseOne() {
   limits.check_token = !authenticated_;
   limits.pre_auth_max_frame_bytes = srv_->opt.pre_auth_max_frame_bytes;
   limits.auth_token = srv_->opt.auth_token;
+  limits.scoped_tokens = &srv_->opt.scoped_tokens;
   FrameParse f = server_internal::ParseFrame(buf_, limits);
   if (f.token_shown) MarkAuthenticated();
   switch (f.kind) {

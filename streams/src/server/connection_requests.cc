@@ -29,12 +29,26 @@ void Connection::Handle(v1::Request req) {
   const uint64_t slot = NewSlot();
   const uint64_t id = req.request_id();
   auto start = Clock::now();
-  const server_internal::RequestCheck check = server_internal::CheckRequest(req, srv_->opt.auth_token);
+  uint32_t scopes = 0;
+  const server_internal::RequestCheck check =
+      server_internal::CheckRequest(req, srv_->opt.auth_token, &srv_->opt.scoped_tokens, &scopes);
   if (check == server_internal::RequestCheck::kUnauthenticated) {
     RefuseUnauthenticated(slot, id);
     return;
   }
-  if (!srv_->opt.auth_token.empty()) MarkAuthenticated();
+  if (server_internal::AuthEnabled(srv_->opt.auth_token, &srv_->opt.scoped_tokens)) MarkAuthenticated();
+  // A valid token without the scope a kind needs: refused, the connection
+  // kept (it is no wrong guess).
+  uint32_t need = 0;
+  if (req.kind_case() == v1::Request::kLearn) need = kScopeLearn;
+  if (req.kind_case() == v1::Request::kPredict) need = kScopePredict;
+  if (req.kind_case() == v1::Request::kSnapshot) need = kScopeAdmin;
+  if ((scopes & need) != need) {
+    Fill(slot, FrameMessage(
+                   ErrorResponse(id, v1::Response::PERMISSION_DENIED,
+                                 "this token may " + ScopeNames(scopes) + "; this request needs " + ScopeNames(need))));
+    return;
+  }
   switch (req.kind_case()) {
     case v1::Request::kPing: {
       v1::Response r;

@@ -35,7 +35,8 @@ FrameParse ParseFrame(std::string_view buf, const FrameLimits& limits) {
     const size_t prefix = std::min<size_t>(len, kTokenPrefixBytes);
     if (buf.size() < hdr + prefix) return f;
     std::string token;
-    if (!TokenInPrefix(buf.data() + hdr, prefix, &token) || !ConstantTimeEquals(token, limits.auth_token)) {
+    if (!TokenInPrefix(buf.data() + hdr, prefix, &token) ||
+        TokenScopes(token, limits.auth_token, limits.scoped_tokens) == 0) {
       f.kind = FrameParse::kUnauthenticated;
       return f;
     }
@@ -108,8 +109,28 @@ bool ParseRequest(std::string_view body, v1::Request* req) {
   return req->ParseFromArray(body.data(), static_cast<int>(body.size()));
 }
 
-RequestCheck CheckRequest(const v1::Request& req, std::string_view auth_token) {
-  if (!auth_token.empty() && !ConstantTimeEquals(req.auth_token(), auth_token)) return RequestCheck::kUnauthenticated;
+bool AuthEnabled(std::string_view auth_token, const std::vector<ScopedToken>* scoped) {
+  return !auth_token.empty() || (scoped != nullptr && !scoped->empty());
+}
+
+uint32_t TokenScopes(std::string_view presented, std::string_view auth_token, const std::vector<ScopedToken>* scoped) {
+  if (!AuthEnabled(auth_token, scoped)) return kScopeAll;
+  uint32_t scopes = 0;
+  // Every token compared (no early exit); an empty token matches nothing.
+  if (!auth_token.empty() && ConstantTimeEquals(presented, auth_token)) scopes |= kScopeAll;
+  if (scoped != nullptr) {
+    for (const ScopedToken& t : *scoped) {
+      if (!t.token.empty() && ConstantTimeEquals(presented, t.token)) scopes |= t.scopes;
+    }
+  }
+  return scopes;
+}
+
+RequestCheck CheckRequest(const v1::Request& req, std::string_view auth_token, const std::vector<ScopedToken>* scoped,
+                          uint32_t* scopes) {
+  const uint32_t s = TokenScopes(req.auth_token(), auth_token, scoped);
+  if (scopes != nullptr) *scopes = s;
+  if (s == 0) return RequestCheck::kUnauthenticated;
   if (req.kind_case() == v1::Request::KIND_NOT_SET) return RequestCheck::kNoKind;
   return RequestCheck::kOk;
 }

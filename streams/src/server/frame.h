@@ -12,7 +12,9 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "tributary/server.h"
 #include "tributary/v1/tributary.pb.h"
 
 namespace tributary::server_internal {
@@ -50,6 +52,7 @@ struct FrameLimits {
   bool check_token = false;
   uint64_t pre_auth_max_frame_bytes = 0;
   std::string_view auth_token;
+  const std::vector<ScopedToken>* scoped_tokens = nullptr;  // the other tokens (may be null)
 };
 
 // Reads the frame at the start of `buf`. Never reads past buf.size(); the
@@ -65,6 +68,15 @@ bool TokenInPrefix(const char* data, size_t size, std::string* token);
 
 // Time depends only on the lengths, never on where the strings differ.
 bool ConstantTimeEquals(std::string_view a, std::string_view b);
+
+// True when the server asks for a token (ServerOptions::auth_token or
+// scoped_tokens).
+bool AuthEnabled(std::string_view auth_token, const std::vector<ScopedToken>* scoped);
+
+// The scopes `presented` carries: kScopeAll for `auth_token`, a scoped
+// token's own, 0 for none (a wrong token); kScopeAll when no token is asked
+// for. Compares with every token (the time does not say which matched).
+uint32_t TokenScopes(std::string_view presented, std::string_view auth_token, const std::vector<ScopedToken>* scoped);
 
 // The documents a Request's body holds (its learn or predict payload's
 // repeated `documents`), counted by walking the wire without parsing them,
@@ -82,7 +94,9 @@ enum class RequestCheck {
   kUnauthenticated,  // `auth_token` is set and the request carries another
   kNoKind,           // none of learn, predict, ...: INVALID_REQUEST kNoKindMessage
 };
-RequestCheck CheckRequest(const v1::Request& req, std::string_view auth_token);
+// *scopes (when given) gets the scopes of the request's token (TokenScopes).
+RequestCheck CheckRequest(const v1::Request& req, std::string_view auth_token,
+                          const std::vector<ScopedToken>* scoped = nullptr, uint32_t* scopes = nullptr);
 constexpr char kNoKindMessage[] = "request has no kind (learn, predict, ...)";
 
 // A learn request that is refused whatever the model: "" when acceptable.

@@ -55,6 +55,8 @@ unsigned StatusOf(v1::Response::Code code) {
       return 400;
     case v1::Response::UNAUTHENTICATED:
       return 401;
+    case v1::Response::PERMISSION_DENIED:
+      return 403;
     case v1::Response::OVERLOADED:
       return 429;
     case v1::Response::UNAVAILABLE:
@@ -80,7 +82,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       : srv_(srv),
         stream_(std::move(s)),
         budget_wait_(stream_.get_executor()),
-        authenticated_(srv->opt.auth_token.empty()) {}
+        authenticated_(!server_internal::AuthEnabled(srv->opt.auth_token, &srv->opt.scoped_tokens)) {}
   ~HttpSession() {
     srv_->ForgetStranger(stranger_id_);
     srv_->frame_reservations -= reserved_;
@@ -199,12 +201,14 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
                        " (try GET / (the status page), POST /v1/learn, POST /v1/predict, GET /v1/status, /healthz, "
                        "/metrics)");
     }
-    if (!srv_->opt.auth_token.empty()) {
+    if (server_internal::AuthEnabled(srv_->opt.auth_token, &srv_->opt.scoped_tokens)) {
       const auto auth = req[http::field::authorization];
       const std::string_view a(auth.data(), auth.size());
-      const bool ok =
-          StartsWithNoCase(a, "Bearer ") && server_internal::ConstantTimeEquals(a.substr(7), srv_->opt.auth_token);
-      if (!ok) {
+      const uint32_t scopes =
+          StartsWithNoCase(a, "Bearer ")
+              ? server_internal::TokenScopes(a.substr(7), srv_->opt.auth_token, &srv_->opt.scoped_tokens)
+              : 0;
+      if (scopes == 0) {
         // One guess per connection, as the binary protocol.
         close_ = true;
         return Error(401, a.empty() ? "missing Authorization: Bearer <token>; closing the connection"
@@ -213,6 +217,15 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       authenticated_ = true;
       srv_->ForgetStranger(stranger_id_);
       stranger_id_ = 0;
+      // A valid token without the scope: 403, the connection kept (no wrong
+      // guess). /v1/status takes any valid token.
+      uint32_t need = 0;
+      if (learn) need = kScopeLearn;
+      if (predict) need = kScopePredict;
+      if ((scopes & need) != need) {
+        return Error(403,
+                     "this token may " + ScopeNames(scopes) + "; " + std::string(path) + " needs " + ScopeNames(need));
+      }
     }
     if (status) {
       // What the model and its learner know of themselves (docs/http-api.md):

@@ -89,6 +89,9 @@ void CountError(Counters& c, v1::Response::Code code) {
     case v1::Response::INTERNAL:
       c.err_internal++;
       break;
+    case v1::Response::PERMISSION_DENIED:
+      c.err_permission++;
+      break;
     default:
       break;
   }
@@ -125,6 +128,7 @@ std::string Server::Impl::MetricsText() {
   os << "# HELP tributary_errors_total Errors by kind.\n# TYPE tributary_errors_total counter\n";
   os << "tributary_errors_total{kind=\"invalid_request\"} " << counters.err_invalid << "\n";
   os << "tributary_errors_total{kind=\"unauthenticated\"} " << counters.err_unauthenticated << "\n";
+  os << "tributary_errors_total{kind=\"permission_denied\"} " << counters.err_permission << "\n";
   os << "tributary_errors_total{kind=\"overloaded\"} " << counters.err_overloaded << "\n";
   os << "tributary_errors_total{kind=\"unavailable\"} " << counters.err_unavailable << "\n";
   os << "tributary_errors_total{kind=\"internal\"} " << counters.err_internal << "\n";

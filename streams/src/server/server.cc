@@ -21,6 +21,38 @@
 
 namespace tributary {
 
+std::string ScopeNames(uint32_t scopes) {
+  std::string out;
+  for (const auto& [bit, name] :
+       {std::pair<uint32_t, const char*>{kScopePredict, "predict"}, {kScopeLearn, "learn"}, {kScopeAdmin, "admin"}}) {
+    if (scopes & bit) out += (out.empty() ? "" : ",") + std::string(name);
+  }
+  return out.empty() ? "none" : out;
+}
+
+Result<uint32_t> ParseScopes(const std::string& names) {
+  uint32_t scopes = 0;
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = names.find(',', start);
+    const std::string word = names.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (word == "predict") {
+      scopes |= kScopePredict;
+    } else if (word == "learn") {
+      scopes |= kScopeLearn;
+    } else if (word == "admin") {
+      scopes |= kScopeAdmin;
+    } else if (word == "all") {
+      scopes |= kScopeAll;
+    } else {
+      return Status::InvalidArgument("scope '" + word + "': expected predict, learn, admin or all (comma-separated)");
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return scopes;
+}
+
 namespace {
 
 Result<tcp::endpoint> ParseEndpoint(const std::string& s) {

@@ -101,16 +101,17 @@ struct Counters {
   std::atomic<uint64_t> document_limit_refusals{0};
   // Errors by kind (the Response codes, plus framing and log errors).
   std::atomic<uint64_t> err_invalid{0}, err_unauthenticated{0}, err_overloaded{0}, err_unavailable{0}, err_internal{0},
-      err_frame{0}, err_wal{0};
+      err_frame{0}, err_wal{0}, err_permission{0};
   Histogram learn_latency, predict_latency;
   // The HTTP port (http.cc): requests by endpoint, and error answers by
   // status (kHttpErrors). Documents acknowledged and predicted over HTTP
   // count in the totals above too; its errors are not in errors().
   std::atomic<uint64_t> http_learn_requests{0}, http_predict_requests{0}, http_other_requests{0};
-  std::array<std::atomic<uint64_t>, 10> http_errors{};
+  std::array<std::atomic<uint64_t>, 11> http_errors{};  // kHttpErrors.size()
 
   uint64_t errors() const {
-    return err_invalid + err_unauthenticated + err_overloaded + err_unavailable + err_internal + err_frame + err_wal;
+    return err_invalid + err_unauthenticated + err_overloaded + err_unavailable + err_internal + err_frame + err_wal +
+           err_permission;
   }
 };
 
@@ -126,8 +127,9 @@ struct HttpError {
   unsigned status;
   const char* code;
 };
-constexpr std::array<HttpError, 10> kHttpErrors = {{{400, "INVALID_REQUEST"},
+constexpr std::array<HttpError, 11> kHttpErrors = {{{400, "INVALID_REQUEST"},
                                                     {401, "UNAUTHENTICATED"},
+                                                    {403, "PERMISSION_DENIED"},
                                                     {404, "NOT_FOUND"},
                                                     {405, "METHOD_NOT_ALLOWED"},
                                                     {408, "REQUEST_TIMEOUT"},
@@ -136,6 +138,8 @@ constexpr std::array<HttpError, 10> kHttpErrors = {{{400, "INVALID_REQUEST"},
                                                     {429, "OVERLOADED"},
                                                     {500, "INTERNAL"},
                                                     {503, "UNAVAILABLE"}}};
+
+static_assert(kHttpErrors.size() == 11, "Counters::http_errors has a slot per kHttpErrors entry");
 
 }  // namespace server_internal
 

@@ -8,12 +8,13 @@
 #include <string_view>
 #include <utility>
 
+#include "server/frame.h"
 #include "server/server_impl.h"
 
 namespace tributary {
 
 uint64_t Server::Impl::AdmitStranger(std::string peer, std::function<void()> close) {
-  if (opt.auth_token.empty()) return 0;
+  if (!server_internal::AuthEnabled(opt.auth_token, &opt.scoped_tokens)) return 0;
   std::function<void()> evict;
   uint64_t id;
   {
