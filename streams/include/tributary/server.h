@@ -75,8 +75,8 @@ enum TokenScope : uint32_t {
 };
 /// A token and its scopes (any valid token may also read /v1/status, stats and ping).
 struct ScopedToken {
-  std::string token;
-  uint32_t scopes = kScopeAll;
+  std::string token;            ///< the secret, compared in constant time
+  uint32_t scopes = kScopeAll;  ///< TokenScope bits
 };
 /// "predict,learn" (the names of `scopes`' bits), or "none".
 std::string ScopeNames(uint32_t scopes);
