@@ -17,6 +17,7 @@
 # Usage: live_stop.sh PATH/TO/tributary SOURCE_DIR
 set -euo pipefail
 T=$1
+export PYTHONPATH="$2/tests/cli/lib:${PYTHONPATH:-}"  # fortunes_tsv.py
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 
@@ -25,23 +26,8 @@ import json, os, select, signal, subprocess, sys, time
 T, d = sys.argv[1], sys.argv[2]
 def fail(msg):
     sys.exit("FAIL: " + msg)
-def fortunes(name, n):
-    out, cur = [], []
-    for line in open("/usr/share/games/fortunes/" + name, encoding="utf-8", errors="replace"):
-        if line.strip() == "%":
-            text = " ".join(x.strip() for x in cur if x.strip())
-            if text: out.append(text.replace("\t", " "))
-            cur = []
-            if len(out) == n: break
-        else:
-            cur.append(line)
-    return out
-files = ["computers", "food", "science"]
-docs = {f: fortunes(f, 80) for f in files}
-lines = []
-for i in range(80):
-    for f in files:
-        if i < len(docs[f]): lines.append("%s\t%s\n" % (f, docs[f][i]))
+from fortunes_tsv import labelled_lines  # tests/cli/lib
+lines = labelled_lines(["computers", "food", "science"], 80)
 def path(name): return os.path.join(d, name)
 def run(*args, **kw):
     return subprocess.run([T] + list(args), check=True, capture_output=True, **kw)
