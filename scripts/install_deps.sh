@@ -27,6 +27,9 @@ pkgs=(cmake ninja-build g++ pkg-config python3 python3-protobuf
       chromium
       # the Prometheus scrape test (tests/cli/prometheus.sh)
       prometheus
+      # TLS on the HTTP port (OpenSSL); tests/cli/tls.sh makes its certificates
+      # with the openssl program and fetches with curl
+      libssl-dev openssl curl
       # systemd-analyze: tests/cli/deploy.sh verifies deploy/systemd/tributary.service
       # (a container base image may not have it)
       systemd)

@@ -73,8 +73,8 @@ if [[ "${1:-}" != "--no-sanitizers" ]]; then
   echo "== ThreadSanitizer build and concurrency tests" >&2
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRIBUTARY_BUILD_BENCH=OFF "${san_flags[@]}" \
     -DTRIBUTARY_SANITIZE=thread -DCMAKE_CXX_FLAGS=-DBOOST_ASIO_DISABLE_FENCED_BLOCK -DTRIBUTARY_MPI=OFF >/dev/null
-  cmake --build build-tsan -j "$jobs" --target server_test server_http_test server_source_test trainer_test \
-    parallel_test distributed_test live_model_test
+  cmake --build build-tsan -j "$jobs" --target server_test server_http_test server_tls_test server_source_test \
+    trainer_test parallel_test distributed_test live_model_test
   (cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 history_size=4" \
     ctest --output-on-failure -j "$jobs" -R 'Server|TrainerTest|ParallelLearnerTest|DistributedTest[.]Nll|LiveModelTest' -E 'Kafka')
 

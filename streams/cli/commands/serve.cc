@@ -217,11 +217,18 @@ int RunServe(const ServeFlags& f) {
   (*srv)->HandleSignals();
   const auto& rec = (*srv)->recovery();
   std::cerr << "tributary serve: listening on port " << (*srv)->port();
-  if ((*srv)->http_port()) std::cerr << ", HTTP on port " << (*srv)->http_port();
+  const bool tls = !o.tls_cert_file.empty();
+  if ((*srv)->http_port()) std::cerr << (tls ? ", HTTPS on port " : ", HTTP on port ") << (*srv)->http_port();
   std::cerr << " (recovered: " << (rec.from_snapshot ? "snapshot" : "fresh model") << " at sequence "
             << rec.snapshot_sequence << ", replayed " << rec.replayed << " logged documents";
   if (rec.torn_bytes) std::cerr << ", dropped a torn tail of " << rec.torn_bytes << " bytes";
   std::cerr << ")" << std::endl;
+  if ((*srv)->http_port() && !tls) {
+    std::cerr << "tributary serve: NOTE: the HTTP port " << (*srv)->http_port()
+              << " is plain text (no TLS): tokens, documents and predictions cross the network readable; give "
+                 "--tls-cert and --tls-key for HTTPS, or keep --http on localhost"
+              << std::endl;
+  }
   {
     // What the memory limits allow (docs/http-api.md "Memory limits").
     const ServerOptions& so = o;
@@ -319,6 +326,12 @@ Runner SetUpServe(CLI::App* sv) {
   sv->add_option("--data-dir", s->server.data_dir, "snapshot and write-ahead log directory")->required();
   sv->add_option("--listen", s->server.listen, "HOST:PORT for the protocol (port 0: any)")->capture_default_str();
   sv->add_option("--http", s->server.http, "HOST:PORT for /healthz, /metrics and the HTTP/JSON API (docs/http-api.md)");
+  sv->add_option("--tls-cert", s->server.tls_cert_file,
+                 "HTTPS on the HTTP port (TLS 1.2+; plain HTTP refused): this PEM file's certificate, then its "
+                 "chain; with --tls-key (docs/http-api.md, TLS)");
+  sv->add_option("--tls-key", s->server.tls_key_file,
+                 "the private key of --tls-cert's certificate (PEM, not encrypted; readable by the service's user "
+                 "only)");
   sv->add_option("--io-threads", s->server.io_threads, "I/O threads")->capture_default_str();
   sv->add_option("--queue-capacity", s->server.queue_capacity, "documents accepted but not yet learned")
       ->capture_default_str();

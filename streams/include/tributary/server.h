@@ -127,6 +127,18 @@ struct ServerOptions {
   /// guess (a binary connection stays open). Either kind of token authenticates a
   /// connection and passes the strangers' rules below.
   std::vector<ScopedToken> scoped_tokens;
+  /// TLS on the HTTP port: a PEM file holding the server's certificate,
+  /// then the intermediate certificates of its chain. With tls_key_file
+  /// (both or neither; either alone is refused, and so is either without
+  /// `http`), the HTTP port speaks only HTTPS, TLS 1.2 or later: a plain
+  /// HTTP request gets 400 (in plain text, saying the port speaks HTTPS)
+  /// and is closed. Read once by Start (through `env`), which refuses a file
+  /// that cannot be read, holds no certificate or key, an encrypted key, or
+  /// a key that does not match the certificate, naming the file. The binary
+  /// protocol's port is never encrypted. Empty: plain HTTP.
+  std::string tls_cert_file;
+  /// The private key of tls_cert_file's certificate (PEM, not encrypted).
+  std::string tls_key_file;
   /// Strangers (only when auth_token is set): until a connection has shown
   /// the token, a frame over pre_auth_max_frame_bytes must carry the token in
   /// its first bytes (the protocol's field order puts it there) or the

@@ -11,16 +11,31 @@
 // min_frame_bytes_per_s after rate_grace_s. Learn requests take the binary
 // protocol's path (Server::Impl::CheckLearn, TryReserve, the committer) and
 // are answered once their documents are in the fsynced log.
+//
+// TLS (ServerOptions::tls_cert_file, tls_key_file): the same session over
+// beast::ssl_stream (HttpSession<TlsStream>; without TLS, over the TCP stream
+// itself). The first bytes of a connection are looked at before the
+// handshake (beast::async_detect_ssl): a plain HTTP request is answered 400
+// in plain text, saying the port speaks HTTPS, and closed. Detection,
+// handshake and the first header share the first header's deadline.
 #include "server/server_impl.h"  // first: it configures Asio for TSan builds
 
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
 #include <algorithm>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <cctype>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <string_view>
+#include <type_traits>
 
 #include "server/frame.h"
 #include "server/http_body.h"
@@ -31,7 +46,9 @@ namespace tributary {
 
 namespace beast = boost::beast;
 namespace http = beast::http;
+namespace ssl = asio::ssl;
 using json = nlohmann::json;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
 using server_internal::DocumentsFromBody;
 using server_internal::Dump;
@@ -76,11 +93,40 @@ bool StartsWithNoCase(std::string_view s, std::string_view prefix) {
   return true;
 }
 
-class HttpSession : public std::enable_shared_from_this<HttpSession> {
+// The text of OpenSSL's oldest queued error (and the queue cleared), or
+// `fallback` when there is none.
+std::string OpenSslError(const char* fallback) {
+  const unsigned long e = ERR_get_error();
+  ERR_clear_error();
+  if (e == 0) return fallback;
+  const char* reason = ERR_reason_error_string(e);
+  return reason != nullptr ? reason : "error " + std::to_string(e);
+}
+
+// The error of a read that ends a connection without anything to answer:
+// closed between requests, timed out, reset; over TLS also a peer gone
+// without close_notify, or a record that does not decrypt.
+bool EndsConnection(const beast::error_code& ec) {
+  return ec == http::error::end_of_stream || ec == beast::error::timeout || ec == asio::error::eof ||
+         ec == asio::error::connection_reset || ec == asio::error::operation_aborted ||
+         ec == ssl::error::stream_truncated || ec.category() == asio::error::get_ssl_category();
+}
+
+// One connection of the HTTP port, over `Stream`: beast::tcp_stream (plain
+// HTTP) or TlsStream (HTTPS). Runs on its own strand.
+template <class Stream>
+class HttpSession : public std::enable_shared_from_this<HttpSession<Stream>> {
+  static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
+
  public:
-  HttpSession(Server::Impl* srv, tcp::socket s)
+  using std::enable_shared_from_this<HttpSession>::shared_from_this;
+  using std::enable_shared_from_this<HttpSession>::weak_from_this;
+
+  // `tls`: the server's TLS context (TlsStream only), kept alive by the session.
+  HttpSession(Server::Impl* srv, tcp::socket s, std::shared_ptr<ssl::context> tls = nullptr)
       : srv_(srv),
-        stream_(std::move(s)),
+        tls_(std::move(tls)),
+        stream_(MakeStream(std::move(s), tls_.get())),
         budget_wait_(stream_.get_executor()),
         authenticated_(!server_internal::AuthEnabled(srv->opt.auth_token, &srv->opt.scoped_tokens)) {}
   ~HttpSession() {
@@ -96,7 +142,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
         // (ServerOptions::max_unauthenticated_connections): the oldest is
         // closed when a newer stranger needs it.
         beast::error_code peer_ec;
-        const auto remote = self->stream_.socket().remote_endpoint(peer_ec);
+        const auto remote = self->Lowest().socket().remote_endpoint(peer_ec);
         self->stranger_id_ = self->srv_->AdmitStranger(peer_ec ? std::string() : remote.address().to_string(),
                                                        [weak = self->weak_from_this()] {
                                                          if (auto s = weak.lock()) {
@@ -106,13 +152,23 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
                                                          }
                                                        });
       }
-      self->ReadHeader();
+      if constexpr (kTls) {
+        self->Detect();
+      } else {
+        self->ReadHeader();
+      }
     });
   }
 
-  // Refuses a connection over max_connections: 429, then closed.
+  // Refuses a connection over max_connections: 429, then closed. Over TLS
+  // closed at once, counted as a 429: a handshake would cost a refused
+  // connection as much as an admitted one.
   void Refuse() {
     asio::dispatch(stream_.get_executor(), [self = shared_from_this()] {
+      if constexpr (kTls) {
+        self->Count(429);
+        return self->Close();
+      }
       self->version_ = 11;
       self->close_ = true;
       self->Error(429, "too many connections (limit " + std::to_string(self->srv_->opt.max_connections) + ")");
@@ -130,17 +186,67 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     return std::chrono::seconds(s);
   }
 
+  static Stream MakeStream(tcp::socket s, ssl::context* tls) {
+    if constexpr (kTls) {
+      return Stream(std::move(s), *tls);
+    } else {
+      (void)tls;
+      return Stream(std::move(s));
+    }
+  }
+
+  // The TCP stream (with its timeouts) under the TLS layer, if any.
+  beast::tcp_stream& Lowest() { return beast::get_lowest_layer(stream_); }
+
+  void SetDeadline(std::chrono::seconds timeout) {
+    if (timeout.count() > 0) {
+      Lowest().expires_after(timeout);
+    } else {
+      Lowest().expires_never();
+    }
+  }
+
+  // TLS: the first bytes say whether the peer starts a handshake; a plain
+  // HTTP request is answered 400 (plain text), then closed. The deadline,
+  // the first header's, covers the handshake and that header too.
+  void Detect() {
+    SetDeadline(HeaderDeadline());
+    keep_deadline_ = true;
+    beast::async_detect_ssl(Lowest(), buf_,
+                            [self = shared_from_this()](beast::error_code ec, bool tls) { self->OnDetect(ec, tls); });
+  }
+
+  void OnDetect(beast::error_code ec, bool tls) {
+    if (ec) {
+      if (ec == beast::error::timeout && buf_.size() > 0) Count(408);
+      return Close();
+    }
+    if (!tls) {
+      plain_ = true;
+      version_ = 11;
+      close_ = true;
+      return Error(400, "this port speaks HTTPS (TLS): plain HTTP is refused; use https://");
+    }
+    if constexpr (kTls) {
+      stream_.async_handshake(ssl::stream_base::server, buf_.data(),
+                              [self = shared_from_this()](beast::error_code hec, size_t used) {
+                                if (hec) return self->Close();  // no trust, no common protocol, timed out
+                                self->buf_.consume(used);
+                                self->ReadHeader();
+                              });
+    }
+  }
+
   void ReadHeader() {
     parser_.emplace();
     // No limit while the header is read: the parser would refuse a long
     // Content-Length before the token and the path are judged (OnHeader
     // answers 413 itself); the limit is set for the body (ReadBody).
     parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
-    const auto deadline = HeaderDeadline();
-    if (deadline.count() > 0) {
-      stream_.expires_after(deadline);
+    if (keep_deadline_) {
+      keep_deadline_ = false;  // the first header, after the handshake: its deadline is set
     } else {
-      stream_.expires_never();
+      SetDeadline(HeaderDeadline());
     }
     http::async_read_header(stream_, buf_, *parser_,
                             [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
@@ -150,8 +256,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     if (ec) {
       // Closed between requests, timed out, or a header that does not
       // parse (too long, not HTTP): nothing more is read.
-      if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == asio::error::eof ||
-          ec == asio::error::connection_reset || ec == asio::error::operation_aborted) {
+      if (EndsConnection(ec)) {
         if (ec == beast::error::timeout && buf_.size() > 0) Count(408);
         return Close();
       }
@@ -293,11 +398,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     const auto& o = srv_->opt;
     parser_->body_limit(o.max_frame_bytes);
     if (o.min_frame_bytes_per_s > 0) {
-      stream_.expires_after(std::chrono::seconds(o.rate_grace_s + need_ / o.min_frame_bytes_per_s + 1));
-    } else if (o.idle_timeout_s > 0) {
-      stream_.expires_after(std::chrono::seconds(o.idle_timeout_s));
+      Lowest().expires_after(std::chrono::seconds(o.rate_grace_s + need_ / o.min_frame_bytes_per_s + 1));
     } else {
-      stream_.expires_never();
+      SetDeadline(std::chrono::seconds(o.idle_timeout_s));
     }
     http::async_read(stream_, buf_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, size_t) { self->OnBody(ec); });
@@ -488,11 +591,40 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     res_.body() = std::move(body);
     res_.prepare_payload();
     // A peer that does not take its answer within the idle timeout is gone.
-    if (srv_->opt.idle_timeout_s > 0) stream_.expires_after(std::chrono::seconds(srv_->opt.idle_timeout_s));
-    http::async_write(stream_, res_, [self = shared_from_this()](beast::error_code ec, size_t) {
-      if (ec || self->close_) return self->Close();
+    if (srv_->opt.idle_timeout_s > 0) Lowest().expires_after(std::chrono::seconds(srv_->opt.idle_timeout_s));
+    auto written = [self = shared_from_this()](beast::error_code ec, size_t) {
+      if (ec) return self->Close();
+      if (self->close_) return self->Finish();
       self->close_on_error_ = false;
       self->ReadHeader();
+    };
+    if (plain_) return http::async_write(Lowest(), res_, std::move(written));
+    http::async_write(stream_, res_, std::move(written));
+  }
+
+  // Ends the connection after its last answer. TLS: close_notify first, so
+  // that the peer tells the end of the stream from a cut (bounded wait for
+  // its own). A plain request on the TLS port: the rest of what it sent is
+  // read and dropped (for at most a second) before closing, so the close
+  // does not reset the connection before the peer has read the 400.
+  void Finish() {
+    if constexpr (kTls) {
+      Lowest().expires_after(std::chrono::seconds(1));
+      if (plain_) {
+        beast::error_code ignored;
+        Lowest().socket().shutdown(tcp::socket::shutdown_send, ignored);
+        return Drain();
+      }
+      return stream_.async_shutdown([self = shared_from_this()](beast::error_code) { self->Close(); });
+    }
+    Close();
+  }
+
+  void Drain() {
+    buf_.clear();
+    Lowest().async_read_some(buf_.prepare(4096), [self = shared_from_this()](beast::error_code ec, size_t) {
+      if (ec) return self->Close();
+      self->Drain();
     });
   }
 
@@ -504,12 +636,13 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void Close() {
     budget_wait_.cancel();
     beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
-    stream_.close();
+    Lowest().socket().shutdown(tcp::socket::shutdown_both, ignored);
+    Lowest().close();
   }
 
   Server::Impl* srv_;
-  beast::tcp_stream stream_;
+  std::shared_ptr<ssl::context> tls_;  // TlsStream: the context its streams were made with
+  Stream stream_;
   asio::steady_timer budget_wait_;
   beast::flat_buffer buf_;
   std::optional<http::request_parser<http::string_body>> parser_;
@@ -519,12 +652,100 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   unsigned version_ = 11;
   bool close_ = false;           // close once the answer is written
   bool close_on_error_ = false;  // the body is unread: an error answer closes
+  bool plain_ = false;           // TLS port, plain HTTP request: answered in plain text on Lowest()
+  bool keep_deadline_ = false;   // the next header's deadline is set already (TLS: since the first byte)
   bool learn_ = false;           // this request is /v1/learn (else /v1/predict)
   const char* allow_ = "POST";   // the methods the request's path takes (405's Allow)
   uint64_t need_ = 0;            // the body's length (or limit, when chunked)
   uint64_t reserved_ = 0;        // this body's share of srv_->frame_reservations
   Clock::time_point start_{};
 };
+
+// OpenSSL's prompt for a passphrase on the terminal, replaced: there is
+// none, so an encrypted key fails to load (and Start says why) instead of
+// waiting for a passphrase nobody will type.
+int NoPassphrase(char*, int, int, void*) { return 0; }
+
+// The TLS context of the HTTP port: `cert` (PEM: the certificate, then its
+// chain) and `key` (its private key, PEM, not encrypted), read through
+// `env`; TLS 1.2 or later. Errors name the file, its option and what is wrong.
+Result<std::shared_ptr<ssl::context>> NewTlsContext(Env* env, const std::string& cert, const std::string& key) {
+  const std::string cert_name = "TLS certificate '" + cert + "' (--tls-cert)";
+  const std::string key_name = "TLS private key '" + key + "' (--tls-key)";
+  std::string cert_pem, key_pem;
+  if (Status st = env->ReadFileToString(cert, &cert_pem); !st.ok()) {
+    return st.WithContext(cert_name + ": cannot be read");
+  }
+  if (Status st = env->ReadFileToString(key, &key_pem); !st.ok()) {
+    return st.WithContext(key_name + ": cannot be read");
+  }
+  ERR_clear_error();
+  auto ctx = std::make_shared<ssl::context>(ssl::context::tls_server);
+  SSL_CTX* native = ctx->native_handle();
+  // No TLS 1.0 / 1.1 (RFC 8996), and no renegotiation (a peer could make
+  // the server repeat the costly half of a handshake on one connection).
+  if (SSL_CTX_set_min_proto_version(native, TLS1_2_VERSION) != 1) {
+    return Status::Internal("TLS: cannot require TLS 1.2: " + OpenSslError("unknown error"));
+  }
+  SSL_CTX_set_options(native, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
+  SSL_CTX_set_default_passwd_cb(native, NoPassphrase);
+
+  using Bio = std::unique_ptr<BIO, decltype(&BIO_free)>;
+  using X509Ptr = std::unique_ptr<X509, decltype(&X509_free)>;
+  Bio cert_bio(BIO_new_mem_buf(cert_pem.data(), static_cast<int>(cert_pem.size())), BIO_free);
+  X509Ptr leaf(cert_bio ? PEM_read_bio_X509_AUX(cert_bio.get(), nullptr, NoPassphrase, nullptr) : nullptr, X509_free);
+  if (!leaf) {
+    return Status::InvalidArgument(
+        cert_name + ": holds no PEM certificate (\"-----BEGIN CERTIFICATE-----\"): " + OpenSslError("no certificate"));
+  }
+  if (SSL_CTX_use_certificate(native, leaf.get()) != 1) {
+    return Status::InvalidArgument(cert_name + ": its certificate is refused: " + OpenSslError("unknown error"));
+  }
+  // The rest of the file: the chain sent after it (intermediate CAs).
+  for (int n = 2;; ++n) {
+    X509Ptr ca(PEM_read_bio_X509(cert_bio.get(), nullptr, NoPassphrase, nullptr), X509_free);
+    if (!ca) break;
+    if (SSL_CTX_add0_chain_cert(native, ca.get()) != 1) {
+      return Status::InvalidArgument(cert_name + ": certificate " + std::to_string(n) +
+                                     " of the chain is refused: " + OpenSslError("unknown error"));
+    }
+    (void)ca.release();  // the context owns it (add0)
+  }
+  ERR_clear_error();  // the end of the file ("no start line")
+
+  Bio key_bio(BIO_new_mem_buf(key_pem.data(), static_cast<int>(key_pem.size())), BIO_free);
+  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> pkey(
+      key_bio ? PEM_read_bio_PrivateKey(key_bio.get(), nullptr, NoPassphrase, nullptr) : nullptr, EVP_PKEY_free);
+  if (!pkey) {
+    if (key_pem.find("ENCRYPTED") != std::string::npos) {
+      ERR_clear_error();
+      return Status::InvalidArgument(key_name +
+                                     ": is encrypted, and serve cannot ask for a passphrase: store it decrypted "
+                                     "(openssl pkey -in KEY -out PLAIN), readable by the service's user only");
+    }
+    return Status::InvalidArgument(
+        key_name + ": holds no PEM private key (\"-----BEGIN PRIVATE KEY-----\"): " + OpenSslError("no private key"));
+  }
+  if (X509_check_private_key(leaf.get(), pkey.get()) != 1) {
+    return Status::InvalidArgument(key_name + " does not belong to the certificate in '" + cert +
+                                   "' (--tls-cert): " + OpenSslError("key values mismatch") +
+                                   "; give the key the certificate was issued for");
+  }
+  if (SSL_CTX_use_PrivateKey(native, pkey.get()) != 1) {
+    return Status::InvalidArgument(key_name + ": is refused: " + OpenSslError("unknown error"));
+  }
+  return ctx;
+}
+
+template <class Stream>
+void Open(Server::Impl* srv, tcp::socket s, bool over, std::shared_ptr<ssl::context> tls) {
+  auto session = std::make_shared<HttpSession<Stream>>(srv, std::move(s), std::move(tls));
+  if (over) {
+    session->Refuse();
+  } else {
+    session->Start();
+  }
+}
 
 }  // namespace
 
@@ -533,14 +754,31 @@ void Server::Impl::StartHttpAccept() {
     if (ec) return;  // closed
     const bool over = http_connections.load() >= opt.max_connections;
     http_connections++;
-    auto session = std::make_shared<HttpSession>(this, std::move(s));
-    if (over) {
-      session->Refuse();
+    if (tls) {
+      Open<TlsStream>(this, std::move(s), over, tls);
     } else {
-      session->Start();
+      Open<beast::tcp_stream>(this, std::move(s), over, nullptr);
     }
     StartHttpAccept();
   });
+}
+
+Status Server::Impl::LoadTls() {
+  const bool cert = !opt.tls_cert_file.empty(), key = !opt.tls_key_file.empty();
+  if (!cert && !key) return Status::OK();
+  if (cert != key) {
+    return Status::InvalidArgument(cert ? "--tls-cert '" + opt.tls_cert_file + "' needs --tls-key, its private key"
+                                        : "--tls-key '" + opt.tls_key_file + "' needs --tls-cert, its certificate");
+  }
+  if (opt.http.empty()) {
+    return Status::InvalidArgument(
+        "--tls-cert and --tls-key are for the HTTP port, and there is none: give --http HOST:PORT (the binary "
+        "protocol's port is not encrypted)");
+  }
+  auto ctx = NewTlsContext(env, opt.tls_cert_file, opt.tls_key_file);
+  if (!ctx.ok()) return ctx.status();
+  tls = std::move(ctx).value();
+  return Status::OK();
 }
 
 }  // namespace tributary

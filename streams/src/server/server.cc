@@ -182,6 +182,8 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, std:
     s.readers.push_back(std::make_unique<SourceReader>(&s, std::move(a).value(), url));
   }
   if (s.opt.registry != nullptr) s.registry = s.opt.registry;
+  // The certificate and key are checked before anything is locked or bound.
+  if (Status st = s.LoadTls(); !st.ok()) return st;
   {
     // Locked first: a second server on the same directory is refused before
     // it binds anything, naming the process that holds it.

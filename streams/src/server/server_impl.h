@@ -54,6 +54,10 @@
 #include "tributary/v1/tributary.pb.h"
 #include "tributary/wal.h"
 
+namespace boost::asio::ssl {
+class context;  // <boost/asio/ssl.hpp>, included by http.cc only
+}  // namespace boost::asio::ssl
+
 namespace tributary {
 
 namespace asio = boost::asio;
@@ -236,6 +240,9 @@ struct Server::Impl {
   asio::strand<asio::io_context::executor_type> accept_strand{asio::make_strand(io)};
   tcp::acceptor acceptor{accept_strand};
   tcp::acceptor http_acceptor{accept_strand};
+  // The HTTP port's TLS context (LoadTls, from ServerOptions::tls_cert_file
+  // and tls_key_file); null: plain HTTP. Read-only once Start has loaded it.
+  std::shared_ptr<asio::ssl::context> tls;
   std::mutex signals_mu;                    // HandleSignals (caller's thread) vs ShutdownNow (accept strand)
   std::optional<asio::signal_set> signals;  // GUARDED_BY(signals_mu)
   std::vector<std::thread> io_threads;
@@ -394,6 +401,9 @@ struct Server::Impl {
   void StartHttpAccept();     // http.cc
   std::string MetricsText();  // metrics.cc
   std::string StatusJson();   // metrics.cc: GET /v1/status
+  // http.cc: loads `tls` when ServerOptions asks for TLS; errors name the
+  // file (or the missing option) and what is wrong with it.
+  Status LoadTls();
 };
 
 }  // namespace tributary
