@@ -8,18 +8,19 @@
 #include <cstdint>
 #include <string>
 
+#include "broker_format.h"
 #include "tributary/kafka_source.h"
 
 namespace tributary::kafka_internal {
 
-// "topic 'T' partition P", as error messages name a partition.
-std::string PartitionName(const std::string& topic, int32_t partition);
+using broker_format::PartitionName;  // as every Kafka error names a partition
 
-// Converts one message to an entry (the message stays the caller's). A
-// message that is not a document comes back with KafkaEntry::error set
-// (InvalidDocument naming topic, partition and offset) and the message's
-// key, value and headers kept for DeadLetter. REQUIRES: LoadRdKafka has
-// succeeded (rdkafka_api.h).
+// Converts one message to an entry (the message stays the caller's):
+// broker_format::DecodeKafkaMessage of its topic, partition, offset, key,
+// value and headers. A message that is not a document comes back with
+// KafkaEntry::error set (InvalidDocument naming topic, partition and
+// offset) and the message's key, value and headers kept for DeadLetter.
+// REQUIRES: LoadRdKafka has succeeded (rdkafka_api.h).
 KafkaEntry DecodeMessage(const rd_kafka_message_t* m);
 
 }  // namespace tributary::kafka_internal

@@ -9,6 +9,7 @@
 #include <climits>
 #include <limits>
 
+#include "broker_format.h"
 #include "tributary/utf8.h"
 #include "url_parse.h"
 
@@ -70,7 +71,8 @@ Status RedisErrorStatus(const std::string& where, std::string_view command, std:
 }
 
 // Converts one stream entry (fields as a flat key/value array) to a
-// SourceEntry.
+// SourceEntry: the reply's shape is checked here, the entry format by
+// broker_format::DecodeRedisEntry.
 SourceEntry ParseEntry(const std::string& stream, const redisReply* entry) {
   SourceEntry e;
   if (entry->type != REDIS_REPLY_ARRAY || entry->elements < 2 || !IsString(entry->element[0])) {
@@ -90,63 +92,12 @@ SourceEntry ParseEntry(const std::string& stream, const redisReply* entry) {
     e.error = Status::InvalidDocument(where + ": expected field/value pairs, found a malformed field list");
     return e;
   }
-  const redisReply* text = nullptr;
-  const redisReply* doc = nullptr;
-  const redisReply* label = nullptr;
-  const redisReply* id = nullptr;
-  std::string duplicate;
-  std::string names;
+  std::vector<broker_format::RedisField> named;
+  named.reserve(fields->elements / 2);
   for (size_t i = 0; i + 1 < fields->elements; i += 2) {
-    const std::string_view key = ReplyString(fields->element[i]);
-    const redisReply* value = fields->element[i + 1];
-    if (!names.empty()) names += ", ";
-    names += Quoted(key);
-    const redisReply** slot = nullptr;
-    if (key == "text") slot = &text;
-    if (key == "doc") slot = &doc;
-    if (key == "label") slot = &label;
-    if (key == "id") slot = &id;
-    if (slot == nullptr) continue;  // unknown fields are the producer's metadata
-    if (*slot != nullptr && duplicate.empty()) duplicate = std::string(key);
-    *slot = value;
+    named.emplace_back(ReplyString(fields->element[i]), ReplyString(fields->element[i + 1]));
   }
-  auto fail = [&](const std::string& what) {
-    e.error = Status::InvalidDocument(where + ": " + what);
-    for (size_t i = 0; i + 1 < fields->elements; i += 2) {
-      e.fields.emplace_back(ReplyString(fields->element[i]), ReplyString(fields->element[i + 1]));
-    }
-    return e;
-  };
-  if (!duplicate.empty()) {
-    return fail("expected the field " + Quoted(duplicate) + " once, found it more than once");
-  }
-  if (text == nullptr && doc == nullptr) {
-    return fail(
-        "expected exactly one of the fields 'text' (raw text) or 'doc' (a serialized tributary.v1.Document), "
-        "found neither (fields: " +
-        (names.empty() ? std::string("none") : names) + ")");
-  }
-  if (text != nullptr && doc != nullptr) {
-    return fail("expected exactly one of the fields 'text' or 'doc', found both");
-  }
-  if (text != nullptr) {
-    if (ReplyString(text).empty()) return fail("expected a non-empty 'text', found an empty one");
-    e.doc.set_text(std::string(ReplyString(text)));
-  } else {
-    const std::string_view bytes = ReplyString(doc);
-    if (!e.doc.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-      e.doc.Clear();
-      return fail("expected 'doc' to hold a serialized tributary.v1.Document, found " + std::to_string(bytes.size()) +
-                  " bytes that do not parse as one");
-    }
-  }
-  if (label != nullptr) e.doc.set_label(std::string(ReplyString(label)));
-  if (id != nullptr) {
-    e.doc.set_id(std::string(ReplyString(id)));
-  } else if (e.doc.id().empty()) {
-    e.doc.set_id(e.entry_id);
-  }
-  return e;
+  return broker_format::DecodeRedisEntry(stream, e.entry_id, named);
 }
 
 // Appends the entries of an array of [id, fields] to *out.
