@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 secs=${1:-30}
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(stream_reader decoder snapshot wal frame http_body)
+((${#targets[@]})) || targets=(stream_reader decoder snapshot wal frame http_body broker_entry)
 jobs=${TRIBUTARY_FUZZ_JOBS:-$(($(nproc) < 2 ? 1 : 2))}
 max_len=${TRIBUTARY_FUZZ_MAX_LEN:-4096}
 build=build-fuzz

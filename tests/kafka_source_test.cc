@@ -329,6 +329,31 @@ TEST_F(KafkaSourceTest, DecodesMessagesAndDeadLettersBadOnes) {
   EXPECT_TRUE(plain->DeadLetter(again[3]).ok());
 }
 
+// Found by the broker_entry fuzz target (tests/fuzz/findings/broker_entry/
+// kafka-content-type-not-utf8): an unknown content-type was quoted in the
+// error as it was, so a producer's bytes (invalid UTF-8, terminal escapes)
+// went into the error that is logged and dead-lettered. It is now quoted as
+// printable text, cut after 64 bytes; the dead letter keeps the header.
+TEST_F(KafkaSourceTest, AnUnknownContentTypeIsQuotedAsPrintableText) {
+  CreateTopic("docs", 1);
+  const std::string type = "\x1b[31mtext/html\xff" + std::string(100, 'x');
+  Message m = Text("<p>hi</p>");
+  m.headers = {{"content-type", type}};
+  ASSERT_EQ(Produce("docs", {m}), Range(0, 1));
+  auto source = Open(Options("docs"));
+  ASSERT_TRUE(source);
+  std::vector<KafkaEntry> got = ReadN(source.get(), 1);
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_TRUE(got[0].error.IsInvalidDocument()) << got[0].error.ToString();
+  const std::string& e = got[0].error.message();
+  EXPECT_NE(e.find("found '\\x1b[31mtext/html\\xffxxx"), std::string::npos) << e;
+  EXPECT_NE(e.find("... (115 bytes)'"), std::string::npos) << e;
+  EXPECT_EQ(e.find('\x1b'), std::string::npos) << e;
+  EXPECT_EQ(e.find('\xff'), std::string::npos) << e;
+  ASSERT_EQ(got[0].headers.size(), 1u);
+  EXPECT_EQ(got[0].headers[0].second, type);
+}
+
 // At least once: after reading everything and committing only part of it,
 // a reconnected member of the same group starts exactly at the commit.
 TEST_F(KafkaSourceTest, ReconnectedGroupStartsAtTheCommittedOffset) {

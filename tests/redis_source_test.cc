@@ -414,6 +414,54 @@ TEST_F(RedisSourceTest, BadEntriesAreReportedAndDeadLettered) {
   EXPECT_EQ(len->integer, 5);
 }
 
+// Found by the broker_entry fuzz target (tests/fuzz/findings/broker_entry/
+// redis-field-name-not-utf8): an entry with neither `text` nor `doc` was
+// refused with its field names as they were, so a producer's bytes (invalid
+// UTF-8, terminal escapes) went into the error that is logged and
+// dead-lettered, and an entry with thousands of fields gave an error as
+// long. The names are now quoted as printable text, the first 8 of them.
+TEST_F(RedisSourceTest, AnErrorQuotesAFewFieldNamesAsPrintableText) {
+  std::vector<std::string> fields = {"\x1b[2J", "v", std::string("caf\xc3", 4), "v"};
+  for (int i = 0; i < 20; ++i) fields.insert(fields.end(), {"meta-" + std::to_string(i), "v"});
+  const std::string id = Xadd("docs", fields);
+  auto source = Open(Options("reader"));
+  ASSERT_TRUE(source);
+  std::vector<SourceEntry> got = ReadAll(source.get(), 1);
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_TRUE(got[0].error.IsInvalidDocument()) << got[0].error.ToString();
+  const std::string& m = got[0].error.message();
+  EXPECT_NE(m.find("redis stream 'docs' entry " + id), std::string::npos) << m;
+  EXPECT_NE(m.find("found neither (fields: '\\x1b[2J', 'caf\\xc3', 'meta-0', "), std::string::npos) << m;
+  EXPECT_NE(m.find("'meta-5', ... (22 fields))"), std::string::npos) << m;
+  EXPECT_EQ(m.find("meta-6"), std::string::npos) << m;
+  EXPECT_EQ(m.find('\x1b'), std::string::npos) << m;
+  EXPECT_EQ(m.find('\xc3'), std::string::npos) << m;
+  // The dead letter still gets every field as it was.
+  ASSERT_EQ(got[0].fields.size(), 22u);
+  EXPECT_EQ(got[0].fields[0].first, "\x1b[2J");
+  EXPECT_EQ(got[0].fields[1].first, std::string("caf\xc3", 4));
+}
+
+// Found by the broker_entry fuzz target (findings/broker_entry/
+// redis-empty-id): an empty `id` field gave the document no id; it now gets
+// the default, as an entry without `id` does (the id inside `doc`, else the
+// stream entry id), so every document from a broker has an id.
+TEST_F(RedisSourceTest, AnEmptyIdFieldGivesTheDefaultId) {
+  v1::Document inner;
+  inner.set_id("inner-id");
+  inner.add_tokens("word");
+  const std::string plain = Xadd("docs", {"text", "some words", "id", ""});
+  Xadd("docs", {"doc", inner.SerializeAsString(), "id", ""});
+  auto source = Open(Options("reader"));
+  ASSERT_TRUE(source);
+  std::vector<SourceEntry> got = ReadAll(source.get(), 2);
+  ASSERT_EQ(got.size(), 2u);
+  ASSERT_TRUE(got[0].error.ok()) << got[0].error.ToString();
+  EXPECT_EQ(got[0].doc.id(), plain);
+  ASSERT_TRUE(got[1].error.ok()) << got[1].error.ToString();
+  EXPECT_EQ(got[1].doc.id(), "inner-id");
+}
+
 // A pending entry deleted from the stream (XDEL) before it was acknowledged
 // comes back on redelivery as an error, and DeadLetter clears it.
 TEST_F(RedisSourceTest, DeletedPendingEntryIsAnError) {

@@ -14,6 +14,12 @@ namespace {
 
 using url_parse::Quoted;
 
+// An error lists at most this many Redis field names, each (and a Kafka
+// content-type) cut after this many bytes: an error message is logged and
+// dead-lettered, so bounded.
+constexpr size_t kNamesListed = 8;
+constexpr size_t kNameBytesListed = 64;
+
 // `s` lower-cased, without blanks: a content-type as compared
 // ("text/plain; charset=UTF-8" -> "text/plain;charset=utf-8").
 std::string Lower(std::string_view s) {
@@ -59,8 +65,13 @@ SourceEntry DecodeRedisEntry(const std::string& stream, const std::string& entry
     return fail("expected the field " + Quoted(duplicate) + " once, found it more than once");
   }
   if (text == nullptr && doc == nullptr) {
+    // The producer's field names are any bytes: quoted as printable text,
+    // the first few (an entry may have thousands).
     std::string names;
-    for (size_t i = 0; i < fields.size(); ++i) names += (i ? ", " : "") + Quoted(fields[i].first);
+    for (size_t i = 0; i < fields.size() && i < kNamesListed; ++i) {
+      names += (i ? ", " : "") + Quoted(Printable(fields[i].first, kNameBytesListed));
+    }
+    if (fields.size() > kNamesListed) names += ", ... (" + std::to_string(fields.size()) + " fields)";
     return fail(
         "expected exactly one of the fields 'text' (raw text) or 'doc' (a serialized tributary.v1.Document), "
         "found neither (fields: " +
@@ -78,7 +89,9 @@ SourceEntry DecodeRedisEntry(const std::string& stream, const std::string& entry
                 " bytes that do not parse as one");
   }
   if (label != nullptr) e.doc.set_label(std::string(*label));
-  if (id != nullptr) {
+  // An empty `id` is no id (proto3's reading of an empty string): the
+  // default applies, so that every document from a broker has an id.
+  if (id != nullptr && !id->empty()) {
     e.doc.set_id(std::string(*id));
   } else if (e.doc.id().empty()) {
     e.doc.set_id(e.entry_id);
@@ -133,7 +146,8 @@ KafkaEntry DecodeKafkaMessage(KafkaMessage m) {
     e.doc.set_text(std::string(value));
   } else {
     return fail("expected the header 'content-type' to be absent, text/plain or " +
-                std::string(kKafkaDocumentContentType) + ", found " + Quoted(*content_type));
+                std::string(kKafkaDocumentContentType) + ", found " +
+                Quoted(Printable(*content_type, kNameBytesListed)));
   }
   if (label != nullptr) {
     if (const size_t bad = InvalidUtf8At(*label); bad != std::string_view::npos) {

@@ -30,10 +30,12 @@ using RedisField = std::pair<std::string_view, std::string_view>;
 
 // Converts one Redis stream entry (its id and its fields, in the order
 // read) to a SourceEntry. On success `doc` holds the document (id: the `id`
-// field, else the id inside `doc`, else `entry_id`). An entry that does not
-// fit comes back with `error` set (InvalidDocument "redis stream 'STREAM'
-// entry ID: expected ..., found ...", naming the field) and `fields`
-// holding every field as read (for RedisSource::DeadLetter).
+// field unless empty, else the id inside `doc`, else `entry_id`). An entry
+// that does not fit comes back with `error` set (InvalidDocument "redis
+// stream 'STREAM' entry ID: expected ..., found ...", naming the field; the
+// producer's field names are quoted as printable text, utf8.h Printable, a
+// few of them) and `fields` holding every field as read (for
+// RedisSource::DeadLetter).
 SourceEntry DecodeRedisEntry(const std::string& stream, const std::string& entry_id,
                              const std::vector<RedisField>& fields);
 
@@ -58,8 +60,8 @@ struct KafkaMessage {
 // not empty, else "TOPIC:PARTITION:OFFSET"). A message that does not fit
 // comes back with `error` set (InvalidDocument "kafka topic 'T' partition P
 // offset O: expected ..., found ...", naming the header, the key or the
-// value) and the message's key, value and headers kept for
-// KafkaSource::DeadLetter.
+// value; a header's value is quoted as printable text) and the message's
+// key, value and headers kept for KafkaSource::DeadLetter.
 KafkaEntry DecodeKafkaMessage(KafkaMessage m);
 
 }  // namespace tributary::broker_format

@@ -328,6 +328,55 @@ void HttpBodySeeds(Corpus* c) {
   c->Add("http_body", "invalid_utf8", 0x00, std::string("{\"documents\": [{\"text\": \"caf\xc3\"}]}"));
 }
 
+// ---- broker_entry: mode (bit 0 Kafka, bits 1..2 model, bit 3 label needed,
+// bits 4..5 Kafka null key / value) + pieces separated by "\xff|"
+
+std::string Pieces(const std::vector<std::string>& pieces) {
+  std::string out;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    if (pieces[i].find("\xff|") != std::string::npos) Die("broker_entry: a piece holds the separator");
+    out += (i ? "\xff|" : "") + pieces[i];
+  }
+  return out;
+}
+
+void BrokerEntrySeeds(Corpus* c) {
+  // Redis (bit 0 clear): field, value, ...
+  c->Add("broker_entry", "redis_text", 0x00,
+         Pieces({"text", "The striker scored twice", "label", "sports", "source", "crawler-7"}));
+  Document inner = Doc("inner-id", {0, 5, 7}, {1, 2, 1}, "a");
+  inner.add_tokens("t3");
+  c->Add("broker_entry", "redis_doc", 0x02, Pieces({"doc", inner.SerializeAsString(), "id", "outer-id"}));
+  c->Add("broker_entry", "redis_doc_label_needed", 0x0a,
+         Pieces({"doc", Doc("", {1}, {}, nullptr).SerializeAsString()}));
+  c->Add("broker_entry", "redis_invalid_utf8_label", 0x00,
+         Pieces({"text", "words here", "label", std::string("caf\xc3", 4)}));
+  c->Add("broker_entry", "redis_empty_text", 0x00, Pieces({"text", "", "label", "a"}));
+  c->Add("broker_entry", "redis_neither", 0x00, Pieces({"body", "no text", "Text", "case matters"}));
+  c->Add("broker_entry", "redis_twice", 0x00, Pieces({"text", "one", "text", "two"}));
+  // Counts adding up to infinity: the learning rule refuses the document.
+  c->Add("broker_entry", "redis_huge_count", 0x02,
+         Pieces({"doc", Doc("big", {2, 2}, {1e308, 1e308}, "b").SerializeAsString()}));
+  Document hashed;
+  hashed.add_tokens("apple");
+  hashed.add_tokens("pear");
+  hashed.set_label("new-class");
+  c->Add("broker_entry", "redis_hashed_new_class", 0x04, Pieces({"doc", hashed.SerializeAsString()}));
+  // Kafka (bit 0 set): key, value, header, value, ...
+  c->Add("broker_entry", "kafka_text", 0x01,
+         Pieces({"k1", "Stocks rallied on Tuesday", "label", "business", "content-type", "text/plain; charset=UTF-8"}));
+  Document feats = Doc("", {1, 3}, {2, 1}, "a");
+  feats.add_reals(0.5);
+  feats.add_reals(3);
+  feats.add_categoricals(2);
+  c->Add("broker_entry", "kafka_doc_features", 0x07 | 0x08,
+         Pieces({"key-id", feats.SerializeAsString(), "content-type", "application/x-tributary-document"}));
+  c->Add("broker_entry", "kafka_invalid_utf8_key", 0x01, Pieces({std::string("k\xfe", 2), "some text"}));
+  c->Add("broker_entry", "kafka_null_key", 0x11, Pieces({"", "text without a key"}));
+  c->Add("broker_entry", "kafka_tombstone", 0x21, Pieces({"k", ""}));
+  c->Add("broker_entry", "kafka_json", 0x01, Pieces({"k", R"({"text": "a"})", "content-type", "application/json"}));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -342,6 +391,7 @@ int main(int argc, char** argv) {
   WalSeeds(&c);
   FrameSeeds(&c);
   HttpBodySeeds(&c);
+  BrokerEntrySeeds(&c);
   std::fprintf(stderr, "fuzz_make_seeds: %d seeds written under %s\n", c.written(), argv[1]);
   return 0;
 }

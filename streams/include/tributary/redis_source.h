@@ -7,8 +7,9 @@
 //   doc    one serialized v1::Document (binary-safe);
 //          exactly one of the two, and `text` must not be empty;
 //   label  optional: Document.label (overrides a label inside `doc`);
-//   id     optional: Document.id (overrides an id inside `doc`); default:
-//          the id inside `doc` if any, else the stream entry id.
+//   id     optional: Document.id (overrides an id inside `doc`); default
+//          (also for an empty `id`): the id inside `doc` if any, else the
+//          stream entry id.
 // An entry that does not fit comes back from Read with SourceEntry::error set
 // (InvalidDocument naming the stream, the entry id, expected vs found); the
 // caller decides: DeadLetter it, or Ack and drop it.
