@@ -207,6 +207,61 @@ TEST(DataDirTest, AFailedCheckpointChangesNothing) {
   EXPECT_EQ(Stats(*Open(Durable(dir))), Reference(docs, 300));
 }
 
+// Versions (KeepVersion): copies of model.trib with their sidecar, the
+// newest `keep` kept (a pinned one besides them until a checkpoint's
+// replaced snapshot holds its restore record), listed oldest first; the log
+// may drop nothing after the oldest; a copy that cannot be written leaves
+// the versions as they were.
+TEST(DataDirTest, VersionsKeepTheNewestAndWhatARestoreStillNeeds) {
+  const std::string dir = testing::TempDir("data_dir_versions");
+  fs::remove_all(dir);
+  testing::FaultEnv files;
+  DataDirOptions o;
+  o.env = &files;
+  auto d = DataDir::Open(dir, o);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  auto model = NewModel();
+  auto save = [&](const std::string& path, const SnapshotOptions& so) { return model->Save(path, so); };
+  uint64_t replaced = 0;
+  auto cut = [&](uint64_t seq) {
+    ASSERT_TRUE((*d)->Checkpoint(save, seq, &replaced).ok());
+    Status st = (*d)->KeepVersion(seq, "{\"n\":" + std::to_string(seq) + "}", 2);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  };
+  auto sequences = [&] {
+    std::vector<uint64_t> out;
+    for (const ModelVersion& v : (*d)->Versions()) out.push_back(v.sequence);
+    return out;
+  };
+  cut(10);
+  cut(20);
+  EXPECT_EQ(sequences(), (std::vector<uint64_t>{10, 20}));
+  EXPECT_EQ((*d)->Versions()[1].info, "{\"n\":20}");
+  EXPECT_EQ(ReadAll((*d)->VersionPath(20)), ReadAll(dir + "/model.trib"));
+  EXPECT_EQ((*d)->DroppableThrough(20), 10u) << "the log keeps what follows the oldest version";
+  // Version 10 is restored by the record at 25: it outlives its turn.
+  (*d)->Pin(10, 25);
+  cut(30);
+  EXPECT_EQ(sequences(), (std::vector<uint64_t>{10, 20, 30}));
+  cut(40);  // replaced: 30 (< 25? no: 30 >= 25), the pin goes at this checkpoint
+  EXPECT_EQ(sequences(), (std::vector<uint64_t>{30, 40})) << "the pin ended with the checkpoint past 25";
+  auto missing = (*d)->FindVersion(10);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_TRUE(missing.status().IsNotFound());
+  EXPECT_THAT(missing.status().message(), HasSubstr("kept: 30, 40"));
+  ASSERT_TRUE((*d)->FindVersion(40).ok());
+  // A full disk while copying: the versions stay as they were, no partial file listed.
+  ASSERT_TRUE((*d)->Checkpoint(save, 50, &replaced).ok());
+  files.Add({testing::FaultEnv::Op::kAppend, "versions/", 1, ENOSPC});
+  Status st = (*d)->KeepVersion(50, "{}", 2);
+  EXPECT_FALSE(st.ok());
+  EXPECT_THAT(st.ToString(), HasSubstr("model version 50"));
+  EXPECT_EQ(sequences(), (std::vector<uint64_t>{30, 40}));
+  files.Clear();
+  ASSERT_TRUE((*d)->KeepVersion(50, "{}", 2).ok());
+  EXPECT_EQ(sequences(), (std::vector<uint64_t>{40, 50}));
+}
+
 // Durable LiveModel writes the acknowledgement mark (wal.h): damage to a
 // record it acknowledged is reported, not taken for a torn write and dropped
 // in silence (it used to write no mark: the last records' damage read as a

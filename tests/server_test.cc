@@ -12,10 +12,14 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <google/protobuf/io/coded_stream.h>
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -23,6 +27,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 #include <set>
@@ -36,7 +41,10 @@
 #include "tributary/sdem_learner.h"
 #include "tributary/sep_engine.h"
 #include "tributary/server.h"
+#include "tributary/stream_io.h"
 #include "tributary/wal.h"
+
+extern char** environ;
 
 namespace tributary {
 namespace {
@@ -2365,6 +2373,462 @@ TEST_F(ServerTest, LargeFramesWaitForTheBufferBudget) {
   ASSERT_TRUE(cb.Receive(&r));
   EXPECT_EQ(r.code(), v1::Response::OK) << r.message();
   sender.join();
+}
+
+// ---- Model versions and rollback (issue 42; docs/design.md §16) ----------------------
+
+// The versions GET /v1/models lists, oldest first.
+std::vector<uint64_t> KeptVersions(uint16_t http_port) {
+  const testing::HttpAnswer a = testing::HttpCall(http_port, "GET", "/v1/models");
+  EXPECT_EQ(a.status, 200) << a.body;
+  std::vector<uint64_t> out;
+  auto j = nlohmann::json::parse(a.body, nullptr, false);
+  if (!j.is_object()) return out;
+  for (const auto& v : j["versions"]) out.push_back(v["version"].get<uint64_t>());
+  return out;
+}
+
+// Every probe document's probabilities from the server (binary protocol:
+// exact doubles) equal the offline model's.
+void ExpectPredictsAsOffline(Client& c, OfflineModel& offline) {
+  const auto probes = ProbeDocs();
+  v1::Response r = c.Call(PredictRequest(probes));
+  ASSERT_EQ(r.code(), v1::Response::OK) << r.message();
+  ASSERT_EQ(r.predict().predictions_size(), static_cast<int>(probes.size()));
+  for (size_t i = 0; i < probes.size(); ++i) {
+    const auto want = offline.Probabilities(probes[i]);
+    const auto& got = r.predict().predictions(static_cast<int>(i)).probabilities();
+    ASSERT_EQ(static_cast<size_t>(got.size()), want.size());
+    for (size_t k = 0; k < want.size(); ++k) EXPECT_EQ(got[static_cast<int>(k)], want[k]) << "probe " << i;
+  }
+}
+
+// Learn, keep 3 versions, restore the oldest: the server serves (and
+// snapshots) exactly the model trained offline on the documents up to that
+// version; the documents after it are not learned but kept aside as a
+// stream, in log order; learning goes on from the restored model, and a
+// restart keeps all of it.
+TEST_F(ServerTest, RestoreTheOldestOfThreeVersionsServesItsOfflineModel) {
+  ServerOptions o = Options();
+  o.http = "127.0.0.1:0";
+  o.keep_versions = 3;
+  o.version_every_documents = 30;
+  o.snapshot_every_documents = 1000000;
+  auto srv = Start(o);
+  ASSERT_TRUE(srv);
+  Client c(srv->port());
+  std::mt19937_64 rng(71);
+  LogOrder order;
+  const auto docs = RandomDocs(rng, 150);
+  const uint64_t n = LearnAll(c, docs, 10, &order);
+  WaitLearned(c, n);
+  // Versions are cut at the learner's batches: wait for the last one due.
+  std::vector<uint64_t> kept;
+  for (int i = 0; i < 500; ++i) {
+    kept = KeptVersions(srv->http_port());
+    if (kept.size() == 3 && kept.back() + o.version_every_documents > n) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(kept.size(), 3u) << "versions kept";
+  EXPECT_LT(kept[0], kept[1]);
+  EXPECT_LT(kept[1], kept[2]);
+  const uint64_t v = kept[0];
+  ASSERT_GT(v, 0u);
+  ASSERT_LT(v, n);
+  // A version is the model at its sequence.
+  {
+    OfflineModel offline;
+    order.TrainOffline(&offline, v);
+    auto m = LoadSnapshot(o.data_dir + "/versions/" + std::string(20 - std::to_string(v).size(), '0') +
+                          std::to_string(v) + ".trib");
+    ASSERT_TRUE(m);
+    ExpectSameStatistics(*m, offline.model());
+  }
+  // Wrong ones: a version not kept, not a number, a query not understood.
+  EXPECT_EQ(testing::HttpCall(srv->http_port(), "POST", "/v1/models/999999/restore").status, 404);
+  EXPECT_EQ(testing::HttpCall(srv->http_port(), "POST", "/v1/models/abc/restore").status, 404);
+  EXPECT_EQ(testing::HttpCall(srv->http_port(), "POST", "/v1/models/" + std::to_string(v) + "/restore?x=1").status,
+            400);
+  EXPECT_EQ(testing::HttpCall(srv->http_port(), "GET", "/v1/models/" + std::to_string(v) + "/restore").status, 405);
+
+  const testing::HttpAnswer a =
+      testing::HttpCall(srv->http_port(), "POST", "/v1/models/" + std::to_string(v) + "/restore");
+  ASSERT_EQ(a.status, 200) << a.body;
+  auto j = nlohmann::json::parse(a.body);
+  EXPECT_EQ(j["restored"].get<uint64_t>(), v);
+  EXPECT_EQ(j["record"].get<uint64_t>(), n + 1);
+  EXPECT_FALSE(j["replay"].get<bool>());
+  EXPECT_EQ(j["documents_after"].get<uint64_t>(), n - v);
+  EXPECT_EQ(j["after"][0].get<uint64_t>(), v + 1);
+  EXPECT_EQ(j["after"][1].get<uint64_t>(), n);
+  // Served at once (the answer comes once it is published).
+  OfflineModel offline;
+  order.TrainOffline(&offline, v);
+  ExpectPredictsAsOffline(c, offline);
+  // The documents not learned, kept aside in log order.
+  {
+    const std::string kept_as = j["kept_as"].get<std::string>();
+    auto reader = DocumentReader::Open(kept_as);
+    ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+    uint64_t seq = v;
+    order.ForEach(n, [&](uint64_t s, const v1::Document& d) {
+      if (s <= v) return;
+      v1::Document got;
+      bool eof = false;
+      ASSERT_TRUE((*reader)->Next(&got, &eof).ok());
+      ASSERT_FALSE(eof) << "the kept stream ends before document " << s;
+      EXPECT_EQ(got.SerializeAsString(), d.SerializeAsString()) << "document " << s;
+      seq = s;
+    });
+    EXPECT_EQ(seq, n);
+    v1::Document extra;
+    bool eof = false;
+    ASSERT_TRUE((*reader)->Next(&extra, &eof).ok());
+    EXPECT_TRUE(eof);
+  }
+  // Learning goes on from the restored model (the restore took sequence n+1).
+  const auto more = RandomDocs(rng, 12);
+  v1::Response r = c.Call(LearnRequest(more));
+  ASSERT_EQ(r.code(), v1::Response::OK) << r.message();
+  EXPECT_EQ(r.learn().first_sequence(), n + 2);
+  for (size_t i = 0; i < more.size(); ++i) offline.Learn(more[i], n + 2 + i);
+  for (int i = 0; i < 2000; ++i) {
+    if (c.Call(StatsRequest()).stats().documents_learned() >= n + more.size()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  v1::Response snap = c.Call(SnapshotRequest());
+  ASSERT_EQ(snap.code(), v1::Response::OK) << snap.message();
+  {
+    auto m = LoadSnapshot(snap.snapshot().path());
+    ASSERT_TRUE(m);
+    ExpectSameStatistics(*m, offline.model());
+  }
+  EXPECT_EQ(testing::HttpMetrics(srv->http_port())["tributary_restores_total"], 1);
+  srv->Shutdown();
+  ASSERT_TRUE(srv->Wait().ok());
+  // A restart serves the same model.
+  auto again = Start(o, nullptr);
+  ASSERT_TRUE(again);
+  Client c2(again->port());
+  ExpectPredictsAsOffline(c2, offline);
+}
+
+// A restore with replay=true learns the documents after the version again,
+// on the version's model: the model equals the one trained offline on every
+// document in log order (the restore record has no document).
+TEST_F(ServerTest, RestoreWithReplayLearnsTheDocumentsAfterTheVersionAgain) {
+  ServerOptions o = Options();
+  o.http = "127.0.0.1:0";
+  o.keep_versions = 2;
+  o.version_every_documents = 1000000;  // versions on request only
+  auto srv = Start(o);
+  ASSERT_TRUE(srv);
+  Client c(srv->port());
+  std::mt19937_64 rng(73);
+  LogOrder order;
+  uint64_t n = LearnAll(c, RandomDocs(rng, 40), 8, &order);
+  WaitLearned(c, n);
+  const testing::HttpAnswer kept = testing::HttpCall(srv->http_port(), "POST", "/v1/models");
+  ASSERT_EQ(kept.status, 200) << kept.body;
+  const uint64_t v = nlohmann::json::parse(kept.body)["version"].get<uint64_t>();
+  EXPECT_EQ(v, n);
+  n += LearnAll(c, RandomDocs(rng, 24), 8, &order);
+  WaitLearned(c, n);
+  const testing::HttpAnswer a =
+      testing::HttpCall(srv->http_port(), "POST", "/v1/models/" + std::to_string(v) + "/restore?replay=true");
+  ASSERT_EQ(a.status, 200) << a.body;
+  auto j = nlohmann::json::parse(a.body);
+  EXPECT_TRUE(j["replay"].get<bool>());
+  EXPECT_EQ(j["documents_after"].get<uint64_t>(), 24u);
+  EXPECT_FALSE(j.contains("kept_as"));
+  OfflineModel offline;
+  order.TrainOffline(&offline, n);
+  ExpectPredictsAsOffline(c, offline);
+}
+
+// kill -9 at any point of a restore loses nothing acknowledged: a `serve`
+// child learns, keeps a version, learns on, is asked to restore and is
+// killed after a growing delay (before the record is logged, between the
+// log and the model switch, while the skipped documents are written, after
+// the answer). Restarted, the model is either the one before the restore
+// (the record never reached the log: no answer was given) or the restored
+// version's — never anything else — and every acknowledged document is in
+// the log or the kept-aside stream.
+TEST_F(ServerTest, KillNineAtAnyPointOfARestoreLosesNothingAcknowledged) {
+  const std::string model = dir_ + "/initial.trib";
+  ASSERT_TRUE(NewModel()->Save(model).ok());
+  std::mt19937_64 rng(79);
+  const auto first = RandomDocs(rng, 60), second = RandomDocs(rng, 400);
+  const int delays_us[] = {0, 300, 1000, 2000, 4000, 8000, 20000, 60000};
+  int restored_runs = 0, unrestored_runs = 0;
+  for (int delay : delays_us) {
+    SCOPED_TRACE("kill " + std::to_string(delay) + " us after the restore request");
+    const std::string data = dir_ + "/data" + std::to_string(delay), port_file = dir_ + "/port";
+    std::filesystem::remove(port_file);
+    std::vector<std::string> args = {testing::ProgramPath(),
+                                     "serve",
+                                     "--data-dir",
+                                     data,
+                                     "--model",
+                                     model,
+                                     "--listen",
+                                     "127.0.0.1:0",
+                                     "--http",
+                                     "127.0.0.1:0",
+                                     "--port-file",
+                                     port_file,
+                                     "--seed",
+                                     std::to_string(kSeed),
+                                     "--keep-versions",
+                                     "3",
+                                     "--version-every",
+                                     "1000000",
+                                     "--snapshot-every",
+                                     "1000000"};
+    std::vector<char*> argv;
+    for (auto& s : args) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    pid_t pid = 0;
+    ASSERT_EQ(posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ), 0);
+    unsigned port = 0, http = 0;
+    for (int i = 0; i < 400 && http == 0; ++i) {
+      std::ifstream in(port_file);
+      if (!(in >> port >> http)) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    ASSERT_NE(http, 0u);
+    LogOrder order;
+    uint64_t v = 0, n = 0;
+    {
+      Client c(static_cast<uint16_t>(port));
+      n = LearnAll(c, first, 20, &order);
+      WaitLearned(c, n);
+      const testing::HttpAnswer kept = testing::HttpCall(static_cast<uint16_t>(http), "POST", "/v1/models");
+      ASSERT_EQ(kept.status, 200) << kept.body;
+      v = nlohmann::json::parse(kept.body)["version"].get<uint64_t>();
+      n += LearnAll(c, second, 50, &order);
+      WaitLearned(c, n);
+    }
+    std::atomic<int> answer{0};
+    std::thread restorer([&] {
+      answer =
+          testing::HttpCall(static_cast<uint16_t>(http), "POST", "/v1/models/" + std::to_string(v) + "/restore").status;
+    });
+    std::this_thread::sleep_for(std::chrono::microseconds(delay));
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    restorer.join();
+    const bool answered = answer == 200;
+    // Restarted in-process on what the kill left.
+    ServerOptions o = Options(data);
+    o.keep_versions = 3;
+    o.version_every_documents = 1000000;
+    auto srv = Start(o, nullptr);
+    ASSERT_TRUE(srv);
+    Client c(srv->port());
+    OfflineModel before, restored;
+    order.TrainOffline(&before, n);
+    order.TrainOffline(&restored, v);
+    v1::Response snap = c.Call(SnapshotRequest());
+    ASSERT_EQ(snap.code(), v1::Response::OK) << snap.message();
+    auto m = LoadSnapshot(snap.snapshot().path());
+    ASSERT_TRUE(m);
+    const bool is_restored = m->learner_state().updates == v;
+    if (answered) {
+      EXPECT_TRUE(is_restored) << "the restore was answered but is not in the recovered model";
+    }
+    ExpectSameStatistics(*m, is_restored ? restored.model() : before.model());
+    (is_restored ? restored_runs : unrestored_runs)++;
+    // Nothing acknowledged is lost: after a restore, the documents after the
+    // version are in the kept-aside stream; the log holds them either way.
+    const std::string skipped =
+        data + "/versions/skipped-" + std::to_string(v + 1) + "-" + std::to_string(n) + ".tribs";
+    if (is_restored) {
+      auto count = DocumentReader::CountDocuments(skipped);
+      ASSERT_TRUE(count.ok()) << count.status().ToString();
+      EXPECT_EQ(*count, n - v);
+    }
+    uint64_t logged = 0;
+    auto wal = WriteAheadLog::Open(data + "/wal");
+    ASSERT_TRUE(wal.ok());
+    ASSERT_TRUE((*wal)
+                    ->ReadRange(v + 1, n,
+                                [&](const v1::WalRecord& rec) {
+                                  logged += rec.has_document() ? 1 : 0;
+                                  return Status::OK();
+                                })
+                    .ok());
+    EXPECT_EQ(logged, n - v);
+    srv->Shutdown();
+    ASSERT_TRUE(srv->Wait().ok());
+  }
+  // Both outcomes were met (else the delays missed the restore entirely).
+  EXPECT_GT(restored_runs, 0);
+  EXPECT_GT(unrestored_runs, 0);
+}
+
+// ---- Late labels (issue 42; docs/http-api.md "Late labels") ----------------------------
+
+// A random labelled document as the HTTP API takes it ({"terms": {...}}).
+nlohmann::json JsonDoc(std::mt19937_64& rng, const std::string& id) {
+  const v1::Document d = RandomDoc(rng);
+  std::map<std::string, double> terms;
+  for (int j = 0; j < d.term_ids_size(); ++j) terms["t" + std::to_string(d.term_ids(j))] += d.term_counts(j);
+  return {{"id", id}, {"label", d.label()}, {"terms", terms}};
+}
+
+// 1,000 predictions kept with ids, their labels fed back later in another
+// order, half of them after a restart: the model equals the one a second
+// server learns from the same labelled documents sent to /v1/learn in that
+// order, bit for bit; the delayed figures count exactly those predictions,
+// as they were made (not scored again).
+TEST_F(ServerTest, LateLabelsLearnAsTheSameDocumentsInTheirOrderAndCountThePredictionsMade) {
+  ServerOptions o = Options();
+  o.http = "127.0.0.1:0";
+  auto srv = Start(o);
+  ASSERT_TRUE(srv);
+  std::mt19937_64 rng(83);
+  // Some learning first, so that the predictions are not all alike.
+  {
+    Client c(srv->port());
+    WaitLearned(c, LearnAll(c, RandomDocs(rng, 60), 20, nullptr));
+  }
+  constexpr int kDocs = 1000, kPerRequest = 100;
+  std::vector<nlohmann::json> docs;
+  std::vector<std::string> ids;
+  uint64_t right = 0;
+  for (int r = 0; r < kDocs / kPerRequest; ++r) {
+    nlohmann::json body = {{"documents", nlohmann::json::array()}, {"keep", true}};
+    for (int i = 0; i < kPerRequest; ++i) {
+      docs.push_back(JsonDoc(rng, "d" + std::to_string(docs.size())));
+      nlohmann::json unlabelled = docs.back();
+      unlabelled.erase("label");
+      body["documents"].push_back(unlabelled);
+    }
+    const testing::HttpAnswer a = testing::HttpCall(srv->http_port(), "POST", "/v1/predict", body.dump());
+    ASSERT_EQ(a.status, 200) << a.body;
+    const auto j = nlohmann::json::parse(a.body);
+    for (const auto& p : j["predictions"]) {
+      ids.push_back(p["prediction_id"].get<std::string>());
+      right += p["predicted"] == docs[ids.size() - 1]["label"] ? 1 : 0;
+    }
+  }
+  ASSERT_EQ(ids.size(), static_cast<size_t>(kDocs));
+  EXPECT_EQ(std::set<std::string>(ids.begin(), ids.end()).size(), ids.size()) << "ids are unique";
+  // The labels, in another order.
+  std::vector<size_t> order(kDocs);
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::shuffle(order.begin(), order.end(), rng);
+  auto send_labels = [&](Server& server, size_t from, size_t to) {
+    for (size_t b = from; b < to; b += 50) {
+      nlohmann::json fb = {{"feedback", nlohmann::json::array()}};
+      for (size_t i = b; i < std::min(to, b + 50); ++i) {
+        fb["feedback"].push_back({{"prediction_id", ids[order[i]]}, {"label", docs[order[i]]["label"]}});
+      }
+      const testing::HttpAnswer a = testing::HttpCall(server.http_port(), "POST", "/v1/feedback", fb.dump());
+      ASSERT_EQ(a.status, 200) << a.body;
+    }
+  };
+  send_labels(*srv, 0, kDocs / 2);
+  // Wrong ids: each a specific error, nothing learned.
+  const std::string first_id = ids[order[0]];
+  auto one = [&](const std::string& id) {
+    return testing::HttpCall(srv->http_port(), "POST", "/v1/feedback",
+                             nlohmann::json{{"feedback", {{{"prediction_id", id}, {"label", "c0"}}}}}.dump());
+  };
+  EXPECT_EQ(one(first_id).status, 409) << "labelled already";
+  EXPECT_EQ(one("k99999999").status, 404) << "never given";
+  EXPECT_EQ(one("x12").status, 400) << "not an id";
+  const testing::HttpAnswer twice =
+      testing::HttpCall(srv->http_port(), "POST", "/v1/feedback",
+                        nlohmann::json{{"feedback",
+                                        {{{"prediction_id", ids[order[kDocs - 1]]}, {"label", "c0"}},
+                                         {{"prediction_id", ids[order[kDocs - 1]]}, {"label", "c1"}}}}}
+                            .dump());
+  EXPECT_EQ(twice.status, 409) << twice.body;  // and the id waits again (released)
+  srv->Shutdown();
+  ASSERT_TRUE(srv->Wait().ok());
+  srv = Start(o, nullptr);
+  ASSERT_TRUE(srv);
+  send_labels(*srv, kDocs / 2, kDocs);
+  EXPECT_EQ(one(ids[order[kDocs - 1]]).status, 409) << "labelled already, after the restart";
+  // The delayed figures: exactly the 1,000 predictions, as made.
+  {
+    Client c(srv->port());
+    WaitLearned(c, 60 + kDocs);
+  }
+  const testing::HttpAnswer st = testing::HttpCall(srv->http_port(), "GET", "/v1/status");
+  ASSERT_EQ(st.status, 200);
+  const auto status = nlohmann::json::parse(st.body);
+  EXPECT_EQ(status["delayed"]["documents"].get<uint64_t>(), static_cast<uint64_t>(kDocs));
+  EXPECT_DOUBLE_EQ(status["delayed"]["accuracy"].get<double>(), static_cast<double>(right) / kDocs);
+  EXPECT_EQ(status["kept_predictions"]["waiting"].get<uint64_t>(), 0u);
+  // The same labelled documents, in the same order, through /v1/learn.
+  ServerOptions o2 = Options(dir_ + "/reference");
+  o2.http = "127.0.0.1:0";
+  auto ref = Start(o2);
+  ASSERT_TRUE(ref);
+  {
+    std::mt19937_64 again(83);
+    Client c(ref->port());
+    WaitLearned(c, LearnAll(c, RandomDocs(again, 60), 20, nullptr));
+  }
+  for (size_t b = 0; b < static_cast<size_t>(kDocs); b += 50) {
+    nlohmann::json body = {{"documents", nlohmann::json::array()}};
+    for (size_t i = b; i < b + 50; ++i) {
+      nlohmann::json d = docs[order[i]];
+      body["documents"].push_back(d);
+    }
+    ASSERT_EQ(testing::HttpCall(ref->http_port(), "POST", "/v1/learn", body.dump()).status, 200);
+  }
+  Client a(srv->port()), b(ref->port());
+  WaitLearned(b, 60 + kDocs);
+  v1::Response sa = a.Call(SnapshotRequest()), sb = b.Call(SnapshotRequest());
+  ASSERT_EQ(sa.code(), v1::Response::OK);
+  ASSERT_EQ(sb.code(), v1::Response::OK);
+  auto ma = LoadSnapshot(sa.snapshot().path()), mb = LoadSnapshot(sb.snapshot().path());
+  ASSERT_TRUE(ma && mb);
+  ExpectSameStatistics(*ma, *mb);
+}
+
+// Kept predictions expire (by bytes here; by age the same way): a label
+// for one is 410, not learned; a batch with one bad id learns nothing.
+TEST_F(ServerTest, ExpiredKeptPredictionsAreRefusedAndNothingIsLearned) {
+  ServerOptions o = Options();
+  o.http = "127.0.0.1:0";
+  o.feedback_max_bytes = 400;  // a few documents
+  auto srv = Start(o);
+  ASSERT_TRUE(srv);
+  std::mt19937_64 rng(89);
+  nlohmann::json body = {{"documents", nlohmann::json::array()}, {"keep", true}};
+  std::vector<nlohmann::json> docs;
+  for (int i = 0; i < 40; ++i) {
+    docs.push_back(JsonDoc(rng, "e" + std::to_string(i)));
+    nlohmann::json d = docs.back();
+    d.erase("label");
+    body["documents"].push_back(d);
+  }
+  const testing::HttpAnswer a = testing::HttpCall(srv->http_port(), "POST", "/v1/predict", body.dump());
+  ASSERT_EQ(a.status, 200) << a.body;
+  const auto j = nlohmann::json::parse(a.body);
+  const std::string oldest = j["predictions"][0]["prediction_id"], newest = j["predictions"][39]["prediction_id"];
+  const testing::HttpAnswer late =
+      testing::HttpCall(srv->http_port(), "POST", "/v1/feedback",
+                        nlohmann::json{{"feedback",
+                                        {{{"prediction_id", newest}, {"label", docs[39]["label"]}},
+                                         {{"prediction_id", oldest}, {"label", docs[0]["label"]}}}}}
+                            .dump());
+  EXPECT_EQ(late.status, 410) << late.body;
+  EXPECT_THAT(late.body, HasSubstr(oldest));
+  EXPECT_THAT(late.body, HasSubstr("expired"));
+  const testing::HttpAnswer ok = testing::HttpCall(
+      srv->http_port(), "POST", "/v1/feedback",
+      nlohmann::json{{"feedback", {{{"prediction_id", newest}, {"label", docs[39]["label"]}}}}}.dump());
+  EXPECT_EQ(ok.status, 200) << ok.body << " (the newest was released by the refused batch)";
+  const auto m = testing::HttpMetrics(srv->http_port());
+  EXPECT_GT(m.at("tributary_kept_predictions_expired_total"), 30);
+  EXPECT_EQ(m.at("tributary_kept_predictions_total"), 40);
+  EXPECT_EQ(m.at("tributary_http_errors_total{status=\"410\",code=\"EXPIRED\"}"), 1);
 }
 
 }  // namespace

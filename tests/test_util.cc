@@ -142,9 +142,9 @@ int RunCommand(const std::string& cmd, std::string* output, bool merge_stderr) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-// GET /metrics from the server's HTTP port: metric line -> value.
-std::map<std::string, double> HttpMetrics(uint16_t port) {
-  std::map<std::string, double> out;
+HttpAnswer HttpCall(uint16_t port, const std::string& method, const std::string& target, const std::string& body,
+                    const std::string& token) {
+  HttpAnswer out;
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -154,17 +154,36 @@ std::map<std::string, double> HttpMetrics(uint16_t port) {
     close(fd);
     return out;
   }
-  const std::string req = "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-  if (send(fd, req.data(), req.size(), 0) != static_cast<ssize_t>(req.size())) {
-    close(fd);
-    return out;
+  std::string req = method + " " + target + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n";
+  if (!token.empty()) req += "Authorization: Bearer " + token + "\r\n";
+  if (!body.empty()) req += "Content-Type: application/json\r\n";
+  req += "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  size_t off = 0;
+  while (off < req.size()) {
+    const ssize_t n = send(fd, req.data() + off, req.size() - off, MSG_NOSIGNAL);
+    if (n <= 0) {
+      close(fd);
+      return out;
+    }
+    off += static_cast<size_t>(n);
   }
   std::string text;
   char buf[8192];
   for (ssize_t n; (n = recv(fd, buf, sizeof(buf), 0)) > 0;) text.append(buf, static_cast<size_t>(n));
   close(fd);
-  size_t pos = text.find("\r\n\r\n");
-  pos = pos == std::string::npos ? text.size() : pos + 4;
+  const size_t head = text.find("\r\n\r\n");
+  if (text.size() < 12 || text.compare(0, 5, "HTTP/") != 0 || head == std::string::npos) return out;
+  out.status = std::atoi(text.c_str() + 9);
+  out.body = text.substr(head + 4);
+  return out;
+}
+
+// GET /metrics from the server's HTTP port: metric line -> value.
+std::map<std::string, double> HttpMetrics(uint16_t port) {
+  std::map<std::string, double> out;
+  const HttpAnswer answer = HttpCall(port, "GET", "/metrics");
+  const std::string& text = answer.body;
+  size_t pos = 0;
   while (pos < text.size()) {
     size_t end = text.find('\n', pos);
     if (end == std::string::npos) end = text.size();

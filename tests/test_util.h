@@ -48,6 +48,14 @@ double Accuracy(const Model& m, const std::vector<DocumentBuffer>& docs);
 std::string ProgramPath();
 // Runs a shell command; returns its exit status and fills stdout (stderr merged when merge_stderr).
 int RunCommand(const std::string& cmd, std::string* output, bool merge_stderr = false);
+// One HTTP/1.1 request to 127.0.0.1:`port` on a connection of its own
+// (Connection: close), read to the end. status 0: no answer.
+struct HttpAnswer {
+  int status = 0;
+  std::string body;
+};
+HttpAnswer HttpCall(uint16_t port, const std::string& method, const std::string& target,
+                    const std::string& body = "", const std::string& token = "");
 // GET /metrics from a server's HTTP port on 127.0.0.1: each sample line
 // (name with labels) -> value. Empty when the server cannot be reached.
 std::map<std::string, double> HttpMetrics(uint16_t port);

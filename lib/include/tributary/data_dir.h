@@ -18,6 +18,10 @@
 //                       recovers everything when both snapshots are damaged
 //   wal/                the write-ahead log and its acknowledgement mark (wal.h)
 //   damaged/            damaged files moved aside, each with a .report file
+//   versions/           kept versions of the model (KeepVersion): <seq>.trib, a
+//                       copy of the snapshot at log sequence <seq> (20 digits),
+//                       and <seq>.json, what the owner said of it; and the
+//                       documents a restore did not learn (skipped-*.tribs)
 //
 // Checkpoint order (Checkpoint): the new snapshot is written whole and synced
 // as model.next.trib first; then model.trib becomes model.prev.trib and
@@ -73,6 +77,13 @@ struct DataDirRecovery {
   std::vector<std::string> damage;                         ///< one line per damaged file or range found
   std::vector<std::string> reports;                        ///< .report files written (each needs an operator's review)
   std::vector<uint64_t> unreadable_sequences;  ///< whole log records that did not parse: skipped like refused documents
+};
+
+/// A kept version of the model (DataDir::KeepVersion).
+struct ModelVersion {
+  uint64_t sequence = 0;  ///< the last log record it holds: the version's name
+  std::string path;       ///< versions/SEQUENCE.trib (20 digits)
+  std::string info;       ///< its versions/SEQUENCE.json as the owner wrote it (empty when missing)
 };
 
 /// An open, locked data directory (see the file comment).
@@ -143,6 +154,32 @@ class DataDir {
   Status Checkpoint(const std::function<Status(const std::string&, const SnapshotOptions&)>& save, uint64_t sequence,
                     uint64_t* replaced);
 
+  // ---- Versions (issue 42): snapshots kept for a restore ----
+
+  std::string VersionsDir() const;                   ///< DIR/versions
+  std::string VersionPath(uint64_t sequence) const;  ///< DIR/versions/SEQUENCE.trib (20 digits)
+  /// Keeps the snapshot model.trib, which must hold log sequence `sequence`
+  /// (call right after a Checkpoint at it), as version `sequence`: copied to
+  /// versions/ and synced before it is renamed into place (a crash leaves it
+  /// whole or absent), with `info` (JSON, the owner's) beside it. Then the
+  /// oldest versions beyond the newest `keep` are removed; pinned ones (Pin)
+  /// stay besides those, and do not count among them. Errors: I/O, naming
+  /// the file; the versions before stay.
+  Status KeepVersion(uint64_t sequence, const std::string& info, size_t keep);
+  /// The kept versions, oldest first (what versions/ holds: a version whose
+  /// copy was cut short by a crash is not listed).
+  std::vector<ModelVersion> Versions() const;
+  /// The version `sequence`, or NotFound naming it and the versions kept.
+  Result<ModelVersion> FindVersion(uint64_t sequence) const;
+  /// A log record at `record` restores version `version`: it is not removed
+  /// while recovery may replay that record (until a Checkpoint's replaced
+  /// snapshot holds `record`).
+  void Pin(uint64_t version, uint64_t record);
+  /// The log records a checkpoint lets the log drop: those at or below
+  /// `replaced` (Checkpoint's), and none after the oldest kept version (a
+  /// restore with replay learns them again, one without keeps them aside).
+  uint64_t DroppableThrough(uint64_t replaced) const;
+
  private:
   DataDir() = default;
   /// Moves `path` into damaged/ and reports it (`why`, and what recovery
@@ -153,6 +190,7 @@ class DataDir {
   /// and records both in `rec`.
   Status Report(const std::string& report, const std::string& what, const std::string& line, DataDirRecovery* rec);
   std::string path_;
+  std::vector<std::pair<uint64_t, uint64_t>> pins_;  ///< (version, restore record): Pin
   DataDirOptions options_;
   Env* env_ = nullptr;
   std::unique_ptr<FileLock> lock_;  ///< released last (declared before the log it guards)

@@ -134,6 +134,15 @@ class WriteAheadLog {
                 CorruptionPolicy policy = CorruptionPolicy::kRefuse,
                 const std::function<void(const v1::WalRecord&)>& covered = nullptr);
 
+  /// Calls `fn` for every record with sequence in [first, last], in order,
+  /// reading the segments without changing anything (no damage handling:
+  /// the records asked for must be whole). Safe while another thread
+  /// appends after `last`, as long as records up to `last` were synced.
+  /// Errors: NotFound when the log no longer holds `first` (its segments
+  /// were dropped); Corruption naming the segment and offset when a frame
+  /// before `last` does not read; the first error `fn` returns.
+  Status ReadRange(uint64_t first, uint64_t last, const std::function<Status(const v1::WalRecord&)>& fn) const;
+
   /// Starts appending in a new segment whose first record is `next_sequence`.
   /// Must be called once after Replay and before Append.
   Status StartSegment(uint64_t next_sequence);

@@ -216,7 +216,138 @@ Status DataDir::Checkpoint(const std::function<Status(const std::string&, const 
   TRIB_RETURN_IF_ERROR(env_->SyncDir(path_).WithContext("snapshot"));
   snapshot_sequence_ = sequence;
   if (replaced != nullptr) *replaced = before;
+  // A restore record the replaced snapshot holds is never replayed again:
+  // its version may go.
+  std::erase_if(pins_, [&](const std::pair<uint64_t, uint64_t>& p) { return p.second <= before; });
   return Status::OK();
+}
+
+// ---- Versions -------------------------------------------------------------------
+
+namespace {
+
+constexpr size_t kVersionDigits = 20;
+
+std::string VersionName(uint64_t sequence, const char* ext) {
+  std::string digits = std::to_string(sequence);
+  return std::string(kVersionDigits - digits.size(), '0') + digits + ext;
+}
+
+// "<20 digits>.trib" -> its sequence; false for any other name.
+bool ParseVersionName(const std::string& name, uint64_t* sequence) {
+  if (name.size() != kVersionDigits + 5 || name.compare(kVersionDigits, 5, ".trib") != 0) return false;
+  uint64_t v = 0;
+  for (size_t i = 0; i < kVersionDigits; ++i) {
+    if (name[i] < '0' || name[i] > '9') return false;
+    v = v * 10 + static_cast<uint64_t>(name[i] - '0');
+  }
+  *sequence = v;
+  return true;
+}
+
+// Writes `from`'s bytes (or `text`, when from is empty) to `to` through a
+// temporary file, synced before the rename and the directory after it.
+Status WriteDurablyTo(Env* env, const std::string& from, const std::string& text, const std::string& tmp,
+                      const std::string& to) {
+  auto out = env->NewWritableFile(tmp);
+  if (!out.ok()) return out.status();
+  if (from.empty()) {
+    TRIB_RETURN_IF_ERROR((*out)->Append(text));
+  } else {
+    auto in = env->NewSequentialFile(from);
+    if (!in.ok()) return in.status();
+    std::string buf(1u << 20, '\0');
+    for (;;) {
+      size_t got = 0;
+      TRIB_RETURN_IF_ERROR((*in)->Read(buf.size(), buf.data(), &got));
+      if (got == 0) break;
+      TRIB_RETURN_IF_ERROR((*out)->Append(std::string_view(buf.data(), got)));
+    }
+  }
+  TRIB_RETURN_IF_ERROR((*out)->Sync());
+  TRIB_RETURN_IF_ERROR((*out)->Close());
+  TRIB_RETURN_IF_ERROR(env->RenameFile(tmp, to));
+  return env->SyncDir(std::filesystem::path(to).parent_path().string());
+}
+
+Status WriteDurably(Env* env, const std::string& from, const std::string& text, const std::string& to) {
+  const std::string tmp = to + ".tmp";
+  Status st = WriteDurablyTo(env, from, text, tmp, to);
+  if (!st.ok() && env->FileExists(tmp)) (void)env->RemoveFile(tmp);  // no litter; the error is st
+  return st;
+}
+
+}  // namespace
+
+std::string DataDir::VersionsDir() const { return Join(path_, "versions"); }
+std::string DataDir::VersionPath(uint64_t sequence) const {
+  return (std::filesystem::path(VersionsDir()) / VersionName(sequence, ".trib")).string();
+}
+
+Status DataDir::KeepVersion(uint64_t sequence, const std::string& info, size_t keep) {
+  TRIB_RETURN_IF_ERROR(env_->CreateDirs(VersionsDir()).WithContext("model versions"));
+  const std::string json = (std::filesystem::path(VersionsDir()) / VersionName(sequence, ".json")).string();
+  // The sidecar first: a version listed (its .trib in place) has its figures.
+  TRIB_RETURN_IF_ERROR(WriteDurably(env_, "", info, json).WithContext("model version '" + json + "'"));
+  TRIB_RETURN_IF_ERROR(WriteDurably(env_, SnapshotPath(), "", VersionPath(sequence))
+                           .WithContext("model version " + std::to_string(sequence)));
+  // The newest `keep` versions stay, and any pinned one besides them (a
+  // restore recovery may replay needs it; it goes at a later checkpoint).
+  auto pinned = [&](uint64_t seq) {
+    return std::any_of(pins_.begin(), pins_.end(), [&](const auto& p) { return p.first == seq; });
+  };
+  std::vector<ModelVersion> kept = Versions();
+  size_t unpinned = 0;
+  for (const ModelVersion& v : kept) unpinned += pinned(v.sequence) ? 0 : 1;
+  size_t excess = unpinned > keep ? unpinned - keep : 0;
+  for (const ModelVersion& v : kept) {
+    if (excess == 0) break;
+    if (pinned(v.sequence)) continue;
+    TRIB_RETURN_IF_ERROR(env_->RemoveFile(v.path).WithContext("model versions"));
+    const std::string side = (std::filesystem::path(VersionsDir()) / VersionName(v.sequence, ".json")).string();
+    if (env_->FileExists(side)) TRIB_RETURN_IF_ERROR(env_->RemoveFile(side).WithContext("model versions"));
+    --excess;
+  }
+  return Status::OK();
+}
+
+std::vector<ModelVersion> DataDir::Versions() const {
+  std::vector<ModelVersion> out;
+  std::vector<std::string> names;
+  if (!env_->GetChildren(VersionsDir(), &names).ok()) return out;
+  for (const std::string& name : names) {
+    uint64_t seq = 0;
+    if (!ParseVersionName(name, &seq)) continue;
+    ModelVersion v;
+    v.sequence = seq;
+    v.path = VersionPath(seq);
+    const std::string side = (std::filesystem::path(VersionsDir()) / VersionName(seq, ".json")).string();
+    if (env_->FileExists(side) && !env_->ReadFileToString(side, &v.info).ok()) v.info.clear();
+    out.push_back(std::move(v));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const ModelVersion& a, const ModelVersion& b) { return a.sequence < b.sequence; });
+  return out;
+}
+
+Result<ModelVersion> DataDir::FindVersion(uint64_t sequence) const {
+  std::vector<ModelVersion> all = Versions();
+  for (ModelVersion& v : all) {
+    if (v.sequence == sequence) return std::move(v);
+  }
+  std::string kept;
+  for (const ModelVersion& v : all) kept += (kept.empty() ? "" : ", ") + std::to_string(v.sequence);
+  return Status::NotFound("model version " + std::to_string(sequence) + " is not kept in '" + VersionsDir() +
+                          "' (kept: " + (kept.empty() ? std::string("none") : kept) + ")");
+}
+
+void DataDir::Pin(uint64_t version, uint64_t record) { pins_.emplace_back(version, record); }
+
+uint64_t DataDir::DroppableThrough(uint64_t replaced) const {
+  uint64_t through = replaced;
+  for (const ModelVersion& v : Versions()) through = std::min(through, v.sequence);
+  for (const auto& p : pins_) through = std::min(through, p.first);
+  return through;
 }
 
 }  // namespace tributary

@@ -401,6 +401,50 @@ Status WriteAheadLog::Replay(uint64_t after, const std::function<Status(const v1
   return Status::OK();
 }
 
+Status WriteAheadLog::ReadRange(uint64_t first, uint64_t last,
+                                const std::function<Status(const v1::WalRecord&)>& fn) const {
+  if (first > last) return Status::OK();
+  const std::vector<std::string> segs = Segments();
+  // The segment holding `first`: the last one starting at or before it.
+  size_t start = segs.size();
+  for (size_t i = 0; i < segs.size(); ++i) {
+    if (SegmentFirst(segs[i]) <= first) start = i;
+  }
+  if (start == segs.size()) {
+    return Status::NotFound("write-ahead log '" + dir_ + "' no longer holds record " + std::to_string(first) +
+                            " (its oldest segment starts at " +
+                            (segs.empty() ? std::string("none") : std::to_string(SegmentFirst(segs.front()))) + ")");
+  }
+  uint64_t next = first;  // the next sequence wanted
+  for (size_t i = start; i < segs.size() && next <= last; ++i) {
+    std::string data;
+    TRIB_RETURN_IF_ERROR(env_->ReadFileToString(segs[i], &data).WithContext("write-ahead log"));
+    size_t off = 0;
+    while (off < data.size() && next <= last) {
+      v1::WalRecord rec;
+      size_t size = 0;
+      const Frame f = ReadFrameAt(data, off, &rec, &size);
+      if (f != Frame::kOk) {
+        // Past what was synced in the newest segment: the next segment (if
+        // any) goes on; a gap is found below.
+        if (f == Frame::kIncomplete) break;
+        return Status::Corruption("write-ahead log segment '" + segs[i] + "' at offset " + std::to_string(off) + ": " +
+                                  FrameError(f) + " (reading records " + Range(first, last) + ")");
+      }
+      off += size;
+      if (rec.sequence() < next) continue;
+      if (rec.sequence() > next) break;  // a gap: reported below
+      TRIB_RETURN_IF_ERROR(fn(rec));
+      ++next;
+    }
+  }
+  if (next <= last) {
+    return Status::Corruption("write-ahead log '" + dir_ + "' does not hold record " + std::to_string(next) +
+                              " (reading records " + Range(first, last) + ")");
+  }
+  return Status::OK();
+}
+
 Status WriteAheadLog::StartSegment(uint64_t next_sequence) {
   if (current_) {
     TRIB_RETURN_IF_ERROR(Sync());

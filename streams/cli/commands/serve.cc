@@ -346,6 +346,23 @@ Runner SetUpServe(CLI::App* sv) {
                  "acknowledged before the last mark is reported, never taken for a torn write; 0: before every "
                  "acknowledgement, no window, two more fsyncs per group commit)")
       ->capture_default_str();
+  sv->add_option("--keep-versions", s->server.keep_versions,
+                 "keep the newest N snapshots as model versions (GET /v1/models; restore with POST "
+                 "/v1/models/VERSION/restore); the log keeps every document after the oldest; 0: none")
+      ->capture_default_str();
+  sv->add_option("--version-every", s->server.version_every_documents,
+                 "keep a version once this many documents were learned since the last one")
+      ->capture_default_str();
+  sv->add_option("--version-interval-s", s->server.version_interval_s,
+                 "... or once this long has passed with any document learned")
+      ->capture_default_str();
+  sv->add_option("--feedback-max-bytes", s->server.feedback_max_bytes,
+                 "predictions kept for a late label (predict with \"keep\": true; POST /v1/feedback): at most this "
+                 "many bytes of documents, the oldest expiring first")
+      ->capture_default_str();
+  sv->add_option("--feedback-max-age-s", s->server.feedback_max_age_s,
+                 "... and a kept prediction expires after this long")
+      ->capture_default_str();
   sv->add_option("--drain-timeout-ms", s->server.drain_timeout_ms,
                  "on SIGTERM, learn what was acknowledged for at most this long; the rest stays in the log and is "
                  "replayed at the next start")

@@ -168,6 +168,21 @@ struct ServerOptions {
   uint64_t max_buffered_bytes = 256u << 20;
   uint64_t snapshot_every_documents = 1000000;  ///< snapshot once this many documents were learned since the last
   uint32_t snapshot_interval_s = 300;           ///< or once this long has passed with any document learned
+  /// Model versions (docs/design.md §16): a snapshot is kept as a version
+  /// once version_every_documents documents were learned since the last
+  /// version, or version_interval_s passed with any learned; the newest
+  /// keep_versions are kept (0: none), and the log keeps every record after
+  /// the oldest (so a restore can learn them again or keep them aside).
+  uint32_t keep_versions = 3;
+  uint64_t version_every_documents = 1000000;  ///< see keep_versions
+  uint32_t version_interval_s = 3600;          ///< see keep_versions
+  /// Late labels (docs/http-api.md): a predict request with "keep" keeps
+  /// each document with its prediction in DIR/feedback/ until its label
+  /// comes (POST /v1/feedback); kept documents expire after
+  /// feedback_max_age_s, or the oldest first once they take more than
+  /// feedback_max_bytes.
+  uint64_t feedback_max_bytes = 256u << 20;
+  uint32_t feedback_max_age_s = 7 * 24 * 3600;  ///< see feedback_max_bytes
   uint64_t wal_segment_bytes = 64u << 20;       ///< the log starts a new segment once one holds more than this
   /// After a write-ahead log failure (full disk, I/O error) learning stops
   /// (learn requests: UNAVAILABLE; predictions go on; /healthz 503) and the

@@ -84,11 +84,20 @@ void Server::Impl::CommitterLoop() {
     }
     uint64_t seq = first;
     for (auto& job : group) {
+      if (job.restore) {
+        v1::WalRecord rec;
+        rec.set_sequence(seq++);
+        *rec.mutable_restore() = *job.restore;
+        if (st.ok()) st = wal->Append(rec);
+        records.push_back(std::move(rec));
+        continue;
+      }
       for (size_t i = 0; i < job.docs.size(); ++i) {
         v1::WalRecord rec;
         rec.set_sequence(seq++);
         *rec.mutable_document() = std::move(job.docs[i]);
         if (i < job.positions.size()) *rec.mutable_source() = std::move(job.positions[i]);
+        if (i < job.predictions.size()) *rec.mutable_prediction() = std::move(job.predictions[i]);
         if (st.ok()) st = wal->Append(rec);
         records.push_back(std::move(rec));
       }
@@ -129,14 +138,26 @@ void Server::Impl::CommitterLoop() {
     // documents_learned never runs ahead of documents_acknowledged in what
     // /metrics shows (a reader waiting for "learned >= N" finds them all
     // acknowledged too).
-    counters.documents_acknowledged += records.size();
+    uint64_t acknowledged_docs = 0;
+    for (const auto& r : records) acknowledged_docs += r.has_restore() ? 0 : 1;
+    counters.documents_acknowledged += acknowledged_docs;
     {
       std::lock_guard<std::mutex> l(learn_mu);
+      // A restore is answered by the learner once applied (Apply).
+      uint64_t at = first;
+      for (auto& job : group) {
+        if (job.restore) restore_waiters.emplace(at, std::move(job.restored));
+        at += job.restore ? 1 : job.docs.size();
+      }
       for (auto& r : records) learn_queue.push_back(std::move(r));
     }
     learn_cv.notify_one();
     uint64_t s = first;
     for (auto& job : group) {
+      if (job.restore) {
+        ++s;
+        continue;
+      }
       counters.learn_latency.Observe(std::chrono::duration<double>(Clock::now() - job.start).count());
       v1::Response r;
       r.set_request_id(job.request_id);

@@ -41,6 +41,7 @@
 #include "server/http_body.h"
 #include "server/status_page.h"
 #include "tributary/metrics.h"
+#include "tributary/utf8.h"
 
 namespace tributary {
 
@@ -271,6 +272,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Stream>> {
     const std::string_view target(req.target().data(), req.target().size());
     const std::string_view path = target.substr(0, target.find('?'));
     const bool learn = path == "/v1/learn", predict = path == "/v1/predict", status = path == "/v1/status";
+    const bool models = path == "/v1/models" || path.rfind("/v1/models/", 0) == 0;
+    const bool feedback = path == "/v1/feedback";
     if (learn) {
       srv_->counters.http_learn_requests++;
     } else if (predict) {
@@ -280,7 +283,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Stream>> {
     }
     // Whatever is refused below leaves its body unread: close after answering.
     if (!parser_->is_done()) close_on_error_ = true;
-    allow_ = learn || predict ? "POST" : "GET";
+    allow_ = learn || predict || feedback ? "POST" : "GET";
     if (path == "/") {
       // The status page holds no data (it fetches /v1/status, behind the
       // token, itself): served without the token, as /healthz.
@@ -300,11 +303,12 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Stream>> {
       if (!parser_->is_done()) close_ = true;
       return path == "/healthz" ? Health() : Metrics();
     }
-    if (!learn && !predict && !status) {
-      return Error(404,
-                   "not found: " + std::string(path) +
-                       " (try GET / (the status page), POST /v1/learn, POST /v1/predict, GET /v1/status, /healthz, "
-                       "/metrics)");
+    if (!learn && !predict && !status && !models && !feedback) {
+      return Error(
+          404,
+          "not found: " + std::string(path) +
+              " (try GET / (the status page), POST /v1/learn, POST /v1/predict, POST /v1/feedback, GET /v1/status, GET "
+              "/v1/models, /healthz, /metrics)");
     }
     if (server_internal::AuthEnabled(srv_->opt.auth_token, &srv_->opt.scoped_tokens)) {
       const auto auth = req[http::field::authorization];
@@ -325,8 +329,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Stream>> {
       // A valid token without the scope: 403, the connection kept (no wrong
       // guess). /v1/status takes any valid token.
       uint32_t need = 0;
-      if (learn) need = kScopeLearn;
+      if (learn || feedback) need = kScopeLearn;
       if (predict) need = kScopePredict;
+      if (models && req.method() != http::verb::get) need = kScopeAdmin;  // keep a version, restore one
       if ((scopes & need) != need) {
         return Error(403,
                      "this token may " + ScopeNames(scopes) + "; " + std::string(path) + " needs " + ScopeNames(need));
@@ -341,6 +346,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Stream>> {
       if (!parser_->is_done()) close_ = true;
       return Reply(200, srv_->StatusJson(), "application/json");
     }
+    if (models) return Models(req.method(), target);
     if (req.method() != http::verb::post) {
       return Error(
           405, "method " + std::string(req.method_string()) + " not allowed on " + std::string(path) + " (use POST)");
@@ -358,6 +364,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Stream>> {
     // A chunked body is bounded by body_limit while it is read.
     need_ = length ? *length : srv_->opt.max_frame_bytes;
     learn_ = learn;
+    feedback_ = feedback;
     ReserveBody();
   }
 
@@ -422,11 +429,13 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Stream>> {
     close_on_error_ = false;
     std::string body = std::move(parser_->get().body());
     ReleaseReservation();
+    if (feedback_) return Feedback(body);
     v1::LearnRequest lr;  // predict takes the same body
     int64_t index = -1;
     bool too_many = false;
-    const std::string why =
-        DocumentsFromBody(body, lr.mutable_documents(), &index, srv_->opt.max_request_documents, &too_many);
+    bool keep = false;
+    const std::string why = DocumentsFromBody(body, lr.mutable_documents(), &index, srv_->opt.max_request_documents,
+                                              &too_many, learn_ ? nullptr : &keep);
     body.clear();
     body.shrink_to_fit();
     if (too_many) srv_->counters.document_limit_refusals++;
@@ -440,7 +449,76 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Stream>> {
                             " (--max-request-documents): send them in smaller requests");
     }
     if (learn_) return Learn(std::move(lr));
-    Predict(lr);
+    Predict(lr, keep);
+  }
+
+  // POST /v1/feedback (docs/http-api.md "Late labels"): each kept document,
+  // labelled, learned as /v1/learn would (one request, whole or refused);
+  // the prediction made at the time counted in the delayed figures.
+  void Feedback(const std::string& body) {
+    std::vector<server_internal::Feedback> items;
+    int64_t index = -1;
+    bool too_many = false;
+    const std::string why =
+        server_internal::FeedbackFromBody(body, &items, &index, srv_->opt.max_request_documents, &too_many);
+    if (!why.empty()) return Error(too_many ? 413 : 400, "feedback: " + why, index);
+    if (srv_->recovery_phase.load() != RecoveryPhase::kReady || srv_->feedback == nullptr) {
+      return Error(503, "not ready: recovering the model (see /healthz)");
+    }
+    auto job = std::make_shared<LearnJob>();
+    auto taken = std::make_shared<std::vector<std::string>>();
+    FeedbackStore* store = srv_->feedback.get();
+    auto release = [store, taken] {
+      for (const auto& id : *taken) store->Release(id);
+    };
+    v1::LearnRequest lr;
+    for (size_t i = 0; i < items.size(); ++i) {
+      const auto& f = items[i];
+      v1::Document doc;
+      v1::KeptPrediction pred;
+      const int64_t at_index = static_cast<int64_t>(i);
+      const std::string at =
+          "feedback item " + std::to_string(i) + ": prediction_id '" + Printable(f.prediction_id, 64) + "'";
+      switch (store->Take(f.prediction_id, &doc, &pred)) {
+        case FeedbackStore::Lookup::kFound:
+          break;
+        case FeedbackStore::Lookup::kMalformed:
+          release();
+          return Error(400, at + " is not an id this server gives (\"k\" and digits)", at_index);
+        case FeedbackStore::Lookup::kUnknown:
+          release();
+          return Error(404, at + " was never given by this server", at_index);
+        case FeedbackStore::Lookup::kExpired:
+          release();
+          return Error(410,
+                       at + " expired: kept predictions last --feedback-max-age-s " +
+                           std::to_string(srv_->opt.feedback_max_age_s) + " s and --feedback-max-bytes " +
+                           std::to_string(srv_->opt.feedback_max_bytes) + " bytes; send the document to /v1/learn",
+                       at_index);
+        case FeedbackStore::Lookup::kLabelled:
+          release();
+          return Error(409, at + " is labelled already (its label was learned)", at_index);
+        case FeedbackStore::Lookup::kBeingLabelled:
+          release();
+          return Error(409, at + " has a label on its way (this request or another names it twice)", at_index);
+      }
+      taken->push_back(f.prediction_id);
+      doc.set_label(f.label);
+      *lr.add_documents() = std::move(doc);
+      job->predictions.push_back(std::move(pred));
+    }
+    if (auto refusal = srv_->CheckLearn(lr)) {
+      release();
+      return Error(StatusOf(refusal->code), "feedback: " + refusal->message, refusal->document_index);
+    }
+    job->docs.assign(std::make_move_iterator(lr.mutable_documents()->begin()),
+                     std::make_move_iterator(lr.mutable_documents()->end()));
+    job->start = start_;
+    job->complete = [self = shared_from_this(), release](v1::Response r) {
+      if (r.code() != v1::Response::OK) release();  // not logged: they wait for their label again
+      asio::post(self->stream_.get_executor(), [self, r = std::move(r)] { self->Learned(r); });
+    };
+    Enqueue(job, job->docs.size());
   }
 
   void Learn(v1::LearnRequest lr) {
@@ -469,6 +547,83 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Stream>> {
     Error(503, "server is shutting down");
   }
 
+  // GET /v1/models (the versions kept), POST /v1/models (keep one now),
+  // POST /v1/models/VERSION/restore[?replay=true] (docs/http-api.md
+  // "Versions"). A body is not read: the connection closes after the answer.
+  void Models(http::verb method, std::string_view target) {
+    if (!parser_->is_done()) close_ = true;
+    const size_t q = target.find('?');
+    const std::string_view path = target.substr(0, q);
+    const std::string_view query = q == std::string_view::npos ? std::string_view() : target.substr(q + 1);
+    if (srv_->recovery_phase.load() != RecoveryPhase::kReady) {
+      return Error(503, "not ready: recovering the model (see /healthz)");
+    }
+    auto self = shared_from_this();
+    if (path == "/v1/models") {
+      allow_ = "GET, POST";
+      if (method == http::verb::get) return Reply(200, srv_->ModelsJson(), "application/json");
+      if (method != http::verb::post) {
+        return Error(405, "method " + std::string(http::to_string(method)) + " not allowed on /v1/models");
+      }
+      Status st = srv_->RequestVersion([self](const Status& kept, uint64_t version) {
+        asio::post(self->stream_.get_executor(), [self, kept, version] {
+          if (!kept.ok()) return self->Error(500, "keeping a model version: " + kept.ToString());
+          self->Reply(200, "{\"version\":" + std::to_string(version) + "}", "application/json");
+        });
+      });
+      if (!st.ok()) return Error(st.code() == Status::Code::kInvalidArgument ? 400 : 503, st.message());
+      return;
+    }
+    // /v1/models/VERSION/restore
+    std::string_view rest = path.substr(std::string_view("/v1/models/").size());
+    const size_t slash = rest.find('/');
+    const std::string_view number = rest.substr(0, slash);
+    uint64_t version = 0;
+    bool numeric = !number.empty() && number.size() <= 19;
+    for (char c : number) {
+      if (c < '0' || c > '9') numeric = false;
+    }
+    if (!numeric || slash == std::string_view::npos || rest.substr(slash) != "/restore") {
+      return Error(404, "not found: " + std::string(path) +
+                            " (try GET /v1/models, POST /v1/models, POST /v1/models/VERSION/restore)");
+    }
+    for (char c : number) version = version * 10 + static_cast<uint64_t>(c - '0');
+    allow_ = "POST";
+    if (method != http::verb::post) {
+      return Error(405, "method " + std::string(http::to_string(method)) + " not allowed on " + std::string(path) +
+                            " (use POST)");
+    }
+    bool replay = false;
+    if (!query.empty()) {
+      if (query == "replay=true" || query == "replay=1") {
+        replay = true;
+      } else if (query != "replay=false" && query != "replay=0") {
+        return Error(400, "restore: unknown query '" + std::string(query) + "': expected replay=true or replay=false");
+      }
+    }
+    Status st = srv_->SubmitRestore(version, replay, [self](const RestoreOutcome& out) {
+      asio::post(self->stream_.get_executor(), [self, out] { self->Restored(out); });
+    });
+    if (!st.ok()) return Error(st.IsNotFound() ? 404 : 503, "restore: " + st.message());
+  }
+
+  // On the strand: the learner's answer to a restore.
+  void Restored(const RestoreOutcome& out) {
+    if (!out.status.ok()) {
+      const unsigned code = out.status.IsNotFound() ? 404 : out.status.code() == Status::Code::kIOError ? 503 : 500;
+      return Error(code, "restore of model version " + std::to_string(out.version) + ": " + out.status.ToString());
+    }
+    json body = {{"restored", out.version},
+                 {"record", out.record},
+                 {"replay", out.replay},
+                 {"documents_after", out.documents},
+                 {"published_version", out.published}};
+    if (out.first <= out.last) body["after"] = {out.first, out.last};
+    if (!out.kept_as.empty()) body["kept_as"] = out.kept_as;
+    if (!out.note.empty()) body["note"] = out.note;
+    Reply(200, server_internal::Dump(body), "application/json");
+  }
+
   // On the strand: the committer's answer.
   void Learned(const v1::Response& r) {
     if (r.code() != v1::Response::OK) return Error(StatusOf(r.code()), r.message());
@@ -479,11 +634,13 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Stream>> {
     Reply(200, Dump(out), "application/json");
   }
 
-  void Predict(const v1::LearnRequest& pr) {
+  void Predict(const v1::LearnRequest& pr, bool keep) {
     if (srv_->recovery_phase.load() != RecoveryPhase::kReady) {
       return Error(503, "not ready: recovering the model (see /healthz)");
     }
     json classes = json::array(), predictions = json::array();
+    std::vector<v1::WalRecord> kept;  // keep: each answered document with its prediction
+    std::vector<size_t> kept_at;      // its place in `predictions`
     uint64_t version = 0;
     const Model* model = nullptr;
     int bad = -1;
@@ -507,6 +664,17 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Stream>> {
                                  {"index", i},
                                  {"predicted", model->OutputName(best)},
                                  {"probabilities", std::move(p)}});
+          if (keep) {
+            v1::WalRecord rec;
+            *rec.mutable_document() = pr.documents(i);
+            rec.mutable_document()->clear_label();  // its label is what feedback brings
+            auto* kp = rec.mutable_prediction();
+            for (double x : probs) kp->add_probabilities(x);
+            kp->set_predicted(best);
+            kp->set_model_version(version);
+            kept.push_back(std::move(rec));
+            kept_at.push_back(predictions.size() - 1);
+          }
         },
         [&](int i, const Status& why) {
           // Refused alone (empty, bad ids, ...): the others are answered.
@@ -516,6 +684,14 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Stream>> {
         &bad);
     if (bad == Server::Impl::kAnswerTooLarge) return Error(413, "predict: " + st.message());
     if (!st.ok()) return bad >= 0 ? Error(400, "predict: " + st.message(), bad) : Error(500, st.ToString());
+    if (keep && !kept.empty()) {
+      // Durable before the answer gives their ids (feedback.h).
+      Status k = srv_->feedback != nullptr ? srv_->feedback->Keep(&kept) : Status::IOError("no store");
+      if (!k.ok()) return Error(503, "predict: the predictions could not be kept: " + k.ToString());
+      for (size_t j = 0; j < kept.size(); ++j) {
+        predictions[kept_at[j]]["prediction_id"] = kept[j].prediction().prediction_id();
+      }
+    }
     json out = {{"model_version", version},
                 {"classes", std::move(classes)},
                 {"predictions", std::move(predictions)},
@@ -655,6 +831,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Stream>> {
   bool plain_ = false;           // TLS port, plain HTTP request: answered in plain text on Lowest()
   bool keep_deadline_ = false;   // the next header's deadline is set already (TLS: since the first byte)
   bool learn_ = false;           // this request is /v1/learn (else /v1/predict)
+  bool feedback_ = false;        // this request is /v1/feedback
   const char* allow_ = "POST";   // the methods the request's path takes (405's Allow)
   uint64_t need_ = 0;            // the body's length (or limit, when chunked)
   uint64_t reserved_ = 0;        // this body's share of srv_->frame_reservations

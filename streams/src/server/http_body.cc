@@ -132,8 +132,9 @@ std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_hand
 // than `max_documents` documents (0: no limit): *too_many is set, nothing is
 // built.
 std::string DocumentsFromBody(const std::string& body, google::protobuf::RepeatedPtrField<v1::Document>* docs,
-                              int64_t* index, uint64_t max_documents, bool* too_many) {
+                              int64_t* index, uint64_t max_documents, bool* too_many, bool* keep) {
   *too_many = false;
+  if (keep != nullptr) *keep = false;
   // A body this small cannot hold more ("{}," per document): no count.
   if (max_documents != 0 && body.size() > 3 * max_documents) {
     DocumentCounter counter(max_documents);
@@ -152,7 +153,15 @@ std::string DocumentsFromBody(const std::string& body, google::protobuf::Repeate
   }
   if (!j.is_object()) return std::string("body must be a JSON object {\"documents\": [...]}, found ") + j.type_name();
   for (const auto& [key, v] : j.items()) {
-    if (key != "documents") return "unknown field \"" + key + "\" in the body (expected \"documents\")";
+    if (keep != nullptr && key == "keep") {
+      if (!v.is_boolean()) return std::string("\"keep\" must be true or false, found ") + v.type_name();
+      *keep = v.get<bool>();
+      continue;
+    }
+    if (key != "documents") {
+      return "unknown field \"" + key + "\" in the body (expected \"documents\"" +
+             (keep != nullptr ? " and \"keep\")" : ")");
+    }
   }
   auto it = j.find("documents");
   if (it == j.end() || !it->is_array()) return "body must have \"documents\": an array of documents";
@@ -163,6 +172,49 @@ std::string DocumentsFromBody(const std::string& body, google::protobuf::Repeate
       return why;
     }
   }
+  return "";
+}
+
+std::string FeedbackFromBody(const std::string& body, std::vector<Feedback>* items, int64_t* index, uint64_t max_items,
+                             bool* too_many) {
+  *too_many = false;
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return "body is not JSON";
+  if (!j.is_object()) {
+    return std::string(
+               "body must be a JSON object {\"feedback\": [{\"prediction_id\": ..., \"label\": ...}]}, found ") +
+           j.type_name();
+  }
+  for (const auto& [key, v] : j.items()) {
+    if (key != "feedback") return "unknown field \"" + key + "\" in the body (expected \"feedback\")";
+  }
+  auto it = j.find("feedback");
+  if (it == j.end() || !it->is_array())
+    return "body must have \"feedback\": an array of {\"prediction_id\", \"label\"}";
+  if (it->empty()) return "\"feedback\" holds no item";
+  if (max_items != 0 && it->size() > max_items) {
+    *too_many = true;
+    return "request holds " + std::to_string(it->size()) + " labels, over the limit of " + std::to_string(max_items) +
+           " (--max-request-documents): send them in smaller requests";
+  }
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& e = (*it)[i];
+    const std::string at = "feedback item " + std::to_string(i);
+    *index = static_cast<int64_t>(i);
+    if (!e.is_object()) return at + ": expected an object, found " + e.type_name();
+    Feedback f;
+    for (const auto& [key, v] : e.items()) {
+      if (key != "prediction_id" && key != "label") {
+        return at + ": unknown field \"" + key + "\" (expected \"prediction_id\" and \"label\")";
+      }
+      if (!v.is_string()) return at + ": \"" + key + "\" must be a string, found " + v.type_name();
+      (key == "label" ? f.label : f.prediction_id) = v.get<std::string>();
+    }
+    if (f.prediction_id.empty()) return at + ": \"prediction_id\" is missing";
+    if (!e.contains("label")) return at + ": \"label\" is missing";
+    items->push_back(std::move(f));
+  }
+  *index = -1;
   return "";
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "tributary/v1/tributary.pb.h"
 
@@ -21,8 +22,21 @@ std::string Dump(const nlohmann::json& j);
 // value of the body is built (they are counted by a SAX pass first, which
 // stops past the limit: a parsed JSON value and a parsed document cost a
 // few hundred bytes each however few bytes they take in the body).
+// With `keep` (POST /v1/predict), the body may also hold "keep": true|false
+// (docs/http-api.md "Late labels"); *keep gets it (false when absent).
 std::string DocumentsFromBody(const std::string& body, google::protobuf::RepeatedPtrField<v1::Document>* docs,
-                              int64_t* index, uint64_t max_documents, bool* too_many);
+                              int64_t* index, uint64_t max_documents, bool* too_many, bool* keep = nullptr);
+
+// One label for a kept prediction (POST /v1/feedback).
+struct Feedback {
+  std::string prediction_id;
+  std::string label;
+};
+// A feedback body: {"feedback": [{"prediction_id": "k12", "label": "spam"}, ...]}.
+// Returns "" or why not (the item at fault named, its position in *index).
+// More than `max_items` (0: no limit): refused, *too_many set.
+std::string FeedbackFromBody(const std::string& body, std::vector<Feedback>* items, int64_t* index, uint64_t max_items,
+                             bool* too_many);
 
 }  // namespace tributary::server_internal
 

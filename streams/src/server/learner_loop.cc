@@ -21,17 +21,23 @@ void Server::Impl::LearnerLoop() {
   auto last_snapshot = Clock::now();
   auto snapshot_retry_at = last_snapshot;
   uint64_t since_publish = 0, since_snapshot = 0;
+  // Versions (ServerOptions::keep_versions): documents since the last one.
+  auto last_version = Clock::now();
+  uint64_t since_version = 0;
   Status last_snapshot_status;
   for (;;) {
     std::deque<v1::WalRecord> batch;
     std::vector<std::function<void(const Status&, const std::string&, uint64_t)>> snap_waiters;
+    std::vector<std::function<void(const Status&, uint64_t)>> ver_waiters;
     bool stop = false;
     {
       std::unique_lock<std::mutex> l(learn_mu);
-      learn_cv.wait_for(l, std::chrono::milliseconds(std::max<uint32_t>(1, opt.publish_interval_ms)),
-                        [&] { return stopping_learn || !learn_queue.empty() || !snapshot_waiters.empty(); });
+      learn_cv.wait_for(l, std::chrono::milliseconds(std::max<uint32_t>(1, opt.publish_interval_ms)), [&] {
+        return stopping_learn || !learn_queue.empty() || !snapshot_waiters.empty() || !version_waiters.empty();
+      });
       batch.swap(learn_queue);
       snap_waiters.swap(snapshot_waiters);
+      ver_waiters.swap(version_waiters);
       stop = stopping_learn && batch.empty();
     }
     for (const auto& rec : batch) {
@@ -50,6 +56,12 @@ void Server::Impl::LearnerLoop() {
       }
       ++since_publish;
       ++since_snapshot;
+      ++since_version;
+      if (rec.has_restore()) {
+        // Served at once, and a version's point of its own: a snapshot soon
+        // (the restored model is then what recovery starts from).
+        since_publish = opt.publish_every_updates;
+      }
       if (since_publish >= opt.publish_every_updates) {
         Status p = Publish();
         if (!p.ok()) {
@@ -60,7 +72,16 @@ void Server::Impl::LearnerLoop() {
         last_publish = Clock::now();
       }
     }
-    if (!batch.empty()) ReleaseCapacity(batch.size());
+    if (!batch.empty()) {
+      // The marks of labels learned in this batch, durable before a
+      // snapshot can cover their learn records (a failure is counted by
+      // the store and shown in /v1/status; the log still has the records).
+      if (feedback != nullptr) (void)feedback->Sync();
+      // Capacity was taken by documents only (not by restore records).
+      uint64_t docs = 0;
+      for (const auto& rec : batch) docs += rec.has_restore() ? 0 : 1;
+      ReleaseCapacity(docs);
+    }
     auto now = Clock::now();
     if (since_publish > 0 && now - last_publish >= std::chrono::milliseconds(opt.publish_interval_ms)) {
       Status p = Publish();
@@ -74,14 +95,36 @@ void Server::Impl::LearnerLoop() {
     // After a failed snapshot (a full disk) the periodic ones wait a retry
     // interval instead of rewriting the model every batch; the log keeps
     // everything meanwhile (it is dropped only up to a saved snapshot).
-    bool snapshot_due =
-        !snap_waiters.empty() || (since_snapshot > 0 && now >= snapshot_retry_at &&
-                                  (since_snapshot >= opt.snapshot_every_documents ||
-                                   now - last_snapshot >= std::chrono::seconds(opt.snapshot_interval_s)));
+    const bool version_due =
+        !ver_waiters.empty() || (opt.keep_versions > 0 && since_version > 0 && now >= snapshot_retry_at &&
+                                 (since_version >= opt.version_every_documents ||
+                                  now - last_version >= std::chrono::seconds(opt.version_interval_s)));
+    bool snapshot_due = !snap_waiters.empty() || version_due ||
+                        (since_snapshot > 0 && now >= snapshot_retry_at &&
+                         (since_snapshot >= opt.snapshot_every_documents ||
+                          now - last_snapshot >= std::chrono::seconds(opt.snapshot_interval_s)));
     if (snapshot_due || stop) {
-      Status st = since_snapshot > 0 || !snap_waiters.empty() || stop ? SaveSnapshot() : Status::OK();
+      Status st =
+          since_snapshot > 0 || !snap_waiters.empty() || !ver_waiters.empty() || stop ? SaveSnapshot() : Status::OK();
       last_snapshot_status = st;
       for (auto& w : snap_waiters) w(st, SnapshotPath(), applied_sequence);
+      if (st.ok() && version_due) {
+        // The snapshot just written, kept as a version (the model.trib at
+        // applied_sequence). A failure is the version's, not the snapshot's:
+        // told to the asker and counted; the next one is due as before.
+        uint64_t version = 0;
+        Status vs = KeepVersion(ver_waiters.empty() ? "schedule" : "request", &version);
+        for (auto& w : ver_waiters) w(vs, version);
+        if (vs.ok()) {
+          since_version = 0;
+          last_version = now;
+        } else {
+          counters.version_failures++;
+          if (opt.on_event) opt.on_event("keeping a model version failed: " + vs.ToString());
+        }
+      } else {
+        for (auto& w : ver_waiters) w(st, 0);
+      }
       if (st.ok()) {
         since_snapshot = 0;
         last_snapshot = now;
@@ -94,6 +137,20 @@ void Server::Impl::LearnerLoop() {
       // The final snapshot (Shutdown() promises one): its failure is the
       // server's exit status, not silence.
       if (!last_snapshot_status.ok()) Fail(last_snapshot_status.WithContext("final snapshot"));
+      // Restores logged but not applied (out of drain time) happen at the
+      // next start: their requests are answered now.
+      std::map<uint64_t, std::function<void(const RestoreOutcome&)>> waiting;
+      {
+        std::lock_guard<std::mutex> l(learn_mu);
+        waiting.swap(restore_waiters);
+      }
+      for (auto& [seq, answer] : waiting) {
+        RestoreOutcome out;
+        out.record = seq;
+        out.status = Status::IOError("the server is shutting down: the restore (log record " + std::to_string(seq) +
+                                     ") is logged and happens at the next start");
+        answer(out);
+      }
       if (since_publish > 0) {
         Status p = Publish();
         if (!p.ok()) Fail(p);
@@ -104,6 +161,33 @@ void Server::Impl::LearnerLoop() {
 }
 
 Status Server::Impl::Apply(const v1::WalRecord& rec) {
+  if (rec.has_restore()) {
+    // The model becomes a kept version (versions.cc); its answer, if the
+    // request is still waiting (not on replay at start).
+    RestoreOutcome out;
+    TRIB_RETURN_IF_ERROR(ApplyRestore(rec, &out));
+    std::function<void(const RestoreOutcome&)> answer;
+    {
+      std::lock_guard<std::mutex> l(learn_mu);
+      if (auto it = restore_waiters.find(rec.sequence()); it != restore_waiters.end()) {
+        answer = std::move(it->second);
+        restore_waiters.erase(it);
+      }
+    }
+    if (answer) answer(out);
+  } else {
+    TRIB_RETURN_IF_ERROR(ApplyDocument(rec, /*prequential=*/true));
+    // The label of a kept prediction (POST /v1/feedback): counted once, as
+    // it was predicted then, in the delayed figures (feedback.h).
+    if (rec.has_prediction() && feedback != nullptr && feedback->Labelled(rec.prediction(), rec.document().label())) {
+      CountDelayed(rec.prediction(), rec.document().label());
+    }
+  }
+  applied_sequence = rec.sequence();
+  return Status::OK();
+}
+
+Status Server::Impl::ApplyDocument(const v1::WalRecord& rec, bool prequential) {
   // New classes and terms are added to the model as its schema allows (the
   // log holds the model's own ids: DocumentDecoder::ForModel); a changed
   // layout makes the learner rebuild itself on its next document.
@@ -124,7 +208,7 @@ Status Server::Impl::Apply(const v1::WalRecord& rec) {
     counters.documents_learned++;
     // Test-then-train: the scores are the model's before this document's
     // step (sdEM; SEP gives none). Classes only, not latent components.
-    if (o.scores != nullptr && rec.document().has_label()) {
+    if (prequential && o.scores != nullptr && rec.document().has_label()) {
       int64_t y = -1;
       TRIB_RETURN_IF_ERROR(live->WithModel([&](Model* m) {
         if (!m->latent_outputs()) y = m->schema().ClassIndex(rec.document().label());
@@ -164,7 +248,6 @@ Status Server::Impl::Apply(const v1::WalRecord& rec) {
       if (opt.on_event && !event.empty()) opt.on_event(event);
     }
   }
-  applied_sequence = rec.sequence();
   return Status::OK();
 }
 
@@ -296,7 +379,8 @@ Status Server::Impl::SaveSnapshot() {
       &replaced));
   snapshot_sequence = applied_sequence;
   counters.snapshots++;
-  covered_sequence.store(replaced);
+  // The log keeps what a kept version may need (DataDir::DroppableThrough).
+  covered_sequence.store(data_dir->DroppableThrough(replaced));
   commit_cv.notify_one();
   return Status::OK();
 }

@@ -188,6 +188,15 @@ std::string Server::Impl::MetricsText() {
           counters.ack_mark_failures);
   counter("tributary_snapshot_failures_total", "Snapshots that could not be written (retried later).",
           counters.snapshot_failures);
+  counter("tributary_versions_kept_total", "Snapshots kept as model versions (--keep-versions).",
+          counters.versions_kept);
+  counter("tributary_version_failures_total", "Model versions that could not be kept (the snapshot itself was).",
+          counters.version_failures);
+  counter("tributary_restores_total", "Restores of a model version applied (POST /v1/models/VERSION/restore).",
+          counters.restores);
+  counter("tributary_restore_failures_total",
+          "Restores refused when applied, the model unchanged (the version missing or unreadable).",
+          counters.restore_failures);
   counter("tributary_wal_recovery_attempts_total", "Attempts to use the write-ahead log again after a failure.",
           counters.wal_recovery_attempts);
   gauge("tributary_damage_reports", "Damage reports in the data directory awaiting review (/healthz fails).",
@@ -209,6 +218,19 @@ std::string Server::Impl::MetricsText() {
        << server_internal::kHttpErrors[i].code << "\"} " << counters.http_errors[i] << "\n";
   }
   gauge("tributary_http_open_connections", "Open HTTP connections.", http_connections.load());
+  if (feedback != nullptr) {
+    const FeedbackStore::Stats fs = feedback->stats();
+    gauge("tributary_kept_predictions", "Predictions kept for a late label, waiting for it.",
+          static_cast<double>(fs.waiting));
+    gauge("tributary_kept_prediction_bytes", "Their documents' bytes (--feedback-max-bytes bounds them).",
+          static_cast<double>(fs.bytes));
+    counter("tributary_kept_predictions_total", "Predictions kept for a late label (predict with \"keep\").", fs.kept);
+    counter("tributary_kept_predictions_expired_total",
+            "Kept predictions dropped before their label came (--feedback-max-age-s, --feedback-max-bytes).",
+            fs.expired);
+    counter("tributary_feedback_refused_total",
+            "Labels refused: their prediction id unknown, expired or labelled already.", fs.refused);
+  }
   {
     // What the learner knows of its own predictions (quality_monitor.h):
     // every labelled document scored before it is learned.
@@ -236,6 +258,21 @@ std::string Server::Impl::MetricsText() {
         os << "tributary_class_recall{class=\"" << server_internal::PrometheusLabel(class_names[k]) << "\"} "
            << PrometheusValue(classes[k].window_recall) << "\n";
       }
+    }
+    // Late labels: the kept predictions as they were made, once labelled.
+    counter("tributary_delayed_documents_total",
+            "Kept predictions whose label came (POST /v1/feedback), counted as they were predicted then (since the "
+            "server started, plus the labels the kept-prediction log still holds).",
+            delayed.documents());
+    if (delayed.documents() > 0) {
+      os << "# HELP tributary_delayed_accuracy Fraction of kept predictions that were right when made, judged by "
+            "the label that came later: cumulative and recent.\n# TYPE tributary_delayed_accuracy gauge\n";
+      os << "tributary_delayed_accuracy{window=\"cumulative\"} " << PrometheusValue(delayed.accuracy()) << "\n";
+      os << "tributary_delayed_accuracy{window=\"recent\"} " << PrometheusValue(delayed.window_accuracy()) << "\n";
+      os << "# HELP tributary_delayed_log_loss Mean -log p(y | x) of kept predictions, as made, for the label that "
+            "came later (each capped at 50).\n# TYPE tributary_delayed_log_loss gauge\n";
+      os << "tributary_delayed_log_loss{window=\"cumulative\"} " << PrometheusValue(delayed.log_loss()) << "\n";
+      os << "tributary_delayed_log_loss{window=\"recent\"} " << PrometheusValue(delayed.window_log_loss()) << "\n";
     }
     // A live learner's own alarms (the ones that raised its steps), else the
     // monitor's.
@@ -366,6 +403,19 @@ std::string Server::Impl::StatusJson() {
   q["most_confused"] = confused;
   q["drift_alarms"] = live_learner ? live_alarms : quality.alarms();
   j["quality"] = q;
+  // Late labels (docs/http-api.md): the kept predictions judged by the
+  // labels that came for them, as they were made.
+  if (feedback != nullptr) {
+    const FeedbackStore::Stats fs = feedback->stats();
+    j["kept_predictions"] = {{"waiting", fs.waiting},   {"bytes", fs.bytes},     {"kept", fs.kept},
+                             {"labelled", fs.labelled}, {"expired", fs.expired}, {"refused", fs.refused}};
+    if (!fs.error.empty()) j["kept_predictions"]["error"] = fs.error;
+  }
+  j["delayed"] = {{"documents", delayed.documents()},
+                  {"accuracy", num(delayed.accuracy())},
+                  {"window_accuracy", num(delayed.window_accuracy())},
+                  {"log_loss", num(delayed.log_loss())},
+                  {"window_log_loss", num(delayed.window_log_loss())}};
   json live_json;
   if (live_learner && ready) {
     // The candidates, the one served, the learner's alarms (labelled

@@ -333,6 +333,9 @@ Status Server::Impl::Recover(std::unique_ptr<Model> model) {
   // 2. Replay the log tail (damage handled by the policy: wal.h).
   // Broker positions of every record the log holds (also those the
   // snapshot covers): entries a broker delivers again are recognised.
+  // The kept predictions (late labels) before the log: a replayed label of
+  // one finds it, and counts it unless its mark was read.
+  TRIB_RETURN_IF_ERROR(s.OpenFeedback());
   s.recovery_phase = RecoveryPhase::kReplaying;
   auto note_source = [&](const v1::WalRecord& rec) {
     if (!rec.has_source()) return;
@@ -348,6 +351,7 @@ Status Server::Impl::Recover(std::unique_ptr<Model> model) {
       },
       s.readers.empty() ? nullptr : std::function<void(const v1::WalRecord&)>(note_source), &s.recovery,
       &s.next_sequence));
+  TRIB_RETURN_IF_ERROR(s.feedback->Sync().WithContext("kept predictions"));
   // Whole records that do not parse are skipped like a refused document
   // (counted, the model's sequence past them).
   for (const uint64_t seq : s.recovery.unreadable_sequences) {

@@ -43,6 +43,7 @@
 #include <thread>
 #include <vector>
 
+#include "server/feedback.h"
 #include "tributary/document.h"
 #include "tributary/learner.h"
 #include "tributary/live_model.h"
@@ -64,6 +65,7 @@ namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 class SourceReader;  // source_reader.h
+// (FeedbackStore: feedback.h, included below)
 
 namespace server_internal {
 
@@ -93,6 +95,9 @@ struct Counters {
   // Log failures: attempts to use the log again, and the successful ones.
   std::atomic<uint64_t> wal_recovery_attempts{0}, wal_recoveries{0};
   std::atomic<uint64_t> snapshot_failures{0};
+  // Model versions kept and failures to keep one; restores applied and
+  // refused (the version unreadable: the model unchanged).
+  std::atomic<uint64_t> versions_kept{0}, version_failures{0}, restores{0}, restore_failures{0};
   std::atomic<uint64_t> ack_mark_failures{0};
   // Requests and documents refused by a memory limit (ServerOptions
   // max_answer_bytes, max_classes, max_label_bytes), and new terms left out
@@ -111,7 +116,7 @@ struct Counters {
   // status (kHttpErrors). Documents acknowledged and predicted over HTTP
   // count in the totals above too; its errors are not in errors().
   std::atomic<uint64_t> http_learn_requests{0}, http_predict_requests{0}, http_other_requests{0};
-  std::array<std::atomic<uint64_t>, 11> http_errors{};  // kHttpErrors.size()
+  std::array<std::atomic<uint64_t>, 13> http_errors{};  // kHttpErrors.size()
 
   uint64_t errors() const {
     return err_invalid + err_unauthenticated + err_overloaded + err_unavailable + err_internal + err_frame + err_wal +
@@ -131,21 +136,36 @@ struct HttpError {
   unsigned status;
   const char* code;
 };
-constexpr std::array<HttpError, 11> kHttpErrors = {{{400, "INVALID_REQUEST"},
+constexpr std::array<HttpError, 13> kHttpErrors = {{{400, "INVALID_REQUEST"},
                                                     {401, "UNAUTHENTICATED"},
                                                     {403, "PERMISSION_DENIED"},
                                                     {404, "NOT_FOUND"},
                                                     {405, "METHOD_NOT_ALLOWED"},
                                                     {408, "REQUEST_TIMEOUT"},
+                                                    {409, "CONFLICT"},
+                                                    {410, "EXPIRED"},
                                                     {413, "PAYLOAD_TOO_LARGE"},
                                                     {415, "UNSUPPORTED_MEDIA_TYPE"},
                                                     {429, "OVERLOADED"},
                                                     {500, "INTERNAL"},
                                                     {503, "UNAVAILABLE"}}};
 
-static_assert(kHttpErrors.size() == 11, "Counters::http_errors has a slot per kHttpErrors entry");
+static_assert(kHttpErrors.size() == 13, "Counters::http_errors has a slot per kHttpErrors entry");
 
 }  // namespace server_internal
+
+// What a restore did (versions.cc; docs/design.md §16).
+struct RestoreOutcome {
+  Status status;                 // not OK: nothing changed (the version is missing or unreadable)
+  uint64_t version = 0;          // the version restored (the log sequence it holds)
+  uint64_t record = 0;           // the restore's own log record
+  bool replay = false;           // the documents after the version were learned again
+  uint64_t first = 0, last = 0;  // their log sequences (first > last: none)
+  uint64_t documents = 0;        // how many of those records are documents
+  std::string kept_as;           // not replayed: the stream they were kept in
+  std::string note;              // what went wrong keeping them aside (the restore itself happened)
+  uint64_t published = 0;        // the publication serving the restored model
+};
 
 // One acknowledged-or-not learn request on its way through the committer.
 struct LearnJob {
@@ -160,6 +180,14 @@ struct LearnJob {
   std::function<void(v1::Response)> complete;
   uint64_t request_id = 0;
   Clock::time_point start;
+  // A restore instead of documents (docs empty): logged as one record; once
+  // logged, `restored` (not `complete`) answers, on the learner thread, when
+  // the learner has applied it (or the server stops first: UNAVAILABLE).
+  std::optional<v1::ModelRestore> restore;
+  // POST /v1/feedback: the kept prediction each document is the label of
+  // (parallel to docs; logged as WalRecord.prediction). Empty otherwise.
+  std::vector<v1::KeptPrediction> predictions;
+  std::function<void(const RestoreOutcome&)> restored;
 };
 
 // Where Start is: HTTP answers from the beginning, the protocol when ready.
@@ -181,6 +209,11 @@ struct Server::Impl {
   // learner thread and read by /metrics and /v1/status.
   std::mutex quality_mu;
   QualityMonitor quality;  // (quality_mu)
+  // The predictions kept for late labels (feedback.h), opened by Recover,
+  // and the delayed quality figures: each labelled kept prediction as it was
+  // made (River's delayed progressive validation), fed by Apply (quality_mu).
+  std::unique_ptr<FeedbackStore> feedback;
+  QualityMonitor delayed;  // (quality_mu)
   // A live learner (live_learner.h): its alarms (the labelled documents it
   // had learned when each fired, since it was made), its switches and the
   // candidate served (quality_mu).
@@ -284,6 +317,12 @@ struct Server::Impl {
   bool stopping_learn = false;            // GUARDED_BY(learn_mu)
   std::vector<std::function<void(const Status&, const std::string&, uint64_t)>>
       snapshot_waiters;  // GUARDED_BY(learn_mu)
+  // POST /v1/models: a snapshot kept as a version now (the version, or why not).
+  std::vector<std::function<void(const Status&, uint64_t)>> version_waiters;  // GUARDED_BY(learn_mu)
+  // Restore records logged, by sequence: their answers (LearnJob::restored).
+  std::map<uint64_t, std::function<void(const RestoreOutcome&)>> restore_waiters;  // GUARDED_BY(learn_mu)
+  // The newest restore applied (learner thread writes, /v1/models reads: quality_mu).
+  std::optional<RestoreOutcome> last_restore;
 
   std::thread committer, learner_thread;
   std::atomic<bool> draining{false};
@@ -363,10 +402,37 @@ struct Server::Impl {
   // Learns one logged record (learner thread, and recovery). A document that
   // the learner refuses is skipped and counted; the same happens on replay.
   Status Apply(const v1::WalRecord& rec);
+  // Apply's part for a document: `prequential` false when the document is
+  // learned again by a restore with replay (it was scored once already).
+  Status ApplyDocument(const v1::WalRecord& rec, bool prequential);
   // Writes model.trib at applied_sequence, keeping the one it replaces as
   // model.prev.trib; the log is then dropped up to the replaced one's
   // sequence (learner thread, and recovery).
   Status SaveSnapshot();
+
+  // versions.cc (issue 42: model versions and rollback, docs/design.md §16).
+  // Learner thread: after a snapshot at applied_sequence, keeps it as a
+  // version (`trigger`: why) with its figures; the oldest beyond
+  // opt.keep_versions go.
+  Status KeepVersion(const char* trigger, uint64_t* version);
+  // Learner thread (and recovery): applies a restore record (the model
+  // becomes the version's; the documents logged since are learned again or
+  // kept aside). A version that cannot be read leaves the model as it was
+  // (outcome.status says why): the same on replay.
+  Status ApplyRestore(const v1::WalRecord& rec, RestoreOutcome* outcome);
+  // Any thread: GET /v1/models (the versions kept, the newest restore).
+  std::string ModelsJson();
+  // Any thread: queues a restore of `version`; `done` answers (once, on the
+  // learner or committer thread). Refused at once (the Status) when not
+  // ready, draining, learning is off, or the version is not kept.
+  Status SubmitRestore(uint64_t version, bool replay, std::function<void(const RestoreOutcome&)> done);
+  // feedback.cc's users (late labels). Recover opens the store (after the
+  // model, before the log's replay). Counts a labelled kept prediction in
+  // `delayed` (quality_mu taken here).
+  Status OpenFeedback();
+  void CountDelayed(const v1::KeptPrediction& p, const std::string& label);
+  // Any thread: asks the learner for a version now (`done` on its thread).
+  Status RequestVersion(std::function<void(const Status&, uint64_t)> done);
 
   // learner_loop.cc: capacity, taken by connections, given back by the
   // learner (or by whoever drops an admitted request).
