@@ -54,8 +54,8 @@ struct HttpAnswer {
   int status = 0;
   std::string body;
 };
-HttpAnswer HttpCall(uint16_t port, const std::string& method, const std::string& target,
-                    const std::string& body = "", const std::string& token = "");
+HttpAnswer HttpCall(uint16_t port, const std::string& method, const std::string& target, const std::string& body = "",
+                    const std::string& token = "");
 // GET /metrics from a server's HTTP port on 127.0.0.1: each sample line
 // (name with labels) -> value. Empty when the server cannot be reached.
 std::map<std::string, double> HttpMetrics(uint16_t port);
