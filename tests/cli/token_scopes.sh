@@ -47,9 +47,33 @@ st, body = call("GET", "/v1/status", "frontend-secret")
 assert st == 200, (st, body)
 st, body = call("POST", "/v1/learn", "admin-secret", learn)
 assert st == 200, (st, body)
+# Versions: anyone with a token lists them; keeping one and restoring need admin.
+st, body = call("GET", "/v1/models", "frontend-secret")
+assert st == 200, (st, body)
+for token in ("frontend-secret", "ingest-secret"):
+    st, body = call("POST", "/v1/models", token)
+    assert st == 403 and "needs admin" in body, (st, body)
+st, body = call("POST", "/v1/models", "admin-secret")
+assert st == 200, (st, body)
+version = json.loads(body)["version"]
+for token in ("frontend-secret", "ingest-secret"):
+    st, body = call("POST", "/v1/models/%d/restore" % version, token)
+    assert st == 403 and "needs admin" in body, (st, body)
+st, body = call("POST", "/v1/models/%d/restore" % version, "admin-secret")
+assert st == 200 and json.loads(body)["restored"] == version, (st, body)
+# Late labels: keeping is predicting, the label is learning.
+st, body = call("POST", "/v1/predict", "frontend-secret", {"keep": True, "documents": [{"text": "a late goal"}]})
+assert st == 200, (st, body)
+pid_ = json.loads(body)["predictions"][0]["prediction_id"]
+fb = {"feedback": [{"prediction_id": pid_, "label": "sports"}]}
+st, body = call("POST", "/v1/feedback", "frontend-secret", fb)
+assert st == 403 and "needs learn" in body, (st, body)
+st, body = call("POST", "/v1/feedback", "ingest-secret", fb)
+assert st == 200, (st, body)
 st, body = call("POST", "/v1/learn", "wrong-secret", learn)
 assert st == 401, (st, body)
-print("scopes: predict-only 403 on learn, learn-only 403 on predict, the full token learns")
+print("scopes: predict-only 403 on learn, feedback, keeping and restoring a version; learn-only 403 on predict "
+      "and on versions; the full token learns and restores")
 PY
 kill -TERM "$pid"
 wait "$pid" || fail "serve did not stop cleanly: $(cat "$dir/log")"
