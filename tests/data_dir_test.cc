@@ -260,6 +260,11 @@ TEST(DataDirTest, VersionsKeepTheNewestAndWhatARestoreStillNeeds) {
   files.Clear();
   ASSERT_TRUE((*d)->KeepVersion(50, "{}", 2).ok());
   EXPECT_EQ(sequences(), (std::vector<uint64_t>{40, 50}));
+  EXPECT_EQ((*d)->DroppableThrough(60), 40u);
+  // An owner that keeps fewer now (serve --keep-versions 0 on this directory).
+  ASSERT_TRUE((*d)->PruneVersions(0).ok());
+  EXPECT_TRUE(sequences().empty());
+  EXPECT_EQ((*d)->DroppableThrough(60), 60u) << "nothing kept: the log goes up to the snapshot";
 }
 
 // Durable LiveModel writes the acknowledgement mark (wal.h): damage to a

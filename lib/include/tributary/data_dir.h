@@ -166,6 +166,11 @@ class DataDir {
   /// stay besides those, and do not count among them. Errors: I/O, naming
   /// the file; the versions before stay.
   Status KeepVersion(uint64_t sequence, const std::string& info, size_t keep);
+  /// Removes the oldest versions beyond the newest `keep` (pinned ones stay
+  /// besides them), as KeepVersion does after each version: for an owner
+  /// started with fewer versions to keep than the directory holds (else the
+  /// log would keep everything after a version nobody removes).
+  Status PruneVersions(size_t keep);
   /// The kept versions, oldest first (what versions/ holds: a version whose
   /// copy was cut short by a crash is not listed).
   std::vector<ModelVersion> Versions() const;

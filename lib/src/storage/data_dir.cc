@@ -291,6 +291,10 @@ Status DataDir::KeepVersion(uint64_t sequence, const std::string& info, size_t k
   TRIB_RETURN_IF_ERROR(WriteDurably(env_, "", info, json).WithContext("model version '" + json + "'"));
   TRIB_RETURN_IF_ERROR(WriteDurably(env_, SnapshotPath(), "", VersionPath(sequence))
                            .WithContext("model version " + std::to_string(sequence)));
+  return PruneVersions(keep);
+}
+
+Status DataDir::PruneVersions(size_t keep) {
   // The newest `keep` versions stay, and any pinned one besides them (a
   // restore recovery may replay needs it; it goes at a later checkpoint).
   auto pinned = [&](uint64_t seq) {

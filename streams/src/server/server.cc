@@ -352,6 +352,9 @@ Status Server::Impl::Recover(std::unique_ptr<Model> model) {
       s.readers.empty() ? nullptr : std::function<void(const v1::WalRecord&)>(note_source), &s.recovery,
       &s.next_sequence));
   TRIB_RETURN_IF_ERROR(s.feedback->Sync().WithContext("kept predictions"));
+  // Versions beyond --keep-versions (lowered since they were kept) go now,
+  // once the log's restores have pinned what they need.
+  TRIB_RETURN_IF_ERROR(s.data_dir->PruneVersions(s.opt.keep_versions));
   // Whole records that do not parse are skipped like a refused document
   // (counted, the model's sequence past them).
   for (const uint64_t seq : s.recovery.unreadable_sequences) {
