@@ -12,7 +12,6 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -35,8 +34,6 @@
 #include "fault_env.h"
 #include "test_util.h"
 #include "tributary/server.h"
-
-extern char** environ;
 
 namespace tributary {
 namespace {
@@ -679,44 +676,14 @@ TEST_F(ServerHttpTest, KillNineLosesNothingAcknowledgedOverHttp) {
   ASSERT_TRUE(VocabModel()->Save(model).ok());
   const std::string data = dir_ + "/data", port_file = dir_ + "/port";
   testing::WriteFile(dir_ + "/token", kToken);
-  auto spawn = [&]() -> pid_t {
-    std::filesystem::remove(port_file);
-    std::vector<std::string> args = {testing::ProgramPath(),
-                                     "serve",
-                                     "--data-dir",
-                                     data,
-                                     "--model",
-                                     model,
-                                     "--listen",
-                                     "127.0.0.1:0",
-                                     "--http",
-                                     "127.0.0.1:0",
-                                     "--port-file",
-                                     port_file,
-                                     "--auth-token-file",
-                                     dir_ + "/token",
-                                     "--snapshot-every",
-                                     "150"};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    pid_t pid = 0;
-    EXPECT_EQ(posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ), 0);
-    return pid;
-  };
-  auto http_port = [&]() -> uint16_t {
-    for (int i = 0; i < 400; ++i) {
-      std::ifstream in(port_file);
-      unsigned p = 0, h = 0;
-      if (in >> p >> h) return static_cast<uint16_t>(h);
-      std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    }
-    return 0;
-  };
   std::atomic<uint64_t> acked{0};  // the highest acknowledged sequence
-  pid_t pid = spawn();
+  uint16_t binary_port = 0, port = 0;
+  const pid_t pid =
+      testing::SpawnServe({"--data-dir", data, "--model", model, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0",
+                           "--auth-token-file", dir_ + "/token", "--snapshot-every", "150"},
+                          port_file, &binary_port, &port);
+  ASSERT_GT(pid, 0);
   {
-    const uint16_t port = http_port();
     ASSERT_NE(port, 0);
     std::atomic<bool> stop{false}, feeder_done{false};
     std::thread feeder([&] {

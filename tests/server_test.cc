@@ -13,7 +13,6 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -43,8 +42,6 @@
 #include "tributary/server.h"
 #include "tributary/stream_io.h"
 #include "tributary/wal.h"
-
-extern char** environ;
 
 namespace tributary {
 namespace {
@@ -2564,55 +2561,28 @@ TEST_F(ServerTest, KillNineAtAnyPointOfARestoreLosesNothingAcknowledged) {
   for (int delay : delays_us) {
     SCOPED_TRACE("kill " + std::to_string(delay) + " us after the restore request");
     const std::string data = dir_ + "/data" + std::to_string(delay), port_file = dir_ + "/port";
-    std::filesystem::remove(port_file);
-    std::vector<std::string> args = {testing::ProgramPath(),
-                                     "serve",
-                                     "--data-dir",
-                                     data,
-                                     "--model",
-                                     model,
-                                     "--listen",
-                                     "127.0.0.1:0",
-                                     "--http",
-                                     "127.0.0.1:0",
-                                     "--port-file",
-                                     port_file,
-                                     "--seed",
-                                     std::to_string(kSeed),
-                                     "--keep-versions",
-                                     "3",
-                                     "--version-every",
-                                     "1000000",
-                                     "--snapshot-every",
-                                     "1000000"};
-    std::vector<char*> argv;
-    for (auto& s : args) argv.push_back(s.data());
-    argv.push_back(nullptr);
-    pid_t pid = 0;
-    ASSERT_EQ(posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ), 0);
-    unsigned port = 0, http = 0;
-    for (int i = 0; i < 400 && http == 0; ++i) {
-      std::ifstream in(port_file);
-      if (!(in >> port >> http)) std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    }
+    uint16_t port = 0, http = 0;
+    const pid_t pid = testing::SpawnServe(
+        {"--data-dir", data, "--model", model, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--seed",
+         std::to_string(kSeed), "--keep-versions", "3", "--version-every", "1000000", "--snapshot-every", "1000000"},
+        port_file, &port, &http);
+    ASSERT_GT(pid, 0);
     ASSERT_NE(http, 0u);
     LogOrder order;
     uint64_t v = 0, n = 0;
     {
-      Client c(static_cast<uint16_t>(port));
+      Client c(port);
       n = LearnAll(c, first, 20, &order);
       WaitLearned(c, n);
-      const testing::HttpAnswer kept = testing::HttpCall(static_cast<uint16_t>(http), "POST", "/v1/models");
+      const testing::HttpAnswer kept = testing::HttpCall(http, "POST", "/v1/models");
       ASSERT_EQ(kept.status, 200) << kept.body;
       v = nlohmann::json::parse(kept.body)["version"].get<uint64_t>();
       n += LearnAll(c, second, 50, &order);
       WaitLearned(c, n);
     }
     std::atomic<int> answer{0};
-    std::thread restorer([&] {
-      answer =
-          testing::HttpCall(static_cast<uint16_t>(http), "POST", "/v1/models/" + std::to_string(v) + "/restore").status;
-    });
+    std::thread restorer(
+        [&] { answer = testing::HttpCall(http, "POST", "/v1/models/" + std::to_string(v) + "/restore").status; });
     std::this_thread::sleep_for(std::chrono::microseconds(delay));
     ::kill(pid, SIGKILL);
     int status = 0;

@@ -1,6 +1,7 @@
 #include "test_util.h"
 
 #include <arpa/inet.h>
+#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -8,14 +9,18 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 #include "tributary/checksum.h"
+
+extern char** environ;
 
 namespace tributary::testing {
 
@@ -176,6 +181,32 @@ HttpAnswer HttpCall(uint16_t port, const std::string& method, const std::string&
   out.status = std::atoi(text.c_str() + 9);
   out.body = text.substr(head + 4);
   return out;
+}
+
+pid_t SpawnServe(const std::vector<std::string>& args, const std::string& port_file, uint16_t* port,
+                 uint16_t* http_port) {
+  *port = *http_port = 0;
+  std::filesystem::remove(port_file);
+  std::vector<std::string> all = {ProgramPath(), "serve"};
+  all.insert(all.end(), args.begin(), args.end());
+  all.push_back("--port-file");
+  all.push_back(port_file);
+  std::vector<char*> argv;
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return 0;
+  for (int i = 0; i < 400; ++i) {
+    std::ifstream in(port_file);
+    unsigned p = 0, h = 0;
+    if (in >> p >> h) {
+      *port = static_cast<uint16_t>(p);
+      *http_port = static_cast<uint16_t>(h);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  return pid;
 }
 
 // GET /metrics from the server's HTTP port: metric line -> value.

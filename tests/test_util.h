@@ -2,6 +2,7 @@
 #ifndef TRIBUTARY_TESTS_TEST_UTIL_H_
 #define TRIBUTARY_TESTS_TEST_UTIL_H_
 
+#include <sys/types.h>
 #include <functional>
 #include <map>
 #include <memory>
@@ -56,6 +57,12 @@ struct HttpAnswer {
 };
 HttpAnswer HttpCall(uint16_t port, const std::string& method, const std::string& target, const std::string& body = "",
                     const std::string& token = "");
+// Starts `tributary serve ARGS... --port-file PORT_FILE` (the built program)
+// in a child process and waits until it wrote its ports (up to 10 s): its
+// pid (0 when it could not be started), *port and *http_port (0: not
+// written in time).
+pid_t SpawnServe(const std::vector<std::string>& args, const std::string& port_file, uint16_t* port,
+                 uint16_t* http_port);
 // GET /metrics from a server's HTTP port on 127.0.0.1: each sample line
 // (name with labels) -> value. Empty when the server cannot be reached.
 std::map<std::string, double> HttpMetrics(uint16_t port);
