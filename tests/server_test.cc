@@ -1740,7 +1740,10 @@ TEST_F(ServerTest, ShutdownStopsAtTheDrainDeadlineAndTheLogKeepsTheRest) {
   ServerOptions o = Options();
   o.drain_timeout_ms = 0;
   std::mt19937_64 rng(37);
-  std::vector<v1::Document> docs = RandomDocs(rng, 200);
+  // Each document adds a class (the model grows with each): enough of them
+  // that the learner cannot have learned them all between the
+  // acknowledgement and Shutdown, even on a loaded machine (200 could).
+  std::vector<v1::Document> docs = RandomDocs(rng, 600);
   for (size_t i = 0; i < docs.size(); ++i) docs[i].set_label("new" + std::to_string(i));
   {
     auto srv = Start(o, std::move(initial).value());

@@ -207,7 +207,7 @@ read -r port http <<<"$(free_ports 2)"
 start "$dir/log" serve --config "$example" --data-dir "$dir/data2" --listen "127.0.0.1:$port" \
   --http "127.0.0.1:$http" --auth-token-file "$dir/token" --port-file "$dir/port"
 [[ "$(get "http://127.0.0.1:$http/healthz")" == ok ]] || fail "deploy/serve.toml: GET /healthz"
-get "http://127.0.0.1:$http/metrics" | grep -q '^tributary_' || fail "deploy/serve.toml: GET /metrics"
+get "http://127.0.0.1:$http/metrics" | grep -c '^tributary_' > /dev/null || fail "deploy/serve.toml: GET /metrics"
 stop
 grep -q "stopped cleanly" "$dir/log" || fail "deploy/serve.toml: no clean stop: $(cat "$dir/log")"
 

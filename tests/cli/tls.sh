@@ -83,7 +83,7 @@ grep -q '"acknowledged":2' <<<"$out" || fail "POST /v1/learn over HTTPS: $out"
 out=$(curl -fsS --cacert ca.pem -H 'Content-Type: application/json' \
   -d '{"documents": [{"text": "a goal for the striker"}]}' "$url/v1/predict") || fail "POST /v1/predict over HTTPS"
 grep -q '"predicted":' <<<"$out" || fail "POST /v1/predict over HTTPS: $out"
-curl -fsS --cacert ca.pem "$url/metrics" | grep -q '^tributary_' || fail "GET /metrics over HTTPS"
+curl -fsS --cacert ca.pem "$url/metrics" | grep -c '^tributary_' > /dev/null || fail "GET /metrics over HTTPS"
 # Plain HTTP: 400 saying the port speaks HTTPS (so curl -f fails).
 rc=0
 curl -fsS "http://127.0.0.1:$http/healthz" >/dev/null 2>&1 || rc=$?
