@@ -194,6 +194,9 @@ class DataDir {
   /// Writes the .report file `report` (damage to `what`, the line `line`)
   /// and records both in `rec`.
   Status Report(const std::string& report, const std::string& what, const std::string& line, DataDirRecovery* rec);
+  std::string VersionInfoPath(uint64_t sequence) const;  ///< DIR/versions/SEQUENCE.json
+  std::vector<uint64_t> VersionSequences() const;        ///< the kept versions' sequences, ascending
+  ModelVersion ReadVersion(uint64_t sequence) const;     ///< its paths and sidecar
   std::string path_;
   std::vector<std::pair<uint64_t, uint64_t>> pins_;  ///< (version, restore record): Pin
   DataDirOptions options_;

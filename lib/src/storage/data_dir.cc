@@ -286,7 +286,7 @@ std::string DataDir::VersionPath(uint64_t sequence) const {
 
 Status DataDir::KeepVersion(uint64_t sequence, const std::string& info, size_t keep) {
   TRIB_RETURN_IF_ERROR(env_->CreateDirs(VersionsDir()).WithContext("model versions"));
-  const std::string json = (std::filesystem::path(VersionsDir()) / VersionName(sequence, ".json")).string();
+  const std::string json = VersionInfoPath(sequence);
   // The sidecar first: a version listed (its .trib in place) has its figures.
   TRIB_RETURN_IF_ERROR(WriteDurably(env_, "", info, json).WithContext("model version '" + json + "'"));
   TRIB_RETURN_IF_ERROR(WriteDurably(env_, SnapshotPath(), "", VersionPath(sequence))
@@ -300,47 +300,56 @@ Status DataDir::PruneVersions(size_t keep) {
   auto pinned = [&](uint64_t seq) {
     return std::any_of(pins_.begin(), pins_.end(), [&](const auto& p) { return p.first == seq; });
   };
-  std::vector<ModelVersion> kept = Versions();
+  const std::vector<uint64_t> kept = VersionSequences();
   size_t unpinned = 0;
-  for (const ModelVersion& v : kept) unpinned += pinned(v.sequence) ? 0 : 1;
+  for (uint64_t seq : kept) unpinned += pinned(seq) ? 0 : 1;
   size_t excess = unpinned > keep ? unpinned - keep : 0;
-  for (const ModelVersion& v : kept) {
+  for (uint64_t seq : kept) {
     if (excess == 0) break;
-    if (pinned(v.sequence)) continue;
-    TRIB_RETURN_IF_ERROR(env_->RemoveFile(v.path).WithContext("model versions"));
-    const std::string side = (std::filesystem::path(VersionsDir()) / VersionName(v.sequence, ".json")).string();
+    if (pinned(seq)) continue;
+    TRIB_RETURN_IF_ERROR(env_->RemoveFile(VersionPath(seq)).WithContext("model versions"));
+    const std::string side = VersionInfoPath(seq);
     if (env_->FileExists(side)) TRIB_RETURN_IF_ERROR(env_->RemoveFile(side).WithContext("model versions"));
     --excess;
   }
   return Status::OK();
 }
 
-std::vector<ModelVersion> DataDir::Versions() const {
-  std::vector<ModelVersion> out;
+std::string DataDir::VersionInfoPath(uint64_t sequence) const {
+  return (std::filesystem::path(VersionsDir()) / VersionName(sequence, ".json")).string();
+}
+
+std::vector<uint64_t> DataDir::VersionSequences() const {
+  std::vector<uint64_t> out;
   std::vector<std::string> names;
   if (!env_->GetChildren(VersionsDir(), &names).ok()) return out;
   for (const std::string& name : names) {
     uint64_t seq = 0;
-    if (!ParseVersionName(name, &seq)) continue;
-    ModelVersion v;
-    v.sequence = seq;
-    v.path = VersionPath(seq);
-    const std::string side = (std::filesystem::path(VersionsDir()) / VersionName(seq, ".json")).string();
-    if (env_->FileExists(side) && !env_->ReadFileToString(side, &v.info).ok()) v.info.clear();
-    out.push_back(std::move(v));
+    if (ParseVersionName(name, &seq)) out.push_back(seq);
   }
-  std::sort(out.begin(), out.end(),
-            [](const ModelVersion& a, const ModelVersion& b) { return a.sequence < b.sequence; });
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+ModelVersion DataDir::ReadVersion(uint64_t sequence) const {
+  ModelVersion v;
+  v.sequence = sequence;
+  v.path = VersionPath(sequence);
+  const std::string side = VersionInfoPath(sequence);
+  if (env_->FileExists(side) && !env_->ReadFileToString(side, &v.info).ok()) v.info.clear();
+  return v;
+}
+
+std::vector<ModelVersion> DataDir::Versions() const {
+  std::vector<ModelVersion> out;
+  for (uint64_t seq : VersionSequences()) out.push_back(ReadVersion(seq));
   return out;
 }
 
 Result<ModelVersion> DataDir::FindVersion(uint64_t sequence) const {
-  std::vector<ModelVersion> all = Versions();
-  for (ModelVersion& v : all) {
-    if (v.sequence == sequence) return std::move(v);
-  }
+  if (env_->FileExists(VersionPath(sequence))) return ReadVersion(sequence);
   std::string kept;
-  for (const ModelVersion& v : all) kept += (kept.empty() ? "" : ", ") + std::to_string(v.sequence);
+  for (uint64_t seq : VersionSequences()) kept += (kept.empty() ? "" : ", ") + std::to_string(seq);
   return Status::NotFound("model version " + std::to_string(sequence) + " is not kept in '" + VersionsDir() +
                           "' (kept: " + (kept.empty() ? std::string("none") : kept) + ")");
 }
@@ -349,7 +358,7 @@ void DataDir::Pin(uint64_t version, uint64_t record) { pins_.emplace_back(versio
 
 uint64_t DataDir::DroppableThrough(uint64_t replaced) const {
   uint64_t through = replaced;
-  for (const ModelVersion& v : Versions()) through = std::min(through, v.sequence);
+  for (uint64_t seq : VersionSequences()) through = std::min(through, seq);
   for (const auto& p : pins_) through = std::min(through, p.first);
   return through;
 }

@@ -479,28 +479,36 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Stream>> {
       const int64_t at_index = static_cast<int64_t>(i);
       const std::string at =
           "feedback item " + std::to_string(i) + ": prediction_id '" + Printable(f.prediction_id, 64) + "'";
-      switch (store->Take(f.prediction_id, &doc, &pred)) {
-        case FeedbackStore::Lookup::kFound:
-          break;
-        case FeedbackStore::Lookup::kMalformed:
-          release();
-          return Error(400, at + " is not an id this server gives (\"k\" and digits)", at_index);
-        case FeedbackStore::Lookup::kUnknown:
-          release();
-          return Error(404, at + " was never given by this server", at_index);
-        case FeedbackStore::Lookup::kExpired:
-          release();
-          return Error(410,
-                       at + " expired: kept predictions last --feedback-max-age-s " +
-                           std::to_string(srv_->opt.feedback_max_age_s) + " s and --feedback-max-bytes " +
-                           std::to_string(srv_->opt.feedback_max_bytes) + " bytes; send the document to /v1/learn",
-                       at_index);
-        case FeedbackStore::Lookup::kLabelled:
-          release();
-          return Error(409, at + " is labelled already (its label was learned)", at_index);
-        case FeedbackStore::Lookup::kBeingLabelled:
-          release();
-          return Error(409, at + " has a label on its way (this request or another names it twice)", at_index);
+      const FeedbackStore::Lookup found = store->Take(f.prediction_id, &doc, &pred);
+      if (found != FeedbackStore::Lookup::kFound) {
+        // The whole request is refused: the ids it took wait again.
+        release();
+        unsigned code = 409;
+        std::string problem;
+        switch (found) {
+          case FeedbackStore::Lookup::kMalformed:
+            code = 400;
+            problem = " is not an id this server gives (\"k\" and digits)";
+            break;
+          case FeedbackStore::Lookup::kUnknown:
+            code = 404;
+            problem = " was never given by this server";
+            break;
+          case FeedbackStore::Lookup::kExpired:
+            code = 410;
+            problem = " expired: kept predictions last --feedback-max-age-s " +
+                      std::to_string(srv_->opt.feedback_max_age_s) + " s and --feedback-max-bytes " +
+                      std::to_string(srv_->opt.feedback_max_bytes) + " bytes; send the document to /v1/learn";
+            break;
+          case FeedbackStore::Lookup::kLabelled:
+            problem = " is labelled already (its label was learned)";
+            break;
+          case FeedbackStore::Lookup::kBeingLabelled:
+          case FeedbackStore::Lookup::kFound:
+            problem = " has a label on its way (this request or another names it twice)";
+            break;
+        }
+        return Error(code, at + problem, at_index);
       }
       taken->push_back(f.prediction_id);
       doc.set_label(f.label);
